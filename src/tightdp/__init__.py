@@ -1,0 +1,42 @@
+"""tightdp: tight differential-privacy accounting with certified bounds."""
+
+from .accountants import Accountant, DeltaResult, EpsilonResult, PLDAccountant
+from .mechanisms import (
+    ApproxDP,
+    DiscreteLoss,
+    Gaussian,
+    GaussianLoss,
+    Laplace,
+    LocationMixtureLoss,
+    Mechanism,
+    MixtureOfGaussians,
+    PoissonSubsampled,
+    PrivacyLoss,
+    PureDP,
+    RandomizedResponse,
+    SampledWithoutReplacement,
+    SampledWithReplacement,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Accountant",
+    "DeltaResult",
+    "EpsilonResult",
+    "PLDAccountant",
+    "Mechanism",
+    "PrivacyLoss",
+    "GaussianLoss",
+    "LocationMixtureLoss",
+    "DiscreteLoss",
+    "Gaussian",
+    "Laplace",
+    "RandomizedResponse",
+    "PureDP",
+    "ApproxDP",
+    "PoissonSubsampled",
+    "SampledWithoutReplacement",
+    "SampledWithReplacement",
+    "MixtureOfGaussians",
+]

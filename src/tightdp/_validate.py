@@ -1,0 +1,94 @@
+"""Input checks shared by every public entry point.
+
+Each check raises ``ValueError`` naming the parameter and the accepted range, so that a user
+who passes ``q=1.5`` learns at once which argument is wrong and what would be accepted.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+
+def _as_float(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real | np.floating | np.integer):
+        raise ValueError(f"{name} must be a real number, got {value!r}")
+    x = float(value)
+    if math.isnan(x):
+        raise ValueError(f"{name} must be a number, got NaN")
+    return x
+
+
+def positive(name: str, value: object, *, allow_inf: bool = False) -> float:
+    """Return ``value`` as a float, checking it lies in (0, inf) (or (0, inf])."""
+    x = _as_float(name, value)
+    if not x > 0 or (math.isinf(x) and not allow_inf):
+        rng = "(0, inf]" if allow_inf else "(0, inf)"
+        raise ValueError(f"{name} must be in {rng}, got {value!r}")
+    return x
+
+
+def nonnegative(name: str, value: object, *, allow_inf: bool = False) -> float:
+    """Return ``value`` as a float, checking it lies in [0, inf)."""
+    x = _as_float(name, value)
+    if x < 0 or (math.isinf(x) and not allow_inf):
+        rng = "[0, inf]" if allow_inf else "[0, inf)"
+        raise ValueError(f"{name} must be in {rng}, got {value!r}")
+    return x
+
+
+def probability_open_closed(name: str, value: object) -> float:
+    """A sampling rate: a float in (0, 1]."""
+    x = _as_float(name, value)
+    if not 0.0 < x <= 1.0:
+        raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+    return x
+
+
+def delta_value(name: str, value: object) -> float:
+    """A target delta: a float in (0, 1)."""
+    x = _as_float(name, value)
+    if not 0.0 < x < 1.0:
+        raise ValueError(f"{name} must be in (0, 1), got {value!r}")
+    return x
+
+
+def unit_interval(name: str, value: object, *, open_low: bool = False, open_high: bool = False
+                  ) -> float:
+    """A float in [0, 1] with optionally open ends."""
+    x = _as_float(name, value)
+    lo_ok = x > 0 if open_low else x >= 0
+    hi_ok = x < 1 if open_high else x <= 1
+    if not (lo_ok and hi_ok):
+        rng = ("(" if open_low else "[") + "0, 1" + (")" if open_high else "]")
+        raise ValueError(f"{name} must be in {rng}, got {value!r}")
+    return x
+
+
+def count(name: str, value: object, *, minimum: int = 0) -> int:
+    """A whole number >= ``minimum`` (steps, compositions, group size, ...)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if isinstance(value, numbers.Integral | np.integer):
+        n = int(value)
+    elif isinstance(value, numbers.Real | np.floating) and not math.isnan(float(value)) \
+            and float(value).is_integer():
+        n = int(value)
+    else:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if n < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return n
+
+
+def eps_values(name: str, value: object) -> np.ndarray:
+    """One or many epsilon values, each a finite float >= 0 ... or any real: negative eps
+    are legal queries of a privacy curve, NaN is not."""
+    arr = np.asarray(value, dtype=float)
+    if np.any(np.isnan(arr)):
+        raise ValueError(f"{name} must not contain NaN")
+    if np.any(np.isinf(arr)):
+        raise ValueError(f"{name} must be finite, in (-inf, inf)")
+    return arr

@@ -1,0 +1,103 @@
+"""What every accountant shares: the result objects and the composition bookkeeping."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .. import _validate as v
+from ..mechanisms.base import Mechanism
+
+__all__ = ["EpsilonResult", "DeltaResult", "Accountant"]
+
+
+@dataclass
+class EpsilonResult:
+    """eps at a given delta.
+
+    ``epsilon`` is the number to report: the certified upper bound where the method
+    certifies one (``certified=True``), otherwise the method's estimate, in which case
+    ``certified`` is False and ``note`` says what kind of approximation it is.
+    ``lower``/``upper`` are certified bounds of the true value, or None where the method has
+    none.
+    """
+
+    epsilon: float
+    delta: float
+    lower: float | None
+    upper: float | None
+    accountant: str
+    certified: bool
+    estimate: float | None = None
+    note: str = ""
+    details: dict = field(default_factory=dict)
+
+    def __float__(self) -> float:
+        return float(self.epsilon)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        return {k: (None if isinstance(x, float) and math.isnan(x) else x) for k, x in d.items()}
+
+
+@dataclass
+class DeltaResult:
+    """delta at one or many eps (arrays when eps was an array); fields as in EpsilonResult."""
+
+    delta: float | np.ndarray
+    epsilon: float | np.ndarray
+    lower: float | np.ndarray | None
+    upper: float | np.ndarray | None
+    accountant: str
+    certified: bool
+    estimate: float | np.ndarray | None = None
+    note: str = ""
+    details: dict = field(default_factory=dict)
+
+    def __float__(self) -> float:
+        return float(np.asarray(self.delta).reshape(-1)[0])
+
+    def as_dict(self) -> dict:
+        def conv(x):
+            if isinstance(x, np.ndarray):
+                return x.tolist()
+            if isinstance(x, np.floating):
+                return float(x)
+            return x
+        return {k: conv(x) for k, x in asdict(self).items()}
+
+
+class Accountant:
+    """Base of every accountant: ``compose(mechanism, count=1)``, ``delta(eps)``,
+    ``epsilon(delta)``. Composition only records ``(mechanism, count)``; the work happens at
+    query time and is cached per accountant."""
+
+    name = "base"
+
+    def __init__(self) -> None:
+        self._terms: dict[Mechanism, int] = {}
+        self._cache: dict = {}
+
+    def compose(self, mechanism: Mechanism, count: int = 1) -> Accountant:
+        """Record ``count`` sequential applications of ``mechanism``; returns self."""
+        if not isinstance(mechanism, Mechanism):
+            raise ValueError(f"mechanism must be a tightdp Mechanism, got {mechanism!r}")
+        count = v.count("count", count, minimum=0)
+        self.supports(mechanism)
+        if count:
+            self._terms[mechanism] = self._terms.get(mechanism, 0) + count
+            self._cache.clear()
+        return self
+
+    def supports(self, mechanism: Mechanism) -> None:
+        """Raise ValueError if this accountant cannot handle ``mechanism``."""
+
+    @property
+    def terms(self) -> list[tuple[Mechanism, int]]:
+        return list(self._terms.items())
+
+    @property
+    def total_count(self) -> int:
+        return sum(self._terms.values())

@@ -1,0 +1,24 @@
+"""Mechanisms and their privacy loss random variables."""
+
+from .base import Mechanism
+from .basic import ApproxDP, Gaussian, Laplace, PureDP, RandomizedResponse
+from .loss import DiscreteLoss, GaussianLoss, LocationMixtureLoss, PrivacyLoss
+from .mixture import MixtureOfGaussians
+from .subsampling import PoissonSubsampled, SampledWithoutReplacement, SampledWithReplacement
+
+__all__ = [
+    "Mechanism",
+    "PrivacyLoss",
+    "GaussianLoss",
+    "LocationMixtureLoss",
+    "DiscreteLoss",
+    "Gaussian",
+    "Laplace",
+    "RandomizedResponse",
+    "PureDP",
+    "ApproxDP",
+    "PoissonSubsampled",
+    "SampledWithoutReplacement",
+    "SampledWithReplacement",
+    "MixtureOfGaussians",
+]

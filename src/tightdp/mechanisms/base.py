@@ -1,0 +1,64 @@
+"""The mechanism interface: a dominating pair per direction of the neighbouring relation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .loss import PrivacyLoss
+
+__all__ = ["Mechanism"]
+
+
+class Mechanism:
+    """A randomized algorithm described by its worst-case (dominating) pair of distributions.
+
+    Subclasses implement :meth:`_build_losses`, returning the PLRV of the *remove* pair
+    and of the *add* pair. Under add/remove adjacency they differ in general; under the
+    substitute relation (and for symmetric mechanisms) both are the same object. Accountants
+    compose every remove pair together and every add pair together and report the maximum:
+    a direction is never dropped.
+    """
+
+    #: "add_remove" or "substitute"
+    relation: str = "add_remove"
+
+    def _build_losses(self) -> tuple[PrivacyLoss, PrivacyLoss]:
+        raise NotImplementedError
+
+    def privacy_losses(self) -> tuple[PrivacyLoss, PrivacyLoss]:
+        """(remove, add) privacy losses; the same object twice when symmetric."""
+        cached = self.__dict__.get("_losses")
+        if cached is None:
+            cached = self._build_losses()
+            self.__dict__["_losses"] = cached
+        return cached
+
+    @property
+    def symmetric(self) -> bool:
+        rem, add = self.privacy_losses()
+        return rem is add
+
+    def delta(self, eps) -> np.ndarray:
+        """delta(eps) of a single application: the max over both directions."""
+        rem, add = self.privacy_losses()
+        d = rem.delta(eps)
+        return d if rem is add else np.maximum(d, add.delta(eps))
+
+    def _key(self) -> tuple:
+        """Hashable identity of the mechanism's parameters (used for caching)."""
+        return (type(self).__name__, tuple(sorted(
+            (k, v if not isinstance(v, np.ndarray) else tuple(v.tolist()))
+            for k, v in self.__dict__.items() if not k.startswith("_")
+            and not isinstance(v, Mechanism | PrivacyLoss))),
+            tuple(v._key() for v in self.__dict__.values() if isinstance(v, Mechanism)))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mechanism) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items()
+                           if not k.startswith("_"))
+        return f"{type(self).__name__}({params})"

@@ -1,0 +1,138 @@
+"""Basic mechanisms: Gaussian, Laplace, randomized response, pure and approximate DP."""
+
+from __future__ import annotations
+
+import math
+
+from .. import _validate as v
+from .base import Mechanism
+from .loss import DiscreteLoss, GaussianLoss, LocationMixtureLoss
+
+__all__ = ["Gaussian", "Laplace", "RandomizedResponse", "PureDP", "ApproxDP"]
+
+
+class Gaussian(Mechanism):
+    """The Gaussian mechanism ``f(D) + N(0, sigma^2)`` with L2 sensitivity ``sensitivity``.
+
+    Its dominating pair is ``(N(sensitivity, sigma^2), N(0, sigma^2))``, symmetric, so one
+    PLRV serves both directions; it is ``mu``-GDP with ``mu = sensitivity / sigma``
+    (Dong, Roth, Su 2019; Balle & Wang 2018, Thm. 8 for ``delta(eps)``).
+
+    ``sigma`` is the standard deviation of the noise (``noise_multiplier * clip_norm`` in
+    DP-SGD).
+    """
+
+    def __init__(self, sigma: float, sensitivity: float = 1.0):
+        self.sigma = v.positive("sigma", sigma)
+        self.sensitivity = v.positive("sensitivity", sensitivity)
+
+    @property
+    def mu(self) -> float:
+        return self.sensitivity / self.sigma
+
+    def location_family(self) -> tuple[str, float, float]:
+        """(kernel, sensitivity, scale): what subsampling wrappers need."""
+        return "gaussian", self.sensitivity, self.sigma
+
+    def _build_losses(self):
+        loss = GaussianLoss(self.mu)
+        return loss, loss
+
+
+class Laplace(Mechanism):
+    """The Laplace mechanism ``f(D) + Lap(scale)`` with L1 sensitivity ``sensitivity``.
+
+    Dominating pair ``(Lap(sensitivity, b), Lap(0, b))``; the loss
+    ``(|x| - |x - sensitivity|)/b`` is non-decreasing with atoms at ``+-sensitivity/b``.
+    Symmetric (Koskela et al. 2020, Sec. 4 example; Dwork & Roth 2014, Thm. 3.6).
+    """
+
+    def __init__(self, scale: float, sensitivity: float = 1.0):
+        self.scale = v.positive("scale", scale)
+        self.sensitivity = v.positive("sensitivity", sensitivity)
+
+    def location_family(self) -> tuple[str, float, float]:
+        return "laplace", self.sensitivity, self.scale
+
+    def _build_losses(self):
+        b, s = self.scale, self.sensitivity
+
+        def inverse(y):
+            return (b * y + s) / 2.0
+
+        loss = LocationMixtureLoss("laplace", [s], [1.0], [0.0], [1.0], b, inverse=inverse)
+        return loss, loss
+
+
+class RandomizedResponse(Mechanism):
+    """k-ary randomized response: keep the true value w.p. ``1 - p``, else output a uniform
+    value among ``num_values``; neighbours replace one value by another.
+
+    Give either ``noise_parameter`` p in (0, 1] or ``eps`` (then
+    ``p = k / (e^eps + k - 1)``, the RR that is exactly eps-DP). Outputs: the true value has
+    probability ``1 - p + p/k``, every other ``p/k``; the pair is symmetric with losses
+    ``+-log((1 - p + p/k)/(p/k))`` and 0 (on the other k - 2 values).
+    """
+
+    relation = "substitute"
+
+    def __init__(self, noise_parameter: float | None = None, num_values: int = 2,
+                 eps: float | None = None):
+        self.num_values = v.count("num_values", num_values, minimum=2)
+        if (noise_parameter is None) == (eps is None):
+            raise ValueError("give exactly one of noise_parameter (in (0, 1]) or eps (in [0, inf))")
+        if eps is not None:
+            e = v.nonnegative("eps", eps)
+            noise_parameter = self.num_values / (math.exp(min(e, 700.0)) + self.num_values - 1)
+        self.noise_parameter = v.unit_interval("noise_parameter", noise_parameter, open_low=True)
+
+    @property
+    def eps(self) -> float:
+        k, p = self.num_values, self.noise_parameter
+        return math.log1p((1 - p) * k / p)
+
+    def _build_losses(self):
+        k, p = self.num_values, self.noise_parameter
+        hi, lo = 1 - p + p / k, p / k
+        e = math.log(hi) - math.log(lo)
+        ys = [e, -e, 0.0]
+        ps = [hi, lo, (k - 2) * lo]
+        qs = [lo, hi, (k - 2) * lo]
+        loss = DiscreteLoss(ys, ps, qs)
+        return loss, loss
+
+
+class PureDP(Mechanism):
+    """Any eps-DP mechanism, through its dominating pair (randomized response with two values:
+    ``P = (e^eps, 1)/(1 + e^eps)``, ``Q`` reversed; Kairouz, Oh, Viswanath 2015)."""
+
+    relation = "substitute"
+
+    def __init__(self, eps: float):
+        self.eps = v.nonnegative("eps", eps)
+
+    def _build_losses(self):
+        e = self.eps
+        hi = 1.0 / (1.0 + math.exp(-e))
+        lo = 1.0 / (1.0 + math.exp(e))
+        loss = DiscreteLoss([e, -e], [hi, lo], [lo, hi])
+        return loss, loss
+
+
+class ApproxDP(Mechanism):
+    """Any (eps, delta)-DP mechanism, through its dominating pair: with probability delta the
+    output reveals which dataset it came from, otherwise it is eps-randomized response
+    (Kairouz, Oh, Viswanath 2015; Gopi et al. 2021, Sec. 4 for the mass at infinity)."""
+
+    relation = "substitute"
+
+    def __init__(self, eps: float, delta: float):
+        self.eps = v.nonnegative("eps", eps)
+        self.delta = v.unit_interval("delta", delta, open_high=True)
+
+    def _build_losses(self):
+        e, d = self.eps, self.delta
+        hi = (1 - d) / (1.0 + math.exp(-e))
+        lo = (1 - d) / (1.0 + math.exp(e))
+        loss = DiscreteLoss([e, -e], [hi, lo], [lo, hi], inf_mass=d, neg_inf_mass=d)
+        return loss, loss

@@ -1,0 +1,43 @@
+"""Mixture-of-Gaussians mechanisms (Ganesh, Def. 2.8)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _validate as v
+from .base import Mechanism
+from .loss import DiscreteLoss, LocationMixtureLoss
+
+__all__ = ["MixtureOfGaussians"]
+
+
+class MixtureOfGaussians(Mechanism):
+    """Scalar mixture-of-Gaussians mechanism: the output is ``c + N(0, sigma^2)`` where the
+    sensitivity ``c`` is ``sensitivities[i]`` with probability ``probabilities[i]``.
+
+    Under add/remove adjacency the remove pair is ``P = sum_i p_i N(c_i, sigma^2)`` against
+    ``Q = N(0, sigma^2)`` and the add pair is the reverse (Ganesh, Def. 2.8 and Sec. 3).
+    Sensitivities must be non-negative, which makes the loss monotone in the output.
+    """
+
+    def __init__(self, sensitivities, probabilities, sigma: float):
+        c = np.asarray(sensitivities, dtype=float).ravel()
+        p = np.asarray(probabilities, dtype=float).ravel()
+        if c.size == 0 or c.shape != p.shape:
+            raise ValueError("sensitivities and probabilities must be non-empty and of one length")
+        if np.any(~np.isfinite(c)) or np.any(c < 0):
+            raise ValueError("sensitivities must be finite and in [0, inf)")
+        if np.any(~np.isfinite(p)) or np.any(p < 0) or abs(p.sum() - 1.0) > 1e-9:
+            raise ValueError("probabilities must be in [0, 1] and sum to 1")
+        self.sensitivities = c
+        self.probabilities = p / p.sum()
+        self.sigma = v.positive("sigma", sigma)
+
+    def _build_losses(self):
+        c, p, s = self.sensitivities, self.probabilities, self.sigma
+        if np.all(c[p > 0] == 0):
+            zero = DiscreteLoss([0.0], [1.0], [1.0])
+            return zero, zero
+        remove = LocationMixtureLoss("gaussian", c, p, [0.0], [1.0], s)
+        add = LocationMixtureLoss("gaussian", [0.0], [1.0], -c, p, s)
+        return remove, add
