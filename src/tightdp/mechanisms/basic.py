@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import _validate as v
 from .base import Mechanism
 from .loss import DiscreteLoss, GaussianLoss, LocationMixtureLoss
@@ -34,6 +36,16 @@ class Gaussian(Mechanism):
         """(kernel, sensitivity, scale): what subsampling wrappers need."""
         return "gaussian", self.sensitivity, self.sigma
 
+    def rdp(self, orders) -> np.ndarray:
+        """Rényi DP at ``orders`` (> 1): ``alpha mu^2 / 2`` (Mironov 2017, Prop. 7)."""
+        from ..rdp import gaussian_rdp
+        return gaussian_rdp(orders, self.mu)
+
+    def gdp(self) -> tuple[float, bool]:
+        """``(mu, exact)``: exactly ``mu``-GDP with ``mu = sensitivity / sigma`` (Dong, Roth,
+        Su 2022, Thm. 2.7)."""
+        return self.mu, True
+
     def _build_losses(self):
         loss = GaussianLoss(self.mu)
         return loss, loss
@@ -53,6 +65,12 @@ class Laplace(Mechanism):
 
     def location_family(self) -> tuple[str, float, float]:
         return "laplace", self.sensitivity, self.scale
+
+    def rdp(self, orders) -> np.ndarray:
+        """Rényi DP at ``orders`` (> 1), exact (Mironov 2017, Table 2); see
+        :func:`tightdp.rdp.laplace_rdp`."""
+        from ..rdp import laplace_rdp
+        return laplace_rdp(orders, self.sensitivity / self.scale)
 
     def _build_losses(self):
         b, s = self.scale, self.sensitivity
@@ -91,6 +109,11 @@ class RandomizedResponse(Mechanism):
         k, p = self.num_values, self.noise_parameter
         return math.log1p((1 - p) * k / p)
 
+    def rdp(self, orders) -> np.ndarray:
+        """Rényi DP at ``orders`` (> 1), exact; see :func:`tightdp.rdp.randomized_response_rdp`."""
+        from ..rdp import randomized_response_rdp
+        return randomized_response_rdp(orders, self.noise_parameter, self.num_values)
+
     def _build_losses(self):
         k, p = self.num_values, self.noise_parameter
         hi, lo = 1 - p + p / k, p / k
@@ -110,6 +133,12 @@ class PureDP(Mechanism):
 
     def __init__(self, eps: float):
         self.eps = v.nonnegative("eps", eps)
+
+    def rdp(self, orders) -> np.ndarray:
+        """Rényi DP at ``orders`` (> 1) of the dominating pair; see
+        :func:`tightdp.rdp.pure_dp_rdp`."""
+        from ..rdp import pure_dp_rdp
+        return pure_dp_rdp(orders, self.eps)
 
     def _build_losses(self):
         e = self.eps

@@ -61,6 +61,29 @@ class PoissonSubsampled(Mechanism):
         add = LocationMixtureLoss(kern, [0.0], [1.0], [0.0, -c], [1 - q, q], s, inverse=add_inv)
         return remove, add
 
+    def rdp(self, orders) -> np.ndarray:
+        """Rényi DP at ``orders`` (> 1), valid for both directions: Gaussian base only
+        (Mironov, Talwar, Zhang 2019); see :func:`tightdp.rdp.poisson_subsampled_gaussian_rdp`."""
+        from ..rdp import poisson_subsampled_gaussian_rdp
+        if self.q == 1.0:
+            return self.base.rdp(orders)
+        kern, c, s = _family(self.base, "PoissonSubsampled")
+        if kern != "gaussian":
+            raise ValueError(f"no Rényi-DP formula for a Poisson-subsampled {kern} mechanism")
+        return poisson_subsampled_gaussian_rdp(orders, self.q, c / s)
+
+    def gdp(self) -> tuple[float, bool]:
+        """``(mu, exact)`` per step. For ``q < 1`` the central-limit approximation of Bu, Dong,
+        Long, Su (2020), *Deep learning with Gaussian DP* (from Dong, Roth, Su 2022, Sec. 5):
+        T steps are approximately ``q sqrt(T (e^{mu^2} - 1))``-GDP. NOT a bound: ``exact`` is
+        False. Gaussian base only."""
+        if self.q == 1.0:
+            return self.base.gdp()
+        kern, c, s = _family(self.base, "PoissonSubsampled")
+        if kern != "gaussian":
+            raise ValueError(f"no GDP formula for a Poisson-subsampled {kern} mechanism")
+        return self.q * math.sqrt(math.expm1((c / s) ** 2)), False
+
 
 class SampledWithoutReplacement(Mechanism):
     """``base`` run on a batch drawn without replacement (``q = batch / dataset size``), under
@@ -80,6 +103,18 @@ class SampledWithoutReplacement(Mechanism):
         q = self.q
         loss = LocationMixtureLoss(kern, [0.0, c], [1 - q, q], [0.0, -c], [1 - q, q], s)
         return loss, loss
+
+    def rdp(self, orders) -> np.ndarray:
+        """Rényi DP at ``orders`` (> 1): Wang, Balle, Kasiviswanathan (2019), Thm. 9, with the
+        base pair ``(B(c), B(-c))`` (distance ``2c``); see
+        :func:`tightdp.rdp.sampled_without_replacement_rdp`."""
+        from ..rdp import gaussian_rdp, laplace_rdp, sampled_without_replacement_rdp
+        kern, c, s = _family(self.base, "SampledWithoutReplacement")
+        r = 2 * c / s
+        if kern == "gaussian":
+            return sampled_without_replacement_rdp(orders, self.q, lambda a: gaussian_rdp(a, r),
+                                                   math.inf)
+        return sampled_without_replacement_rdp(orders, self.q, lambda a: laplace_rdp(a, r), r)
 
 
 class SampledWithReplacement(Mechanism):
