@@ -1,6 +1,14 @@
 """tightdp: tight differential-privacy accounting with certified bounds."""
 
-from .accountants import Accountant, DeltaResult, EpsilonResult, PLDAccountant
+from .accountants import (
+    Accountant,
+    DeltaResult,
+    EpsilonResult,
+    GDPAccountant,
+    PLDAccountant,
+    RDPAccountant,
+)
+from .gdp import gdp_delta, gdp_epsilon, gdp_mu
 from .mechanisms import (
     ApproxDP,
     DiscreteLoss,
@@ -25,6 +33,11 @@ __all__ = [
     "DeltaResult",
     "EpsilonResult",
     "PLDAccountant",
+    "RDPAccountant",
+    "GDPAccountant",
+    "gdp_delta",
+    "gdp_epsilon",
+    "gdp_mu",
     "Mechanism",
     "PrivacyLoss",
     "GaussianLoss",
