@@ -137,7 +137,7 @@ def _log_a_int(q: float, sigma: float, alpha: int) -> float:
     return float(np.logaddexp(0.0, logsumexp(lt)))
 
 
-def _log_a_frac(q: float, sigma: float, alpha: float) -> float:
+def _log_a_frac(q: float, sigma: float, alpha: float, log_target: float) -> float:
     """Upper bound on log A_alpha for fractional alpha by the two series of Mironov, Talwar,
     Zhang (2019), Sec. 3.3: with ``z0 = sigma^2 log(1/q - 1) + 1/2``,
     ``A0 = sum_i C(alpha,i) (1-q)^{alpha-i} q^i e^{(i^2-i)/(2s^2)} Phi((z0 - i)/s)`` and
@@ -149,33 +149,49 @@ def _log_a_frac(q: float, sigma: float, alpha: float) -> float:
     series is at most ``(1-q)^alpha e^{-z0^2/(2s^2)} s/sqrt(2 pi) |C(alpha,i)| / t_i``
     (``t_i = i - z0``, resp. ``i + z0 - alpha``; the exponentials cancel exactly), and
     ``|C(alpha,i)| <= |C(alpha,I)| (I/i)^{alpha+1}`` for ``i >= I >= alpha`` (Bernoulli's
-    inequality), whose sum over ``i >= I`` is at most ``|C(alpha,I)| (1 + I/alpha)``. An
-    absolute 1e-15 is added to ``log A`` for floating-point rounding."""
+    inequality), whose sum over ``i >= I`` is at most ``|C(alpha,I)| (1 + I/alpha)``. ``I`` is
+    the first of ``64, 128, ...`` (at most ``_MAX_TERMS``) whose tail bound is below
+    ``exp(log_target)``; the tail bound is added either way. An absolute 1e-15 is added to
+    ``log A`` for floating-point rounding."""
     s2 = sigma * sigma
     z0 = s2 * (math.log1p(-q) - math.log(q)) + 0.5
     lq, l1q = math.log(q), math.log1p(-q)
-    n = int(min(_MAX_TERMS, max(64, math.ceil(alpha + abs(z0)) + 64)))
-    while True:
-        i = np.arange(n, dtype=float)
-        j = alpha - i
-        lc = _log_binom(alpha, i)
-        sg = np.concatenate([gammasgn(alpha - i + 1.0)] * 2)
-        l0 = lc + i * lq + j * l1q + (i * i - i) / (2 * s2) + log_ndtr((z0 - i) / sigma)
-        l1 = lc + j * lq + i * l1q + (j * j - j) / (2 * s2) + log_ndtr((j - z0) / sigma)
-        lt = np.concatenate([l0, l1])
-        lpos = float(logsumexp(lt[sg > 0]))
-        lneg = float(logsumexp(lt[sg < 0])) if np.any(sg < 0) else -math.inf
-        m = n  # first omitted index
+    lconst = alpha * l1q - z0 * z0 / (2 * s2) + math.log(sigma) - 0.5 * math.log(2 * math.pi)
+
+    def log_tail(m: int) -> float:  # bound on the sum of all terms with index >= m
         t0, t1 = m - z0, m + z0 - alpha
-        if m >= alpha and t0 > 0 and t1 > 0:
-            ltail = (alpha * l1q - z0 * z0 / (2 * s2) + math.log(sigma)
-                     - 0.5 * math.log(2 * math.pi) + float(_log_binom(alpha, float(m)))
-                     + math.log1p(m / alpha) + float(np.logaddexp(-math.log(t0), -math.log(t1))))
-            if ltail < lpos - 45 or n >= _MAX_TERMS:
-                return lpos + math.log1p(math.exp(ltail - lpos) - math.exp(lneg - lpos)) + 1e-15
-        elif n >= _MAX_TERMS:  # pragma: no cover - n >= alpha + |z0| + 64 always holds here
+        if m < alpha or t0 <= 0 or t1 <= 0:
             return math.inf
-        n = min(_MAX_TERMS, 4 * n)
+        return (lconst + float(_log_binom(alpha, float(m))) + math.log1p(m / alpha)
+                + float(np.logaddexp(-math.log(t0), -math.log(t1))))
+
+    # the fewest terms (from a geometric ladder) whose tail is below the target
+    n = int(max(64, math.ceil(alpha + abs(z0)) + 64))
+    while n < _MAX_TERMS and log_tail(n) > log_target:
+        n = min(_MAX_TERMS, 2 * n)
+    ltail = log_tail(n)
+    if math.isinf(ltail):  # pragma: no cover - n >= alpha + |z0| + 64 always holds
+        return math.inf
+    i = np.arange(n, dtype=float)
+    j = alpha - i
+    lc = _log_binom(alpha, i)
+    neg = np.concatenate([gammasgn(alpha - i + 1.0) < 0] * 2)
+    l0 = lc + i * lq + j * l1q + (i * i - i) / (2 * s2) + log_ndtr((z0 - i) / sigma)
+    l1 = lc + j * lq + i * l1q + (j * j - j) / (2 * s2) + log_ndtr((j - z0) / sigma)
+    lt = np.concatenate([l0, l1])
+    lpos = _lse(lt[~neg])
+    lneg = _lse(lt[neg])
+    return lpos + math.log1p(math.exp(ltail - lpos) - math.exp(lneg - lpos)) + 1e-15
+
+
+def _lse(x: np.ndarray) -> float:
+    """log(sum(exp(x))) of a 1-d array (-inf when empty)."""
+    if x.size == 0:
+        return -math.inf
+    m = float(np.max(x))
+    if not math.isfinite(m):
+        return m
+    return m + math.log(float(np.sum(np.exp(x - m))))
 
 
 def poisson_subsampled_gaussian_rdp(orders, q: float, mu: float) -> np.ndarray:
@@ -212,7 +228,9 @@ def poisson_subsampled_gaussian_rdp(orders, q: float, mu: float) -> np.ndarray:
             lo, hi = math.floor(alpha), math.ceil(alpha)
             t = alpha - lo
             interp = (1 - t) * log_a_int(lo) + t * log_a_int(hi)
-            la = min(interp, _log_a_frac(q, sigma, float(alpha)))
+            # aim for a truncation error below 1e-11 of A - 1 (as bounded by interpolation)
+            target = float(_log_expm1(np.array([max(interp, 1e-300)]))[0]) + math.log(1e-11)
+            la = min(interp, _log_a_frac(q, sigma, float(alpha), target))
         out[k] = max(la, 0.0) / (alpha - 1)
     return out * (1 + _SAFETY) + 1e-300
 
