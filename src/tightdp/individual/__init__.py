@@ -1,0 +1,25 @@
+"""Individual and fully adaptive accounting (Koskela, Tobaben, Honkela, paper 000): GDP and
+RDP filters, the GDP odometer, the individual GDP filter for DP-GD, and per-example eps of
+DP-SGD from gradient-norm histories with the PLD engine."""
+
+from .filters import (
+    GDPFilter,
+    GDPOdometer,
+    IndividualGDPFilter,
+    RDPFilter,
+    gaussian_rdp_order,
+    rdp_to_epsilon,
+)
+from .pld_individual import IndividualPLDAccountant, individual_epsilons, sensitivity_grid
+
+__all__ = [
+    "GDPFilter",
+    "GDPOdometer",
+    "IndividualGDPFilter",
+    "RDPFilter",
+    "gaussian_rdp_order",
+    "rdp_to_epsilon",
+    "IndividualPLDAccountant",
+    "individual_epsilons",
+    "sensitivity_grid",
+]

@@ -1,0 +1,574 @@
+"""Individual epsilon for DP-SGD from gradient-norm histories, with the PLD engine.
+
+Paper 000 (Koskela, Tobaben, Honkela, "Individual Privacy Accounting with Gaussian
+Differential Privacy"), Sec. 5 and App. D.
+
+What is computed
+----------------
+Example ``i`` of a DP-SGD run (Poisson rate ``q``, noise multiplier ``sigma``, clipping norm
+``C``) whose gradient norm at step ``t`` is ``g_{i,t}`` sees, at that step, the Poisson
+subsampled Gaussian mechanism with sensitivity ``c_{i,t} = min(g_{i,t}, C) / C`` and noise
+``sigma`` (noise ratio ``sigma C / min(g_{i,t}, C)``; App. D.3, Lemma 8). Its individual
+``eps_i(delta)`` is the privacy curve of the composition of those mechanisms over the steps,
+both orders of the pair (remove and add), the larger of the two.
+
+This is the paper's *approximative* individual accountant of Sec. 5: it is the privacy of
+example ``i`` under the assumption that its norm sequence had been fixed in advance. The norms
+of a real run depend on the noise of earlier steps, and no fully adaptive guarantee is claimed
+here; for that use the individual GDP filter (:class:`~tightdp.individual.IndividualGDPFilter`,
+Thm. 1). Given the norms, however, each number returned is a certified upper bound on that
+composition's eps (up to a floating-point rounding allowance of ~1e-10 in delta):
+
+1. Sensitivity buckets (App. D.2): each ``c_{i,t}`` is rounded *up* to a grid
+   ``c_1 < ... < c_B = 1`` (the noise ratio rounded *down*), which can only increase the
+   privacy loss: the mechanism with the smaller sensitivity is a post-processing of the one
+   with the larger (data-processing inequality; paper 000, Thm. 2 of App. D). A gradient norm
+   reported as NaN (unknown) is charged the full clipping norm.
+2. One certified discretization per bucket: connect-the-dots (Doroshenko et al. 2022) on a
+   common grid step ``d`` gives a dominating discrete pair, and one real FFT of it on a common
+   window of ``K`` points is kept (precomputed transforms, App. D.1).
+3. Per example the transform of the composed PLD is ``prod_j F_j^{n_ij}`` (counts ``n_ij`` per
+   bucket), evaluated as ``exp(sum_j n_ij log F_j)`` -- one matrix product for all examples.
+4. ``delta`` is evaluated by the Plancherel theorem (App. D.1, Lemma 1): ``sum_y p(y) w(y) =
+   (1/K) sum_k P_k conj(W_k)``, with the transforms ``W_k`` of the hockey-stick weights in
+   closed form (geometric sums), so no inverse FFT is computed per example. Frequencies whose
+   contribution is provably below ``1e-6 * delta`` are dropped per example; the bound on what
+   they could contribute (summation by parts: ``|W_k| <= TV(w) / (2 sin(pi k / K))`` with
+   ``TV(w) <= 2``, and a monotone envelope of ``|F_j|``) is added to delta.
+5. The mass the circular convolution folds into the window is bounded per example by Chernoff
+   bounds computed exactly from the discrete bucket laws, and added to delta, as is the mass
+   at ``+inf``.
+6. ``eps_i`` is found by a vectorized bisection over the grid points of the window followed by
+   the closed form ``delta = A - e^eps B`` on the bracketing interval. The returned eps is
+   one at which the certified bound on delta is at most the target.
+
+The grid step ``d`` is half the one the certified :class:`~tightdp.PLDAccountant` needs to
+reach ``rtol`` for the worst-case example (every norm at least ``C`` for the largest number of
+steps); examples with smaller norms are discretized on the same grid (their relative
+discretization error is larger, hence the factor; the cost per example does not depend on
+``d``, only the one-off discretizations and FFTs do).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+import numpy as np
+from scipy import fft as sfft
+
+from .. import _validate as v
+from ..mechanisms.basic import Gaussian
+from ..mechanisms.subsampling import PoissonSubsampled
+from ..pld.compose import MAX_POINTS
+from ..pld.discretize import connect_the_dots, loss_range
+from ..pld.grid import DiscretePLD
+
+__all__ = ["IndividualPLDAccountant", "individual_epsilons", "sensitivity_grid"]
+
+_U = 2.0 ** -52
+#: smallest target delta accepted (below it the rounding allowance would dominate)
+MIN_DELTA = 1e-9
+#: log of the mass each pure composition may leave outside the FFT window (what leaves it is
+#: bounded per example by a Chernoff bound and added to delta, so this only sets accuracy)
+LOG_WINDOW_TAIL = math.log(1e-22)
+#: frequencies are dropped while their certified contribution is below this fraction of delta
+TRUNC_FRACTION = 1e-5
+
+
+def sensitivity_grid(n_buckets: int) -> np.ndarray:
+    """Uniform grid of sensitivity ratios ``c_j = j / n_buckets``, ``j = 1..n_buckets``
+    (paper 000, App. D.2: a grid of noise ratios ``sigma / c_j``)."""
+    n = v.count("n_buckets", n_buckets, minimum=1)
+    g = np.arange(1, n + 1, dtype=float) / n
+    g[-1] = 1.0
+    return g
+
+
+def _bucket_index(ratios: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """Index (1-based; 0 = no loss) of the smallest grid point >= each ratio (rounding the
+    sensitivity *up*). NaN (unknown norm) goes to the top bucket."""
+    r = np.where(np.isnan(ratios), 1.0, ratios)
+    idx = np.searchsorted(grid, r, side="left") + 1
+    idx = np.minimum(idx, grid.size)
+    return np.where(r <= 0, 0, idx)
+
+
+class _Direction:
+    """Precomputed transforms of the bucket PLDs for one direction of the pair."""
+
+    def __init__(self, plds: list[DiscretePLD], t_max: int, d: float, log_tail: float,
+                 workers: int | None):
+        self.d = d
+        # Chernoff exponents of the bucket laws (window placement and the mass outside it)
+        ts = np.geomspace(2e-2, 40.0, 12)
+        self.t_pos, self.t_neg = ts, -ts
+        both = np.concatenate([ts, -ts])
+        logm = np.stack([p.log_mgf(both) for p in plds])  # (B, 2 nt)
+        self.logm_pos, self.logm_neg = logm[:, :ts.size], logm[:, ts.size:]
+        # window: union over buckets of the Chernoff windows of t_max-fold compositions:
+        # P(S >= a) <= e^log_tail as soon as a >= (t_max psi(t) - log_tail) / t for one t > 0
+        # (and the mirror for t < 0), clipped to the support of the composition
+        self.shift = np.array([p.shift for p in plds])
+        lo, hi = 0.0, d
+        for j, p in enumerate(plds):
+            ys = p.ys
+            a_hi = float(np.min((t_max * self.logm_pos[j] - log_tail) / ts))
+            a_lo = float(np.max((t_max * self.logm_neg[j] - log_tail) / -ts))
+            a_hi = min(a_hi, t_max * float(ys[-1]))
+            a_lo = max(a_lo, t_max * float(ys[0]))
+            lo, hi = min(lo, a_lo), max(hi, a_hi)
+        # composed law of an example: loss = S + index * d with S = sum_j n_j shift_j
+        s_min = t_max * min(float(self.shift.min()), 0.0)
+        s_max = t_max * max(float(self.shift.max()), 0.0)
+        i_lo = int(math.floor((lo - s_max) / d)) - 1
+        i_hi = int(math.ceil((hi - s_min) / d)) + 1
+        n = i_hi - i_lo + 1
+        if n > MAX_POINTS:
+            raise ValueError(f"the window needs {n} grid points (> {MAX_POINTS}); use a larger "
+                             "rtol or grid_step")
+        K = sfft.next_fast_len(n, real=True)
+        self.K, self.i_lo = K, i_lo
+        kh = K // 2 + 1
+        B = len(plds)
+        self.log_abs = np.empty((B, kh))
+        self.phase = np.empty((B, kh))
+        self.mass = np.empty(B)
+        self.inf = np.empty(B)
+        absF = np.empty((B, kh))
+        for j, p in enumerate(plds):
+            buf = np.zeros(K)
+            idx = (p.offset + np.arange(p.probs.size)) % K
+            np.add.at(buf, idx, p.probs)
+            F = sfft.rfft(buf, workers=workers)
+            a = np.abs(F)
+            absF[j] = a
+            self.log_abs[j] = np.log(np.maximum(a, 1e-300))
+            self.phase[j] = np.angle(F)
+            self.mass[j] = float(p.probs.sum())
+            self.inf[j] = float(p.inf_mass)
+        # window rotation: window position m holds absolute grid index i_lo + m
+        k = np.arange(kh)
+        self.win_phase = 2.0 * np.pi * ((k * (i_lo % K)) % K) / K
+        # frequency weights (rfft half-spectrum: conjugate pairs counted twice)
+        om = np.full(kh, 2.0)
+        om[0] = 1.0
+        if K % 2 == 0:
+            om[-1] = 1.0
+        self.omega = om
+        with np.errstate(divide="ignore"):
+            tw = om / (2.0 * K * np.sin(np.pi * k / K))
+        tw[0] = np.inf
+        # envelope blocks for the truncation bound
+        starts = np.unique(np.concatenate([np.arange(1, min(kh, 33)),
+                                           np.round(np.geomspace(32, kh, 64)).astype(int)]))
+        starts = starts[starts < kh]
+        self.starts = starts
+        env = np.maximum.accumulate(absF[:, ::-1], axis=1)[:, ::-1]
+        self.log_env = np.log(np.maximum(env[:, starts], 1e-300))  # (B, nb)
+        ends = np.append(starts[1:], kh)
+        self.block_w = np.array([tw[s:e].sum() for s, e in zip(starts, ends, strict=True)])
+        # closed-form Fourier weights
+        # 1 - z and 1 - e^{-d} z (z = e^{-2 pi i k / K}) without cancellation at small k:
+        # 1 - cos t = 2 sin(t/2)^2
+        t = 2.0 * np.pi * k / K
+        vers = 2.0 * np.sin(t / 2.0) ** 2
+        one_z = vers + 1j * np.sin(t)
+        ed = math.exp(-d)
+        one_rz = (-math.expm1(-d) + ed * vers) + 1j * ed * np.sin(t)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.g1 = np.conj(1.0 / one_z)
+            self.g2 = np.conj(1.0 / one_rz)
+            self.gh = np.conj(-math.expm1(-d) / (one_z * one_rz))
+        self.g1[0] = 0.0
+        self.g2[0] = 0.0
+        self.gh[0] = 0.0
+
+    # --- per-example quantities --------------------------------------------------------------
+    def extras(self, counts: np.ndarray) -> np.ndarray:
+        """inf mass + Chernoff bounds on the mass above and below the window."""
+        log_fin = counts @ np.log1p(-np.minimum(self.inf, 1.0 - 1e-16))
+        inf_mass = -np.expm1(log_fin)
+        s = (counts @ self.shift)[:, None]
+        top = s + (self.i_lo + self.K) * self.d  # smallest loss above the window
+        bot = s + (self.i_lo - 1) * self.d  # largest loss below the window
+        up = np.min(counts @ self.logm_pos - self.t_pos * top, axis=1)
+        lo = np.min(counts @ self.logm_neg - self.t_neg * bot, axis=1)
+        return inf_mass + np.exp(np.minimum(up, 0.0)) + np.exp(np.minimum(lo, 0.0))
+
+    def cutoffs(self, counts: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray]:
+        """Per example: number of frequencies kept (0..kk-1) and the certified bound tau on
+        ``sum_{dropped k} omega_k |P_k| / (2 K sin(pi k / K))``."""
+        le = counts @ self.log_env  # (n, nb)
+        contrib = np.exp(np.minimum(le, 0.0)) * self.block_w
+        tail = np.cumsum(contrib[:, ::-1], axis=1)[:, ::-1]  # tail[:, b] = sum_{b' >= b}
+        ok = tail <= tol
+        kh = self.log_abs.shape[1]
+        has = ok.any(axis=1)
+        first = np.where(has, np.argmax(ok, axis=1), 0)
+        kk = np.where(has, self.starts[first], kh)
+        tau = np.where(has, tail[np.arange(tail.shape[0]), first], 0.0)
+        return kk, tau
+
+    def transform(self, counts: np.ndarray, kk: int) -> np.ndarray:
+        """``P_k`` of the composed law in window coordinates for ``k < kk``."""
+        lr = counts @ self.log_abs[:, :kk]
+        li = counts @ self.phase[:, :kk] + self.win_phase[:kk]
+        return np.exp(lr) * (np.cos(li) + 1j * np.sin(li))
+
+
+def _horner1(qt: np.ndarray, m: np.ndarray, K: int) -> np.ndarray:
+    """``Re sum_{k>=1} q_k e^{2 pi i k m / K}`` for one coefficient set ``qt`` (kk, n)."""
+    return _horner(qt[:, None, :], m, K)[0]
+
+
+def _horner(qt: np.ndarray, m: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """``Re sum_{k>=1} q_k e^{2 pi i k m / K}`` for the two coefficient sets of ``qt``
+    (shape ``(kk, 2, n)``: frequency, set, example), by Horner's scheme (or a direct sum for
+    many frequencies)."""
+    kk = qt.shape[0]
+    n = m.size
+    if kk <= 1:
+        z = np.zeros(n)
+        return z, z
+    theta = 2.0 * np.pi * (m % K) / K
+    w = np.exp(1j * theta)
+    if kk <= 512:
+        acc = np.zeros(qt.shape[1:], dtype=complex)
+        for k in range(kk - 1, 0, -1):
+            acc *= w
+            acc += qt[k]
+        acc *= w
+        return acc[0].real, (acc[1].real if acc.shape[0] > 1 else None)
+    k = np.arange(1, kk)
+    h = np.empty((qt.shape[1], n))
+    step = max(1, 2_000_000 // kk)
+    for s in range(0, n, step):
+        e = np.exp(1j * np.outer(k, theta[s:s + step]))  # (kk-1, b)
+        h[:, s:s + step] = np.einsum("kb,ksb->sb", e, qt[1:, :, s:s + step]).real
+    return h[0], (h[1] if h.shape[0] > 1 else None)
+
+
+class _Evaluator:
+    """Certified delta bounds of one chunk of examples (one direction) by Plancherel."""
+
+    def __init__(self, dr: _Direction, counts: np.ndarray, kk: int, tau: np.ndarray,
+                 extra: np.ndarray):
+        self.dr, self.K, self.d = dr, dr.K, dr.d
+        P = dr.transform(counts, kk)
+        self.P = P
+        om = dr.omega[:kk]
+        self.p0 = P[:, 0].real
+        qt = np.empty((kk, 2, P.shape[0]), dtype=complex)
+        qt[:, 0, :] = (P * (om * dr.g1[:kk])).T
+        qt[:, 1, :] = (P * (om * dr.g2[:kk])).T
+        self.qt = qt
+        c = qt[1:].sum(axis=0).real
+        self.c1, self.c2 = c[0], c[1]
+        # hinge coefficients g1 - e^{-d} g2 = conj((1 - e^{-d}) / ((1 - z)(1 - e^{-d} z))),
+        # combined before summing (no cancellation between the two sums)
+        self.qh = (P * (om * dr.gh[:kk])).T.copy()
+        self.tau = tau
+        self.extra = extra
+        self.s = counts @ dr.shift  # grid shift of each example's composed law
+
+    def y(self, m: np.ndarray) -> np.ndarray:
+        return self.s + (self.dr.i_lo + m) * self.d
+
+    def ab(self, m: np.ndarray, rows=None) -> tuple[np.ndarray, np.ndarray]:
+        """``A(m) = sum_{j>=m} p_j`` and ``e^{y_m} B(m)`` with ``B(m) = sum_{j>=m} p_j e^{-y_j}``
+        (window positions ``j``), from the truncated Plancherel sums (rows: optional mask)."""
+        K, d = self.K, self.d
+        if rows is None:
+            qt, p0, c1, c2 = self.qt, self.p0, self.c1, self.c2
+        else:
+            qt, p0, c1, c2 = self.qt[:, :, rows], self.p0[rows], self.c1[rows], self.c2[rows]
+        h1, h2 = _horner(qt, m, K)
+        tail = np.exp(-(K - m) * d)
+        a = (p0 * (K - m) + h1 - c1) / K
+        geo = -np.expm1(-(K - m) * d) / -math.expm1(-d)
+        eb = (p0 * geo + h2 - tail * c2) / K
+        return a, eb
+
+    def hinge(self, m: np.ndarray, rows=None) -> np.ndarray:
+        """Plancherel value of ``sum_{j>m} p_j (1 - e^{y_m - y_j})`` (delta at eps = y_m):
+        ``(1/K) [P_0 W_0 + sum_k omega_k Re P_k conj(W_k)]`` with
+        ``W_k = z^{m+1} (g1 - e^{-d} g2) - g1 + e^{-(K-m)d} g2`` (geometric sums)."""
+        K, d = self.K, self.d
+        if rows is None:
+            qh, p0, c1, c2 = self.qh, self.p0, self.c1, self.c2
+        else:
+            qh, p0, c1, c2 = self.qh[:, rows], self.p0[rows], self.c1[rows], self.c2[rows]
+        h = _horner1(qh, m + 1, K)
+        n_above = K - m - 1
+        w0 = n_above - math.exp(-d) * (-np.expm1(-n_above * d) / -math.expm1(-d))
+        return (p0 * w0 + h - c1 + np.exp(-(K - m) * d) * c2) / K
+
+    def delta_upper_at(self, m: np.ndarray, rows=None) -> np.ndarray:
+        """Certified upper bound on delta(y_m) of the composition."""
+        tau = self.tau if rows is None else self.tau[rows]
+        extra = self.extra if rows is None else self.extra[rows]
+        return self.hinge(m, rows) + 2.0 * tau + extra
+
+    def epsilon(self, delta: float) -> np.ndarray:
+        K, d = self.K, self.d
+        n = self.p0.size
+        # m0: first window position with y >= 0 (y_{m0 - 1} < 0)
+        m0 = np.ceil(-self.s / d - self.dr.i_lo).astype(np.int64)
+        m0 = np.where(self.y(m0) < 0, m0 + 1, m0)
+        m0 = np.where(self.y(m0 - 1) >= 0, m0 - 1, m0)
+        out = np.full(n, np.inf)
+        d0 = self.delta_upper_at(m0)
+        top = np.full(n, K - 1)
+        dtop = self.delta_upper_at(top)
+        small = d0 <= delta
+        todo = small | (dtop <= delta)
+        if not np.any(todo):
+            return out
+        sub = _Subset(self, todo)
+        small = small[todo]
+        lo = np.where(small, m0[todo] - 1, m0[todo])
+        hi = np.where(small, m0[todo], top[todo])
+        # bracket search on the grid: regula falsi on log(delta) alternating with bisection
+        # (each step keeps delta_up(y_lo) > delta >= delta_up(y_hi))
+        ld = math.log(delta)
+        f_lo = np.log(np.maximum(d0[todo], 1e-300)) - ld
+        f_hi = np.maximum(np.log(np.maximum(dtop[todo], 1e-300)), -700.0) - ld
+        it = 0
+        while np.any(hi - lo > 1):
+            if it % 2 == 0:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    frac = np.nan_to_num(f_lo / (f_lo - f_hi), nan=0.5)
+                mid = lo + np.rint((hi - lo) * np.clip(frac, 0.0, 1.0)).astype(np.int64)
+            else:
+                mid = (lo + hi) // 2
+            mid = np.clip(mid, lo + 1, np.maximum(hi - 1, lo + 1))
+            run = hi - lo > 1
+            val = np.full(lo.size, np.inf)
+            val[run] = sub.delta_upper_at(mid[run], run)
+            ok = run & (val <= delta)
+            up = run & ~ok
+            f_val = np.log(np.maximum(val, 1e-300)) - ld
+            hi = np.where(ok, mid, hi)
+            f_hi = np.where(ok, np.maximum(f_val, -700.0), f_hi)
+            lo = np.where(up, mid, lo)
+            f_lo = np.where(up, f_val, f_lo)
+            it += 1
+        # closed form on [y_{hi-1}, y_hi]: delta <= A + 2 tau + X - e^eps (B - 2 e^{-y} tau),
+        # a non-increasing function of eps that is <= delta at y_hi
+        a, eb = sub.ab(hi)
+        y_hi = sub.y(hi)
+        num = a + 2.0 * sub.tau + sub.extra - delta
+        den = eb - 2.0 * sub.tau  # e^{y_hi} times (B - 2 e^{-y_hi} tau)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sol = y_hi + np.log(num / den)
+        y_prev = sub.y(hi - 1)
+        sol = np.where(num <= 0, y_prev, np.where(den <= 0, y_hi, sol))
+        sol = np.clip(sol, y_prev, y_hi)
+        out[todo] = np.maximum(sol, 0.0)
+        return out
+
+
+class _Subset:
+    """The rows ``mask`` of an evaluator (avoids recomputing the transforms)."""
+
+    def __init__(self, ev: _Evaluator, mask: np.ndarray):
+        self.dr, self.K, self.d = ev.dr, ev.K, ev.d
+        self.p0, self.qt, self.qh = ev.p0[mask], ev.qt[:, :, mask], ev.qh[:, mask]
+        self.c1, self.c2 = ev.c1[mask], ev.c2[mask]
+        self.tau, self.extra = ev.tau[mask], ev.extra[mask]
+        self.s = ev.s[mask]
+
+    y = _Evaluator.y
+    s: np.ndarray
+    ab = _Evaluator.ab
+    hinge = _Evaluator.hinge
+    delta_upper_at = _Evaluator.delta_upper_at
+
+
+class IndividualPLDAccountant:
+    """Streaming individual accountant for DP-SGD (paper 000, Sec. 5 and App. D); see the
+    module docstring for what the numbers mean and why they are upper bounds.
+
+    Feed the per-example gradient norms of each step with :meth:`step` (only the bucket counts
+    are stored: ``N x B`` integers), then ask :meth:`epsilons`.
+
+    Parameters
+    ----------
+    sampling_rate : Poisson sampling rate ``q`` in (0, 1].
+    noise_multiplier : ``sigma > 0``.
+    clip_norm : ``C > 0``.
+    n_examples : ``N >= 1``.
+    n_buckets : size of the uniform sensitivity grid (App. D.2); each ratio ``min(g, C)/C`` is
+        rounded up by less than ``1 / n_buckets``.
+    rtol : relative accuracy asked of the certified accountant that chooses the grid step.
+    grid_step : fix the PLD grid step instead (skips that accountant run).
+    progress : print progress to stderr.
+    """
+
+    def __init__(self, sampling_rate: float, noise_multiplier: float, clip_norm: float,
+                 n_examples: int, *, n_buckets: int = 100, rtol: float = 1e-3,
+                 grid_step: float | None = None, progress: bool = False,
+                 workers: int | None = None, chunk_size: int = 4096):
+        self.q = v.probability_open_closed("sampling_rate", sampling_rate)
+        self.sigma = v.positive("noise_multiplier", noise_multiplier)
+        self.clip_norm = v.positive("clip_norm", clip_norm)
+        self.n_examples = v.count("n_examples", n_examples, minimum=1)
+        self.grid = sensitivity_grid(n_buckets)
+        self.rtol = v.positive("rtol", rtol)
+        self.grid_step = None if grid_step is None else v.positive("grid_step", grid_step)
+        self.progress = bool(progress)
+        self.workers = workers
+        self.chunk_size = v.count("chunk_size", chunk_size, minimum=1)
+        self.counts = np.zeros((self.n_examples, self.grid.size + 1), dtype=np.int64)
+        self.n_steps = 0
+        self.details: dict = {}
+        self._rows = np.arange(self.n_examples)
+
+    def step(self, grad_norms) -> None:
+        """Record one step: ``grad_norms[i]`` is example ``i``'s gradient norm at this step's
+        model (NaN = unknown, charged the full clipping norm)."""
+        g = np.asarray(grad_norms, dtype=float)
+        if g.shape != (self.n_examples,):
+            raise ValueError(f"grad_norms must have shape ({self.n_examples},), got {g.shape}")
+        if np.any(g < 0):
+            raise ValueError("grad_norms must be >= 0 (NaN = unknown norm)")
+        idx = _bucket_index(np.minimum(g, self.clip_norm) / self.clip_norm, self.grid)
+        self.counts[self._rows, idx] += 1
+        self.n_steps += 1
+
+    def step_many(self, grad_norms) -> None:
+        """Record several steps at once: ``grad_norms`` of shape ``(N, T)``."""
+        g = np.asarray(grad_norms)
+        if g.ndim != 2 or g.shape[0] != self.n_examples:
+            raise ValueError(f"grad_norms must have shape ({self.n_examples}, T), got "
+                             f"{g.shape}")
+        nb = self.grid.size + 1
+        for s in range(0, g.shape[1], 64):
+            blk = np.asarray(g[:, s:s + 64], dtype=float)
+            if np.any(blk < 0):
+                raise ValueError("grad_norms must be >= 0 (NaN = unknown norm)")
+            idx = _bucket_index(np.minimum(blk, self.clip_norm) / self.clip_norm, self.grid)
+            flat = (self._rows[:, None] * nb + idx).ravel()
+            self.counts += np.bincount(flat, minlength=self.n_examples * nb).reshape(
+                self.n_examples, nb)
+            self.n_steps += blk.shape[1]
+
+    # --- evaluation --------------------------------------------------------------------------
+    def _log(self, msg: str) -> None:
+        if self.progress:
+            print(f"[tightdp.individual] {msg}", file=sys.stderr, flush=True)
+
+    def _choose_step(self, t_max: int, delta: float) -> float:
+        if self.grid_step is not None:
+            return self.grid_step
+        from ..accountants.pld import PLDAccountant
+
+        acc = PLDAccountant(self.rtol).compose(PoissonSubsampled(Gaussian(self.sigma), self.q),
+                                               t_max)
+        r = acc.epsilon(delta)
+        self.details["worst_case"] = {"epsilon": r.epsilon, "lower": r.lower,
+                                      "upper": r.upper, "steps": t_max}
+        step = r.details.get("grid_step_upper", r.details.get("grid_step"))
+        if step is None:  # pragma: no cover - the accountant always reports its grid
+            raise ValueError("the certified accountant did not report its grid step; pass "
+                             "grid_step")
+        # half of it: examples with small sensitivities have a relatively larger
+        # discretization error at a given step; the per-example cost does not depend on it
+        return 0.5 * float(step)
+
+    def _direction(self, direction: int, used: np.ndarray, d: float, t_max: int,
+                   log_tail: float) -> _Direction:
+        """Discretize (connect-the-dots) and transform the buckets ``used`` (grid indices)."""
+        # one loss range (that of the largest sensitivity) serves every bucket:
+        # connect-the-dots dominates on any range, the range only sets its accuracy
+        top = PoissonSubsampled(Gaussian(self.sigma, float(self.grid[used[-1]])), self.q)
+        lo, hi = loss_range(top.privacy_losses()[direction], log_tail)
+        plds = []
+        for j in used:
+            mech = PoissonSubsampled(Gaussian(self.sigma, float(self.grid[j])), self.q)
+            loss = mech.privacy_losses()[direction]
+            plds.append(connect_the_dots(loss, d, lo, hi).trimmed())
+        return _Direction(plds, t_max, d, LOG_WINDOW_TAIL, self.workers)
+
+    def epsilons(self, delta: float) -> np.ndarray:
+        """Per-example eps at ``delta`` (array of shape ``(N,)``): a certified upper bound on
+        the eps of each example's composition given its norms (see the module docstring)."""
+        delta = v.delta_value("delta", delta)
+        if delta < MIN_DELTA:
+            raise ValueError(f"delta must be in [{MIN_DELTA}, 1) for the individual accountant "
+                             f"(its rounding allowance is ~1e-10), got {delta!r}")
+        t0 = time.perf_counter()
+        counts_all = self.counts[:, 1:]
+        used = np.nonzero(counts_all.sum(axis=0) > 0)[0]
+        out = np.zeros(self.n_examples)
+        if used.size == 0:
+            return out
+        counts = counts_all[:, used].astype(float)
+        tot = counts.sum(axis=1)
+        t_max = int(tot.max())
+        d = self._choose_step(t_max, delta)
+        self._log(f"grid step {d:.3g}, {used.size} buckets, T_max={t_max}")
+        log_tail = math.log(1e-40) - math.log(max(t_max, 1))
+        active = tot > 0
+        idx_act = np.nonzero(active)[0]
+        cnt = counts[idx_act]
+        round_allow = 64 * _U * (1.0 + cnt.sum(axis=1))
+        tol = TRUNC_FRACTION * delta
+        info = {"grid_step": d, "buckets": int(used.size)}
+        for direction in (0, 1):
+            dr = self._direction(direction, used, d, t_max, log_tail)
+            info[f"fft_points_{direction}"] = dr.K
+            self._log(f"direction {direction}: window of {dr.K} points, "
+                      f"{time.perf_counter() - t0:.1f} s")
+            extra = dr.extras(cnt)
+            kk, tau = dr.cutoffs(cnt, tol)
+            order = np.argsort(kk, kind="stable")
+            eps_dir = np.empty(idx_act.size)
+            info[f"max_frequencies_{direction}"] = int(kk.max())
+            info[f"median_frequencies_{direction}"] = int(np.median(kk))
+            cs = self.chunk_size
+            for s in range(0, order.size, cs):
+                sel = order[s:s + cs]
+                ev = _Evaluator(dr, cnt[sel], int(kk[sel].max()), tau[sel],
+                                extra[sel] + round_allow[sel] * (1.0 + math.log(kk[sel].max())))
+                eps_dir[sel] = ev.epsilon(delta)
+                if self.progress and (s // cs) % 10 == 0:
+                    self._log(f"direction {direction}: {min(s + cs, order.size)}/{order.size}"
+                              f" examples, {time.perf_counter() - t0:.1f} s")
+            out[idx_act] = np.maximum(out[idx_act], eps_dir)
+        info["seconds"] = time.perf_counter() - t0
+        self.details.update(info)
+        return out
+
+
+def individual_epsilons(grad_norms, sampling_rate: float, noise_multiplier: float,
+                        clip_norm: float, delta: float, *, n_buckets: int = 100,
+                        rtol: float = 1e-3, grid_step: float | None = None,
+                        progress: bool = False) -> np.ndarray:
+    """Individual eps of every example of a DP-SGD run (paper 000, Sec. 5, App. D).
+
+    Parameters
+    ----------
+    grad_norms : array ``(N, T)`` of per-example gradient norms at each step (NaN = unknown,
+        charged the clipping norm).
+    sampling_rate, noise_multiplier, clip_norm : ``q``, ``sigma``, ``C`` of DP-SGD.
+    delta : target delta in ``[1e-9, 1)``.
+    n_buckets, rtol, grid_step, progress : see :class:`IndividualPLDAccountant`.
+
+    Returns
+    -------
+    eps : array ``(N,)``, each a certified upper bound on the eps of that example's
+        composition *given its norms* (the approximative accountant of Sec. 5, not a fully
+        adaptive guarantee; see the module docstring).
+    """
+    g = np.asarray(grad_norms)
+    if g.ndim != 2:
+        raise ValueError(f"grad_norms must be a 2-d array (N examples x T steps), got shape "
+                         f"{g.shape}")
+    acc = IndividualPLDAccountant(sampling_rate, noise_multiplier, clip_norm, g.shape[0],
+                                  n_buckets=n_buckets, rtol=rtol, grid_step=grid_step,
+                                  progress=progress)
+    acc.step_many(g)
+    return acc.epsilons(delta)

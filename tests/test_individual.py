@@ -1,0 +1,315 @@
+"""Tests of tightdp.individual: GDP/RDP filters, odometer, individual GDP filter, individual
+PLD accounting (Koskela, Tobaben, Honkela, paper 000)."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import mpmath
+import numpy as np
+import pytest
+from scipy import fft as sfft
+
+from tightdp import Gaussian, PLDAccountant, PoissonSubsampled
+from tightdp.individual import (
+    GDPFilter,
+    GDPOdometer,
+    IndividualGDPFilter,
+    IndividualPLDAccountant,
+    RDPFilter,
+    individual_epsilons,
+    rdp_to_epsilon,
+)
+from tightdp.individual.pld_individual import _Evaluator
+
+DELTA = 1e-5
+
+
+def mp_gdp_delta(mu: float, eps: float) -> float:
+    """Independent mu-GDP curve (Dong, Roth, Su 2022, Cor. 2.13) in 50-digit arithmetic."""
+    mpmath.mp.dps = 50
+    mu, eps = mpmath.mpf(mu), mpmath.mpf(eps)
+    phi = mpmath.ncdf
+    return float(phi(-eps / mu + mu / 2) - mpmath.exp(eps) * phi(-eps / mu - mu / 2))
+
+
+# ----------------------------------------------------------------------------------------------
+# GDP filter
+# ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mu,sigma", [(1.0, 10.0), (0.7191174352, 50.0), (2.5, 3.0)])
+def test_gdp_filter_admits_floor_mu2_sigma2(mu, sigma):
+    f = GDPFilter(mu)
+    n = 0
+    while f.request(1.0 / sigma):
+        n += 1
+    # closed form: largest k with k / sigma^2 <= mu^2 (mpmath to decide exact ties)
+    mpmath.mp.dps = 40
+    k = int(mpmath.floor(mpmath.mpf(mu) ** 2 * mpmath.mpf(sigma) ** 2 * (1 + mpmath.mpf(1e-14))))
+    assert n == k
+    assert f.spent_mu <= mu * (1 + 1e-14)
+
+
+def test_gdp_filter_curve_matches_mpmath():
+    f = GDPFilter(1.3)
+    for eps in (0.0, 0.5, 2.0, 5.0):
+        assert f.delta(eps) == pytest.approx(mp_gdp_delta(1.3, eps), rel=1e-9)
+    e = f.epsilon(1e-6)
+    assert mp_gdp_delta(1.3, e) == pytest.approx(1e-6, rel=1e-8)
+
+
+def test_gdp_filter_composition_never_exceeds_budget_and_tight_when_spent():
+    """Adaptive random requests: the exact curve of the admitted composition (Gaussian
+    mechanisms, accounted by the certified PLD accountant) stays below the budget curve; after
+    spending the remainder exactly (Remark 3) the curves coincide."""
+    rng = np.random.default_rng(3)
+    budget = 1.0
+    f = GDPFilter(budget)
+    admitted = []
+    for _ in range(40):
+        mu_t = float(rng.uniform(0.05, 0.6)) * (1.5 if admitted and admitted[-1] > 0.3 else 1)
+        if f.request(mu_t):
+            admitted.append(mu_t)
+    acc = PLDAccountant()
+    for m in admitted:
+        acc.compose(Gaussian(1.0 / m))
+    eps = np.array([0.0, 0.5, 1.0, 2.0])
+    comp = acc.delta(eps)
+    assert np.all(comp.lower <= f.delta(eps))
+    # spend the rest exactly: now the composition is exactly budget-GDP
+    rest = f.remaining_mu
+    assert rest > 0 and f.request(rest)
+    assert f.spent_mu == pytest.approx(budget, rel=1e-14)
+    acc.compose(Gaussian(1.0 / rest))
+    comp = acc.delta(eps)
+    assert np.all(comp.lower <= f.delta(eps))
+    assert np.all(f.delta(eps) <= comp.upper * (1 + 1e-12) + 1e-15)
+    assert not f.request(1e-3)
+
+
+def test_gdp_filter_rejects_bad_input():
+    with pytest.raises(ValueError, match="mu_budget"):
+        GDPFilter(0.0)
+    with pytest.raises(ValueError, match="mu_t"):
+        GDPFilter(1.0).request(-1.0)
+    with pytest.raises(ValueError, match="delta"):
+        GDPFilter(1.0).epsilon(0.0)
+
+
+def test_gdp_odometer():
+    od = GDPOdometer(0.5)
+    for _ in range(10):
+        od.record(0.25)  # four steps per filter of budget 0.5
+    assert od.n_filters == 3
+    assert od.spent_mu == pytest.approx(math.sqrt(3) * 0.5, rel=1e-12)
+    assert od.spent_mu >= od.realized_mu
+    assert od.delta(1.0) == pytest.approx(mp_gdp_delta(od.spent_mu, 1.0), rel=1e-9)
+    with pytest.raises(ValueError, match="step_mu"):
+        od.record(0.6)
+
+
+# ----------------------------------------------------------------------------------------------
+# RDP filter
+# ----------------------------------------------------------------------------------------------
+def test_rdp_filter_counts_and_conversion():
+    eps, sigma = 3.0, 50.0
+    r = RDPFilter.from_epsilon_delta(eps, DELTA)
+    a = r.order
+    # budget converts exactly to eps by (C.3)
+    direct = r.budget + math.log((a - 1) / a) - (math.log(DELTA) + math.log(a)) / (a - 1)
+    assert direct == pytest.approx(eps, rel=1e-12)
+    assert r.epsilon(DELTA) == pytest.approx(eps, rel=1e-9)
+    n = 0
+    while r.request(1.0 / sigma):
+        n += 1
+    assert n == math.floor(r.budget * 2 * sigma ** 2 / a * (1 + 1e-14))
+    # GDP admits more steps for the same (eps, delta) (App. C.4)
+    g = GDPFilter.__new__(GDPFilter)
+    from tightdp.gdp import gdp_mu
+
+    g.__init__(gdp_mu(eps, DELTA))
+    m = 0
+    while g.request(1.0 / sigma):
+        m += 1
+    assert m > n
+
+
+def test_rdp_to_epsilon_formula():
+    # (C.3) at alpha = 2, rdp = 1: 1 + log(1/2) - (log delta + log 2)
+    assert rdp_to_epsilon(1.0, 2.0, DELTA) == pytest.approx(
+        1.0 + math.log(0.5) - (math.log(DELTA) + math.log(2.0)), rel=1e-12)
+
+
+# ----------------------------------------------------------------------------------------------
+# individual GDP filter
+# ----------------------------------------------------------------------------------------------
+def test_individual_gdp_filter_exact_last_step():
+    sigma, C, budget = 2.0, 1.5, 1.0
+    f = IndividualGDPFilter(budget, sigma, C, 3)
+    norms = np.array([5.0, 0.75, 0.0])  # clipped: mu = 0.5 per step; 0.25; 0
+    contrib = []
+    for _ in range(20):
+        fac = f.step(norms)
+        contrib.append(fac * np.minimum(norms, C) / (sigma * C))
+    contrib = np.array(contrib)
+    spent = np.sqrt((contrib ** 2).sum(axis=0))
+    # example 0: 4 full steps of 0.5 fill 1.0 exactly; example 1: 16 steps of 0.25
+    assert np.count_nonzero(contrib[:, 0]) == 4
+    assert np.count_nonzero(contrib[:, 1]) == 16
+    assert spent[:2] == pytest.approx([budget, budget], rel=1e-14)
+    assert f.active.tolist() == [False, False, True]
+    assert f.spent_mu == pytest.approx(spent, rel=1e-14, abs=0)
+    # exhausted examples get the (tight, Remark 3) budget curve
+    e = f.epsilon(DELTA)
+    assert e[0] == pytest.approx(f.budget_epsilon(DELTA), rel=1e-12)
+    assert e[2] == 0.0
+    assert mp_gdp_delta(budget, f.budget_epsilon(DELTA)) == pytest.approx(DELTA, rel=1e-8)
+
+
+def test_individual_gdp_filter_scaled_last_step():
+    sigma, C, budget = 1.0, 1.0, 1.0
+    f = IndividualGDPFilter(budget, sigma, C, 1)
+    assert f.step(np.array([0.8]))[0] == 1.0  # spends 0.64
+    fac = f.step(np.array([0.8]))[0]  # 0.36 left: factor 0.6 / 0.8
+    assert fac == pytest.approx(0.75, rel=1e-14)
+    assert f.spent_mu[0] == pytest.approx(1.0, rel=1e-14)
+    assert f.step(np.array([0.8]))[0] == 0.0
+
+
+def test_individual_gdp_filter_skip_mode_and_validation():
+    f = IndividualGDPFilter(1.0, 1.0, 1.0, 2, exact_last_step=False)
+    f.step(np.array([0.8, 0.8]))
+    fac = f.step(np.array([0.8, 0.5]))  # 0.64+0.64 > 1 skipped; 0.64+0.25 fits
+    assert fac.tolist() == [0.0, 1.0]
+    assert f.active.tolist() == [True, True]
+    with pytest.raises(ValueError, match="grad_norms"):
+        f.step(np.array([1.0]))
+    with pytest.raises(ValueError, match="grad_norms"):
+        f.step(np.array([np.nan, 1.0]))
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        IndividualGDPFilter(1.0, -1.0, 1.0, 2)
+
+
+# ----------------------------------------------------------------------------------------------
+# individual PLD accounting
+# ----------------------------------------------------------------------------------------------
+Q, SIGMA, T = 0.05, 1.0, 100
+
+
+@pytest.fixture(scope="module")
+def worst_and_half():
+    acc_w = PLDAccountant().compose(PoissonSubsampled(Gaussian(SIGMA), Q), T)
+    acc_h = PLDAccountant().compose(PoissonSubsampled(Gaussian(2 * SIGMA), Q), T)
+    return acc_w.epsilon(DELTA), acc_h.epsilon(DELTA)
+
+
+@pytest.fixture(scope="module")
+def individual_run():
+    rng = np.random.default_rng(0)
+    g = np.empty((4, T))
+    g[0] = rng.uniform(1.0, 3.0, T)  # always >= C: worst case
+    g[1] = 0.5  # always C/2: noise multiplier 2 sigma
+    g[2] = rng.uniform(0.0, 1.2, T)
+    g[3] = 0.0  # never any loss
+    acc = IndividualPLDAccountant(Q, SIGMA, 1.0, 4)
+    for t in range(T):
+        acc.step(g[:, t])
+    return g, acc, acc.epsilons(DELTA)
+
+
+def test_worst_case_example_matches_certified_accountant(worst_and_half, individual_run):
+    r, _ = worst_and_half
+    _, _, e = individual_run
+    assert r.lower <= e[0] <= r.upper * (1 + 1e-3)
+
+
+def test_half_norm_example_is_noise_multiplier_two_sigma(worst_and_half, individual_run):
+    _, r = worst_and_half
+    _, _, e = individual_run
+    assert r.lower <= e[1] <= r.upper * (1 + 2e-3)
+
+
+def test_zero_norm_and_ordering(individual_run):
+    _, _, e = individual_run
+    assert e[3] == 0.0
+    assert e[1] < e[2] < e[0]
+
+
+def test_batch_equals_streaming(individual_run):
+    g, acc, e = individual_run
+    e2 = individual_epsilons(g, Q, SIGMA, 1.0, DELTA, grid_step=acc.details["grid_step"])
+    assert np.array_equal(e, e2)
+
+
+def _exact_eps_bracket(norms: np.ndarray, q: float, sigma: float):
+    """Certified bracket of one example's composition with its exact (unbucketed) ratios."""
+    acc = PLDAccountant(rtol=1e-3)
+    vals, cnt = np.unique(np.minimum(norms, 1.0), return_counts=True)
+    for c, k in zip(vals, cnt, strict=True):
+        if c > 0:
+            acc.compose(PoissonSubsampled(Gaussian(sigma, float(c)), q), int(k))
+    return acc.epsilon(DELTA)
+
+
+@pytest.mark.parametrize("n_buckets", [4, 100])
+def test_bucketing_never_below_exact_composition(n_buckets):
+    rng = np.random.default_rng(10 + n_buckets)
+    q, sigma, steps = 0.2, 1.0, 6
+    g = rng.uniform(0.05, 1.3, size=(3, steps))
+    e = individual_epsilons(g, q, sigma, 1.0, DELTA, n_buckets=n_buckets)
+    for i in range(g.shape[0]):
+        r = _exact_eps_bracket(g[i], q, sigma)
+        assert e[i] >= r.lower
+        if n_buckets == 100:  # fine grid: close to the exact composition
+            assert e[i] <= r.upper * 1.05
+
+
+@pytest.mark.slow
+def test_bucketing_never_below_exact_composition_many():
+    full = os.environ.get("TIGHTDP_SLOW") == "1"
+    rng = np.random.default_rng(7)
+    q, sigma, steps = 0.1, 0.8, (15 if full else 5)
+    g = rng.uniform(0.0, 1.5, size=(8 if full else 2, steps))
+    for nb in ((3, 10, 50) if full else (3,)):
+        e = individual_epsilons(g, q, sigma, 1.0, DELTA, n_buckets=nb)
+        for i in range(g.shape[0]):
+            assert e[i] >= _exact_eps_bracket(g[i], q, sigma).lower
+
+
+@pytest.mark.parametrize("grid_step", [2e-3, 2e-2])
+def test_plancherel_equals_inverse_fft(grid_step):
+    """Lemma 1 of App. D: the Plancherel evaluation of delta at grid points equals the direct
+    sum over the inverse FFT of the composed transform (both frequency code paths)."""
+    acc = IndividualPLDAccountant(0.05, 1.0, 1.0, 1, n_buckets=10)
+    used = np.array([2, 6, 9])
+    dr = acc._direction(0, used, grid_step, 60, math.log(1e-40))
+    counts = np.array([[10.0, 25.0, 17.0], [3.0, 0.0, 40.0]])
+    kh = dr.K // 2 + 1
+    ev = _Evaluator(dr, counts, kh, np.zeros(2), np.zeros(2))
+    P = dr.transform(counts, kh)
+    p = sfft.irfft(P, n=dr.K, axis=1)
+    idx = np.arange(dr.K)
+    m0 = -dr.i_lo
+    for m in (m0, m0 + int(0.3 / grid_step), m0 + int(0.8 / grid_step)):
+        direct = np.empty(2)
+        for r in range(2):
+            ys = ev.s[r] + (dr.i_lo + idx) * grid_step  # window losses of this example
+            w = np.where(ys > ys[m], -np.expm1(ys[m] - ys), 0.0)
+            direct[r] = p[r] @ w
+        plan = ev.hinge(np.full(2, m))
+        assert np.all(direct > 1e-7)
+        np.testing.assert_allclose(plan, direct, rtol=1e-12, atol=0)
+
+
+def test_individual_input_validation():
+    acc = IndividualPLDAccountant(0.01, 1.0, 1.0, 2)
+    with pytest.raises(ValueError, match="grad_norms"):
+        acc.step(np.array([1.0]))
+    with pytest.raises(ValueError, match="grad_norms"):
+        acc.step(np.array([-1.0, 1.0]))
+    with pytest.raises(ValueError, match="delta"):
+        acc.epsilons(1e-12)
+    with pytest.raises(ValueError, match="sampling_rate"):
+        IndividualPLDAccountant(1.5, 1.0, 1.0, 2)
+    with pytest.raises(ValueError, match="grad_norms"):
+        individual_epsilons(np.ones(3), 0.01, 1.0, 1.0, 1e-5)
