@@ -9,6 +9,14 @@ from .accountants import (
     RDPAccountant,
 )
 from .gdp import gdp_delta, gdp_epsilon, gdp_mu
+from .individual import (
+    GDPFilter,
+    GDPOdometer,
+    IndividualGDPFilter,
+    IndividualPLDAccountant,
+    RDPFilter,
+    individual_epsilons,
+)
 from .mechanisms import (
     ApproxDP,
     DiscreteLoss,
@@ -38,6 +46,12 @@ __all__ = [
     "gdp_delta",
     "gdp_epsilon",
     "gdp_mu",
+    "GDPFilter",
+    "GDPOdometer",
+    "IndividualGDPFilter",
+    "IndividualPLDAccountant",
+    "RDPFilter",
+    "individual_epsilons",
     "Mechanism",
     "PrivacyLoss",
     "GaussianLoss",
