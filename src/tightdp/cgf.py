@@ -1,0 +1,338 @@
+"""Cumulant generating functions of privacy loss random variables.
+
+For a privacy loss ``Y = log P(o)/Q(o)`` the cumulant generating function (CGF) under P is
+
+    K(t) = log E_P[exp(t Y)] = log E_Q[exp((t + 1) Y)] = log int P^(t+1) Q^(-t)
+
+(Alghamdi et al., *The Saddle-Point Accountant*, eqs. (22)-(23); equivalently
+``K(t) = t D_{t+1}(P || Q)`` in terms of the Renyi divergence of order ``t + 1``).
+Its derivatives are the cumulants of the exponentially tilted loss ``Y_t`` whose law is
+``e^{t y - K(t)} P_Y(dy)`` (their Definition 7 and eq. (31)): ``K'(t) = E[Y_t]``,
+``K''(t) = Var[Y_t]``, ``K'''(t)`` and ``K''''(t)`` the third and fourth cumulants.
+
+How each loss is handled:
+
+* :class:`~tightdp.mechanisms.loss.GaussianLoss` ``(mu)``: closed form,
+  ``K(t) = mu^2 t (t + 1) / 2``.
+* :class:`~tightdp.mechanisms.loss.DiscreteLoss` (pure DP, randomized response, ...): the
+  finite sum ``log sum_i p_i e^{t y_i}`` in log space. A P-mass at ``+inf`` (approximate DP
+  with ``delta > 0``) makes ``K(t) = +inf`` for every ``t > 0``.
+* :class:`~tightdp.mechanisms.loss.LocationMixtureLoss` with the Gaussian kernel (Poisson
+  subsampled Gaussian, mixtures of Gaussians): the integral over the output ``x`` of
+  ``P(x)^{t+1} Q(x)^{-t}`` by the trapezoidal rule in log space. The integrand is analytic
+  in a strip around the real axis whose half-width is ``pi / (spread of the locations /
+  scale)``, so the rule converges geometrically; the step is chosen from that strip and
+  from ``t`` (see :func:`_gauss_nodes`) and the domain from a bound on the integrand's slope.
+  The accuracy is verified against mpmath in the tests (relative error of ``K`` below 1e-12
+  for scales down to 0.3, sampling rates up to 1, ``t`` up to a few hundred).
+* Laplace-kernel mixtures: Gauss-Legendre on each piece between the kernel's kinks and the
+  two exponential tails integrated in closed form.
+
+The quadrature is represented by *nodes*: loss values ``y_i`` and log P-masses ``w_i`` such that
+``E_P[g(Y)] ~= sum_i e^{w_i} g(y_i)`` for the functions ``g(y) = e^{t y} y^j`` needed here.
+Node sets are cached per loss and per range of ``t``.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+
+import numpy as np
+from scipy.special import logsumexp
+
+from .mechanisms.loss import DiscreteLoss, GaussianLoss, LocationMixtureLoss, PrivacyLoss
+
+__all__ = ["cgf", "cgf_and_abs3", "tilted_abs_third_moment", "cgf_supported",
+           "loss_sup"]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+#: half-width (in standard deviations of the kernel) of the integration domain beyond the
+#: slope bounds; the integrand there is below e^{-R^2/2} = e^{-98} times its maximum.
+_R = 14.0
+
+_NODE_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def cgf_supported(loss: PrivacyLoss) -> str | None:
+    """None if :func:`cgf` can evaluate ``loss`` for t > 0, else the reason why not."""
+    if isinstance(loss, GaussianLoss):
+        return None
+    if loss.inf_mass > 0:
+        return (f"the privacy loss has mass P(Y = +inf) = {loss.inf_mass:.3g} > 0 (e.g. "
+                "approximate DP with delta > 0), so its CGF is +inf for every t > 0")
+    if isinstance(loss, DiscreteLoss | LocationMixtureLoss):
+        return None
+    return f"no CGF available for privacy loss of type {type(loss).__name__}"
+
+
+def loss_sup(loss: PrivacyLoss) -> float:
+    """Essential supremum of the finite part of the loss (``+inf`` if unbounded)."""
+    if isinstance(loss, GaussianLoss):
+        return math.inf
+    if isinstance(loss, DiscreteLoss):
+        return float(loss.y[loss.p > 0].max()) if np.any(loss.p > 0) else -math.inf
+    return float(loss.support[1])
+
+
+# ------------------------------------------------------------------------------------------------
+# node sets
+# ------------------------------------------------------------------------------------------------
+def _bucket(t: np.ndarray) -> np.ndarray:
+    """Node-set bucket of each tilt: ``b = 4`` serves ``[0, 4]``, ``b = 2^j`` (j > 2) serves
+    ``(2^{j-1}, 2^j]``."""
+    t = np.asarray(t, dtype=float)
+    with np.errstate(divide="ignore"):
+        j = np.ceil(np.log2(np.maximum(t, 1e-300)))
+    return 2.0 ** np.maximum(j, 2.0)
+
+
+def _gauss_nodes(loss: LocationMixtureLoss, t_max: float) -> tuple[np.ndarray, np.ndarray]:
+    """Trapezoidal nodes for ``int P^{t+1} Q^{-t}`` over the output, Gaussian kernel.
+
+    In units ``u = x / s`` the log integrand is
+    ``G(u) = (t+1) log P(u) - t log Q(u)`` with ``G'(u) = -u + (t+1) E_post_P[a/s]
+    - t E_post_Q[b/s]``, so ``G'(u) <= -u + D_hi`` and ``G'(u) >= -u + D_lo`` with
+    ``D_hi = (t+1) max a/s - t min b/s`` and ``D_lo = (t+1) min a/s - t max b/s``: outside
+    ``[D_lo - R, D_hi + R]`` the integrand is below ``e^{-R^2/2}`` of its value at the
+    ends. The trapezoidal rule's error for an integrand analytic in the strip ``|Im u| < d``
+    is about ``M e^{-2 pi d / h}``, ``M`` the growth of the integrand on the strip's edge. A
+    mixture vanishes at distance ``pi / spread`` from the real axis (``spread`` = spread of its
+    locations in units of s; ``P^{t+1}`` has branch points there). On the line at half that
+    distance ``|P^{t+1} Q^{-t}|`` exceeds its real-axis value by at most ``e^{y^2/2}`` when Q
+    is a single Gaussian (triangle inequality for P), and by ``2^{t/2} e^{y^2/2}`` when Q is a
+    mixture (``|a + i b| >= (a + b)/sqrt 2``). Hence
+    ``h = min(0.5, pi^2 / (45 spread_P), pi^2 / (spread_Q (45 + 0.35 t)))``; 0.5 keeps the
+    rule's error for the Gaussian factor below ``e^{-2 pi^2 / h^2} = e^{-79}``.
+    """
+    s = loss.s
+    a, b = loss.a / s, loss.b / s
+    a_spread, b_spread = a.max() - a.min(), b.max() - b.min()
+    t = t_max
+    h = 0.5
+    if a_spread > 0:
+        h = min(h, math.pi ** 2 / (a_spread * 45.0))
+    if b_spread > 0:
+        h = min(h, math.pi ** 2 / (b_spread * (45.0 + 0.35 * t)))
+    d_hi = max(a.max(), (t + 1) * a.max() - t * b.min())
+    d_lo = min(a.min(), (t + 1) * a.min() - t * b.max())
+    lo, hi = d_lo - _R, d_hi + _R
+    n = int(math.ceil((hi - lo) / h)) + 1
+    if n > 4_000_000:
+        raise ValueError(f"t = {t_max:.3g} is beyond the range where the CGF quadrature of this "
+                         "privacy loss is supported (it would need more than 4e6 nodes)")
+    u = np.linspace(lo, hi, n)
+    h = (hi - lo) / (n - 1)
+    uu = u[:, None]
+    lp = logsumexp(loss.lpw - 0.5 * (uu - a) ** 2, axis=1)
+    lq = logsumexp(loss.lqw - 0.5 * (uu - b) ** 2, axis=1)
+    w = math.log(h) - 0.5 * _LOG_2PI + lp
+    # trapezoid end weights are halved (negligible mass there anyway)
+    w[0] -= math.log(2.0)
+    w[-1] -= math.log(2.0)
+    return lp - lq, w
+
+
+_GL_X, _GL_W = np.polynomial.legendre.leggauss(32)
+
+
+def _laplace_nodes(loss: LocationMixtureLoss, t_max: float) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes for a Laplace-kernel mixture: composite Gauss-Legendre between the kinks (all
+    locations), exact tails (beyond the outermost kink ``P`` and ``Q`` are both multiples of
+    ``e^{-|x|/s}``, so the loss is constant there and the P-mass of the tail is closed form)."""
+    s = loss.s
+    k = np.unique(np.concatenate([loss.a, loss.b]))
+
+    def lp_lq(x):
+        xx = np.asarray(x, dtype=float)[:, None]
+        lp = logsumexp(loss.lpw - np.abs(xx - loss.a) / s, axis=1) - math.log(2 * s)
+        lq = logsumexp(loss.lqw - np.abs(xx - loss.b) / s, axis=1) - math.log(2 * s)
+        return lp, lq
+
+    ys, ws = [], []
+    lp, lq = lp_lq(k[[0, -1]])
+    # P-mass of the tails: P(x_end) * s
+    ys.extend([lp[0] - lq[0], lp[1] - lq[1]])
+    ws.extend([lp[0] + math.log(s), lp[1] + math.log(s)])
+    for x0, x1 in zip(k[:-1], k[1:], strict=True):
+        # the loss has slope at most 2/s: split so that t * (loss range per piece) <= 4
+        m = int(math.ceil((t_max + 1) * 2 * (x1 - x0) / s / 4.0))
+        edges = np.linspace(x0, x1, m + 1)
+        half = 0.5 * np.diff(edges)
+        mid = 0.5 * (edges[:-1] + edges[1:])
+        x = (mid[:, None] + half[:, None] * _GL_X).ravel()
+        wt = (half[:, None] * _GL_W).ravel()
+        lpx, lqx = lp_lq(x)
+        ys.append(lpx - lqx)
+        ws.append(np.log(wt) + lpx)
+    y = np.concatenate([np.atleast_1d(np.asarray(v, dtype=float)) for v in ys])
+    w = np.concatenate([np.atleast_1d(np.asarray(v, dtype=float)) for v in ws])
+    return y, w
+
+
+def _trim(y: np.ndarray, w: np.ndarray, t_min: float, t_max: float
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """Drop the nodes whose share of ``E_P[e^{tY}]`` is below ``e^{-90}`` for every t in
+    ``[t_min, t_max]``.
+
+    The share of node i is ``exp(w_i + t y_i - K(t))``. On ``[t_1, t_2]`` the convex ``K``
+    lies above both tangents at ``t_1`` and ``t_2``, so the log-share is at most the maximum of
+    ``w_i + t y_i - max(tangent_1(t), tangent_2(t))`` over the interval, which is attained at
+    an end or where the tangents cross: a rigorous test on a finite set of tilts.
+    """
+    if t_min == 0.0:
+        ts = np.concatenate([[0.0], np.geomspace(1e-3, t_max, 48)])
+    else:
+        ts = np.linspace(t_min, t_max, 33)
+    ks = _node_cumulants(y, w, ts, 1)
+    k0, k1 = ks[0], ks[1]
+    keep = np.zeros(y.size, dtype=bool)
+    for j in range(ts.size - 1):
+        t1, t2 = ts[j], ts[j + 1]
+        # crossing point of the two tangents (clipped to the interval)
+        den = k1[j + 1] - k1[j]
+        tx = ((k0[j] - k1[j] * t1) - (k0[j + 1] - k1[j + 1] * t2)) / den if den > 0 else t1
+        tx = min(max(tx, t1), t2)
+        for tt in (t1, t2, tx):
+            tangent = max(k0[j] + k1[j] * (tt - t1), k0[j + 1] + k1[j + 1] * (tt - t2))
+            keep |= (w + tt * y - tangent) > -90.0
+    if not keep.any():
+        return y, w
+    # the quadrature is a weighted sum: negligible terms may be dropped anywhere
+    return y[keep], w[keep]
+
+
+def _nodes(loss: PrivacyLoss, bucket: float) -> tuple[np.ndarray, np.ndarray]:
+    """(loss values, log P-masses) representing the law of Y under P for the tilts of
+    ``bucket`` (see :func:`_bucket`)."""
+    if isinstance(loss, DiscreteLoss):
+        keep = loss.p > 0
+        return loss.y[keep], np.log(loss.p[keep])
+    per_loss = _NODE_CACHE.setdefault(loss, {})
+    if bucket not in per_loss:
+        if loss.kernel.name == "gaussian":
+            y, w = _gauss_nodes(loss, bucket)
+        else:
+            y, w = _laplace_nodes(loss, bucket)
+        per_loss[bucket] = _trim(y, w, 0.0 if bucket <= 4 else bucket / 2, bucket)
+    return per_loss[bucket]
+
+
+def _eval_nodes(loss: PrivacyLoss, tv: np.ndarray, order: int, abs3: bool) -> np.ndarray:
+    """:func:`_node_cumulants` on the node set of each tilt's bucket."""
+    if isinstance(loss, DiscreteLoss):
+        y, w = _nodes(loss, 4.0)
+        return _node_cumulants(y, w, tv, order, abs3)
+    rows = order + 1 + int(abs3)
+    out = np.empty((rows, tv.size))
+    bk = _bucket(tv)
+    for b in np.unique(bk):
+        sel = bk == b
+        y, w = _nodes(loss, float(b))
+        out[:, sel] = _node_cumulants(y, w, tv[sel], order, abs3)
+    return out
+
+
+def _node_cumulants(y: np.ndarray, w: np.ndarray, t: np.ndarray, order: int,
+                    abs3: bool = False) -> np.ndarray:
+    """K and its derivatives from nodes: cumulants of the tilted law ``e^{t y_i + w_i - K}``.
+
+    Returns rows ``K, K', ..., K^(order)`` and, if ``abs3``, one more row
+    ``E|Y_t - K'(t)|^3``.
+    """
+    lw = w[None, :] + t[:, None] * y[None, :]
+    mx = lw.max(axis=1)
+    p = np.exp(lw - mx[:, None])
+    z = p.sum(axis=1)
+    k0 = mx + np.log(z)
+    out = [k0]
+    if order == 0 and not abs3:
+        return np.array(out)
+    p /= z[:, None]
+    m1 = p @ y
+    out.append(m1)
+    if order >= 2 or abs3:
+        dev = y[None, :] - m1[:, None]
+        pd2 = p * dev * dev
+        m2 = pd2.sum(axis=1)
+        out.append(m2)
+        pd3 = pd2 * dev
+        out.append(pd3.sum(axis=1))
+        if order >= 4:
+            out.append((pd3 * dev).sum(axis=1) - 3.0 * m2 * m2)
+        out = out[: order + 1]
+        if abs3:
+            out.append(np.abs(pd3).sum(axis=1))
+    return np.array(out[: order + 1 + int(abs3)])
+
+
+# ------------------------------------------------------------------------------------------------
+# public functions
+# ------------------------------------------------------------------------------------------------
+def cgf(loss: PrivacyLoss, t, order: int = 0) -> np.ndarray:
+    """The CGF ``K(t) = log E_P[e^{tY}]`` of a privacy loss and its derivatives in ``t``.
+
+    Alghamdi et al., *The Saddle-Point Accountant*, eq. (23); the derivatives are the cumulants
+    of the tilted loss (their eq. (31) and Definition 7).
+
+    Parameters
+    ----------
+    loss : the privacy loss (one direction of a mechanism).
+    t : one or many tilts, each in ``[0, inf)``.
+    order : highest derivative wanted, 0 to 4.
+
+    Returns
+    -------
+    array of shape ``(order + 1,) + shape(t)``: ``K, K', ..., K^(order)`` at each ``t``.
+    ``K = +inf`` (derivatives NaN) for ``t > 0`` when ``P(Y = +inf) > 0``.
+    """
+    if not isinstance(order, int) or not 0 <= order <= 4:
+        raise ValueError(f"order must be an integer in [0, 4], got {order!r}")
+    t_arr = np.asarray(t, dtype=float)
+    if np.any(np.isnan(t_arr)) or np.any(t_arr < 0) or np.any(np.isinf(t_arr)):
+        raise ValueError("t must be finite and in [0, inf)")
+    shape = t_arr.shape
+    tv = t_arr.reshape(-1)
+    if isinstance(loss, GaussianLoss):
+        m2 = loss.mu ** 2
+        cols = [m2 * tv * (tv + 1) / 2, m2 * (2 * tv + 1) / 2, np.full_like(tv, m2),
+                np.zeros_like(tv), np.zeros_like(tv)]
+        return np.array(cols[: order + 1]).reshape((order + 1,) + shape)
+    if loss.inf_mass > 0:
+        # E_P[e^{tY}] = +inf for t > 0; at t = 0 it is 1 and the moments are infinite
+        out = np.where(tv > 0, math.inf, 0.0)[None, :] * np.ones((order + 1, 1))
+        out[1:] = np.nan
+        return out.reshape((order + 1,) + shape)
+    reason = cgf_supported(loss)
+    if reason is not None:
+        raise ValueError(reason)
+    out = _eval_nodes(loss, tv, order, False)
+    return out.reshape((order + 1,) + shape)
+
+
+def tilted_abs_third_moment(loss: PrivacyLoss, t) -> np.ndarray:
+    """``E|Y_t - K'(t)|^3`` of the tilted loss ``Y_t`` (the Berry-Esseen numerator of
+    Alghamdi et al., Theorem 5 / eq. (76)), vectorized in ``t >= 0``."""
+    t_arr = np.asarray(t, dtype=float)
+    if np.any(np.isnan(t_arr)) or np.any(t_arr < 0) or np.any(np.isinf(t_arr)):
+        raise ValueError("t must be finite and in [0, inf)")
+    if isinstance(loss, GaussianLoss):
+        return np.full(t_arr.shape, 2.0 * math.sqrt(2.0 / math.pi) * loss.mu ** 3)
+    reason = cgf_supported(loss)
+    if reason is not None:
+        raise ValueError(reason)
+    tv = t_arr.reshape(-1)
+    return _eval_nodes(loss, tv, 0, True)[-1].reshape(t_arr.shape)
+
+
+def cgf_and_abs3(loss: PrivacyLoss, t: np.ndarray) -> np.ndarray:
+    """Rows ``K, K', K'', K''', K''''`` and ``E|Y_t - K'(t)|^3`` in one pass, for a
+    one-dimensional array ``t`` of tilts in ``[0, inf)``; see :func:`cgf` and
+    :func:`tilted_abs_third_moment` (Alghamdi et al., eqs. (23), (31), (76))."""
+    tv = np.asarray(t, dtype=float)
+    if isinstance(loss, GaussianLoss):
+        return np.concatenate([cgf(loss, tv, 4), tilted_abs_third_moment(loss, tv)[None]])
+    reason = cgf_supported(loss)
+    if reason is not None:
+        raise ValueError(reason)
+    return _eval_nodes(loss, tv, 4, True)
