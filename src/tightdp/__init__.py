@@ -7,6 +7,7 @@ from .accountants import (
     GDPAccountant,
     PLDAccountant,
     RDPAccountant,
+    SaddlePointAccountant,
 )
 from .gdp import gdp_delta, gdp_epsilon, gdp_mu
 from .individual import (
@@ -43,6 +44,7 @@ __all__ = [
     "PLDAccountant",
     "RDPAccountant",
     "GDPAccountant",
+    "SaddlePointAccountant",
     "gdp_delta",
     "gdp_epsilon",
     "gdp_mu",

@@ -4,6 +4,8 @@ from .base import Accountant, DeltaResult, EpsilonResult
 from .gdp import GDPAccountant
 from .pld import PLDAccountant
 from .rdp import RDPAccountant
+from .spa import SaddlePointAccountant
 
 __all__ = ["Accountant", "DeltaResult", "EpsilonResult", "PLDAccountant"]
 __all__ += ["GDPAccountant", "RDPAccountant"]
+__all__ += ["SaddlePointAccountant"]
