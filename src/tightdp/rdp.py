@@ -72,6 +72,21 @@ def _log_binom(n, k) -> np.ndarray:
     return gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
 
 
+_U = np.finfo(float).eps
+
+
+def _log_binom_with_err(n: float, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_log_binom` and a bound on its absolute rounding error (8 ulps of each of the
+    magnitudes that cancel in it; scipy's ``gammaln`` is accurate to about 2 ulps)."""
+    gn, gk, gnk = float(gammaln(n + 1.0)), gammaln(k + 1.0), gammaln(n - k + 1.0)
+    return gn - gk - gnk, 8 * _U * (abs(gn) + np.abs(gk) + np.abs(gnk))
+
+
+def _sum_err(n: int) -> float:
+    """Relative error bound of numpy's pairwise summation of n non-negative terms."""
+    return (math.log2(max(n, 2)) + 2) * _U
+
+
 # --- closed forms -----------------------------------------------------------------------------
 def gaussian_rdp(orders, mu: float) -> np.ndarray:
     """RDP of the Gaussian mechanism with ``mu = sensitivity / sigma``:
@@ -130,11 +145,18 @@ def _log_a_int(q: float, sigma: float, alpha: int) -> float:
 
     Because the binomial weights sum to 1 we evaluate ``log1p(sum_{i>=2} C(alpha,i)
     (1-q)^{alpha-i} q^i expm1((i^2-i)/(2 sigma^2)))``: all terms are positive, so tiny values
-    of ``A_alpha - 1`` keep full relative accuracy."""
+    of ``A_alpha - 1`` keep full relative accuracy. Each log-term is raised by a bound on its
+    rounding error (the ``gammaln`` differences lose ~1e-12 for orders ~1e3) and the sum by
+    the summation error, so the value returned is an upper bound in floating point too."""
     i = np.arange(2, alpha + 1, dtype=float)
-    lt = (_log_binom(float(alpha), i) + (alpha - i) * math.log1p(-q) + i * math.log(q)
-          + _log_expm1((i * i - i) / (2 * sigma * sigma)))
-    return float(np.logaddexp(0.0, logsumexp(lt)))
+    a, b = (alpha - i) * math.log1p(-q), i * math.log(q)
+    x = (i * i - i) / (2 * sigma * sigma)
+    lx = _log_expm1(x)
+    lc, e_lc = _log_binom_with_err(float(alpha), i)
+    lt = lc + a + b + lx
+    err = e_lc + 8 * _U * (np.abs(a) + np.abs(b) + x + np.abs(lx))
+    ls = _lse(lt + err) + _sum_err(i.size)
+    return float(np.logaddexp(0.0, ls))
 
 
 def _log_a_frac(q: float, sigma: float, alpha: float, log_target: float) -> float:
@@ -147,41 +169,68 @@ def _log_a_frac(q: float, sigma: float, alpha: float, log_target: float) -> floa
     up to 20% at ``alpha = 1.1``) and the series is truncated after ``I`` terms with a
     rigorous bound on the remainder: using ``Phi(-t) <= phi(t)/t`` the ``i``-th term of either
     series is at most ``(1-q)^alpha e^{-z0^2/(2s^2)} s/sqrt(2 pi) |C(alpha,i)| / t_i``
-    (``t_i = i - z0``, resp. ``i + z0 - alpha``; the exponentials cancel exactly), and
-    ``|C(alpha,i)| <= |C(alpha,I)| (I/i)^{alpha+1}`` for ``i >= I >= alpha`` (Bernoulli's
-    inequality), whose sum over ``i >= I`` is at most ``|C(alpha,I)| (1 + I/alpha)``. ``I`` is
-    the first of ``64, 128, ...`` (at most ``_MAX_TERMS``) whose tail bound is below
-    ``exp(log_target)``; the tail bound is added either way. An absolute 1e-15 is added to
-    ``log A`` for floating-point rounding."""
+    (``t_i = i - z0``, resp. ``i + z0 - alpha``; the exponentials cancel exactly), used for
+    the indices with ``t_i >= sigma``, and ``|C(alpha,i)| <= |C(alpha,I)| (I/i)^{alpha+1}``
+    for ``i >= I >= alpha`` (Bernoulli's inequality), whose sum over ``i >= I`` is at most
+    ``|C(alpha,I)| (1 + I/alpha)``. The finitely many remaining indices (``t_i < sigma``) are
+    bounded with ``Phi <= 1`` by their count times ``|C(alpha,I)| (1-q)^alpha e^{g}``, ``g``
+    the largest value of the convex exponent ``g(k) = k log(q/(1-q)) + (k^2-k)/(2s^2)`` at
+    the ends of their range (``k = i`` in ``A0``, ``k = alpha - i`` in ``A1``). ``I`` is the
+    first of ``alpha + 64, 2(alpha + 64), ...`` (at most ``_MAX_TERMS``) whose tail bound is
+    below ``exp(log_target)``; the tail bound is added either way. Floating point: each
+    log-term is moved by a bound on its rounding error (up for positive terms, down for
+    negative ones), the sums by the summation error, and 4 ulps are added to ``log A``."""
     s2 = sigma * sigma
     z0 = s2 * (math.log1p(-q) - math.log(q)) + 0.5
     lq, l1q = math.log(q), math.log1p(-q)
+    lodds = lq - l1q
     lconst = alpha * l1q - z0 * z0 / (2 * s2) + math.log(sigma) - 0.5 * math.log(2 * math.pi)
 
+    def g(k: float) -> float:
+        return k * lodds + (k * k - k) / (2 * s2)
+
+    def mills_part(k: int, t: float) -> float:  # indices >= k, all with t_i >= t >= sigma
+        return (lconst + float(_log_binom(alpha, float(k))) + math.log1p(k / alpha)
+                - math.log(t))
+
     def log_tail(m: int) -> float:  # bound on the sum of all terms with index >= m
-        t0, t1 = m - z0, m + z0 - alpha
-        if m < alpha or t0 <= 0 or t1 <= 0:
+        if m < alpha:
             return math.inf
-        return (lconst + float(_log_binom(alpha, float(m))) + math.log1p(m / alpha)
-                + float(np.logaddexp(-math.log(t0), -math.log(t1))))
+        lcm = float(_log_binom(alpha, float(m)))
+        parts = []
+        # A0: t_i = i - z0 >= sigma  <=>  i >= k0
+        k0 = max(m, math.ceil(z0 + sigma))
+        if k0 > m:
+            parts.append(math.log(k0 - m) + lcm + alpha * l1q + max(g(m), g(k0 - 1)))
+        parts.append(mills_part(k0, k0 - z0))
+        # A1: t_i = i + z0 - alpha >= sigma  <=>  i >= k1
+        k1 = max(m, math.ceil(alpha - z0 + sigma))
+        if k1 > m:
+            parts.append(math.log(k1 - m) + lcm + alpha * l1q
+                         + max(g(alpha - m), g(alpha - k1 + 1)))
+        parts.append(mills_part(k1, k1 + z0 - alpha))
+        return _lse(np.array(parts))
 
     # the fewest terms (from a geometric ladder) whose tail is below the target
-    n = int(max(64, math.ceil(alpha + abs(z0)) + 64))
+    n = int(math.ceil(alpha)) + 64
     while n < _MAX_TERMS and log_tail(n) > log_target:
         n = min(_MAX_TERMS, 2 * n)
     ltail = log_tail(n)
-    if math.isinf(ltail):  # pragma: no cover - n >= alpha + |z0| + 64 always holds
-        return math.inf
     i = np.arange(n, dtype=float)
     j = alpha - i
-    lc = _log_binom(alpha, i)
+    lc, e_lc = _log_binom_with_err(alpha, i)
     neg = np.concatenate([gammasgn(alpha - i + 1.0) < 0] * 2)
-    l0 = lc + i * lq + j * l1q + (i * i - i) / (2 * s2) + log_ndtr((z0 - i) / sigma)
-    l1 = lc + j * lq + i * l1q + (j * j - j) / (2 * s2) + log_ndtr((j - z0) / sigma)
+    c0 = [i * lq, j * l1q, (i * i - i) / (2 * s2), log_ndtr((z0 - i) / sigma)]
+    c1 = [j * lq, i * l1q, (j * j - j) / (2 * s2), log_ndtr((j - z0) / sigma)]
+    l0, l1 = lc + sum(c0), lc + sum(c1)
+    # rounding-error bounds of each log-term (positive terms raised, negative ones lowered)
+    e0 = e_lc + 8 * _U * sum(np.abs(c) for c in c0)
+    e1 = e_lc + 8 * _U * sum(np.abs(c) for c in c1)
     lt = np.concatenate([l0, l1])
-    lpos = _lse(lt[~neg])
-    lneg = _lse(lt[neg])
-    return lpos + math.log1p(math.exp(ltail - lpos) - math.exp(lneg - lpos)) + 1e-15
+    err = np.concatenate([e0, e1])
+    lpos = _lse(lt[~neg] + err[~neg]) + _sum_err(int(np.sum(~neg)))
+    lneg = _lse(lt[neg] - err[neg]) - _sum_err(int(np.sum(neg)))
+    return lpos + math.log1p(math.exp(ltail - lpos) - math.exp(lneg - lpos)) + 4 * _U
 
 
 def _lse(x: np.ndarray) -> float:
