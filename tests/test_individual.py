@@ -313,3 +313,20 @@ def test_individual_input_validation():
         IndividualPLDAccountant(1.5, 1.0, 1.0, 2)
     with pytest.raises(ValueError, match="grad_norms"):
         individual_epsilons(np.ones(3), 0.01, 1.0, 1.0, 1e-5)
+
+
+@pytest.mark.parametrize("n", [1, 3, 7, 100, 1000])
+def test_bucket_index_rounds_sensitivity_up(n):
+    from tightdp.individual.pld_individual import _bucket_index, sensitivity_grid
+
+    rng = np.random.default_rng(n)
+    grid = sensitivity_grid(n)
+    r = np.concatenate([rng.uniform(0, 1, 2000), grid, np.nextafter(grid, 0),
+                        np.nextafter(grid, 2)[:-1], [0.0, 1e-300]])
+    idx = _bucket_index(r, grid)
+    pos = r > 0
+    assert np.all(idx[~pos] == 0)
+    # smallest grid point >= r
+    assert np.all(grid[idx[pos] - 1] >= r[pos])
+    assert np.all((idx[pos] == 1) | (grid[np.maximum(idx[pos] - 2, 0)] < r[pos]))
+    assert _bucket_index(np.array([np.nan]), grid)[0] == n  # unknown norm: worst case

@@ -87,12 +87,15 @@ def sensitivity_grid(n_buckets: int) -> np.ndarray:
 
 
 def _bucket_index(ratios: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """Index (1-based; 0 = no loss) of the smallest grid point >= each ratio (rounding the
-    sensitivity *up*). NaN (unknown norm) goes to the top bucket."""
-    r = np.where(np.isnan(ratios), 1.0, ratios)
-    idx = np.searchsorted(grid, r, side="left") + 1
-    idx = np.minimum(idx, grid.size)
-    return np.where(r <= 0, 0, idx)
+    """Index (1-based; 0 = no loss) of the smallest point of the uniform grid ``j / n`` that
+    is >= each ratio (rounding the sensitivity *up*). NaN (unknown norm) goes to the top."""
+    n = grid.size
+    r = np.nan_to_num(np.asarray(ratios, dtype=float), nan=1.0)
+    x = np.ceil(r * n)
+    # correct by one where the rounding of r * n missed (x / n is exactly grid[x - 1])
+    x += x / n < r
+    x -= (x >= 2) & ((x - 1) / n >= r)
+    return np.clip(x, 0, n).astype(np.int64)
 
 
 class _Direction:
@@ -421,10 +424,13 @@ class IndividualPLDAccountant:
         self.progress = bool(progress)
         self.workers = workers
         self.chunk_size = v.count("chunk_size", chunk_size, minimum=1)
-        self.counts = np.zeros((self.n_examples, self.grid.size + 1), dtype=np.int64)
+        self._counts = np.zeros((self.n_examples, self.grid.size + 1), dtype=np.int64)
+        self._buf = np.zeros((64, self.n_examples), dtype=np.int64)  # step-major
+        self._nbuf = 0
         self.n_steps = 0
         self.details: dict = {}
         self._rows = np.arange(self.n_examples)
+        self._base = self._rows * (self.grid.size + 1)
 
     def step(self, grad_norms) -> None:
         """Record one step: ``grad_norms[i]`` is example ``i``'s gradient norm at this step's
@@ -435,8 +441,28 @@ class IndividualPLDAccountant:
         if np.any(g < 0):
             raise ValueError("grad_norms must be >= 0 (NaN = unknown norm)")
         idx = _bucket_index(np.minimum(g, self.clip_norm) / self.clip_norm, self.grid)
-        self.counts[self._rows, idx] += 1
+        self._buf[self._nbuf] = idx
+        self._nbuf += 1
         self.n_steps += 1
+        if self._nbuf == self._buf.shape[0]:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Add the buffered steps' bucket indices to the counts (one bincount)."""
+        if self._nbuf == 0:
+            return
+        nb = self.grid.size + 1
+        flat = (self._base[None, :] + self._buf[:self._nbuf]).ravel()
+        self._counts += np.bincount(flat, minlength=self.n_examples * nb).reshape(
+            self.n_examples, nb)
+        self._nbuf = 0
+
+    @property
+    def counts(self) -> np.ndarray:
+        """``(N, B + 1)`` array: steps of each example per sensitivity bucket (column 0: no
+        loss, column j: ratio rounded up to ``j / B``)."""
+        self._flush()
+        return self._counts
 
     def step_many(self, grad_norms) -> None:
         """Record several steps at once: ``grad_norms`` of shape ``(N, T)``."""
@@ -451,7 +477,7 @@ class IndividualPLDAccountant:
                 raise ValueError("grad_norms must be >= 0 (NaN = unknown norm)")
             idx = _bucket_index(np.minimum(blk, self.clip_norm) / self.clip_norm, self.grid)
             flat = (self._rows[:, None] * nb + idx).ravel()
-            self.counts += np.bincount(flat, minlength=self.n_examples * nb).reshape(
+            self._counts += np.bincount(flat, minlength=self.n_examples * nb).reshape(
                 self.n_examples, nb)
             self.n_steps += blk.shape[1]
 
