@@ -121,7 +121,9 @@ def test_subsampled_gaussian_fractional_vs_quadrature(q, sigma, alpha):
     ref = _mp_renyi_subsampled(q, sigma, alpha)
     ours = t.PoissonSubsampled(t.Gaussian(sigma), q).rdp([alpha])[0]
     assert ours >= ref * (1 - 1e-13)  # an upper bound ...
-    assert ours <= ref * (1 + 1e-8)  # ... and a tight one
+    # ... and a tight one: 1e-8 relative, plus at most 2e-12 on log A_alpha for the
+    # rounding-error allowance (visible only when rdp is tiny, e.g. 8e-9 at q=1e-4, sigma=5)
+    assert ours <= ref * (1 + 1e-8) + 2e-12 / (alpha - 1)
 
 
 @pytest.mark.parametrize("q,sigma,alpha", [
