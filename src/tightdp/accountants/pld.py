@@ -82,12 +82,12 @@ class PLDAccountant(Accountant):
             self._cache[key] = out
         return self._cache[key]
 
-    def _composed(self, d: float, upper: bool, direction: int, lam: float = 0.0
-                  ) -> ComposedPLD:
-        key = ("comp", d, upper, direction, lam)
+    def _composed(self, d: float, upper: bool, direction: int, lam: float = 0.0,
+                  log_tail: float = -70.0) -> ComposedPLD:
+        key = ("comp", d, upper, direction, lam, log_tail)
         if key not in self._cache:
             self._cache[key] = compose(self._pieces(d, upper, direction), lam=lam,
-                                       max_points=self.max_points)
+                                       max_points=self.max_points, log_tail=log_tail)
         return self._cache[key]
 
     def _lambda_for(self, d: float, upper: bool, direction: int, eps: float) -> float:
@@ -120,27 +120,60 @@ class PLDAccountant(Accountant):
     def _initial_step(self) -> float:
         return 1e-2
 
-    def _next_step(self, d: float, width: float, target: float) -> float:
-        if not math.isfinite(width) or width <= 0:
-            return d / 4
-        f = math.sqrt(target / width) * 0.7
-        return d * min(max(f, 1.0 / 16), 1.0 / 1.5)
+    @staticmethod
+    def _next_steps(hist_u: list, hist_l: list, width: float, target: float
+                    ) -> tuple[float, float]:
+        """New grid steps from the refinement history of each side.
+
+        Both discretizations have error ``c d^2`` to leading order. The default shrinks both
+        steps by ``sqrt(target / width)`` (with a margin). Once a side has two refinements
+        whose difference is consistent with the bracket, its constant ``c`` is fitted and the
+        side gets the step that puts its own estimated error within half the target, so the
+        side that is already accurate is not refined further. These are estimates that only
+        choose the grid: the certificate is the bracket itself.
+        """
+        joint = min(max(math.sqrt(target / width) * 0.7, 1.0 / 16), 1.0 / 1.5) \
+            if math.isfinite(width) and width > 0 else 0.25
+
+        def step(hist: list) -> float:
+            d1, v1 = hist[-1]
+            if len(hist) < 2:
+                return d1 * joint
+            d0, v0 = hist[-2]
+            ok = all(math.isfinite(x) and x > 0 for x in (v0, v1)) and d0 > d1
+            if not ok:
+                return d1 * joint
+            err = abs(v0 - v1) / (d0 * d0 - d1 * d1) * d1 * d1
+            if not err <= 2 * width:
+                return d1 * joint
+            budget = 0.45 * target
+            if err <= budget:
+                return d1
+            return d1 * min(max(math.sqrt(budget / err) * 0.9, 1.0 / 16), 1.0 / 1.2)
+
+        du, dl = hist_u[-1][0], hist_l[-1][0]
+        nu, nl = step(hist_u), step(hist_l)
+        if nu == du and nl == dl:  # the estimates claim success but the bracket is too wide
+            nu, nl = du * joint, dl * joint
+        return nu, nl
 
     # --- queries ---------------------------------------------------------------------------
-    def _eps_bracket(self, delta: float, d: float) -> tuple[float, float, dict]:
+    def _eps_bracket(self, delta: float, du: float, dl: float) -> tuple[float, float, dict]:
         ups, los = [], []
         info: dict = {}
+        # the window may leave out mass up to a small fraction of the target delta; the bounds
+        # account for it either way, this only keeps its effect on the bracket negligible
+        log_tail = min(math.log(delta * self.rtol) - math.log(1e3), -20.0)
         for direction in self._directions():
-            for upper in (True, False):
-                c = self._composed(d, upper, direction)
+            for upper, d in ((True, du), (False, dl)):
+                c = self._composed(d, upper, direction, 0.0, log_tail)
                 e = c.epsilon_bound(delta, upper)
                 if delta < TILT_BELOW and math.isfinite(e) and e > 0:
                     lam = self._lambda_for(d, upper, direction, e)
                     if lam > 0:
-                        c = self._composed(d, upper, direction, lam)
-                        e2 = c.epsilon_bound(delta, upper)
+                        c = self._composed(d, upper, direction, lam, log_tail)
+                        e = c.epsilon_bound(delta, upper)
                         info["tilt"] = max(info.get("tilt", 0.0), lam)
-                        e = e2
                 (ups if upper else los).append(e)
                 info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
         return max(ups), max(los), info
@@ -151,44 +184,46 @@ class PLDAccountant(Accountant):
         t0 = time.perf_counter()
         if not self.terms:
             return EpsilonResult(0.0, delta, 0.0, 0.0, self.name, True)
-        d = self._initial_step()
+        du = dl = self._initial_step()
         best = None
         converged = False
         note = ""
+        hist_u: list = []
+        hist_l: list = []
         while True:
             try:
-                up, lo, info = self._eps_bracket(delta, d)
+                up, lo, info = self._eps_bracket(delta, du, dl)
             except ValueError as err:
-                note = f"stopped refining at grid step {d:.3g}: {err}"
+                note = f"stopped refining at grid steps {du:.3g}/{dl:.3g}: {err}"
                 break
             if best is None or (up - lo) < (best[0] - best[1]):
-                best = (up, lo, d, info)
+                best = (up, lo, (du, dl), info)
             width = up - lo
             target = self.rtol * up
-            if math.isinf(up) and math.isinf(lo):
+            if (math.isinf(up) and math.isinf(lo)) or width <= target or width <= 1e-12:
                 converged = True
                 break
-            if width <= target or width <= 1e-12:
-                converged = True
-                break
-            d = self._next_step(d, width, target)
+            hist_u.append((du, up))
+            hist_l.append((dl, lo))
+            du, dl = self._next_steps(hist_u, hist_l, width, target)
         if best is None:
             raise ValueError(note)
-        up, lo, d_used, info = best
+        up, lo, steps, info = best
         lo = min(lo, up)
-        details = {"grid_step": d_used, "converged": converged,
-                   "seconds": time.perf_counter() - t0, **info}
+        details = {"grid_step_upper": steps[0], "grid_step_lower": steps[1],
+                   "converged": converged, "seconds": time.perf_counter() - t0, **info}
         if not converged and not note:
             note = "bracket wider than rtol"
         return EpsilonResult(up, delta, lo, up, self.name, True, estimate=up, note=note,
                              details=details)
 
-    def _delta_bracket(self, eps: np.ndarray, d: float) -> tuple[np.ndarray, np.ndarray]:
+    def _delta_bracket(self, eps: np.ndarray, du: float, dl: float
+                       ) -> tuple[np.ndarray, np.ndarray]:
         up = np.zeros_like(eps)
         lo = np.zeros_like(eps)
         for direction in self._directions():
-            up = np.maximum(up, self._composed(d, True, direction).delta_bound(eps, True))
-            lo = np.maximum(lo, self._composed(d, False, direction).delta_bound(eps, False))
+            up = np.maximum(up, self._composed(du, True, direction).delta_bound(eps, True))
+            lo = np.maximum(lo, self._composed(dl, False, direction).delta_bound(eps, False))
         return up, np.minimum(lo, up)
 
     def delta(self, eps) -> DeltaResult:
@@ -198,31 +233,36 @@ class PLDAccountant(Accountant):
         e = np.atleast_1d(eps_arr).astype(float)
         t0 = time.perf_counter()
         if not self.terms:
-            z = np.zeros_like(e)
-            out = (0.0 if scalar else z)
+            out = 0.0 if scalar else np.zeros_like(e)
             return DeltaResult(out, eps, out, out, self.name, True)
-        d = self._initial_step()
+        du = dl = self._initial_step()
         converged = False
         note = ""
         best = None
+        hist_u: list = []
+        hist_l: list = []
         while True:
             try:
-                up, lo = self._delta_bracket(e, d)
+                up, lo = self._delta_bracket(e, du, dl)
             except ValueError as err:
-                note = f"stopped refining at grid step {d:.3g}: {err}"
+                note = f"stopped refining at grid steps {du:.3g}/{dl:.3g}: {err}"
                 break
-            best = (up, lo, d)
-            width = float(np.max(up - lo))
+            best = (up, lo, (du, dl))
             rel = float(np.max((up - lo) / np.maximum(up, 1e-300)))
-            if rel <= self.rtol or width <= 1e-300:
+            if rel <= self.rtol or float(np.max(up - lo)) <= 1e-300:
                 converged = True
                 break
-            d = self._next_step(d, rel, self.rtol)
+            # the worst eps decides; the sides are tracked on that eps
+            j = int(np.argmax((up - lo) / np.maximum(up, 1e-300)))
+            hist_u.append((du, float(up[j])))
+            hist_l.append((dl, float(lo[j])))
+            du, dl = self._next_steps(hist_u, hist_l, float(up[j] - lo[j]),
+                                      self.rtol * float(up[j]))
         if best is None:
             raise ValueError(note)
-        up, lo, d_used = best
-        details = {"grid_step": d_used, "converged": converged,
-                   "seconds": time.perf_counter() - t0}
+        up, lo, steps = best
+        details = {"grid_step_upper": steps[0], "grid_step_lower": steps[1],
+                   "converged": converged, "seconds": time.perf_counter() - t0}
         if scalar:
             up, lo = float(up[0]), float(lo[0])
         return DeltaResult(up, eps, lo, up, self.name, True, estimate=up, note=note,

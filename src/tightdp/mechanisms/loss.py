@@ -35,6 +35,16 @@ __all__ = [
 _LOG_HALF = math.log(0.5)
 
 
+def _lse_last(x: np.ndarray) -> np.ndarray:
+    """logsumexp over the last axis, with fast paths for one and two components."""
+    m = x.shape[-1]
+    if m == 1:
+        return x[..., 0]
+    if m == 2:
+        return np.logaddexp(x[..., 0], x[..., 1])
+    return logsumexp(x, axis=-1)
+
+
 def _log_sub_exp(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """log(e^a - e^b) for a >= b, elementwise; -inf where they are equal."""
     a = np.asarray(a, dtype=float)
@@ -140,7 +150,9 @@ class PrivacyLoss:
         lo, hi = self.support
         if upper:
             # finite mass above hi is zero; the +inf mass cannot be cut by any finite y
-            f = (lambda y: float(_finite_sf_log(self, y)))
+            def f(y):
+                return float(_finite_sf_log(self, y))
+
             if math.isfinite(hi):
                 return hi
             a = 0.0 if not math.isfinite(lo) else lo
@@ -160,7 +172,9 @@ class PrivacyLoss:
                 if b - a < 1e-9 * max(1.0, abs(b)):
                     break
             return b
-        f = (lambda y: float(self.logp_cdf(np.asarray(y))))
+        def f(y):
+            return float(self.logp_cdf(np.asarray(y)))
+
         if math.isfinite(lo):
             return lo
         b = 0.0 if not math.isfinite(hi) else hi
@@ -281,8 +295,8 @@ class LocationMixtureLoss(PrivacyLoss):
         """``L(x) = log P(x)/Q(x)`` (vectorized)."""
         x = np.asarray(x, dtype=float)[..., None]
         k = self.kernel.logpdf
-        return (logsumexp(self.lpw + k((x - self.a) / self.s), axis=-1)
-                - logsumexp(self.lqw + k((x - self.b) / self.s), axis=-1))
+        return (_lse_last(self.lpw + k((x - self.a) / self.s))
+                - _lse_last(self.lqw + k((x - self.b) / self.s)))
 
     def _limits(self) -> tuple[float, float]:
         s = self.s
@@ -381,7 +395,7 @@ class LocationMixtureLoss(PrivacyLoss):
     def _mix(self, x: np.ndarray, locs, lw, fn) -> np.ndarray:
         z = (x[..., None] - locs) / self.s
         with np.errstate(invalid="ignore"):
-            return logsumexp(lw + fn(z), axis=-1)
+            return _lse_last(lw + fn(z))
 
     def _split(self, y):
         y = np.asarray(y, dtype=float)

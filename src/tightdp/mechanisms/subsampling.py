@@ -50,11 +50,11 @@ class PoissonSubsampled(Mechanism):
 
             def rem_inv(y):
                 # L(x) = log(1-q + q exp((2cx - c^2)/(2s^2))) = y
-                return k * (np.log(np.expm1(y) + q) - lq) + c / 2
+                return k * (np.log(np.maximum(np.expm1(y) + q, 1e-300)) - lq) + c / 2
 
             def add_inv(y):
                 # reflected add pair: L(x) = -log(1-q + q exp((-2cx - c^2)/(2s^2))) = y
-                return -k * (np.log(np.expm1(-y) + q) - lq) - c / 2
+                return -k * (np.log(np.maximum(np.expm1(-y) + q, 1e-300)) - lq) - c / 2
 
         remove = LocationMixtureLoss(kern, [0.0, c], [1 - q, q], [0.0], [1.0], s,
                                      inverse=rem_inv)

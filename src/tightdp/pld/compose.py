@@ -35,22 +35,44 @@ __all__ = ["ComposedPLD", "compose", "log_chernoff"]
 MAX_POINTS = 1 << 25
 
 
-def _log_mgf_terms(terms, t: np.ndarray) -> np.ndarray:
-    """sum_i k_i log E[e^{t Y_i}; finite] for a vector of t."""
-    out = np.zeros_like(t, dtype=float)
-    for pld, k in terms:
-        out += k * pld.log_mgf(t)
-    return out
+_T_GRID = np.geomspace(1e-5, 1e3, 33)
+
+
+class _Chernoff:
+    """Chernoff bounds on the tails of a composed finite law, from the exact log-MGFs of the
+    discrete laws on a fixed grid of t (any t gives a valid bound; the grid only decides how
+    close to optimal it is)."""
+
+    def __init__(self, terms, max_atoms: int = 4096):
+        t = np.concatenate([-_T_GRID[::-1], _T_GRID])
+        k = np.zeros_like(t)
+        neg, pos = t < 0, t > 0
+        for pld, cnt in terms:
+            if pld.probs.size <= max_atoms:
+                k += cnt * pld.log_mgf(t)
+                continue
+            # blocks of atoms moved to the block's top (for t > 0) or bottom (t < 0): this can
+            # only increase E[e^{tY}], so the bound stays valid while costing O(max_atoms)
+            b = -(-pld.probs.size // max_atoms)
+            pad = (-pld.probs.size) % b
+            mass = np.concatenate([pld.probs, np.zeros(pad)]).reshape(-1, b).sum(axis=1)
+            first = pld.offset + np.arange(mass.size) * b
+            up = DiscretePLD(pld.d * b, 0, mass, 0.0, shift=pld.shift + (first[0] + b - 1)
+                             * pld.d)
+            dn = DiscretePLD(pld.d * b, 0, mass, 0.0, shift=pld.shift + first[0] * pld.d)
+            k[pos] += cnt * up.log_mgf(t[pos])
+            k[neg] += cnt * dn.log_mgf(t[neg])
+        self.t, self.k = t, k
+
+    def log_bound(self, a: float, upper: bool) -> float:
+        sel = self.t > 0 if upper else self.t < 0
+        return float(min(np.min(self.k[sel] - self.t[sel] * a), 0.0))
 
 
 def log_chernoff(terms, a: float, upper: bool) -> float:
     """log of a Chernoff bound on ``P(S >= a)`` (upper) or ``P(S <= a)`` (lower) for the
-    composed finite law. Minimized over a geometric grid of t; any t gives a valid bound."""
-    ts = np.concatenate([np.geomspace(1e-4, 1e3, 64)])
-    if not upper:
-        ts = -ts
-    vals = _log_mgf_terms(terms, ts) - ts * a
-    return float(min(np.min(vals), 0.0))
+    composed finite law of ``terms``."""
+    return _Chernoff(terms).log_bound(a, upper)
 
 
 @dataclass
@@ -70,35 +92,30 @@ class ComposedPLD:
     log_tail_above: float  # log bound on original P-mass above the window
     log_tail_below: float  # log bound on original P-mass below the window
     log_fold: float  # log bound on tilted mass folded into the window
+    shift: float = 0.0
 
     @property
     def ys(self) -> np.ndarray:
-        return (self.offset + np.arange(self.probs.size)) * self.d
+        return self.shift + (self.offset + np.arange(self.probs.size)) * self.d
 
-    def _original(self, upper: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _sums(self, upper: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(ys, S0, S1): suffix sums of the original-measure masses and Q-masses (cached)."""
+        cache = self.__dict__.setdefault("_sum_cache", {})
+        if upper not in cache:
+            ys = self.ys
+            p = np.maximum(self.probs, 0.0) if upper else self.probs
+            if self.lam != 0.0 or self.log_scale != 0.0:
+                with np.errstate(over="ignore", under="ignore", divide="ignore"):
+                    p = p * np.exp(self.log_scale - self.lam * ys)
+            cache[upper] = (ys, _suffix(p), _suffix(_qmass(ys, np.abs(p)) * np.sign(p)))
+        return cache[upper]
+
+    def _extra(self, eps: np.ndarray, upper: bool) -> np.ndarray:
+        """What the bound adds (upper) or subtracts (lower) for mass outside the window."""
         ys = self.ys
-        p = np.maximum(self.probs, 0.0) if upper else self.probs
-        if self.lam == 0.0 and self.log_scale == 0.0:
-            return ys, p
-        with np.errstate(over="ignore", under="ignore", divide="ignore"):
-            fac = np.exp(self.log_scale - self.lam * ys)
-            return ys, p * fac
-
-    def delta_bound(self, eps, upper: bool) -> np.ndarray:
-        """Certified upper or lower bound on ``delta(eps)`` of the composed pair."""
-        eps = np.asarray(eps, dtype=float)
-        ys, p = self._original(upper)
-        s0 = _suffix(p)
-        s1 = _suffix(_qmass(ys, np.abs(p)) * np.sign(p))
-        idx = np.searchsorted(ys, eps, side="right")
-        with np.errstate(over="ignore", invalid="ignore"):
-            val = s0[idx] - np.exp(np.minimum(eps, 700.0)) * s1[idx]
-        val = np.where(idx >= ys.size, 0.0, val)
         if upper:
-            val = np.maximum(val, 0.0) + self.inf_mass + math.exp(self.log_tail_above)
-            below = eps < ys[0]
-            val = val + np.where(below, math.exp(self.log_tail_below), 0.0)
-            return np.minimum(val, 1.0)
+            below = np.where(eps < ys[0], math.exp(self.log_tail_below), 0.0)
+            return self.inf_mass + math.exp(self.log_tail_above) + below
         # folded-in tilted mass contributes at most fold * max_{y > eps} e^{log_scale - lam y}
         if self.lam >= 0:
             worst = self.log_scale - self.lam * eps
@@ -106,24 +123,43 @@ class ComposedPLD:
             worst = np.full_like(eps, self.log_scale - self.lam * ys[-1])
         with np.errstate(over="ignore"):
             fold = np.exp(np.minimum(self.log_fold + worst, 700.0))
-        return np.clip(val + self.inf_mass - fold, 0.0, 1.0)
+        return self.inf_mass - fold
+
+    def delta_bound(self, eps, upper: bool) -> np.ndarray:
+        """Certified upper or lower bound on ``delta(eps)`` of the composed pair."""
+        eps = np.asarray(eps, dtype=float)
+        ys, s0, s1 = self._sums(upper)
+        idx = np.searchsorted(ys, eps, side="right")
+        with np.errstate(over="ignore", invalid="ignore"):
+            val = s0[idx] - np.exp(np.minimum(eps, 700.0)) * s1[idx]
+        val = np.where(idx >= ys.size, 0.0, val)
+        if upper:
+            val = np.maximum(val, 0.0)
+        return np.clip(val + self._extra(eps, upper), 0.0, 1.0)
 
     def epsilon_bound(self, delta: float, upper: bool) -> float:
-        """Smallest eps >= 0 at which the bound on delta(eps) is <= delta (monotone search
-        over the grid, then the closed form on the bracketing interval)."""
-        ys = self.ys
+        """Smallest eps >= 0 at which the bound on delta(eps) is <= delta: a monotone search
+        over the grid, then the closed form ``S0 - e^eps S1 + extra = delta`` on the bracketing
+        interval (bisection when the extra term depends on eps)."""
+        ys, s0, s1 = self._sums(upper)
         d_grid = self.delta_bound(ys, upper)
         ok = np.nonzero(d_grid <= delta)[0]
         if ok.size == 0:
             return math.inf
         i = int(ok[0])
         if i == 0:
-            lo, hi = ys[0] - 1.0, float(ys[0])
+            lo, hi = float(ys[0]) - 1.0, float(ys[0])
             if float(self.delta_bound(np.asarray(lo), upper)) <= delta:
-                return max(0.0, lo) if lo > 0 else 0.0
+                return max(0.0, lo)
         else:
             lo, hi = float(ys[i - 1]), float(ys[i])
-        # delta_bound is continuous and decreasing on (lo, hi]; bisection to 1e-13 relative
+        const_extra = upper or self.lam == 0.0
+        if const_extra and s1[i] > 0:
+            ex = float(self._extra(np.asarray(hi), upper))
+            ratio = (s0[i] + ex - delta) / s1[i]
+            if ratio > 0 and math.isfinite(ratio):
+                e = math.log(ratio)
+                return max(min(max(e, lo), hi), 0.0)
         for _ in range(100):
             m = 0.5 * (lo + hi)
             if float(self.delta_bound(np.asarray(m), upper)) <= delta:
@@ -165,14 +201,18 @@ def compose(terms: list[tuple[DiscretePLD, int]], *, log_tail: float = -80.0,
         lw = np.full(p.probs.size, -np.inf)
         lw[pos] = np.log(p.probs[pos]) + lam * ys[pos]
         c = logsumexp(lw[pos]) if pos.any() else 0.0
-        tilted.append((DiscretePLD(d, p.offset, np.exp(lw - c), 0.0), k))
+        tilted.append((DiscretePLD(d, p.offset, np.exp(lw - c), 0.0, shift=p.shift), k))
         log_scale += k * c
     # window from Chernoff bounds on the tilted composed law
     mean = sum(k * float(np.dot(t.probs, t.ys)) for t, k in tilted)
     var = sum(k * float(np.dot(t.probs, (t.ys - np.dot(t.probs, t.ys)) ** 2)) for t, k in tilted)
     sd = math.sqrt(max(var, 0.0)) + d
-    lo_min = sum(k * t.offset for t, k in tilted) * d
-    hi_max = sum(k * (t.offset + t.probs.size - 1) for t, k in tilted) * d
+    S = sum(k * t.shift for t, k in tilted)  # total grid shift of the composed law
+    lo_min = S + sum(k * t.offset for t, k in tilted) * d
+    hi_max = S + sum(k * (t.offset + t.probs.size - 1) for t, k in tilted) * d
+
+    ch_t = _Chernoff(tilted)
+    ch_o = ch_t if lam == 0.0 else _Chernoff(terms)
 
     def find(upper: bool) -> float:
         z = 4.0
@@ -182,13 +222,13 @@ def compose(terms: list[tuple[DiscretePLD, int]], *, log_tail: float = -80.0,
                 return hi_max
             if not upper and a <= lo_min:
                 return lo_min
-            if log_chernoff(tilted, a, upper) <= log_tail:
+            if ch_t.log_bound(a, upper) <= log_tail:
                 return a
-            z *= 1.25
+            z *= 1.1
 
     a_hi, a_lo = find(True), find(False)
-    i_lo = int(math.floor(a_lo / d))
-    i_hi = int(math.ceil(a_hi / d))
+    i_lo = int(math.floor((a_lo - S) / d))
+    i_hi = int(math.ceil((a_hi - S) / d))
     n = i_hi - i_lo + 1
     if n > max_points:
         raise ValueError(f"the composition needs an FFT of {n} points (> {max_points}); "
@@ -211,10 +251,78 @@ def compose(terms: list[tuple[DiscretePLD, int]], *, log_tail: float = -80.0,
     # comes first
     res = np.roll(res, -((i_lo - shift) % N))[:n]
     # bounds on what lies outside the window, in the original measure (untilted Chernoff)
-    orig = [(p, k) for p, k in terms]
-    log_above = log_chernoff(orig, (i_hi + 1) * d, True) if (i_hi * d) < hi_max else -math.inf
-    log_below = log_chernoff(orig, (i_lo - 1) * d, False) if (i_lo * d) > lo_min else -math.inf
-    lt_hi = log_chernoff(tilted, (i_hi + 1) * d, True) if (i_hi * d) < hi_max else -math.inf
-    lt_lo = log_chernoff(tilted, (i_lo - 1) * d, False) if (i_lo * d) > lo_min else -math.inf
+    top, bot = S + (i_hi + 1) * d, S + (i_lo - 1) * d
+    inside_hi, inside_lo = S + i_hi * d < hi_max, S + i_lo * d > lo_min
+    log_above = ch_o.log_bound(top, True) if inside_hi else -math.inf
+    log_below = ch_o.log_bound(bot, False) if inside_lo else -math.inf
+    lt_hi = ch_t.log_bound(top, True) if inside_hi else -math.inf
+    lt_lo = ch_t.log_bound(bot, False) if inside_lo else -math.inf
     log_fold = float(np.logaddexp(lt_hi, lt_lo))
-    return ComposedPLD(d, i_lo, res, inf_mass, lam, log_scale, log_above, log_below, log_fold)
+    return ComposedPLD(d, i_lo, res, inf_mass, lam, log_scale, log_above, log_below, log_fold,
+                       S)
+
+
+def _int_power(f: np.ndarray, k: int) -> np.ndarray:
+    """``f ** k`` for an integer ``k >= 1`` by binary powering (in place, about
+    ``2 log2 k`` multiplications; numpy's ``**`` goes through exp/log for large k and is
+    several times slower with the same rounding error, of order ``k`` ulps)."""
+    result = None
+    base = f if k == 1 else f.copy()
+    while True:
+        if k & 1:
+            result = base.copy() if result is None else np.multiply(result, base, out=result)
+        k >>= 1
+        if not k:
+            return result
+        np.multiply(base, base, out=base)
+
+
+def compose_fixed_window(terms: list[tuple[DiscretePLD, int]], lo_index: int, n: int, *,
+                         workers: int | None = None) -> DiscretePLD:
+    """Circular composition on the fixed window of grid indices ``[lo_index, lo_index + n)``.
+
+    This is the composition of the Fourier accountant as published (Koskela, Jälkö, Honkela
+    2020, Sec. 5.2, Alg. 1, and Sec. 5.5 for varying mechanisms): every law is folded modulo
+    ``n``, transformed once, raised to its count in the Fourier domain, and the product is
+    transformed back; composed mass outside the window wraps around (the periodisation of
+    eq. (5.1)). With ``lo_index = -n/2`` the fold places the loss value 0 at position 0, which
+    is the paper's half-swap ``D``, and the final rotation is its second ``D``:
+    ``C^k dx = D F^{-1}(F(D omega dx)^k)``.
+
+    Unlike :func:`compose` there is no window placement and no bound on what wrapped around:
+    the result is the approximation of the paper, to be used with its error estimates.
+
+    Parameters
+    ----------
+    terms : (pld, count) pairs on one grid (same ``d`` and ``shift``).
+    lo_index : grid index of the first point of the window.
+    n : window length (number of FFT points).
+
+    Returns
+    -------
+    DiscretePLD on the window (``offset = lo_index``), mass at ``+inf`` composed exactly.
+    """
+    terms = [(p, int(k)) for p, k in terms if int(k) > 0]
+    if n < 1:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    if not terms:
+        probs = np.zeros(n)
+        probs[(-lo_index) % n] = 1.0
+        return DiscretePLD(1.0, lo_index, probs, 0.0)
+    d, shift0 = terms[0][0].d, terms[0][0].shift
+    if any(abs(p.d - d) > 1e-15 * d or p.shift != shift0 for p, _ in terms):
+        raise ValueError("all PLDs in a composition must share one grid (step and shift)")
+    log_fin = sum(k * math.log1p(-p.inf_mass) if p.inf_mass < 1 else -math.inf for p, k in terms)
+    inf_mass = -math.expm1(log_fin) if log_fin > -math.inf else 1.0
+    acc = None
+    total_shift = 0.0
+    for p, k in terms:
+        pos = (p.offset + np.arange(p.probs.size)) % n
+        buf = np.bincount(pos, weights=p.probs, minlength=n)
+        f = sfft.rfft(buf, workers=workers)
+        f = _int_power(f, k)
+        acc = f if acc is None else np.multiply(acc, f, out=acc)
+        total_shift += k * p.shift
+    res = sfft.irfft(acc, n=n, workers=workers)
+    res = np.roll(res, -(lo_index % n))
+    return DiscretePLD(d, lo_index, res, inf_mass, {"kind": "fixed_window"}, total_shift)

@@ -49,18 +49,20 @@ def loss_range(loss: PrivacyLoss, log_tail: float) -> tuple[float, float]:
     return lo, hi
 
 
-def _grid(d: float, lo: float, hi: float) -> tuple[int, int]:
-    j_lo = int(math.floor(lo / d))
-    j_hi = int(math.ceil(hi / d))
+def _grid(d: float, lo: float, hi: float, shift: float = 0.0) -> tuple[int, int]:
+    j_lo = int(math.floor((lo - shift) / d))
+    j_hi = int(math.ceil((hi - shift) / d))
     if j_hi <= j_lo:
         j_hi = j_lo + 1
     return j_lo, j_hi
 
 
-def connect_the_dots(loss: PrivacyLoss, d: float, lo: float, hi: float) -> DiscretePLD:
-    """Dominating discrete pair on the grid (upper bound); see the module docstring."""
-    j_lo, j_hi = _grid(d, lo, hi)
-    g = np.arange(j_lo, j_hi + 1) * d
+def connect_the_dots(loss: PrivacyLoss, d: float, lo: float, hi: float,
+                     shift: float = 0.0) -> DiscretePLD:
+    """Dominating discrete pair on the grid ``shift + j d`` (upper bound); see the module
+    docstring."""
+    j_lo, j_hi = _grid(d, lo, hi, shift)
+    g = shift + np.arange(j_lo, j_hi + 1) * d
     pb, qb = loss.bin_masses(g)  # bins (g_j, g_{j+1}]
     n = g.size
     probs = np.zeros(n)
@@ -80,13 +82,15 @@ def connect_the_dots(loss: PrivacyLoss, d: float, lo: float, hi: float) -> Discr
     at_top = min(p_top, math.exp(min(lq_top + g[-1], 0.0))) if lq_top > -math.inf else 0.0
     probs[-1] += at_top
     inf_mass = max(p_top - at_top, 0.0)
-    return DiscretePLD(d, j_lo, probs, inf_mass, {"kind": "connect_the_dots"})
+    return DiscretePLD(d, j_lo, probs, inf_mass, {"kind": "connect_the_dots"}, shift)
 
 
-def dominated(loss: PrivacyLoss, d: float, lo: float, hi: float) -> DiscretePLD:
-    """Dominated discrete pair on the grid (lower bound); see the module docstring."""
-    j_lo, j_hi = _grid(d, lo, hi)
-    g = np.arange(j_lo, j_hi + 1) * d
+def dominated(loss: PrivacyLoss, d: float, lo: float, hi: float,
+              shift: float = 0.0) -> DiscretePLD:
+    """Dominated discrete pair on the grid ``shift + j d`` (lower bound); see the module
+    docstring."""
+    j_lo, j_hi = _grid(d, lo, hi, shift)
+    g = shift + np.arange(j_lo, j_hi + 1) * d
     edges = np.concatenate([g - d / 2, [g[-1] + d / 2]])
     pb, qb = loss.bin_masses(edges)
     # everything above the last edge (finite losses) merges into the top atom
@@ -94,30 +98,69 @@ def dominated(loss: PrivacyLoss, d: float, lo: float, hi: float) -> DiscretePLD:
     q_above = float(loss.q_sf(np.asarray(edges[-1])))
     pb[-1] += max(p_above, 0.0)
     qb[-1] += q_above
+    out = _merge_to_grid(pb, qb, g, d, j_lo, float(loss.inf_mass))
+    out.shift = shift
+    return out
+
+
+def _excess(p: np.ndarray, q: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """``p e^{-g} - q``: how far an atom's likelihood ratio is above ``e^g`` (scaled)."""
+    with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
+        pe = np.where(p > 0, np.exp(np.log(np.where(p > 0, p, 1.0)) - g), 0.0)
+    return pe - q
+
+
+def _merge_to_grid(pb: np.ndarray, qb: np.ndarray, g: np.ndarray, d: float, j_lo: int,
+                   inf_mass: float) -> DiscretePLD:
+    """Merge the bin atoms ``(pb, qb)`` (bin j centred on ``g[j]``) into labels whose
+    likelihood ratio is exactly ``e^{g_j}`` where possible, then round every label down.
+
+    Pass 1: a label below its grid point (deficit) takes the fraction of the next bin that
+    lifts it to ``e^{g_j}`` (slightly more, so rounding cannot leave it short).
+    Pass 2: a label above its grid point (surplus) takes a fraction of the remaining part of
+    the bin below that brings it down towards ``e^{g_j}``; the fraction is computed against a
+    lower bound of what that label keeps, so it never overshoots (an overshoot would need a
+    whole grid step of rounding). Labels that still fall short drop one grid point.
+    Every operation merges fractions of outputs, so the result is a post-processing of the
+    original pair.
+    """
+    n = g.size
+    e_own = _excess(pb, qb, g)  # excess of bin j against its own point
+    e_up = _excess(pb[1:], qb[1:], g[:-1])  # bin j+1 against point j (> 0)
+    e_dn = -_excess(pb[:-1], qb[:-1], g[1:])  # bin j-1 against point j (deficit, > 0)
+    # pass 1: deficits
+    phi = np.zeros(n)
+    deficit = np.maximum(-e_own[:-1], 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        y = np.log(pb) - np.log(qb)  # merged loss of each bin (inf where Q-mass is 0)
-    has = pb > 0
-    # deficiency of bin j w.r.t. e^{g_j} and surplus of bin j+1 w.r.t. e^{g_j}, both / e^{g_j}
-    with np.errstate(invalid="ignore", over="ignore"):
-        deficit = np.where(has, pb * np.expm1(np.minimum(g - y, 700.0)), 0.0)
-        deficit = np.maximum(deficit, 0.0)
-        surplus = np.where(has[1:], -pb[1:] * np.expm1(np.minimum(g[:-1] - y[1:], 0.0)), 0.0)
-    phi = np.zeros(g.size)
+        phi[:-1] = np.where(deficit > 0, np.minimum(deficit / e_up * (1 + 1e-12), 1.0), 0.0)
+    phi = np.nan_to_num(phi, nan=0.0, posinf=1.0)
+    keep = np.ones(n)
+    keep[1:] -= phi[:-1]
+    # pass 2: surpluses; label j (j >= 1, not deficient) takes psi_j of keep_{j-1} * bin j-1
+    surplus = np.where(phi == 0, np.maximum(e_own, 0.0) * keep, 0.0)
+    c = np.zeros(n)
+    avail = keep[:-1] * e_dn
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(surplus > 0, deficit[:-1] / surplus * (1 + 1e-12), np.inf)
-    phi[:-1] = np.where(deficit[:-1] > 0, np.minimum(ratio, 1.0), 0.0)
-    keep = np.ones(g.size)
-    keep[1:] -= phi[:-1]  # bin j+1 gives phi_j of itself to label j
-    p_lab = keep * pb
+        c[1:] = np.where((surplus[1:] > 0) & (avail > 0), surplus[1:] / avail, 0.0)
+    c = np.nan_to_num(c, nan=0.0, posinf=0.0)
+    # exact psi_j = c_j (1 - psi_{j+1}); use the lower bound c_j (1 - c_{j+1}) (never over)
+    c_next = np.zeros(n)
+    c_next[:-1] = c[1:]
+    psi = np.clip(c * (1.0 - np.minimum(c_next, 1.0)), 0.0, 1.0)
+    psi[0] = 0.0
+    # label contents: own part keep_j (1 - psi_{j+1}) + phi_j of bin j+1 + psi_j of bin j-1
+    own = keep.copy()
+    own[:-1] *= 1.0 - psi[1:]
+    p_lab = own * pb
     p_lab[:-1] += phi[:-1] * pb[1:]
-    # excess of each label over e^{g_j} (scaled): still deficient labels drop one grid point
-    with np.errstate(invalid="ignore", over="ignore"):
-        exc = keep * np.where(has, -pb * np.expm1(np.minimum(g - y, 700.0)), 0.0)
-        exc[:-1] += phi[:-1] * np.where(has[1:], -pb[1:] * np.expm1(
-            np.minimum(g[:-1] - y[1:], 700.0)), 0.0)
-    demote = exc < -1e-15 * np.maximum(p_lab, 1e-300)
-    probs = np.zeros(g.size + 1)  # one extra point below for demoted labels
+    p_lab[1:] += psi[1:] * keep[:-1] * pb[:-1]
+    exc = own * e_own
+    exc[:-1] += phi[:-1] * e_up
+    exc[1:] -= psi[1:] * keep[:-1] * e_dn
+    demote = exc < -1e-13 * np.maximum(p_lab * np.exp(np.minimum(-g, 700.0)), 1e-300)
+    probs = np.zeros(n + 1)  # one extra point below for demoted labels
     probs[1:] += np.where(demote, 0.0, p_lab)
     probs[:-1] += np.where(demote, p_lab, 0.0)
-    return DiscretePLD(d, j_lo - 1, np.maximum(probs, 0.0), float(loss.inf_mass),
-                       {"kind": "dominated"})
+    out = DiscretePLD(d, j_lo - 1, np.maximum(probs, 0.0), inf_mass, {"kind": "dominated"})
+    out.meta["demoted"] = int(demote.sum())
+    return out

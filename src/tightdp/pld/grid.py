@@ -33,9 +33,11 @@ def _suffix(x: np.ndarray) -> np.ndarray:
 
 
 def _qmass(ys: np.ndarray, probs: np.ndarray) -> np.ndarray:
-    """``probs * exp(-ys)`` without overflow (it is the Q-mass of each atom, at most 1)."""
+    """``probs * exp(-ys)``, the Q-mass of each atom (at most 1 for a true pair), capped at
+    e^700 so that rounding noise far below zero loss cannot overflow."""
     with np.errstate(divide="ignore", over="ignore", under="ignore"):
-        return np.where(probs > 0, np.exp(np.log(np.where(probs > 0, probs, 1.0)) - ys), 0.0)
+        return np.where(probs > 0, np.exp(np.minimum(
+            np.log(np.where(probs > 0, probs, 1.0)) - ys, 700.0)), 0.0)
 
 
 def delta_from_pmf(ys: np.ndarray, probs: np.ndarray, inf_mass: float, eps) -> np.ndarray:
@@ -84,12 +86,14 @@ def epsilon_from_pmf(ys: np.ndarray, probs: np.ndarray, inf_mass: float, delta: 
 
 @dataclass
 class DiscretePLD:
-    """P-law of a privacy loss on the grid ``(offset + i) * d`` with mass at +inf.
+    """P-law of a privacy loss on the grid ``shift + (offset + i) * d`` with mass at +inf.
 
     Attributes
     ----------
     d : grid step
     offset : integer index of ``probs[0]``
+    shift : the grid is ``shift + j * d`` (0 unless a discretizer aligns the grid with the end
+        of a bounded loss); sums of PLDs add their shifts, so composition stays on a grid
     probs : P-masses (non-negative for a single mechanism; a composed PLD may carry rounding)
     inf_mass : P(loss = +inf)
     """
@@ -99,10 +103,11 @@ class DiscretePLD:
     probs: np.ndarray
     inf_mass: float = 0.0
     meta: dict = field(default_factory=dict)
+    shift: float = 0.0
 
     @property
     def ys(self) -> np.ndarray:
-        return (self.offset + np.arange(self.probs.size)) * self.d
+        return self.shift + (self.offset + np.arange(self.probs.size)) * self.d
 
     @property
     def finite_mass(self) -> float:
@@ -112,18 +117,31 @@ class DiscretePLD:
         """Drop leading and trailing atoms with mass <= tol (only zeros by default)."""
         nz = np.nonzero(self.probs > tol)[0]
         if nz.size == 0:
-            return DiscretePLD(self.d, 0, np.zeros(1), self.inf_mass, dict(self.meta))
+            return DiscretePLD(self.d, 0, np.zeros(1), self.inf_mass, dict(self.meta),
+                               self.shift)
         a, b = int(nz[0]), int(nz[-1]) + 1
         return DiscretePLD(self.d, self.offset + a, self.probs[a:b].copy(), self.inf_mass,
-                           dict(self.meta))
+                           dict(self.meta), self.shift)
 
     def log_mgf(self, t) -> np.ndarray:
         """``log E[e^{t Y}; Y finite]`` of the discrete law (vectorized over t)."""
         t = np.atleast_1d(np.asarray(t, dtype=float))
-        ys = self.ys
         pos = self.probs > 0
+        if not pos.any():
+            return np.full(t.shape, -np.inf)
+        ys = self.ys[pos]
         lp = np.log(self.probs[pos])
-        return logsumexp(lp[None, :] + t[:, None] * ys[pos][None, :], axis=1)
+        # stabilize each row by a bound on its maximum: max lp + t * (max or min y)
+        m = lp.max() + np.where(t >= 0, t * ys.max(), t * ys.min())
+        with np.errstate(under="ignore"):
+            s = np.exp(lp[None, :] + t[:, None] * ys[None, :] - m[:, None]).sum(axis=1)
+        with np.errstate(divide="ignore"):
+            out = m + np.log(s)
+        # a row whose terms all underflowed: fall back to the exact logsumexp
+        bad = ~(s > 1e-250)
+        if bad.any():
+            out[bad] = logsumexp(lp[None, :] + t[bad][:, None] * ys[None, :], axis=1)
+        return out
 
     def delta(self, eps) -> np.ndarray:
         return delta_from_pmf(self.ys, self.probs, self.inf_mass, eps)
