@@ -57,9 +57,11 @@ import time
 
 import numpy as np
 from scipy import fft as sfft
+from scipy.special import ndtri
 
 from .. import _validate as v
 from ..mechanisms.basic import Gaussian
+from ..mechanisms.loss import LocationMixtureLoss
 from ..mechanisms.subsampling import PoissonSubsampled
 from ..pld.compose import MAX_POINTS
 from ..pld.discretize import connect_the_dots, loss_range
@@ -96,6 +98,26 @@ def _bucket_index(ratios: np.ndarray, grid: np.ndarray) -> np.ndarray:
     x += x / n < r
     x -= (x >= 2) & ((x - 1) / n >= r)
     return np.clip(x, 0, n).astype(np.int64)
+
+
+def _loss_range(loss, log_tail: float) -> tuple[float, float]:
+    """Loss interval outside of which each tail has P-mass <= e^log_tail.
+
+    For a Gaussian location mixture with non-decreasing loss ``L`` (every Poisson subsampled
+    Gaussian pair here) the P-mass of ``X > max(a) + s z`` and of ``X < min(a) - s z`` is at
+    most ``Phi(-z)``, so ``[L(min(a) - s z), L(max(a) + s z)]`` with ``Phi(-z) = e^log_tail``
+    qualifies (two loss evaluations instead of a search). Otherwise
+    :func:`tightdp.pld.discretize.loss_range`. Connect-the-dots dominates on any range; the
+    range only sets its accuracy."""
+    if isinstance(loss, LocationMixtureLoss) and loss.kernel.name == "gaussian":
+        z = -float(ndtri(math.exp(max(log_tail, -700.0))))
+        x = np.array([loss.a.min() - loss.s * z, loss.a.max() + loss.s * z])
+        lo, hi = (float(y) for y in loss.loss(x))
+        lo = max(lo, loss.support[0])
+        hi = min(hi, loss.support[1])
+        if math.isfinite(lo) and math.isfinite(hi) and hi > lo:
+            return lo, hi
+    return loss_range(loss, log_tail)
 
 
 class _Direction:
@@ -507,14 +529,11 @@ class IndividualPLDAccountant:
     def _direction(self, direction: int, used: np.ndarray, d: float, t_max: int,
                    log_tail: float) -> _Direction:
         """Discretize (connect-the-dots) and transform the buckets ``used`` (grid indices)."""
-        # one loss range (that of the largest sensitivity) serves every bucket:
-        # connect-the-dots dominates on any range, the range only sets its accuracy
-        top = PoissonSubsampled(Gaussian(self.sigma, float(self.grid[used[-1]])), self.q)
-        lo, hi = loss_range(top.privacy_losses()[direction], log_tail)
         plds = []
         for j in used:
             mech = PoissonSubsampled(Gaussian(self.sigma, float(self.grid[j])), self.q)
             loss = mech.privacy_losses()[direction]
+            lo, hi = _loss_range(loss, log_tail)
             plds.append(connect_the_dots(loss, d, lo, hi).trimmed())
         return _Direction(plds, t_max, d, LOG_WINDOW_TAIL, self.workers)
 
