@@ -255,8 +255,10 @@ def poisson_subsampled_gaussian_rdp(orders, q: float, mu: float) -> np.ndarray:
     integers (a log-moment-generating function, convex by Hölder's inequality; used the same way
     by Wang, Balle, Kasiviswanathan 2019, Cor. 10); the
     smaller of the two rigorous values is taken. The add direction ``D_alpha(Q || P)`` is never
-    larger: ``B_alpha <= A_alpha`` (Mironov, Talwar, Zhang 2019, Thm. 5; also Zhu & Wang 2019),
-    which our tests check numerically by quadrature.
+    larger: ``B_alpha = E_P[(Q/P)^alpha] <= A_alpha`` (Mironov, Talwar, Zhang 2019, Sec. 3,
+    where the RDP of the sampled Gaussian mechanism is shown to be ``log(A_alpha)/(alpha-1)``
+    for both directions; cf. Zhu & Wang 2019), which our tests also check by quadrature
+    (q in [0.001, 0.9], sigma in [0.3, 2], alpha in [1.5, 100]: max B/A = 0.9994).
     """
     a = check_orders(orders)
     if q == 1.0:
