@@ -22,6 +22,117 @@ def _family(base: Mechanism, who: str) -> tuple[str, float, float]:
     return fam()
 
 
+def _swor_inverse(q: float, c: float, s: float):
+    """Closed-form inverse of the loss of sampling without replacement (substitute), Koskela
+    et al. (2020), Sec. 6.2, written for sensitivity ``c`` and noise ``s`` and in log space:
+    with ``u = e^{c x / s^2}`` and ``kappa = q e^{-c^2/(2 s^2)}`` the equation ``L(x) = y`` is
+    ``kappa u^2 + (1-q)(1-e^y) u - kappa e^y = 0``, whose positive root is taken in the form
+    without cancellation for each sign of ``y``. Returns None when ``kappa`` underflows."""
+    log_kappa = math.log(q) - c * c / (2.0 * s * s)
+    if log_kappa < -600.0:
+        return None
+    kappa = math.exp(log_kappa)
+    log_2k = math.log(2.0) + log_kappa
+    k = s * s / c
+
+    def inverse(y):
+        y = np.asarray(y, dtype=float)
+        ay = np.abs(y)
+        a = (1.0 - q) * -np.expm1(-ay)
+        with np.errstate(under="ignore"):
+            root = np.hypot(a, 2.0 * kappa * np.exp(-ay / 2.0))
+        # log u for |y|; the loss is odd in x, so y < 0 mirrors y > 0
+        log_u = ay + np.log(a + root) - log_2k
+        return k * np.sign(y) * log_u
+
+    return inverse
+
+
+def _symmetric_mixture_inverse(ells: np.ndarray, log_w: np.ndarray, c: float, s: float):
+    """Inverse of ``L(x) = log sum_l w_l N(x; l c, s^2) - log sum_l w_l N(x; -l c, s^2)``
+    (sampling with replacement, Koskela et al. 2020, Sec. 6.3: the positive root of a
+    polynomial of order 2m in ``u = e^{c x / s^2}``).
+
+    In ``t = c x / s^2`` the loss is ``LSE(g + l t) - LSE(g - l t)`` with
+    ``g_l = log w_l - l^2 c^2 / (2 s^2)``: odd, increasing, with derivative
+    ``E+[l] + E-[l]``. Each root is bracketed from a table of the loss (``L(0) = 0`` and the
+    bound ``t <= (y + LSE(g) - g_j) / j``), started by interpolation in the table, and
+    polished by Newton's method safeguarded by bisection inside the bracket.
+    """
+    ells = np.asarray(ells, dtype=float)
+    g = np.asarray(log_w, dtype=float) - ells * ells * c * c / (2.0 * s * s)
+    pos = ells > 0
+    lse_g = float(np.logaddexp.reduce(g))
+    k = s * s / c
+
+    def loss_and_slope(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        out_l = np.empty_like(t)
+        out_d = np.empty_like(t)
+        step = max(1, 4_000_000 // max(ells.size, 1))
+        for i in range(0, t.size, step):
+            tt = t[i:i + step, None]
+            vals = []
+            for sign in (1.0, -1.0):
+                e = g + sign * ells * tt
+                m = e.max(axis=1, keepdims=True)
+                w = np.exp(e - m)
+                tot = w.sum(axis=1)
+                vals.append((m[:, 0] + np.log(tot), (w @ ells) / tot))
+            out_l[i:i + step] = vals[0][0] - vals[1][0]
+            out_d[i:i + step] = vals[0][1] + vals[1][1]
+        return out_l, out_d
+
+    def inverse(y):
+        y = np.asarray(y, dtype=float)
+        shape = y.shape
+        ay = np.abs(y).ravel()
+        t = np.zeros_like(ay)
+        act = ay > 0
+        if not act.any() or not pos.any():
+            return t.reshape(shape)
+        ymax = float(ay.max())
+        t_max = float(np.min((ymax + lse_g - g[pos]) / ells[pos]))
+        # table of the loss on [0, t_max]: fine near 0 (geometric) and uniform further out
+        tab_t = np.unique(np.concatenate([[0.0], np.geomspace(t_max * 1e-9, t_max, 4000),
+                                          np.linspace(0.0, t_max, 4000)]))
+        tab_l, _ = loss_and_slope(tab_t)
+        tab_l = np.maximum.accumulate(tab_l)
+        ya = ay[act]
+        j = np.clip(np.searchsorted(tab_l, ya, side="left"), 1, tab_t.size - 1)
+        lo, hi = tab_t[j - 1], tab_t[j]
+        dl = tab_l[j] - tab_l[j - 1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frac = np.where(dl > 0, (ya - tab_l[j - 1]) / dl, 0.5)
+        x = lo + np.clip(frac, 0.0, 1.0) * (hi - lo)
+        idx = np.arange(ya.size)
+        res = x.copy()
+        for _ in range(100):
+            f, d = loss_and_slope(x)
+            f -= ya[idx]
+            below = f <= 0
+            lo[idx] = np.where(below, x, lo[idx])
+            hi[idx] = np.where(below, hi[idx], x)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                xn = x - f / d
+            ok = (xn >= lo[idx]) & (xn <= hi[idx]) & np.isfinite(xn)
+            xn = np.where(ok, xn, 0.5 * (lo[idx] + hi[idx]))
+            # quadratic convergence: after a Newton step below 1e-11 relative the error is far
+            # below the rounding of the loss itself (stricter tests only chase noise)
+            done = (ok & (np.abs(xn - x) <= 1e-11 * np.abs(xn))) \
+                | (np.abs(f) <= 2e-15 * (1.0 + ya[idx])) \
+                | (hi[idx] - lo[idx] <= 1e-15 * np.abs(xn))
+            xn = np.where(np.abs(f) <= 2e-15 * (1.0 + ya[idx]), x, xn)
+            res[idx] = xn
+            keep = ~done
+            if not keep.any():
+                break
+            idx, x = idx[keep], xn[keep]
+        t[act] = res
+        return (k * np.sign(y).ravel() * t).reshape(shape)
+
+    return inverse
+
+
 class PoissonSubsampled(Mechanism):
     """``base`` run on a Poisson sample (each record kept independently w.p. ``q``), under
     add/remove adjacency.
@@ -101,7 +212,9 @@ class SampledWithoutReplacement(Mechanism):
     def _build_losses(self):
         kern, c, s = _family(self.base, "SampledWithoutReplacement")
         q = self.q
-        loss = LocationMixtureLoss(kern, [0.0, c], [1 - q, q], [0.0, -c], [1 - q, q], s)
+        inv = _swor_inverse(q, c, s) if kern == "gaussian" else None
+        loss = LocationMixtureLoss(kern, [0.0, c], [1 - q, q], [0.0, -c], [1 - q, q], s,
+                                   inverse=inv)
         return loss, loss
 
     def rdp(self, orders) -> np.ndarray:
@@ -147,6 +260,7 @@ class SampledWithReplacement(Mechanism):
         keep = w >= 1e-300
         dropped = float(max(0.0, 1.0 - w[keep].sum())) if not keep.all() else 0.0
         locs = ls[keep] * c
+        inv = _symmetric_mixture_inverse(ls[keep], np.log(w[keep]), c, s)
         loss = LocationMixtureLoss("gaussian", locs, w[keep], -locs, w[keep], s,
-                                   inf_mass=dropped)
+                                   inverse=inv, inf_mass=dropped)
         return loss, loss
