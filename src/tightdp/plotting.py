@@ -1,0 +1,106 @@
+"""Plots (matplotlib, the ``[plot]`` extra): the privacy curve with its certified band, the
+trade-off (f-DP) curve, and eps against the number of steps for several accountants."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from .accountants.base import Accountant
+from .accountants.registry import make_accountant
+
+__all__ = ["plot_privacy_curve", "plot_tradeoff", "plot_epsilon_vs_steps", "tradeoff_curve"]
+
+
+def _plt():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError("plotting needs matplotlib: pip install 'tightdp[plot]'") from err
+    return plt
+
+
+def plot_privacy_curve(accountant: Accountant, eps: np.ndarray | None = None, ax=None,
+                       label: str | None = None):
+    """delta(eps) on a log axis, with the certified band between lower and upper bounds."""
+    plt = _plt()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4))
+    if eps is None:
+        e_mid = float(accountant.epsilon(1e-6).epsilon)
+        eps = np.linspace(0.0, max(2.0 * e_mid, 1.0), 200)
+    r = accountant.delta(np.asarray(eps, dtype=float))
+    name = label or accountant.name
+    up = np.asarray(r.upper if r.upper is not None else r.delta, dtype=float)
+    ax.semilogy(eps, up, label=f"{name} upper" if r.certified else f"{name} estimate")
+    if r.lower is not None:
+        lo = np.maximum(np.asarray(r.lower, dtype=float), 1e-300)
+        ax.fill_between(eps, lo, up, alpha=0.3, label=f"{name} certified band")
+    ax.set_xlabel("epsilon")
+    ax.set_ylabel("delta(epsilon)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    return ax
+
+
+def tradeoff_curve(accountant: Accountant, alpha: np.ndarray, eps: np.ndarray | None = None
+                   ) -> np.ndarray:
+    """Trade-off function ``beta(alpha)`` implied by the certified upper curve delta(eps):
+    ``beta(alpha) = max_eps max(0, 1 - delta(eps) - e^eps alpha, e^-eps (1 - delta(eps) - alpha))``
+    (Dong, Roth, Su 2019, Prop. 2.12; a lower bound on the true trade-off, hence safe)."""
+    if eps is None:
+        eps = np.linspace(0.0, 30.0, 600)
+    r = accountant.delta(eps)
+    d = np.asarray(r.upper if r.upper is not None else r.delta, dtype=float)
+    a = np.asarray(alpha, dtype=float)[:, None]
+    e = np.asarray(eps, dtype=float)[None, :]
+    with np.errstate(over="ignore"):
+        b1 = 1 - d[None, :] - np.exp(e) * a
+        b2 = np.exp(-e) * (1 - d[None, :] - a)
+    return np.clip(np.max(np.maximum(b1, b2), axis=1), 0.0, 1.0)
+
+
+def plot_tradeoff(accountant: Accountant, ax=None, label: str | None = None):
+    """The trade-off (f-DP) curve: type II against type I error of the best test."""
+    plt = _plt()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 5))
+    alpha = np.linspace(0, 1, 201)
+    ax.plot(alpha, tradeoff_curve(accountant, alpha), label=label or accountant.name)
+    ax.plot(alpha, 1 - alpha, "k:", lw=0.8, label="perfect privacy")
+    ax.set_xlabel("type I error alpha")
+    ax.set_ylabel("type II error beta")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.legend()
+    return ax
+
+
+def plot_epsilon_vs_steps(mechanism_factory: Callable[[], object], steps: Sequence[int],
+                          delta: float, accountants: Sequence[str] = ("pld", "rdp"), ax=None,
+                          **options):
+    """eps(delta) against the number of steps, one line per accountant (with the certified
+    band for those that give both bounds)."""
+    plt = _plt()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4))
+    steps = list(steps)
+    for name in accountants:
+        ups, los = [], []
+        for t in steps:
+            acc = make_accountant(name, **options).compose(mechanism_factory(), t)
+            r = acc.epsilon(delta)
+            ups.append(r.epsilon)
+            los.append(r.lower if r.lower is not None else np.nan)
+        line = ax.plot(steps, ups, label=name)[0]
+        if not np.all(np.isnan(los)):
+            ax.fill_between(steps, los, ups, color=line.get_color(), alpha=0.25)
+    ax.set_xlabel("steps")
+    ax.set_ylabel(f"epsilon at delta={delta:g}")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    return ax
