@@ -82,6 +82,13 @@ def _log_half_erfcx(a: np.ndarray) -> np.ndarray:
     return np.where(a >= 0, pos, neg)
 
 
+def _log_diff(la: np.ndarray, lb: np.ndarray) -> np.ndarray:
+    """log(e^la - e^lb) where la > lb, else -inf."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = np.minimum(lb - la, -1e-300)
+        return np.where(lb < la, la + np.log(-np.expm1(d)), -np.inf)
+
+
 def log_clt_theta(t: np.ndarray, m: np.ndarray, s: np.ndarray) -> np.ndarray:
     """``log E[theta_t(Z)]`` for ``Z ~ N(m, s^2)`` (Alghamdi et al., Proposition 6 / eq. (79)).
 
@@ -188,15 +195,36 @@ class _Direction:
         return lclt, lerr
 
 
+_GRID_CACHE: dict = {}
+
+
+def _grids(lo: float, hi: float, cap: float, npts: int) -> list[np.ndarray]:
+    """Tilt grids for bracketing: ``[lo, hi]``, then below ``lo`` down to ``_T_MIN``, then
+    upwards to ``cap`` in chunks of a factor ~4 (so that large tilts, whose quadrature node
+    sets are expensive, are only visited when a root lies there)."""
+    key = (lo, hi, cap, npts)
+    if key not in _GRID_CACHE:
+        grids = [np.geomspace(lo, hi, npts)]
+        if lo > _T_MIN:
+            grids.append(np.geomspace(_T_MIN, lo, 12))
+        if hi < cap:
+            up = np.geomspace(hi, cap, max(9, int(4 * math.log10(cap / hi)) + 2))
+            grids.extend(up[i:i + 3] for i in range(0, up.size - 1, 2))
+        if len(_GRID_CACHE) > 256:
+            _GRID_CACHE.clear()
+        _GRID_CACHE[key] = grids
+    return _GRID_CACHE[key]
+
+
 def _solve_increasing(f, target: np.ndarray, lo: float, hi: float, cap: float,
                       iters: int = 60, rtol: float = 1e-11, npts: int = 33):
     """Safeguarded Newton in ``log t`` for ``g(t) = target``, g (roughly) increasing in t.
 
-    ``f(t) -> (g, dg/dlog t)``, vectorized over t. The root is first bracketed on a geometric
-    grid of tilts (``[lo, hi]``, then extended towards ``[1e-12, cap]`` where needed), all in
-    one vectorized call per grid; Newton steps that leave the bracket are replaced by bisection.
-    Returns ``(t, ok)``; ok is False where no root was bracketed below ``cap`` (t = cap there).
-    Vectorized over ``target``.
+    ``f(t) -> (g, dg/dlog t)``, vectorized over t. The root is first bracketed on geometric
+    grids of tilts (see :func:`_grids`), each evaluated in one vectorized call; Newton steps
+    that leave the bracket are replaced by bisection; iteration stops when the residual or
+    the step is at the level of rounding. Returns ``(t, ok)``; ok is False where no root was
+    bracketed below ``cap`` (t = cap there). Vectorized over ``target``.
     """
     target = np.atleast_1d(np.asarray(target, dtype=float))
     n = target.size
@@ -204,42 +232,32 @@ def _solve_increasing(f, target: np.ndarray, lo: float, hi: float, cap: float,
     hi_a = np.full(n, np.nan)
     g_lo = np.full(n, np.nan)
     g_hi = np.full(n, np.nan)
-    grids = [np.geomspace(lo, hi, npts)]
-    if hi < cap:
-        grids.append(np.geomspace(hi, cap, max(9, int(4 * math.log10(cap / hi)) + 2)))
-    if lo > _T_MIN:
-        grids.insert(1, np.geomspace(_T_MIN, lo, 12))
-    below = np.zeros(n, dtype=bool)  # g(smallest tilt tried) >= target
-    for grid in grids:
-        todo = np.isnan(lo_a)
-        if not todo.any():
+    below = np.zeros(n, dtype=bool)  # root below the smallest tilt tried
+    for gi, grid in enumerate(_grids(lo, hi, cap, npts)):
+        todo = np.flatnonzero(np.isnan(lo_a))
+        if todo.size == 0:
             break
         g, _ = f(grid)
-        ok_g = np.isfinite(g)
-        for i in np.flatnonzero(todo):
-            above = np.flatnonzero(ok_g & (g >= target[i]))
-            under = np.flatnonzero(ok_g & (g < target[i]))
-            if above.size and under.size:
-                # first crossing: last point below before the first point above
-                j = above[0]
-                k = under[under < j]
-                if k.size:
-                    k = k[-1]
-                    lo_a[i], hi_a[i] = math.log(grid[k]), math.log(grid[j])
-                    g_lo[i], g_hi[i] = g[k], g[j]
-                    continue
-                # everything below the first "above" point is above target too
-                below[i] = True
-            elif above.size and not under.size:
-                below[i] = True
+        g = np.where(np.isfinite(g), g, -np.inf)
+        ge = g[None, :] >= target[todo, None]
+        has = ge.any(axis=1)
+        j = np.argmax(ge, axis=1)  # first grid point at or above the target
+        found = has & (j > 0)
+        idx = todo[found]
+        jf = j[found]
+        lo_a[idx] = np.log(grid[jf - 1])
+        hi_a[idx] = np.log(grid[jf])
+        g_lo[idx] = g[jf - 1]
+        g_hi[idx] = g[jf]
+        if gi == 1:  # the downward grid: already above the target at its smallest tilt
+            below[todo[has & (j == 0)]] = True
     ok = ~np.isnan(lo_a)
-    # unresolved: either the root lies below _T_MIN (huge delta) or beyond cap
-    u = np.where(ok, 0.0, np.where(below, math.log(_T_MIN), math.log(cap)))
-    if ok.any():
-        frac = np.clip((target - g_lo) / (g_hi - g_lo), 0.05, 0.95)
-        u = np.where(ok, lo_a + np.nan_to_num(frac, nan=0.5) * (hi_a - lo_a), u)
+    u = np.where(below, math.log(_T_MIN), math.log(cap))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = np.clip(np.nan_to_num((target - g_lo) / (g_hi - g_lo), nan=0.5), 0.05, 0.95)
+    u = np.where(ok, lo_a + frac * (hi_a - lo_a), u)
+    act = np.flatnonzero(ok)
     ok = ok | below
-    act = np.flatnonzero(~np.isnan(lo_a))
     for _ in range(iters):
         if act.size == 0:
             break
@@ -252,8 +270,8 @@ def _solve_increasing(f, target: np.ndarray, lo: float, hi: float, cap: float,
         inside = (un > lo_a[act]) & (un < hi_a[act]) & np.isfinite(un)
         un = np.where(inside, un, 0.5 * (lo_a[act] + hi_a[act]))
         done = (np.abs(r) <= rtol * (1.0 + np.abs(target[act]))) | \
-            (hi_a[act] - lo_a[act] < 1e-14) | (inside & (np.abs(un - u[act]) < 1e-12))
-        u[act] = np.where(done, u[act], un)
+            (hi_a[act] - lo_a[act] < 1e-14) | (inside & (np.abs(un - u[act]) < 1e-9))
+        u[act] = np.where(done & ~inside, u[act], un)
         act = act[~done]
     return np.exp(u), ok
 
@@ -343,7 +361,7 @@ class SaddlePointAccountant(Accountant):
             lbe_up = np.logaddexp(lclt, lerr)
             lup = np.minimum(lup, lbe_up)
             with np.errstate(invalid="ignore", divide="ignore"):
-                llo = np.where(lerr < lclt, lclt + np.log(-np.expm1(lerr - lclt)), -np.inf)
+                llo = _log_diff(lclt, lerr)
         # beyond the tilt range the quadrature supports: only the certified bound remains
         ld = np.where(ok, ld, lup)
         out["log_delta"][live] = ld
@@ -441,7 +459,7 @@ class SaddlePointAccountant(Accountant):
         def f_lo(tt):
             _, lclt, lerr, kk = be(tt)
             with np.errstate(invalid="ignore", divide="ignore"):
-                val = np.where(lerr < lclt, lclt + np.log(-np.expm1(lerr - lclt)), -np.inf)
+                val = _log_diff(lclt, lerr)
             return -val, tt * tt * (kk[2] + 1.0 / tt ** 2)
 
         t_s = float(t[0])
