@@ -330,3 +330,19 @@ def test_bucket_index_rounds_sensitivity_up(n):
     assert np.all(grid[idx[pos] - 1] >= r[pos])
     assert np.all((idx[pos] == 1) | (grid[np.maximum(idx[pos] - 2, 0)] < r[pos]))
     assert _bucket_index(np.array([np.nan]), grid)[0] == n  # unknown norm: worst case
+
+
+@pytest.mark.parametrize("kk", [1, 7, 300, 5000])
+def test_horner_paths_equal_direct_sum(kk):
+    from tightdp.individual.pld_individual import _horner
+
+    rng = np.random.default_rng(kk)
+    K, n = 12000, 5
+    q = rng.normal(size=(kk, 2, n)) + 1j * rng.normal(size=(kk, 2, n))
+    q /= np.arange(1, kk + 1)[:, None, None]
+    m = rng.integers(0, K, n)
+    h1, h2 = _horner(q, m, K)
+    k = np.arange(1, kk)
+    e = np.exp(2j * np.pi * np.outer(k, m) / K)
+    np.testing.assert_allclose(h1, (q[1:, 0] * e).sum(axis=0).real, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(h2, (q[1:, 1] * e).sum(axis=0).real, rtol=1e-10, atol=1e-12)

@@ -259,7 +259,7 @@ def _horner(qt: np.ndarray, m: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarr
         return z, z
     theta = 2.0 * np.pi * (m % K) / K
     w = np.exp(1j * theta)
-    if kk <= 512:
+    if kk <= 4096:
         acc = np.zeros(qt.shape[1:], dtype=complex)
         for k in range(kk - 1, 0, -1):
             acc *= w
