@@ -268,7 +268,7 @@ def test_small_delta_regime():
     acc = SaddlePointAccountant().compose(PoissonSubsampled(Gaussian(1.0), 0.01), 10_000)
     r = acc.epsilon(1e-30)
     assert math.isfinite(r.epsilon) and r.epsilon > acc.epsilon(1e-10).epsilon
-    assert r.details["regime"].startswith("small delta")
+    assert "small delta" in r.details["regime"]
     assert r.upper >= r.epsilon
 
 
@@ -294,6 +294,8 @@ def _dpsgd(case):
 # paper reports its accuracy; A06 (1 epoch, sigma 0.6) is accurate too.
 ACCURATE = {"A02": 1e-4, "A03": 1e-4, "A06": 5e-3, "A07": 1e-3, "A08": 1e-4, "A21": 1e-4,
             "A01": 1e-2}
+# fewer than ~5 expected sampled steps (q * steps <= 4): the tilted loss is far from Gaussian
+UNRELIABLE = {"A04", "A05", "A09", "A22"}
 ALL_DPSGD = ["A01", "A02", "A03", "A04", "A05", "A06", "A07", "A08", "A09", "A21", "A22"]
 
 
@@ -307,6 +309,12 @@ def test_dpsgd_reference(cid):
     assert r.certified is False and "approximation" in r.note
     if cid in ACCURATE:
         assert abs(val / case["best"] - 1) < ACCURATE[cid]
+    if cid in UNRELIABLE:
+        # these are far off (10% .. 100x); the result must say so
+        assert abs(val / case["best"] - 1) > 1e-2
+        assert "WARNING" in r.note and "unreliable" in r.details["regime"]
+    else:
+        assert "WARNING" not in r.note
 
 
 @pytest.mark.parametrize("cid", ["C01", "C02", "C05", "C09", "D-P-s1-k2", "D-F-s1-k1"])

@@ -63,6 +63,8 @@ _LABEL = {"msd0": "SP-MSD0 (eq. (7)/(60))", "msd1": "SP-MSD1 (eq. (61))",
 BERRY_ESSEEN_C = 0.5600
 #: below this delta the FFT-based accountants lose relative precision
 SMALL_DELTA = 1e-12
+#: above this relative size of the SP-MSD1 correction the approximation is flagged unreliable
+UNRELIABLE = 0.1
 _LOG2 = math.log(2.0)
 _SQRT2 = math.sqrt(2.0)
 _T_MIN, _T_MAX_QUAD, _T_MAX = 1e-12, 2048.0, 1e12
@@ -148,9 +150,14 @@ class _Direction:
 
     # --- the approximations at a tilt t, with eps the saddle-point eps(t) or a given eps ------
     def log_delta_at(self, t: np.ndarray, eps: np.ndarray | None, method: str,
-                     ks: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(log delta approximation, eps, fallback flag) at tilt ``t``; ``eps=None`` means the
-        saddle-point eps of ``t`` (eq. (50) solved for eps)."""
+                     ks: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+        """(log delta approximation, eps, fallback flag, MSD1 relative correction) at tilt
+        ``t``; ``eps=None`` means the saddle-point eps of ``t`` (eq. (50) solved for eps).
+
+        The relative size of the SP-MSD1 correction, ``phi4/(8 phi2^2) - 5 phi3^2/(24 phi2^3)``,
+        is returned for every method as a diagnostic: where it is not small the tilted loss is
+        far from Gaussian (few effective compositions) and no saddle-point approximation can be
+        trusted."""
         if ks is None:
             ks = self.K(t, 4)
         k0, k1, k2, k3, k4 = ks
@@ -158,21 +165,21 @@ class _Direction:
         if eps is None:
             eps = k1 - 1.0 / t - 1.0 / tp
         fallback = np.zeros(np.shape(t), dtype=bool)
+        phi2 = k2 + 1.0 / t ** 2 + 1.0 / tp ** 2
+        phi3 = k3 - 2.0 / t ** 3 - 2.0 / tp ** 3
+        phi4 = k4 + 6.0 / t ** 4 + 6.0 / tp ** 4
+        corr_m1 = phi4 / (8.0 * phi2 ** 2) - 5.0 * phi3 ** 2 / (24.0 * phi2 ** 3)
         if method == "clt":
             s = np.sqrt(k2)
             val = k0 - t * eps + log_clt_theta(t, k1 - eps, s)
-            return val, eps, fallback
+            return val, eps, fallback, corr_m1
         phi = k0 - t * eps - np.log(t) - np.log1p(t)
-        phi2 = k2 + 1.0 / t ** 2 + 1.0 / tp ** 2
         val = phi - 0.5 * np.log(2.0 * math.pi * phi2)
         if method == "msd1":
-            phi3 = k3 - 2.0 / t ** 3 - 2.0 / tp ** 3
-            phi4 = k4 + 6.0 / t ** 4 + 6.0 / tp ** 4
-            corr = 1.0 + phi4 / (8.0 * phi2 ** 2) - 5.0 * phi3 ** 2 / (24.0 * phi2 ** 3)
-            fallback = ~(corr > 0)
+            fallback = ~(corr_m1 > -1.0)
             with np.errstate(invalid="ignore", divide="ignore"):
-                val = np.where(fallback, val, val + np.log(np.where(fallback, 1.0, corr)))
-        return val, eps, fallback
+                val = np.where(fallback, val, val + np.log1p(np.where(fallback, 0.0, corr_m1)))
+        return val, eps, fallback, corr_m1
 
     def eps_of_t(self, t: np.ndarray, ks: np.ndarray | None = None) -> np.ndarray:
         if ks is None:
@@ -334,7 +341,8 @@ class SaddlePointAccountant(Accountant):
         n = eps.shape
         out = {"log_delta": np.full(n, -np.inf), "log_upper": np.full(n, -np.inf),
                "log_lower": np.full(n, -np.inf), "t": np.full(n, np.nan),
-               "fallback": np.zeros(n, dtype=bool), "beyond": np.zeros(n, dtype=bool)}
+               "fallback": np.zeros(n, dtype=bool), "beyond": np.zeros(n, dtype=bool),
+               "correction": np.zeros(n)}
         live = eps < d.sup  # at or above the loss's supremum delta is exactly 0
         if not live.any():
             return out
@@ -346,7 +354,7 @@ class SaddlePointAccountant(Accountant):
 
         t, ok = _solve_increasing(f_saddle, e, 1e-4, 64.0, d.t_cap)
         ks = d.K(t, 4)
-        ld, _, fb = d.log_delta_at(t, e, self.method, ks)
+        ld, _, fb, cm1 = d.log_delta_at(t, e, self.method, ks)
         lup = d.log_rma(t, e, ks[0])  # replaced below by the optimal-tilt value
         llo = np.full(e.shape, -np.inf)
         if self.bounds:
@@ -369,6 +377,7 @@ class SaddlePointAccountant(Accountant):
         out["log_lower"][live] = llo
         out["t"][live] = t
         out["fallback"][live] = fb
+        out["correction"][live] = cm1
         out["beyond"][live] = ~ok
         return out
 
@@ -397,7 +406,9 @@ class SaddlePointAccountant(Accountant):
                                   ({"name": d.name} for d in self._dirs())],
                    "saddle_point": [r["t"] if not scalar else float(r["t"][0]) for r in res],
                    "log_delta": ld if not scalar else float(ld[0]),
-                   "regime": self._regime(float(np.min(est))),
+                   "regime": self._regime(float(np.min(est)), self._worst(res)),
+                   "msd1_correction": [r["correction"] if not scalar else
+                                       float(r["correction"][0]) for r in res],
                    "seconds": time.perf_counter() - t0}
         if self.bounds and not informative:
             details["berry_esseen"] = ("uninformative at some eps (its error term exceeds the "
@@ -422,15 +433,16 @@ class SaddlePointAccountant(Accountant):
             ks = d.K(t, 4 if method != "clt" else 2)
             if method == "clt":
                 ks = np.concatenate([ks, np.zeros((2,) + ks.shape[1:])])
-            ld, _, _ = d.log_delta_at(t, None, method, ks)
+            ld = d.log_delta_at(t, None, method, ks)[0]
             phi2 = ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2
             return -ld, t * t * phi2
 
         t, ok = _solve_increasing(f_approx, tgt, 1e-4, 64.0, d.t_cap)
         ks = d.K(t, 4)
         eps_t = d.eps_of_t(t, ks)
-        _, _, fb = d.log_delta_at(t, None, method, ks)
+        _, _, fb, cm1 = d.log_delta_at(t, None, method, ks)
         out = {"eps": float(eps_t[0]), "t": float(t[0]), "fallback": bool(fb[0]),
+               "correction": float(cm1[0]),
                "beyond": not bool(ok[0]), "upper": None, "lower": None, "name": d.name}
         if not self.bounds:
             return out
@@ -507,9 +519,11 @@ class SaddlePointAccountant(Accountant):
         note = self._note(res, lower is not None)
         details = {"method": self.method, "label": _LABEL[self.method],
                    "directions": {r["name"]: {"epsilon": r["eps"], "saddle_point": r["t"],
-                                              "upper": r["upper"], "lower": r["lower"]}
+                                              "upper": r["upper"], "lower": r["lower"],
+                                              "msd1_correction": r["correction"]}
                                   for r in res},
-                   "regime": self._regime(delta), "seconds": time.perf_counter() - t0}
+                   "regime": self._regime(delta, self._worst(res)),
+                   "seconds": time.perf_counter() - t0}
         if self.bounds and lower is None:
             details["berry_esseen"] = ("uninformative: its error term exceeds the SP-CLT "
                                        "value, no certified lower bound")
@@ -526,15 +540,41 @@ class SaddlePointAccountant(Accountant):
             parts.append("lower = Berry-Esseen lower bound" if informative else
                          "Berry-Esseen bound uninformative here: no certified lower bound")
         if any(np.any(r["fallback"]) for r in res):
-            parts.append("SP-MSD1 correction was not positive at some point; SP-MSD0 used there")
+            parts.append("SP-MSD1 correction factor was not positive at some point; SP-MSD0 "
+                         "used there")
+        if self._worst(res) > UNRELIABLE:
+            parts.append("WARNING: the tilted privacy loss is far from Gaussian (few effective "
+                         "compositions, |SP-MSD1 correction| > 0.1): the approximation may be "
+                         "far off; use PLDAccountant or the certified upper bound")
         if any(np.any(r["beyond"]) for r in res):
             parts.append("saddle point beyond the supported tilt range at some point; the "
                          "certified bound is reported there")
         return "; ".join(parts)
 
     @staticmethod
-    def _regime(delta: float) -> str:
+    def _worst(res: list[dict]) -> float:
+        """Largest |SP-MSD1 relative correction| among the directions that set the answer."""
+        if "log_delta" in res[0]:  # delta(eps): the dominant direction at each eps
+            ld = np.array([r["log_delta"] for r in res])
+            c = np.array([r["correction"] for r in res])
+            dom = np.argmax(ld, axis=0)
+            vals = np.abs(np.take_along_axis(c, dom[None], axis=0))
+            vals = vals[np.isfinite(vals)]
+            return float(vals.max()) if vals.size else 0.0
+        r = max(res, key=lambda x: x["eps"])
+        return abs(r["correction"]) if math.isfinite(r["correction"]) else 0.0
+
+    @staticmethod
+    def _regime(delta: float, correction: float = 0.0) -> str:
+        """Which regime the answer is in (said in the result's details)."""
+        if correction > UNRELIABLE:
+            parts = [f"few effective compositions (|SP-MSD1 correction| = {correction:.2g} "
+                     "> 0.1): saddle-point approximation unreliable"]
+        else:
+            parts = [f"saddle-point regime (|SP-MSD1 correction| = {correction:.2g})"]
         if delta < SMALL_DELTA:
-            return ("small delta (< 1e-12): FFT/PLD accountants lose relative precision here; "
-                    "the saddle-point approximation keeps it (it works with log delta)")
-        return "moderate delta"
+            parts.append("small delta (< 1e-12): FFT/PLD accountants lose relative precision "
+                         "here; the saddle-point approximation keeps it (log delta throughout)")
+        else:
+            parts.append("moderate delta")
+        return "; ".join(parts)
