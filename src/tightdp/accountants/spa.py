@@ -223,6 +223,50 @@ def _grids(lo: float, hi: float, cap: float, npts: int) -> list[np.ndarray]:
     return _GRID_CACHE[key]
 
 
+def _solve_scalar(f, target: float, lo: float, hi: float, cap: float, iters: int,
+                  rtol: float, npts: int) -> tuple[float, bool]:
+    """Scalar version of :func:`_solve_increasing` (same algorithm, Python floats)."""
+    below = False
+    bracket = None
+    for gi, grid in enumerate(_grids(lo, hi, cap, npts)):
+        g, _ = f(grid)
+        g = np.where(np.isfinite(g), g, -np.inf)
+        ge = np.flatnonzero(g >= target)
+        if ge.size:
+            j = int(ge[0])
+            if j > 0:
+                bracket = (math.log(grid[j - 1]), math.log(grid[j]), float(g[j - 1]),
+                           float(g[j]))
+                break
+            if gi == 1:
+                below = True
+                break
+    if bracket is None:
+        return (_T_MIN if below else cap), below
+    a, b, ga, gb = bracket
+    frac = (target - ga) / (gb - ga) if gb > ga else 0.5
+    u = a + min(max(frac, 0.05), 0.95) * (b - a)
+    tol = rtol * (1.0 + abs(target))
+    for _ in range(iters):
+        g, dg = f(np.array([math.exp(u)]))
+        r = float(g[0]) - target
+        if r < 0:
+            a = u
+        else:
+            b = u
+        dgv = float(dg[0])
+        un = u - r / dgv if dgv > 0 and math.isfinite(r) else math.nan
+        inside = a < un < b
+        if not inside:
+            un = 0.5 * (a + b)
+        if abs(r) <= tol or b - a < 1e-14 or (inside and abs(un - u) < 1e-9):
+            if inside:
+                u = un
+            break
+        u = un
+    return math.exp(u), True
+
+
 def _solve_increasing(f, target: np.ndarray, lo: float, hi: float, cap: float,
                       iters: int = 60, rtol: float = 1e-11, npts: int = 33):
     """Safeguarded Newton in ``log t`` for ``g(t) = target``, g (roughly) increasing in t.
@@ -235,6 +279,9 @@ def _solve_increasing(f, target: np.ndarray, lo: float, hi: float, cap: float,
     """
     target = np.atleast_1d(np.asarray(target, dtype=float))
     n = target.size
+    if n == 1:
+        t1, ok1 = _solve_scalar(f, float(target[0]), lo, hi, cap, iters, rtol, npts)
+        return np.array([t1]), np.array([ok1])
     lo_a = np.full(n, np.nan)
     hi_a = np.full(n, np.nan)
     g_lo = np.full(n, np.nan)
@@ -281,6 +328,32 @@ def _solve_increasing(f, target: np.ndarray, lo: float, hi: float, cap: float,
         u[act] = np.where(done & ~inside, u[act], un)
         act = act[~done]
     return np.exp(u), ok
+
+
+def _root_decreasing(fn, level: float, x0: float, slope0: float, upper: bool) -> float | None:
+    """A point x near the root of the decreasing function ``fn(x) = level`` on the safe side:
+    ``fn(x) <= level`` if ``upper`` else ``fn(x) > level`` (verified), by secant steps from
+    ``x0`` (initial slope ``-slope0``); None if no such point was found."""
+    x, f = x0, fn(x0)
+    slope = -max(slope0, 1e-3)
+    for _ in range(40):
+        if not math.isfinite(f):
+            break
+        xn = x + (level - f) / slope
+        fnew = fn(xn)
+        if math.isfinite(fnew) and xn != x and (fnew - f) / (xn - x) < 0:
+            slope = (fnew - f) / (xn - x)
+        x, f = xn, fnew
+        if abs(f - level) < 1e-12 * (1.0 + abs(level)):
+            break
+    step = 1e-12 * max(1.0, abs(x))
+    for _ in range(60):
+        if math.isfinite(f) and ((f <= level) if upper else (f > level)):
+            return x
+        x = x + step if upper else x - step
+        f = fn(x)
+        step *= 2.0
+    return None
 
 
 class SaddlePointAccountant(Accountant):
@@ -457,47 +530,28 @@ class SaddlePointAccountant(Accountant):
         eps_rma = float(((k0 + d.k_margin + _log_m(tr) - log_delta) / tr)[0])
         upper = eps_rma
 
-        # Berry-Esseen bracket (Theorem 5): bound(t) at the saddle-point eps(t)
-        def be(tt):
-            kk = d.K(tt, 2)
-            ee = d.eps_of_t(tt, kk)
-            lclt, lerr = d.log_be(tt, ee, kk, d.rho(tt))
-            return ee, lclt, lerr, kk
+        # Berry-Esseen bracket (Theorem 5 holds for every tilt): keep the saddle-point tilt
+        # fixed and solve the bounds, decreasing in eps, for eps; only closed forms are
+        # evaluated (no further CGF quadrature).
+        st = d.stats(t)
+        ks2, rho = st[:3], st[5]
 
-        def f_up(tt):
-            _, lclt, lerr, kk = be(tt)
-            return -np.logaddexp(lclt, lerr), tt * tt * (kk[2] + 1.0 / tt ** 2)
+        def log_up(x):
+            lclt, lerr = d.log_be(t, np.array([x]), ks2, rho)
+            return float(np.logaddexp(lclt, lerr)[0])
 
-        def f_lo(tt):
-            _, lclt, lerr, kk = be(tt)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                val = _log_diff(lclt, lerr)
-            return -val, tt * tt * (kk[2] + 1.0 / tt ** 2)
+        def log_lo(x):
+            lclt, lerr = d.log_be(t, np.array([x]), ks2, rho)
+            return float(_log_diff(lclt, lerr)[0])
 
-        t_s = float(t[0])
-        tu, oku = _solve_increasing(f_up, tgt, t_s / 1.5, t_s * 1.5, d.t_cap, iters=60,
-                                    rtol=1e-10, npts=9)
-        if oku[0]:
-            # verify at the point reported and step up until the bound holds
-            for _ in range(60):
-                ee, lclt, lerr, _ = be(tu)
-                if float(np.logaddexp(lclt, lerr)[0]) <= log_delta:
-                    upper = min(upper, float(ee[0]))
-                    break
-                tu = tu * (1 + 1e-9) + 1e-12
-        # lower bound: a tilt where the Berry-Esseen lower bound still exceeds delta
-        ee, lclt, lerr, _ = be(t)
-        if float(lerr[0]) < float(lclt[0]):
-            tl, _ = _solve_increasing(f_lo, tgt, t_s / 1.5, t_s, d.t_cap, iters=60,
-                                      rtol=1e-10, npts=9)
-            for _ in range(60):
-                ee, lclt, lerr, _ = be(tl)
-                lo_val = (float(lclt[0]) + math.log(-math.expm1(float(lerr[0] - lclt[0])))
-                          if lerr[0] < lclt[0] else -math.inf)
-                if lo_val > log_delta:
-                    out["lower"] = max(float(ee[0]), 0.0)
-                    break
-                tl = tl * (1 - 1e-9)
+        x_up = _root_decreasing(log_up, log_delta, float(eps_t[0]), float(t[0]), upper=True)
+        if x_up is not None:
+            upper = min(upper, x_up)
+        if math.isfinite(log_lo(float(eps_t[0]))):
+            x_lo = _root_decreasing(log_lo, log_delta, float(eps_t[0]), float(t[0]),
+                                    upper=False)
+            if x_lo is not None:
+                out["lower"] = max(x_lo, 0.0)
         out["upper"] = max(upper, 0.0)
         return out
 
