@@ -6,6 +6,7 @@ from .accountants import (
     EpsilonResult,
     GDPAccountant,
     PLDAccountant,
+    PRVAccountant,
     RDPAccountant,
     SaddlePointAccountant,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "DeltaResult",
     "EpsilonResult",
     "PLDAccountant",
+    "PRVAccountant",
     "RDPAccountant",
     "GDPAccountant",
     "SaddlePointAccountant",

@@ -3,9 +3,11 @@
 from .base import Accountant, DeltaResult, EpsilonResult
 from .gdp import GDPAccountant
 from .pld import PLDAccountant
+from .prv import PRVAccountant
 from .rdp import RDPAccountant
 from .spa import SaddlePointAccountant
 
 __all__ = ["Accountant", "DeltaResult", "EpsilonResult", "PLDAccountant"]
 __all__ += ["GDPAccountant", "RDPAccountant"]
+__all__ += ["PRVAccountant"]
 __all__ += ["SaddlePointAccountant"]
