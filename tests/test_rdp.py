@@ -174,8 +174,13 @@ def test_wor_integer_order_matches_theorem_9_by_hand():
     a2 = q * q * 3 * min(4 * math.expm1(e2), 2 * math.exp(e2))
     a3 = q ** 3 * 1 * math.exp(2 * e3) * 2
     ref = math.log1p(a2 + a3) / 2
-    ours = t.SampledWithoutReplacement(t.Gaussian(2.0), q).rdp([3.0])[0]
+    ours = R.sampled_without_replacement_rdp([3.0], q, lambda a: R.gaussian_rdp(a, 1.0),
+                                             math.inf)[0]
     assert ours == pytest.approx(ref, rel=1e-11)
+    # the mechanism takes the smaller of this and the Poisson bound with shift 2c
+    wor = t.SampledWithoutReplacement(t.Gaussian(2.0), q).rdp([3.0])[0]
+    poi = t.PoissonSubsampled(t.Gaussian(1.0), q).rdp([3.0])[0]
+    assert wor == pytest.approx(min(ref, poi), rel=1e-11)
 
 
 def test_wor_upper_bounds_exact_divergence_of_its_pair():
@@ -193,8 +198,25 @@ def test_wor_upper_bounds_exact_divergence_of_its_pair():
                       [-mp.inf, -5, 0, 5, a * 3, mp.inf])
         exact = float(mp.log(val) / (a - 1))
         assert exact <= t.SampledWithoutReplacement(t.Gaussian(s, c), q).rdp([a])[0]
+    # the general mechanism attains ((1-q)N(0) + qN(2c), N(0)) (other records contributing
+    # -c): the bound must cover it too, so it is never below that pair's divergence
+    o = np.array([1.5, 2.0, 3.5, 12.0, 100.0])
+    wor = t.SampledWithoutReplacement(t.Gaussian(s, c), q).rdp(o)
+    assert np.all(wor >= t.PoissonSubsampled(t.Gaussian(s, 2 * c), q).rdp(o) * (1 - 1e-12))
     lap = t.SampledWithoutReplacement(t.Laplace(2.0), 0.1).rdp([2.0, 5.0])
     assert np.all(lap <= t.Laplace(1.0).rdp([2.0, 5.0]))  # base pair distance 2c/b = 1
+
+
+def test_wor_never_below_pld_of_the_attained_pair():
+    # q = 0.01, s/c = 1, 100 steps: the WOR mechanism attains the Poisson pair with shift 2c
+    mech = t.SampledWithoutReplacement(t.Gaussian(1.0), 0.01)
+    ours = t.RDPAccountant().compose(mech, 100).epsilon(1e-5).epsilon
+    pld = t.PLDAccountant().compose(t.PoissonSubsampled(t.Gaussian(1.0, 2.0), 0.01), 100)
+    assert ours >= pld.epsilon(1e-5).lower
+    # ... and it improves on Wang-Balle-Kasiviswanathan's Thm. 9 alone
+    thm9 = R.sampled_without_replacement_rdp(R.DEFAULT_ORDERS, 0.01,
+                                             lambda a: R.gaussian_rdp(a, 2.0), math.inf)
+    assert ours < R.eps_from_rdp(R.DEFAULT_ORDERS, 100 * thm9, 1e-5)[0]
 
 
 # --- conversions ---------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ __all__ = [
     "pure_dp_rdp",
     "poisson_subsampled_gaussian_rdp",
     "sampled_without_replacement_rdp",
+    "sampled_without_replacement_gaussian_rdp",
     "eps_from_rdp",
     "delta_from_rdp",
 ]
@@ -354,6 +355,31 @@ def sampled_without_replacement_rdp(orders, q: float, base_rdp, base_eps_inf: fl
     # (B(c), B(-c)) with the same weights, and the Rényi divergence is jointly quasi-convex
     # (van Erven & Harremoës 2014, Thm. 13)
     return np.minimum(out, np.asarray(base_rdp(a), dtype=float)) * (1 + _SAFETY)
+
+
+def sampled_without_replacement_gaussian_rdp(orders, q: float, mu: float) -> np.ndarray:
+    """RDP of the Gaussian mechanism (``mu = c / s``) on a sample drawn without replacement
+    (rate ``q``), substitute relation; valid for the general mechanism (a record whose
+    contribution ``+c`` is replaced by ``-c``, the other records arbitrary), hence also for
+    the library's pair ``(1-q)N(0) + qN(c)`` vs ``(1-q)N(0) + qN(-c)``. The smaller (per order)
+    of two rigorous bounds:
+
+    * Wang, Balle, Kasiviswanathan (2019), Thm. 9, with the base RDP ``alpha (2 mu)^2 / 2`` of
+      the replace-one pair at distance ``2c`` (:func:`sampled_without_replacement_rdp`);
+    * the Poisson-subsampled Gaussian RDP with shift ``2c`` (:func:`poisson_subsampled_gaussian_rdp`
+      with ``2 mu``, both directions): sampling without replacement under substitution is
+      dominated by the pair ``((1-q)B(0) + qB(2c), B(0))`` and its reverse (Balle, Barthe,
+      Gaboardi 2018, privacy profile of sampling without replacement under substitution;
+      Zhu, Dong, Wang 2022, dominating pairs of subsampled mechanisms). Note that when the
+      other records' contributions equal ``-c`` that pair is attained exactly, so nothing
+      smaller is valid for the general mechanism.
+    """
+    a = check_orders(orders)
+    r = 2.0 * mu
+    thm9 = sampled_without_replacement_rdp(a, q, lambda x: gaussian_rdp(x, r), math.inf)
+    if q == 1.0:
+        return thm9
+    return np.minimum(thm9, poisson_subsampled_gaussian_rdp(a, q, r))
 
 
 # --- conversions ------------------------------------------------------------------------------

@@ -219,14 +219,19 @@ class SampledWithoutReplacement(Mechanism):
 
     def rdp(self, orders) -> np.ndarray:
         """Rényi DP at ``orders`` (> 1): Wang, Balle, Kasiviswanathan (2019), Thm. 9, with the
-        base pair ``(B(c), B(-c))`` (distance ``2c``); see
+        base pair ``(B(c), B(-c))`` (distance ``2c``), and for the Gaussian also the
+        Poisson-subsampled bound with shift ``2c``; see
+        :func:`tightdp.rdp.sampled_without_replacement_gaussian_rdp` and
         :func:`tightdp.rdp.sampled_without_replacement_rdp`."""
-        from ..rdp import gaussian_rdp, laplace_rdp, sampled_without_replacement_rdp
+        from ..rdp import (
+            laplace_rdp,
+            sampled_without_replacement_gaussian_rdp,
+            sampled_without_replacement_rdp,
+        )
         kern, c, s = _family(self.base, "SampledWithoutReplacement")
-        r = 2 * c / s
         if kern == "gaussian":
-            return sampled_without_replacement_rdp(orders, self.q, lambda a: gaussian_rdp(a, r),
-                                                   math.inf)
+            return sampled_without_replacement_gaussian_rdp(orders, self.q, c / s)
+        r = 2 * c / s
         return sampled_without_replacement_rdp(orders, self.q, lambda a: laplace_rdp(a, r), r)
 
 
