@@ -9,8 +9,10 @@ builds the cached quadrature node sets of the CGF; its time is reported separate
 "first"). Both the bare approximation (``bounds=False``) and the default (approximation plus
 the certified refined-moments bound and the Berry-Esseen bracket) are timed.
 
-Run: ``python benchmarks/bench_spa.py [--accuracy]``; ``--accuracy`` adds a table of SP-MSD0 /
-SP-MSD1 / SP-CLT errors against the reference brackets of ../shared/reference/cases.json.
+Run: ``python benchmarks/bench_spa.py [--accuracy] [--pld]``; ``--accuracy`` adds a table of
+SP-MSD0 / SP-MSD1 / SP-CLT errors against the reference brackets of
+../shared/reference/cases.json, ``--pld`` one against the certified PLD accountant on the DP-SGD
+grid of issue 6 (slow: minutes).
 """
 
 from __future__ import annotations
@@ -98,7 +100,41 @@ def accuracy() -> None:
     print()
 
 
+def pld_table(rtol: float = 1e-5) -> None:
+    """SP-MSD0/MSD1/CLT eps against the certified PLD accountant's bracket (the issue's
+    DP-SGD grid: q = 0.01, sigma in {0.8, 1, 2}, 1 to 100 epochs, delta in {1e-5, 1e-10})."""
+    from tightdp import PLDAccountant
+
+    print(f"### SPA eps vs. certified PLD bracket (q=0.01, add/remove; PLD rtol={rtol})\n")
+    print("| sigma | epochs | delta | PLD [lower, upper] | MSD0 | MSD1 | CLT | "
+          "SPA upper (certified) | regime |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    q = 0.01
+    for sigma in (0.8, 1.0, 2.0):
+        mech = PoissonSubsampled(Gaussian(sigma), q)
+        for epochs in (1, 3, 10, 30, 100):
+            k = int(round(epochs / q))
+            pld = PLDAccountant(rtol=rtol).compose(mech, k)
+            for delta in (1e-5, 1e-10):
+                ref = pld.epsilon(delta)
+                mid = 0.5 * (ref.lower + ref.upper)
+                row = {}
+                for meth in ("msd0", "msd1", "clt"):
+                    r = SaddlePointAccountant(meth).compose(mech, k).epsilon(delta)
+                    row[meth] = r
+                errs = " | ".join(f"{row[m].epsilon / mid - 1:+.1e}" for m in
+                                  ("msd0", "msd1", "clt"))
+                up = row["msd1"].upper
+                reg = "unreliable" if "unreliable" in row["msd1"].details["regime"] else "ok"
+                print(f"| {sigma} | {epochs} | {delta:.0e} | [{ref.lower:.6f}, {ref.upper:.6f}] "
+                      f"| {errs} | {up:.4f} (>= lower: {up >= ref.lower}) | {reg} |",
+                      flush=True)
+    print()
+
+
 if __name__ == "__main__":
     timing()
     if "--accuracy" in sys.argv:
         accuracy()
+    if "--pld" in sys.argv:
+        pld_table()

@@ -23,6 +23,7 @@ from tightdp import (
     PureDP,
     RandomizedResponse,
     SaddlePointAccountant,
+    SampledWithoutReplacement,
 )
 from tightdp.cgf import cgf, tilted_abs_third_moment
 
@@ -317,7 +318,7 @@ def test_dpsgd_reference(cid):
         assert "WARNING" not in r.note
 
 
-@pytest.mark.parametrize("cid", ["C01", "C02", "C05", "C09", "D-P-s1-k2", "D-F-s1-k1"])
+@pytest.mark.parametrize("cid", ["C01", "C02", "C05", "C09", "D-P-s1-k2", "D-F-s1-k1", "E01"])
 def test_other_mechanisms_reference(cid):
     case = _cases()[cid]
     m = case["mechanism"]
@@ -326,6 +327,8 @@ def test_other_mechanisms_reference(cid):
         mech = Laplace(m["scale"], m["sensitivity"])
     elif kind == "pure_dp":
         mech = PureDP(m["eps0"])
+    elif kind == "poisson_subsampled_gaussian":  # substitute: sampling without replacement
+        mech = SampledWithoutReplacement(Gaussian(m["sigma"], m["sensitivity"]), m["q"])
     elif kind == "randomized_response":
         mech = RandomizedResponse(m["noise_parameter"], m["num_buckets"])
     else:
@@ -371,6 +374,17 @@ def test_constant_cost_in_steps_same_cgf():
     a = SaddlePointAccountant().compose(mech, 10**7)
     r = a.epsilon(1e-5)
     assert math.isfinite(r.epsilon) and r.lower <= r.epsilon <= r.upper
+
+
+@pytest.mark.parametrize("method", ["msd0", "msd1", "clt"])
+def test_delta_and_epsilon_are_inverse(method):
+    acc = SaddlePointAccountant(method, bounds=False).compose(
+        PoissonSubsampled(Gaussian(0.9), 0.02), 3000)
+    eps = np.array([[0.5, 1.0], [3.0, 8.0]])
+    r = acc.delta(eps)
+    assert r.delta.shape == eps.shape and r.upper is None
+    for e, d in zip(eps.ravel(), r.delta.ravel(), strict=True):
+        assert abs(acc.epsilon(float(d)).epsilon / e - 1) < 1e-7
 
 
 # ------------------------------------------------------------------------------------------------
