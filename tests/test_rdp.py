@@ -300,7 +300,13 @@ def _compare_grid(qs, sigmas, steps_list, deltas):
                     # integer to 128 and a geometric grid to 1e4; e.g. order 431 instead of 256
                     # for q=1e-4, sigma=5); (2) for q=0.1 and sigma <= 1 their fractional series
                     # does not converge for orders 1.1..1.7 and they drop those orders, while
-                    # ours converges (signed series + rigorous tail bound) and keeps them.
+                    # ours converges (signed series + rigorous tail bound) and keeps them;
+                    # (3) at fractional orders their series sums |C(alpha, i)| (gammaln of a
+                    # negative argument is log|Gamma|), over-stating A_alpha - 1 by up to 20%
+                    # at alpha = 1.1, while ours keeps the signs (equal to mpmath quadrature),
+                    # e.g. -15.7% at the same order 1.1 for q=0.01, sigma=0.5, 1e6 steps.
+                    # Over the full grid: 119 of 200 points lower by > 1e-6 (101 at orders not
+                    # in their grid), 81 equal within 1e-6, none higher by more than 8e-9.
                     assert rel <= 1e-6, (q, s, steps, delta, ours, theirs, order, their_order)
     return worst
 
