@@ -396,7 +396,7 @@ def eps_from_rdp(orders, rdp, delta: float) -> tuple[float, float]:
     a = check_orders(orders)
     r = np.asarray(rdp, dtype=float)
     ld = math.log(delta)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"):
         classic = r - ld / (a - 1)
         cks = r + np.log1p(-1 / a) - (ld + np.log(a)) / (a - 1)
         eps = np.minimum(classic, cks)
@@ -418,7 +418,7 @@ def delta_from_rdp(orders, rdp, eps) -> tuple[np.ndarray, np.ndarray]:
     e = np.atleast_1d(np.asarray(eps, dtype=float))
     am1 = (a - 1)[:, None]
     rr = r[:, None]
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         classic = am1 * (rr - e[None, :])
         cks = am1 * (rr - e[None, :] + np.log1p(-1 / a)[:, None]) - np.log(a)[:, None]
         ld = np.minimum(classic, cks)
