@@ -115,6 +115,7 @@ def test_cgf_gaussian_closed_form():
     np.testing.assert_allclose(k[1], 4.0 * (2 * t + 1) / 2, rtol=1e-15)
     np.testing.assert_allclose(k[2], 4.0, rtol=1e-15)
     assert np.all(k[3:] == 0)
+    np.testing.assert_array_equal(loss.cgf(t, 4), k)  # the method on PrivacyLoss
     # E|N(0, mu^2)|^3 = 2 sqrt(2/pi) mu^3
     np.testing.assert_allclose(tilted_abs_third_moment(loss, t), 2 * math.sqrt(2 / math.pi) * 8)
 

@@ -140,6 +140,14 @@ class PrivacyLoss:
             val = np.exp(lp) * -np.expm1(np.minimum(r, 0.0))
         return np.where(np.isneginf(lp), 0.0, np.maximum(val, 0.0))
 
+    def cgf(self, t, order: int = 0) -> np.ndarray:
+        """Cumulant generating function ``K(t) = log E_P[e^{tY}]`` and its derivatives up to
+        ``order`` (at most 4), shape ``(order + 1,) + shape(t)``: Alghamdi et al., *The
+        Saddle-Point Accountant*, eq. (23); see :func:`tightdp.cgf.cgf`."""
+        from ..cgf import cgf
+
+        return cgf(self, t, order)
+
     def loss_quantile(self, log_mass: float, upper: bool) -> float:
         """A loss value ``y`` with ``P(Y > y) <= e^log_mass`` (upper) or
         ``P(Y <= y) <= e^log_mass`` (lower), found by a monotone search.
