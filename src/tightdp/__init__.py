@@ -10,7 +10,9 @@ from .accountants import (
     RDPAccountant,
     SaddlePointAccountant,
 )
+from .dpsgd import dpsgd_epsilon
 from .gdp import gdp_delta, gdp_epsilon, gdp_mu
+from .group import GroupResult, group_epsilon
 from .individual import (
     GDPFilter,
     GDPOdometer,
@@ -70,4 +72,7 @@ __all__ = [
     "SampledWithoutReplacement",
     "SampledWithReplacement",
     "MixtureOfGaussians",
+    "dpsgd_epsilon",
+    "group_epsilon",
+    "GroupResult",
 ]

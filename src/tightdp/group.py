@@ -1,0 +1,447 @@
+"""Group-level (eps, delta) guarantees of DP-SGD via mixture-of-Gaussians mechanisms.
+
+Ganesh, *Tight Group-Level DP Guarantees for DP-SGD with Sampling via Mixture of Gaussians
+Mechanisms* (paper 004 in ``shared/papers``). Two datasets are neighbours when one is the other
+plus up to ``k`` examples (add-up-to-k and remove-up-to-k adjacency, Def. 2.5); the curve
+reported is the maximum over both directions, which
+:class:`~tightdp.mechanisms.MixtureOfGaussians` provides (remove pair ``(sum_j p_j N(c_j),
+N(0))``, add pair reversed).
+
+* Poisson sampling with rate ``q`` (Thm 3.1): one round of DP-SGD with noise multiplier
+  ``sigma`` is dominated by the scalar MoG mechanism whose sensitivity is ``j`` with
+  probability ``Binomial(k, q)(j)``, noise standard deviation ``sigma``.
+* Fixed batch size ``B`` on datasets of at least ``n`` examples (Thm 3.3): sensitivity ``2 j``
+  with probability ``Hypergeom(B, n + k, k)(j)`` -- the number of the ``k`` group examples
+  among ``B`` draws without replacement from a population of ``n + k`` -- and noise standard
+  deviation ``sigma`` (the noise multiplier as given; the paper's Section 4 comparison passes
+  twice the Poisson noise multiplier for fixed batches, which is the caller's choice).
+
+Both pairs are tight for DP-SGD when every iterate is released (Sec. 3.3). ``T`` rounds are
+the ``T``-fold composition of the pair (Lemma 2.6), accounted by the certified
+:class:`~tightdp.accountants.PLDAccountant`.
+
+Baselines returned alongside (Sec. 4):
+
+* ``conversion``: an example-level guarantee turned into a group guarantee by Lemma 1.1
+  (Vadhan 2017, Lemma 2.2): example-level ``(eps1, delta1)`` gives groups of ``k``
+  ``(k eps1, (1 + e^eps1 + ... + e^{(k-1) eps1}) delta1)``. It is computed from our certified
+  example-level *upper* curve at a ``delta1`` with ``delta1 * sum_{i<k} e^{i eps1(delta1)}
+  <= delta``, so it is itself a certified (looser) upper bound on the group eps.
+* ``linear_reference``: ``k * eps_1`` with ``eps_1`` the example-level eps at the same delta.
+  The paper plots it as a "lower bound"; no proof of that is given there and it is not a
+  theorem for general mechanisms (group privacy can grow sub-linearly), so it is reported as a
+  reference line only. The certified lower bound on the group eps is ``lower``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from scipy.special import logsumexp
+from scipy.stats import binom, hypergeom
+
+from . import _validate as v
+from .accountants.pld import PLDAccountant
+from .mechanisms import Gaussian, Mechanism, MixtureOfGaussians, PoissonSubsampled
+
+__all__ = [
+    "GroupResult",
+    "group_epsilon",
+    "group_mechanism",
+    "sensitivity_distribution",
+    "group_conversion_epsilon",
+    "ChernoffCurve",
+]
+
+#: largest FFT the conversion baseline may use per query (its deltas can be very small)
+CONVERSION_MAX_POINTS = 1 << 20
+#: the PLD refinement of the conversion is tried only for example-level delta above this
+REFINE_BELOW_LOG = math.log(1e-30)
+
+
+def _sampling(sampling: object) -> str:
+    if not isinstance(sampling, str):
+        raise ValueError(f"sampling must be 'poisson' or 'fixed_batch', got {sampling!r}")
+    s = sampling.strip().lower().replace("-", "_")
+    if s not in ("poisson", "fixed_batch"):
+        raise ValueError(f"sampling must be 'poisson' or 'fixed_batch', got {sampling!r}")
+    return s
+
+
+def _check_setting(group_size, sampling, sampling_rate, batch_size, dataset_size):
+    """Validate the sampling setting; returns (k, sampling, q, B, n) with unused ones None."""
+    k = v.count("group_size", group_size, minimum=1)
+    s = _sampling(sampling)
+    if s == "poisson":
+        if sampling_rate is None:
+            raise ValueError("sampling_rate is required for sampling='poisson'; it must be in "
+                             "(0, 1]")
+        q = v.probability_open_closed("sampling_rate", sampling_rate)
+        if batch_size is not None or dataset_size is not None:
+            raise ValueError("batch_size and dataset_size apply only to "
+                             "sampling='fixed_batch'; pass sampling_rate for Poisson sampling")
+        return k, s, q, None, None
+    if sampling_rate is not None:
+        raise ValueError("sampling_rate applies only to sampling='poisson'; for "
+                         "sampling='fixed_batch' pass batch_size and dataset_size")
+    if batch_size is None or dataset_size is None:
+        raise ValueError("sampling='fixed_batch' needs batch_size (>= 1) and dataset_size "
+                         "(>= batch_size)")
+    b = v.count("batch_size", batch_size, minimum=1)
+    n = v.count("dataset_size", dataset_size, minimum=1)
+    if n < b:
+        raise ValueError(f"dataset_size must be >= batch_size ({b}), got {dataset_size!r}")
+    if k > b:
+        raise ValueError(f"group_size must be in [1, batch_size={b}] for fixed-batch "
+                         f"sampling, got {group_size!r}")
+    return k, s, None, b, n
+
+
+def sensitivity_distribution(group_size: int, sampling: str = "poisson",
+                             sampling_rate: float | None = None,
+                             batch_size: int | None = None,
+                             dataset_size: int | None = None
+                             ) -> tuple[np.ndarray, np.ndarray]:
+    """Sensitivities and their probabilities of the dominating MoG mechanism of one round.
+
+    Poisson (Ganesh, Thm 3.1): sensitivity ``j`` w.p. ``Binomial(k, q)(j)``, ``j = 0..k``.
+    Fixed batch (Ganesh, Thm 3.3): sensitivity ``2 j`` w.p. ``Hypergeom(B, n + k, k)(j)``,
+    ``j = 0..k``: ``C(k, j) C(n, B - j) / C(n + k, B)``.
+
+    Components whose probability is exactly zero in floating point are left out.
+
+    Returns
+    -------
+    (sensitivities, probabilities) as float arrays.
+    """
+    k, s, q, b, n = _check_setting(group_size, sampling, sampling_rate, batch_size,
+                                   dataset_size)
+    j = np.arange(k + 1)
+    if s == "poisson":
+        p = binom.pmf(j, k, q)
+        c = j.astype(float)
+    else:
+        # scipy's hypergeom(M, n, N): M population, n marked, N draws
+        p = hypergeom.pmf(j, n + k, k, b)
+        c = 2.0 * j
+    keep = p > 0
+    return c[keep], p[keep]
+
+
+def group_mechanism(group_size: int, noise_multiplier: float, sampling: str = "poisson",
+                    sampling_rate: float | None = None, batch_size: int | None = None,
+                    dataset_size: int | None = None) -> MixtureOfGaussians:
+    """The scalar MoG mechanism dominating one round of DP-SGD for groups of up to
+    ``group_size`` examples (Ganesh, Thm 3.1 for Poisson, Thm 3.3 for fixed batch; Def. 2.8).
+
+    Parameters
+    ----------
+    group_size : k >= 1 (for fixed batch also k <= batch_size).
+    noise_multiplier : sigma > 0, the noise standard deviation in units of the clip norm.
+    sampling : "poisson" (needs ``sampling_rate`` in (0, 1]) or "fixed_batch" (needs
+        ``batch_size`` and ``dataset_size`` >= ``batch_size``; the guarantee holds for every
+        dataset of at least ``dataset_size`` examples).
+    """
+    sigma = v.positive("noise_multiplier", noise_multiplier)
+    c, p = sensitivity_distribution(group_size, sampling, sampling_rate, batch_size,
+                                    dataset_size)
+    return MixtureOfGaussians(c, p, sigma)
+
+
+def _accounting_mechanism(k: int, s: str, sigma: float, q, b, n) -> Mechanism:
+    """The mechanism handed to the accountant. For k = 1 the MoG pair with two components
+    ``(0, c)`` with weights ``(1 - r, r)`` *is* the Poisson-subsampled Gaussian pair at rate
+    ``r`` (Koskela et al. 2020, Sec. 6.1), which has a closed-form loss inverse: we use it, so
+    that k = 1 reproduces the example-level PLD result exactly."""
+    if k == 1:
+        if s == "poisson":
+            return PoissonSubsampled(Gaussian(sigma), q)
+        # Hypergeom(B, n + 1, 1)(1) = B / (n + 1); sensitivity 2
+        return PoissonSubsampled(Gaussian(sigma, 2.0), b / (n + 1))
+    c, p = sensitivity_distribution(k, s, q, b, n)
+    return MixtureOfGaussians(c, p, sigma)
+
+
+@dataclass
+class GroupResult:
+    """Group-level eps of DP-SGD at a given delta, with the baselines of Ganesh, Sec. 4.
+
+    ``epsilon`` is the certified upper bound (``= upper``); ``lower`` the certified lower
+    bound of the true group eps. ``conversion`` is the Lemma 1.1 baseline (a certified but
+    looser upper bound; ``inf`` when it could not be certified); ``linear_reference`` is
+    ``k * example_epsilon``, the paper's "lower bound" line, a heuristic reference, not a
+    certified bound (see the module docstring).
+    """
+
+    epsilon: float
+    delta: float
+    lower: float
+    upper: float
+    group_size: int
+    noise_multiplier: float
+    steps: int
+    sampling: str
+    sampling_rate: float | None
+    batch_size: int | None
+    dataset_size: int | None
+    example_epsilon: float | None
+    example_lower: float | None
+    linear_reference: float | None
+    conversion: float | None
+    conversion_example_epsilon: float | None
+    conversion_example_delta: float | None
+    accountant: str
+    certified: bool
+    converged: bool
+    seconds: float
+    note: str = ""
+    details: dict = field(default_factory=dict)
+
+    def __float__(self) -> float:
+        return float(self.epsilon)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        return {k: (None if isinstance(x, float) and math.isnan(x) else x) for k, x in d.items()}
+
+
+def _log_geometric_sum(k: int, eps: float) -> float:
+    """``log(1 + e^eps + ... + e^{(k-1) eps})`` (Vadhan 2017, Lemma 2.2 / Ganesh Lemma 1.1)."""
+    return float(logsumexp(np.arange(k) * eps))
+
+
+class ChernoffCurve:
+    """A certified, cheap upper bound on the eps(delta) curve of ``steps`` compositions of
+    ``mechanism``, good at very small delta, from the moment generating function of its
+    dominating connect-the-dots pair (the form of the RDP-to-(eps, delta) conversion).
+
+    For a composed loss ``S`` (P-law; ``+inf`` with probability at most ``T m``, ``m`` the
+    per-step mass at ``+inf``), for every ``lam > 0``
+    ``delta(eps) = E[(1 - e^{eps - S})_+] <= T m + c(lam) e^{-lam eps} M(lam)^T`` with
+    ``M(lam) = E[e^{lam Y}; Y finite]`` and ``c(lam) = max_{z>0} (1 - e^{-z}) e^{-lam z}
+    = (lam / (lam + 1))^lam / (lam + 1)`` (Canonne, Kamath, Steinke 2020, Prop. 12 / Asoodeh
+    et al. 2021 for the constant; Chernoff for the rest). The connect-the-dots pair dominates
+    the mechanism (Doroshenko et al. 2022), so its bound is the mechanism's. Both directions
+    are bounded; eps is the larger.
+    """
+
+    def __init__(self, mechanism: Mechanism, steps: int, grid_step: float = 2e-3,
+                 log_tail: float = math.log(1e-300)):
+        from .pld.discretize import connect_the_dots, loss_range
+        self.steps = steps
+        self.lams = np.geomspace(1e-3, 2e3, 1500)
+        lc = self.lams * np.log(self.lams / (self.lams + 1)) - np.log1p(self.lams)
+        self._rows = []
+        rem, add = mechanism.privacy_losses()
+        for loss in ((rem,) if rem is add else (rem, add)):
+            lo, hi = loss_range(loss, log_tail)
+            pld = connect_the_dots(loss, grid_step, lo, hi)
+            self._rows.append((steps * pld.log_mgf(self.lams) + lc, steps * pld.inf_mass))
+
+    def epsilon(self, delta: float) -> float:
+        """Certified upper bound on eps at ``delta`` (inf when none of the bounds reaches)."""
+        worst = 0.0
+        for log_terms, inf_total in self._rows:
+            rest = delta - inf_total
+            if not rest > 0:
+                return math.inf
+            e = float(np.min((log_terms - math.log(rest)) / self.lams))
+            worst = max(worst, e)
+        return worst
+
+
+def group_conversion_epsilon(example_curve, group_size: int, delta: float,
+                             refine=None, refine_steps: int = 2
+                             ) -> tuple[float, float, float, dict]:
+    """Group eps from an example-level curve by Lemma 1.1 (Ganesh; Vadhan 2017, Lemma 2.2).
+
+    Finds ``delta1`` with ``delta1 * sum_{i<k} e^{i eps1(delta1)} <= delta``, ``eps1`` a
+    certified upper example-level curve, and returns ``k * eps1(delta1)``: a certified upper
+    bound on the group eps at ``delta``. Any such ``delta1`` gives one; the search aims at the
+    largest (the smallest ``k eps1``).
+
+    With ``t = log delta1`` and ``phi(t) = log delta - log sum_{i<k} e^{i eps1(e^t)}`` (an
+    increasing function of ``t``) the feasible ``t`` are those with ``t <= phi(t)``. The
+    iteration ``t <- phi(t)`` from ``t = log delta`` decreases to the largest fixed point;
+    then a feasible point is found just below and bisection closes the gap. Finally up to
+    ``refine_steps`` upward steps ``t <- phi(t)`` are taken with the curve
+    ``min(example_curve, refine)`` (both certified upper curves; ``refine`` is typically the
+    PLD accountant, tighter but slower): from a feasible point these stay feasible, and each
+    is checked. The refinement is skipped when the example-level delta is below 1e-30.
+
+    Parameters
+    ----------
+    example_curve : callable delta1 -> certified upper eps1 (cheap; e.g.
+        :meth:`ChernoffCurve.epsilon`).
+    refine : optional callable delta1 -> certified upper eps1 (expensive).
+
+    Returns
+    -------
+    (k * eps1, eps1, delta1, info); ``(inf, inf, nan, info)`` if no finite value was found.
+    """
+    k = v.count("group_size", group_size, minimum=1)
+    delta = v.delta_value("delta", delta)
+    log_delta = math.log(delta)
+    info: dict = {"evaluations": 0, "refinements": 0}
+    tiny = math.log(np.finfo(float).tiny)
+
+    def curve(t: float, fn) -> float:
+        if t < tiny:
+            return math.inf
+        info["evaluations"] += 1
+        return float(fn(math.exp(t)))
+
+    def phi_of(e: float) -> float:
+        return -math.inf if math.isinf(e) else log_delta - _log_geometric_sum(k, e)
+
+    best: tuple[float, float] | None = None  # (feasible t, eps1 there)
+    if k == 1:
+        best = (log_delta, curve(log_delta, example_curve))
+    else:
+        t_hi = log_delta
+        for _ in range(60):
+            e = curve(t_hi, example_curve)
+            t_new = phi_of(e)
+            if not math.isfinite(t_new):
+                break
+            if t_new >= t_hi:
+                best = (t_hi, e)
+                break
+            step = t_hi - t_new
+            t_hi = t_new
+            if step < 1e-4 * max(1.0, abs(t_hi)):
+                break
+        if best is None and math.isfinite(t_hi):
+            gap = max(1e-3, 1e-4 * abs(t_hi))
+            t_lo = t_hi - gap
+            for _ in range(40):
+                e = curve(t_lo, example_curve)
+                if not math.isfinite(phi_of(e)):
+                    break
+                if t_lo <= phi_of(e):
+                    best = (t_lo, e)
+                    break
+                t_hi = t_lo
+                gap *= 4
+                t_lo = t_hi - gap
+            for _ in range(60):
+                if best is None:
+                    break
+                e_hi = curve(t_hi, example_curve)
+                if best[1] - e_hi <= 1e-6 * best[1] + 1e-12:
+                    break
+                tm = 0.5 * (best[0] + t_hi)
+                em = curve(tm, example_curve)
+                if tm <= phi_of(em):
+                    best = (tm, em)
+                else:
+                    t_hi = tm
+    if best is None:
+        return math.inf, math.inf, math.nan, info
+    if refine is not None and best[0] >= REFINE_BELOW_LOG:
+        t, e = best
+        e_ref = min(e, curve(t, refine))
+        info["refinements"] += 1
+        best = (t, e_ref)
+        for _ in range(refine_steps if k > 1 else 0):
+            t_new = phi_of(best[1])
+            if not t_new > best[0]:
+                break
+            e_new = min(curve(t_new, example_curve), curve(t_new, refine))
+            info["refinements"] += 1
+            if t_new <= phi_of(e_new) and e_new <= best[1]:
+                best = (t_new, e_new)
+            else:
+                break
+    t, e = best
+    if k > 1 and not t <= phi_of(e):  # every accepted point was checked; defensive only
+        return math.inf, math.inf, math.nan, info
+    return k * e, e, math.exp(t), info
+
+
+class _Budget(Exception):
+    """Internal: the evaluation budget of the conversion search is spent."""
+
+
+def group_epsilon(group_size: int, noise_multiplier: float, steps: int, delta: float,
+                  sampling: str = "poisson", sampling_rate: float | None = None,
+                  batch_size: int | None = None, dataset_size: int | None = None,
+                  rtol: float = 1e-3, baselines: bool = True,
+                  refine_conversion: bool = True) -> GroupResult:
+    """Certified group-level (eps, delta) of ``steps`` rounds of DP-SGD (Ganesh, Thm 3.1 /
+    Thm 3.3), under add-up-to-k and remove-up-to-k adjacency (the max of both).
+
+    Parameters
+    ----------
+    group_size : k >= 1, the largest group protected (k = 1 is example-level DP).
+    noise_multiplier : sigma > 0 (noise std in units of the clip norm), used as given for both
+        samplings (the paper's Sec. 4 doubles it for fixed batch: pass ``2 * sigma`` for that).
+    steps : T >= 0 rounds (every iterate released).
+    delta : target delta in (0, 1).
+    sampling : "poisson" with ``sampling_rate`` q in (0, 1], or "fixed_batch" with
+        ``batch_size`` B >= k and ``dataset_size`` n >= B (guarantee for every dataset of at
+        least n examples).
+    rtol : relative width of the certified bracket (PLDAccountant).
+    baselines : also compute the example-level eps, the Lemma 1.1 conversion and the linear
+        reference (k = 1 needs no extra work).
+    refine_conversion : tighten the conversion baseline with PLD queries at the small
+        example-level delta it needs (slower; without it the example-level curve there is the
+        moment bound of :class:`ChernoffCurve`, still certified).
+
+    Returns
+    -------
+    GroupResult
+
+    Examples
+    --------
+    >>> r = group_epsilon(2, 1.0, 100, 1e-6, sampling_rate=0.01, rtol=1e-2)
+    >>> r.lower <= r.epsilon <= r.conversion
+    True
+    """
+    t0 = time.perf_counter()
+    k, s, q, b, n = _check_setting(group_size, sampling, sampling_rate, batch_size,
+                                   dataset_size)
+    sigma = v.positive("noise_multiplier", noise_multiplier)
+    steps = v.count("steps", steps, minimum=0)
+    delta = v.delta_value("delta", delta)
+    rtol = v.positive("rtol", rtol)
+
+    mech = _accounting_mechanism(k, s, sigma, q, b, n)
+    acc = PLDAccountant(rtol).compose(mech, steps)
+    r = acc.epsilon(delta)
+    notes = [r.note] if r.note else []
+    sens, probs = sensitivity_distribution(k, s, q, b, n)
+    details = {"group": r.details, "sensitivities": sens.tolist(),
+               "probabilities": probs.tolist()}
+    ex_eps = ex_lo = lin = conv = conv_e = conv_d = None
+    if baselines:
+        if k == 1 or steps == 0:
+            ex_eps, ex_lo = float(r.upper), float(r.lower)
+            conv, conv_e, conv_d = float(r.upper), float(r.upper), delta
+        else:
+            mech1 = _accounting_mechanism(1, s, sigma, q, b, n)
+            acc1 = PLDAccountant(rtol, max_points=CONVERSION_MAX_POINTS).compose(mech1, steps)
+            r1 = acc1.epsilon(delta)
+            ex_eps, ex_lo = float(r1.upper), float(r1.lower)
+            details["example"] = r1.details
+            chern = ChernoffCurve(mech1, steps)
+            conv, conv_e, conv_d, cinfo = group_conversion_epsilon(
+                chern.epsilon, k, delta,
+                refine=(lambda d1: acc1.epsilon(d1).upper) if refine_conversion else None)
+            details["conversion"] = cinfo
+            if math.isinf(conv):
+                notes.append("conversion baseline: no finite certified value (example-level "
+                             "eps at the needed delta1 could not be certified)")
+        lin = k * ex_eps
+    return GroupResult(
+        epsilon=float(r.upper), delta=delta, lower=float(r.lower), upper=float(r.upper),
+        group_size=k, noise_multiplier=sigma, steps=steps, sampling=s, sampling_rate=q,
+        batch_size=b, dataset_size=n, example_epsilon=ex_eps, example_lower=ex_lo,
+        linear_reference=lin, conversion=conv, conversion_example_epsilon=conv_e,
+        conversion_example_delta=conv_d, accountant=r.accountant, certified=r.certified,
+        converged=bool(r.details.get("converged", True)),
+        seconds=time.perf_counter() - t0, note="; ".join(notes), details=details)
+
