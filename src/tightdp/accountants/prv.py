@@ -40,8 +40,8 @@ engine's exact discrete Chernoff bound (``log_chernoff``), whose value is includ
 bounds. Neither relies on a fixed domain, which is why small ``delta`` is safe (the reference
 implementation's fixed assumptions break there; prv_accountant issue 17).
 
-Small delta: for an ``epsilon(delta)`` query the accountant uses
-``min(delta_error, delta / 1000)`` as its ``delta_error`` (the mesh depends on it only
+Small delta: for an ``epsilon(delta)`` query the accountant spends at most
+``min(delta_error, delta / 1000) / 4`` as its ``delta_error`` (the mesh depends on it only
 through ``sqrt(log(1/delta_error))``), so ``delta`` down to 1e-12 and below get meaningful
 bounds; the value used is in ``details``.
 """
@@ -77,8 +77,12 @@ _SHARE_WINDOW = 1.0 / 16.0
 _MESH_SLACK = 0.995
 #: below this delta (or delta bound) the composition is tilted towards the answer
 _TILT_BELOW = 1e-8
+#: for eps(delta) the delta error actually spent, as a fraction of min(delta_error,
+#: delta/1000): the bracket in eps is widened beyond 2 t by about eta * |d eps / d delta|,
+#: and a smaller eta keeps that within the 2 (eps_error - t) of room at a small cost in mesh
+_DE_EPS = 0.25
 #: first coupling radius tried, as a fraction of eps_error
-_T_START = 0.97
+_T_START = 0.95
 
 
 class PRVAccountant(Accountant):
@@ -209,54 +213,49 @@ class PRVAccountant(Accountant):
         return self._composed(delta_error, t, direction, lam)
 
     # --- queries ---------------------------------------------------------------------------
-    def _grid_curve(self, c: ComposedPLD, upper: bool) -> np.ndarray:
+    def _grid_curve(self, c: ComposedPLD, upper: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The engine's bound at the grid points from the last one below 0 upwards (only
+        eps >= 0 is ever asked for), cached per composition."""
         key = ("grid", id(c), upper)
         if key not in self._cache:
-            self._cache[key] = c.delta_bound(c.ys, upper)
+            ys = c.ys
+            i0 = max(int(np.searchsorted(ys, 0.0, side="left")) - 1, 0)
+            self._cache[key] = (ys[i0:], c.delta_bound(ys[i0:], upper))
         return self._cache[key]
 
-    def _invert(self, c: ComposedPLD, target: float, upper: bool, check: bool = True
+    def _invert(self, c: ComposedPLD, target: float, upper: bool, exact: bool = False
                 ) -> float:
-        """eps at which the engine's bound on the composed curve crosses ``target``.
+        """eps at which the engine's bound on the composed curve crosses ``target``, from
+        one evaluation of the bound on the grid (cached).
 
-        Upper (``upper=True``): a value ``e >= 0`` with ``bound(e) <= target`` (so every
-        eps >= e is fine). Lower: a value ``e`` with ``bound(eps) > target`` for all
-        ``eps < e``. One evaluation on the grid locates the crossing interval; on it the
-        curve is ``A - B e^eps`` (Koskela et al. 2020, eq. (4.2)), solved in closed form from
-        its values at the two grid points and then checked, falling back to the interval end
-        on the safe side.
+        Upper (``upper=True``): the first grid point ``e >= 0`` with ``bound(e) <= target``
+        (every eps >= e is then fine, the bound being non-increasing). Lower: the last grid
+        point before it, where ``bound > target``. Either is within one mesh ``h`` of the
+        crossing, on the safe side. With ``exact=True`` (estimates only) the crossing inside
+        the interval is solved in closed form, the curve of a discrete law being
+        ``A - B e^eps`` between grid points (Koskela et al. 2020, eq. (4.2)).
         """
         if target <= 0:
             return math.inf
         if target >= 1:
             return 0.0
-        ys = c.ys
-        dg = self._grid_curve(c, upper)
+        ys, dg = self._grid_curve(c, upper)
         ok = np.nonzero(dg <= target)[0]
         if ok.size == 0:
             return math.inf
         i = int(ok[0])
-        if i == 0:  # crossing at or below the window: let the engine search
-            return c.epsilon_bound(target, upper)
+        if i == 0:
+            if ys[0] <= 0:  # the bound is already below target at some eps <= 0
+                return 0.0
+            return c.epsilon_bound(target, upper)  # crossing below the window
         a, b = float(ys[i - 1]), float(ys[i])
-        if b <= 0:
-            return 0.0
-        # on [a, b] the bound is dg[i-1] - B (e^eps - e^a), continuous at both ends
+        if not exact:
+            return max(b if upper else a, 0.0)
         d_a, d_b = float(dg[i - 1]), float(dg[i])
-        e = b if upper else a
+        e = b
         if d_a > d_b and d_a > target:
             frac = (d_a - target) / (d_a - d_b)
             e = min(max(a + math.log1p(frac * math.expm1(b - a)), a), b)
-        if not check:
-            return max(e, 0.0)
-        if upper:
-            e = min(e + 1e-12 * max(1.0, abs(e)), b)
-            if float(c.delta_bound(np.asarray(e), True)) > target:
-                e = b
-        else:
-            e = max(e - 1e-12 * max(1.0, abs(e)), a)
-            if float(c.delta_bound(np.asarray(e), False)) <= target:
-                e = a
         return max(e, 0.0)
 
     def _eps_once(self, delta: float, de: float, t: float) -> tuple[float, float, float, dict]:
@@ -265,13 +264,13 @@ class PRVAccountant(Accountant):
         for direction in self._directions():
             c, plan = self._composed(de, t, direction)
             if delta < _TILT_BELOW:
-                e0 = self._invert(c, delta, True, check=False)
+                e0 = self._invert(c, delta, True, exact=True)
                 if math.isfinite(e0) and e0 > 0:
                     c, plan = self._composed_for(de, t, direction, e0)
                     info["tilt"] = max(info.get("tilt", 0.0), c.lam)
             ups.append(self._invert(c, delta - plan["eta_up"], True) + t)
             los.append(max(self._invert(c, delta + plan["eta_low"], False) - t, 0.0))
-            ests.append(self._invert(c, delta, True, check=False))
+            ests.append(self._invert(c, delta, True, exact=True))
             info["mesh"] = plan["h"]
             info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
             info["coupling_error"] = max(info.get("coupling_error", 0.0), plan["coupling"])
@@ -288,7 +287,7 @@ class PRVAccountant(Accountant):
         ``eps_low = eps~_low(delta + eta_low) - t``, where ``eps~`` inverts the engine's
         upper/lower bound on the composed discrete curve, ``eta`` (<= ``delta_error``)
         collects the coupling and truncation terms and ``t <= eps_error`` is the coupling
-        radius. ``t`` starts at ``0.97 eps_error`` and is lowered if needed so that
+        radius. ``t`` starts at ``0.95 eps_error`` and is lowered if needed so that
         ``eps_up - eps_low <= 2 eps_error`` (the delta shift by ``eta`` widens the bracket a
         little beyond ``2 t``).
         """
@@ -296,7 +295,7 @@ class PRVAccountant(Accountant):
         t0 = time.perf_counter()
         if not self.terms:
             return EpsilonResult(0.0, delta, 0.0, 0.0, self.name, True, estimate=0.0)
-        de = min(self.delta_error, delta / 1000.0)
+        de = _DE_EPS * min(self.delta_error, delta / 1000.0)
         t = _T_START * self.eps_error
         for _ in range(4):
             up, lo, est, info = self._eps_once(delta, de, t)
