@@ -479,6 +479,9 @@ class SaddlePointAccountant(Accountant):
                                   ({"name": d.name} for d in self._dirs())],
                    "saddle_point": [r["t"] if not scalar else float(r["t"][0]) for r in res],
                    "log_delta": ld if not scalar else float(ld[0]),
+                   # natural logs of the bounds, meaningful where delta underflows to 0
+                   "log_upper": (lu if not scalar else float(lu[0])) if self.bounds else None,
+                   "log_lower": (ll if not scalar else float(ll[0])) if self.bounds else None,
                    "regime": self._regime(float(np.min(est)), self._worst(res)),
                    "msd1_correction": [r["correction"] if not scalar else
                                        float(r["correction"][0]) for r in res],
