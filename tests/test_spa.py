@@ -329,7 +329,11 @@ def test_other_mechanisms_reference(cid):
     elif kind == "pure_dp":
         mech = PureDP(m["eps0"])
     elif kind == "poisson_subsampled_gaussian":  # substitute: sampling without replacement
-        mech = SampledWithoutReplacement(Gaussian(m["sigma"], m["sensitivity"]), m["q"])
+        base = Gaussian(m["sigma"], m["sensitivity"])
+        try:  # the reference uses the pair of Koskela et al. (2020), Sec. 6.2
+            mech = SampledWithoutReplacement(base, m["q"], pair="koskela2020")
+        except TypeError:  # older signature: that pair was the only one
+            mech = SampledWithoutReplacement(base, m["q"])
     elif kind == "randomized_response":
         mech = RandomizedResponse(m["noise_parameter"], m["num_buckets"])
     else:
