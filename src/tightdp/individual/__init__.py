@@ -10,7 +10,12 @@ from .filters import (
     gaussian_rdp_order,
     rdp_to_epsilon,
 )
-from .pld_individual import IndividualPLDAccountant, individual_epsilons, sensitivity_grid
+from .pld_individual import (
+    IndividualPLDAccountant,
+    NormHistory,
+    individual_epsilons,
+    sensitivity_grid,
+)
 
 __all__ = [
     "GDPFilter",
@@ -20,6 +25,7 @@ __all__ = [
     "gaussian_rdp_order",
     "rdp_to_epsilon",
     "IndividualPLDAccountant",
+    "NormHistory",
     "individual_epsilons",
     "sensitivity_grid",
 ]

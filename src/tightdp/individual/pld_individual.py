@@ -67,7 +67,8 @@ from ..pld.compose import MAX_POINTS
 from ..pld.discretize import connect_the_dots, loss_range
 from ..pld.grid import DiscretePLD
 
-__all__ = ["IndividualPLDAccountant", "individual_epsilons", "sensitivity_grid"]
+__all__ = ["IndividualPLDAccountant", "NormHistory", "individual_epsilons",
+           "sensitivity_grid"]
 
 _U = 2.0 ** -52
 #: smallest target delta accepted (below it the rounding allowance would dominate)
@@ -412,12 +413,82 @@ class _Subset:
     delta_upper_at = _Evaluator.delta_upper_at
 
 
-class IndividualPLDAccountant:
+class NormHistory:
+    """Per-example gradient-norm history of a DP-SGD run, stored as bucket counts.
+
+    Each step's ratio ``min(g_i, C) / C`` is rounded *up* to the uniform grid ``j / B``
+    (App. D.2; rounding up can only increase the privacy loss, data-processing inequality) and
+    counted: only an ``N x (B + 1)`` integer array is kept, whatever the number of steps.
+    A NaN norm (unknown) is charged the full clipping norm.
+    """
+
+    def __init__(self, sampling_rate: float, noise_multiplier: float, clip_norm: float,
+                 n_examples: int, n_buckets: int = 100):
+        self.q = v.probability_open_closed("sampling_rate", sampling_rate)
+        self.sigma = v.positive("noise_multiplier", noise_multiplier)
+        self.clip_norm = v.positive("clip_norm", clip_norm)
+        self.n_examples = v.count("n_examples", n_examples, minimum=1)
+        self.grid = sensitivity_grid(n_buckets)
+        nb = self.grid.size + 1
+        self._counts = np.zeros((self.n_examples, nb), dtype=np.int64)
+        small = np.uint8 if nb <= 256 else np.uint16 if nb <= 65536 else np.int64
+        self._buf = np.zeros((64, self.n_examples), dtype=small)  # step-major
+        self._nbuf = 0
+        self.n_steps = 0
+        self._rows = np.arange(self.n_examples)
+        self._base = self._rows * nb
+
+    def step(self, grad_norms) -> None:
+        """Record one step: ``grad_norms[i]`` is example ``i``'s gradient norm at this step's
+        model (NaN = unknown, charged the full clipping norm)."""
+        g = np.asarray(grad_norms, dtype=float)
+        if g.shape != (self.n_examples,):
+            raise ValueError(f"grad_norms must have shape ({self.n_examples},), got {g.shape}")
+        if np.any(g < 0):
+            raise ValueError("grad_norms must be >= 0 (NaN = unknown norm)")
+        idx = _bucket_index(np.minimum(g, self.clip_norm) / self.clip_norm, self.grid)
+        self._buf[self._nbuf] = idx
+        self._nbuf += 1
+        self.n_steps += 1
+        if self._nbuf == self._buf.shape[0]:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Add the buffered steps' bucket indices to the counts (bincounts of 8 steps)."""
+        nb = self.grid.size + 1
+        for s in range(0, self._nbuf, 8):
+            flat = (self._base[None, :] + self._buf[s:min(s + 8, self._nbuf)]).ravel()
+            self._counts += np.bincount(flat, minlength=self.n_examples * nb).reshape(
+                self.n_examples, nb)
+        self._nbuf = 0
+
+    @property
+    def counts(self) -> np.ndarray:
+        """``(N, B + 1)`` array: steps of each example per sensitivity bucket (column 0: no
+        loss, column j: ratio rounded up to ``j / B``)."""
+        self._flush()
+        return self._counts
+
+    def step_many(self, grad_norms) -> None:
+        """Record several steps at once: ``grad_norms`` of shape ``(N, T)``."""
+        g = np.asarray(grad_norms)
+        if g.ndim != 2 or g.shape[0] != self.n_examples:
+            raise ValueError(f"grad_norms must have shape ({self.n_examples}, T), got "
+                             f"{g.shape}")
+        for s in range(g.shape[1]):
+            self.step(g[:, s])
+
+    def _log(self, msg: str) -> None:
+        if getattr(self, "progress", False):
+            print(f"[tightdp.individual] {msg}", file=sys.stderr, flush=True)
+
+
+class IndividualPLDAccountant(NormHistory):
     """Streaming individual accountant for DP-SGD (paper 000, Sec. 5 and App. D); see the
     module docstring for what the numbers mean and why they are upper bounds.
 
     Feed the per-example gradient norms of each step with :meth:`step` (only the bucket counts
-    are stored: ``N x B`` integers), then ask :meth:`epsilons`.
+    are stored: ``N x B`` integers, see :class:`NormHistory`), then ask :meth:`epsilons`.
 
     Parameters
     ----------
@@ -436,78 +507,15 @@ class IndividualPLDAccountant:
                  n_examples: int, *, n_buckets: int = 100, rtol: float = 1e-3,
                  grid_step: float | None = None, progress: bool = False,
                  workers: int | None = None, chunk_size: int = 4096):
-        self.q = v.probability_open_closed("sampling_rate", sampling_rate)
-        self.sigma = v.positive("noise_multiplier", noise_multiplier)
-        self.clip_norm = v.positive("clip_norm", clip_norm)
-        self.n_examples = v.count("n_examples", n_examples, minimum=1)
-        self.grid = sensitivity_grid(n_buckets)
+        super().__init__(sampling_rate, noise_multiplier, clip_norm, n_examples, n_buckets)
         self.rtol = v.positive("rtol", rtol)
         self.grid_step = None if grid_step is None else v.positive("grid_step", grid_step)
         self.progress = bool(progress)
         self.workers = workers
         self.chunk_size = v.count("chunk_size", chunk_size, minimum=1)
-        self._counts = np.zeros((self.n_examples, self.grid.size + 1), dtype=np.int64)
-        self._buf = np.zeros((64, self.n_examples), dtype=np.int64)  # step-major
-        self._nbuf = 0
-        self.n_steps = 0
         self.details: dict = {}
-        self._rows = np.arange(self.n_examples)
-        self._base = self._rows * (self.grid.size + 1)
-
-    def step(self, grad_norms) -> None:
-        """Record one step: ``grad_norms[i]`` is example ``i``'s gradient norm at this step's
-        model (NaN = unknown, charged the full clipping norm)."""
-        g = np.asarray(grad_norms, dtype=float)
-        if g.shape != (self.n_examples,):
-            raise ValueError(f"grad_norms must have shape ({self.n_examples},), got {g.shape}")
-        if np.any(g < 0):
-            raise ValueError("grad_norms must be >= 0 (NaN = unknown norm)")
-        idx = _bucket_index(np.minimum(g, self.clip_norm) / self.clip_norm, self.grid)
-        self._buf[self._nbuf] = idx
-        self._nbuf += 1
-        self.n_steps += 1
-        if self._nbuf == self._buf.shape[0]:
-            self._flush()
-
-    def _flush(self) -> None:
-        """Add the buffered steps' bucket indices to the counts (one bincount)."""
-        if self._nbuf == 0:
-            return
-        nb = self.grid.size + 1
-        flat = (self._base[None, :] + self._buf[:self._nbuf]).ravel()
-        self._counts += np.bincount(flat, minlength=self.n_examples * nb).reshape(
-            self.n_examples, nb)
-        self._nbuf = 0
-
-    @property
-    def counts(self) -> np.ndarray:
-        """``(N, B + 1)`` array: steps of each example per sensitivity bucket (column 0: no
-        loss, column j: ratio rounded up to ``j / B``)."""
-        self._flush()
-        return self._counts
-
-    def step_many(self, grad_norms) -> None:
-        """Record several steps at once: ``grad_norms`` of shape ``(N, T)``."""
-        g = np.asarray(grad_norms)
-        if g.ndim != 2 or g.shape[0] != self.n_examples:
-            raise ValueError(f"grad_norms must have shape ({self.n_examples}, T), got "
-                             f"{g.shape}")
-        nb = self.grid.size + 1
-        for s in range(0, g.shape[1], 64):
-            blk = np.asarray(g[:, s:s + 64], dtype=float)
-            if np.any(blk < 0):
-                raise ValueError("grad_norms must be >= 0 (NaN = unknown norm)")
-            idx = _bucket_index(np.minimum(blk, self.clip_norm) / self.clip_norm, self.grid)
-            flat = (self._rows[:, None] * nb + idx).ravel()
-            self._counts += np.bincount(flat, minlength=self.n_examples * nb).reshape(
-                self.n_examples, nb)
-            self.n_steps += blk.shape[1]
 
     # --- evaluation --------------------------------------------------------------------------
-    def _log(self, msg: str) -> None:
-        if self.progress:
-            print(f"[tightdp.individual] {msg}", file=sys.stderr, flush=True)
-
     def _choose_step(self, t_max: int, delta: float) -> float:
         if self.grid_step is not None:
             return self.grid_step
