@@ -68,6 +68,8 @@ SMALL_DELTA = 1e-12
 #: under 1e-2, above it errors of 1e-2 .. 1e2 occur)
 UNRELIABLE = 0.3
 _LOG2 = math.log(2.0)
+#: relative safety margin (in log) on the certified bounds' numerically evaluated parts
+_REL_MARGIN = 1e-9
 _SQRT2 = math.sqrt(2.0)
 _T_MIN, _T_MAX_QUAD, _T_MAX = 1e-12, 2048.0, 1e12
 
@@ -196,14 +198,17 @@ class _Direction:
         return k0 + self.k_margin - t * eps + _log_m(t)
 
     def log_be(self, t, eps, ks, rho) -> tuple[np.ndarray, np.ndarray]:
-        """(log SP-CLT, log Berry-Esseen error) at tilt t and eps (Theorem 5, eq. (76))."""
+        """(log SP-CLT, log Berry-Esseen error) at tilt t and eps (Theorem 5, eq. (76)).
+
+        The error term carries the safety margins; callers add ``k_margin + _REL_MARGIN`` to
+        (upper) or subtract it from (lower) the SP-CLT term before combining."""
         k0, k1, k2 = ks[0], ks[1], ks[2]
         s = np.sqrt(k2)
         lpref = k0 + self.k_margin - t * eps
         lclt = k0 - t * eps + log_clt_theta(t, k1 - eps, s)
         with np.errstate(divide="ignore"):
             lb = np.minimum(np.log(BERRY_ESSEEN_C * rho) - 1.5 * np.log(k2), 0.0)
-        lerr = lpref + _LOG2 + _log_m(t) + lb + 1e-9
+        lerr = lpref + _LOG2 + _log_m(t) + lb + _REL_MARGIN
         return lclt, lerr
 
 
@@ -444,10 +449,11 @@ class SaddlePointAccountant(Accountant):
             tr, _ = _solve_increasing(f_rma, e, 1e-4, 64.0, d.t_cap)
             lup = d.log_rma(tr, e, d.K(tr, 0)[0])
             lclt, lerr = d.log_be(t, e, ks, d.rho(t))
-            lbe_up = np.logaddexp(lclt, lerr)
+            mg = d.k_margin + _REL_MARGIN
+            lbe_up = np.logaddexp(lclt + mg, lerr)
             lup = np.minimum(lup, lbe_up)
             with np.errstate(invalid="ignore", divide="ignore"):
-                llo = _log_diff(lclt, lerr)
+                llo = _log_diff(lclt - mg, lerr)
         # beyond the tilt range the quadrature supports: only the certified bound remains
         ld = np.where(ok, ld, lup)
         out["log_delta"][live] = ld
@@ -543,14 +549,15 @@ class SaddlePointAccountant(Accountant):
         # evaluated (no further CGF quadrature).
         st = d.stats(t)
         ks2, rho = st[:3], st[5]
+        mg = d.k_margin + _REL_MARGIN
 
         def log_up(x):
             lclt, lerr = d.log_be(t, np.array([x]), ks2, rho)
-            return float(np.logaddexp(lclt, lerr)[0])
+            return float(np.logaddexp(lclt + mg, lerr)[0])
 
         def log_lo(x):
             lclt, lerr = d.log_be(t, np.array([x]), ks2, rho)
-            return float(_log_diff(lclt, lerr)[0])
+            return float(_log_diff(lclt - mg, lerr)[0])
 
         x_up = _root_decreasing(log_up, log_delta, float(eps_t[0]), float(t[0]), upper=True)
         if x_up is not None:
