@@ -75,7 +75,7 @@ def loss_density(loss: PrivacyLoss, y: np.ndarray) -> np.ndarray:
         i0, i1 = np.searchsorted(y, lo, side="right"), np.searchsorted(y, hi, side="left")
         out = np.zeros(y.shape)
         if i1 > i0:
-            x = loss.inverse(y[i0:i1])
+            x = _sorted_inverse(loss, y[i0:i1])
             out[i0:i1] = np.where(np.isfinite(x), _mixture_density(loss, x), 0.0)
         return out
     out = np.zeros(y.shape)
@@ -84,6 +84,61 @@ def loss_density(loss: PrivacyLoss, y: np.ndarray) -> np.ndarray:
         return out
     x = loss.inverse(y[inside])
     out[inside] = np.where(np.isfinite(x), _mixture_density(loss, x), 0.0)
+    return out
+
+
+def _sorted_inverse(loss: LocationMixtureLoss, y: np.ndarray) -> np.ndarray:
+    """``x*(y)`` for an increasing array ``y`` inside the support.
+
+    Uses the loss's closed form where it has one; otherwise the loss is tabulated on a fine
+    grid of outputs (it is increasing), each root is bracketed in the table, started by
+    interpolation and polished by Newton's method safeguarded by the bracket. This replaces
+    one independent root search per grid point, which is far slower on 10^6 points.
+    """
+    if loss._inverse is not None:
+        return loss.inverse(y)
+    s = loss.s
+    lo = min(loss.a.min(), loss.b.min()) - 2 * s
+    hi = max(loss.a.max(), loss.b.max()) + 2 * s
+    width = hi - lo + s
+    for _ in range(200):
+        if loss.loss(np.asarray([lo]))[0] <= y[0]:
+            break
+        lo -= width
+        width *= 2
+    width = hi - lo + s
+    for _ in range(200):
+        if loss.loss(np.asarray([hi]))[0] >= y[-1]:
+            break
+        hi += width
+        width *= 2
+    tab_x = np.linspace(lo, hi, 20001)
+    tab_l = np.maximum.accumulate(loss.loss(tab_x))
+    j = np.clip(np.searchsorted(tab_l, y, side="left"), 1, tab_x.size - 1)
+    a, b = tab_x[j - 1], tab_x[j]
+    dl = tab_l[j] - tab_l[j - 1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frac = np.where(dl > 0, (y - tab_l[j - 1]) / dl, 0.5)
+    x = a + np.clip(frac, 0.0, 1.0) * (b - a)
+    idx = np.arange(y.size)
+    out = x.copy()
+    for _ in range(60):
+        f = loss.loss(x) - y[idx]
+        below = f <= 0
+        a[idx] = np.where(below, x, a[idx])
+        b[idx] = np.where(below, b[idx], x)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            xn = x - f / loss._slope(x)
+        ok = (xn >= a[idx]) & (xn <= b[idx]) & np.isfinite(xn)
+        xn = np.where(ok, xn, 0.5 * (a[idx] + b[idx]))
+        small = np.abs(f) <= 2e-15 * (1.0 + np.abs(y[idx]))
+        xn = np.where(small, x, xn)
+        done = small | (ok & (np.abs(xn - x) <= 1e-11 * np.maximum(np.abs(xn), s))) \
+            | (b[idx] - a[idx] <= 1e-15 * np.maximum(np.abs(xn), s))
+        out[idx] = xn
+        if done.all():
+            break
+        idx, x = idx[~done], xn[~done]
     return out
 
 
