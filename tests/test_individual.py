@@ -346,3 +346,12 @@ def test_horner_paths_equal_direct_sum(kk):
     e = np.exp(2j * np.pi * np.outer(k, m) / K)
     np.testing.assert_allclose(h1, (q[1:, 0] * e).sum(axis=0).real, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(h2, (q[1:, 1] * e).sum(axis=0).real, rtol=1e-10, atol=1e-12)
+
+
+def test_single_step_is_finite_and_matches_accountant():
+    """T = 1: the window holds the whole support, nothing is charged for folded mass."""
+    q, sigma = 0.1, 2.0
+    e = individual_epsilons(np.array([[3.0], [0.0]]), q, sigma, 1.0, DELTA)
+    r = PLDAccountant().compose(PoissonSubsampled(Gaussian(sigma), q), 1).epsilon(DELTA)
+    assert r.lower <= e[0] <= r.upper * (1 + 2e-3)
+    assert e[1] == 0.0

@@ -137,6 +137,8 @@ class _Direction:
         # P(S >= a) <= e^log_tail as soon as a >= (t_max psi(t) - log_tail) / t for one t > 0
         # (and the mirror for t < 0), clipped to the support of the composition
         self.shift = np.array([p.shift for p in plds])
+        self.ymin = np.array([float(p.ys[0]) for p in plds])  # support of each bucket law
+        self.ymax = np.array([float(p.ys[-1]) for p in plds])
         lo, hi = 0.0, d
         for j, p in enumerate(plds):
             ys = p.ys
@@ -221,6 +223,9 @@ class _Direction:
         bot = s + (self.i_lo - 1) * self.d  # largest loss below the window
         up = np.min(counts @ self.logm_pos - self.t_pos * top, axis=1)
         lo = np.min(counts @ self.logm_neg - self.t_neg * bot, axis=1)
+        # no mass at all outside the window when the composed support fits in it
+        up = np.where(counts @ self.ymax < top[:, 0], -np.inf, up)
+        lo = np.where(counts @ self.ymin > bot[:, 0], -np.inf, lo)
         return inf_mass + np.exp(np.minimum(up, 0.0)) + np.exp(np.minimum(lo, 0.0))
 
     def cutoffs(self, counts: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray]:
