@@ -35,6 +35,7 @@ Baselines returned alongside (Sec. 4):
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -366,6 +367,16 @@ class _Budget(Exception):
     """Internal: the evaluation budget of the conversion search is spent."""
 
 
+@functools.lru_cache(maxsize=8)
+def _example_level(s: str, sigma: float, q, b, n, steps: int, rtol: float
+                   ) -> tuple[PLDAccountant, ChernoffCurve]:
+    """Example-level accountant and moment curve, shared by calls for several group sizes
+    (the accountant caches its discretizations and compositions)."""
+    mech1 = _accounting_mechanism(1, s, sigma, q, b, n)
+    acc1 = PLDAccountant(rtol, max_points=CONVERSION_MAX_POINTS).compose(mech1, steps)
+    return acc1, ChernoffCurve(mech1, steps)
+
+
 def group_epsilon(group_size: int, noise_multiplier: float, steps: int, delta: float,
                   sampling: str = "poisson", sampling_rate: float | None = None,
                   batch_size: int | None = None, dataset_size: int | None = None,
@@ -422,12 +433,10 @@ def group_epsilon(group_size: int, noise_multiplier: float, steps: int, delta: f
             ex_eps, ex_lo = float(r.upper), float(r.lower)
             conv, conv_e, conv_d = float(r.upper), float(r.upper), delta
         else:
-            mech1 = _accounting_mechanism(1, s, sigma, q, b, n)
-            acc1 = PLDAccountant(rtol, max_points=CONVERSION_MAX_POINTS).compose(mech1, steps)
+            acc1, chern = _example_level(s, sigma, q, b, n, steps, rtol)
             r1 = acc1.epsilon(delta)
             ex_eps, ex_lo = float(r1.upper), float(r1.lower)
             details["example"] = r1.details
-            chern = ChernoffCurve(mech1, steps)
             conv, conv_e, conv_d, cinfo = group_conversion_epsilon(
                 chern.epsilon, k, delta,
                 refine=(lambda d1: acc1.epsilon(d1).upper) if refine_conversion else None)
