@@ -485,17 +485,18 @@ class SaddlePointAccountant(Accountant):
         lo = np.exp(ll) if self.bounds else None
         informative = bool(self.bounds and np.all(ll > -np.inf))
         note = self._note(res, informative)
+        def plain(x):  # JSON-friendly: a float for a scalar query, else a list
+            return float(x[0]) if scalar else x.reshape(eps_arr.shape).tolist()
+
         details = {"method": self.method, "label": _LABEL[self.method],
-                   "directions": [r_["name"] for r_ in
-                                  ({"name": d.name} for d in self._dirs())],
-                   "saddle_point": [r["t"] if not scalar else float(r["t"][0]) for r in res],
-                   "log_delta": ld if not scalar else float(ld[0]),
+                   "directions": [d.name for d in self._dirs()],
+                   "saddle_point": [plain(r["t"]) for r in res],
+                   "log_delta": plain(ld),
                    # natural logs of the bounds, meaningful where delta underflows to 0
-                   "log_upper": (lu if not scalar else float(lu[0])) if self.bounds else None,
-                   "log_lower": (ll if not scalar else float(ll[0])) if self.bounds else None,
+                   "log_upper": plain(lu) if self.bounds else None,
+                   "log_lower": plain(ll) if self.bounds else None,
                    "regime": self._regime(float(np.min(est)), self._worst(res)),
-                   "msd1_terms": [r["correction"] if not scalar else
-                                       float(r["correction"][0]) for r in res],
+                   "msd1_terms": [plain(r["correction"]) for r in res],
                    "seconds": time.perf_counter() - t0}
         if self.bounds and not informative:
             details["berry_esseen"] = ("uninformative at some eps (its error term exceeds the "
