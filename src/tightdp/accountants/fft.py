@@ -152,7 +152,12 @@ class FFTAccountant(Accountant):
         key = ("curve", direction, n)
         if key not in self._cache:
             terms = [(self._single(m, direction, n), k) for m, k in self.terms]
-            pld = compose_fixed_window(terms, -(n // 2), n)
+            with np.errstate(over="ignore", invalid="ignore"):
+                pld = compose_fixed_window(terms, -(n // 2), n)
+            if not np.all(np.isfinite(pld.probs)):
+                raise ValueError(f"the Fourier accountant overflowed: with n={n} on "
+                                 f"[-{self.L}, {self.L}] the Riemann weights of one step are "
+                                 "too inaccurate for this many compositions; increase n")
             self._cache[key] = _Curve(pld)
         return self._cache[key]
 
