@@ -17,7 +17,9 @@ example ``i`` under the assumption that its norm sequence had been fixed in adva
 of a real run depend on the noise of earlier steps, and no fully adaptive guarantee is claimed
 here; for that use the individual GDP filter (:class:`~tightdp.individual.IndividualGDPFilter`,
 Thm. 1). Given the norms, however, each number returned is a certified upper bound on that
-composition's eps (up to a floating-point rounding allowance of ~1e-10 in delta):
+composition's eps (computed in floating point: an allowance for rounding,
+``64 u (1 + T_i) (1 + log K0)`` with ``u`` the unit roundoff -- about 1e-10 for 1000 steps -- is
+added to every delta, which is why targets below 1e-9 are refused):
 
 1. Sensitivity buckets (App. D.2): each ``c_{i,t}`` is rounded *up* to a grid
    ``c_1 < ... < c_B = 1`` (the noise ratio rounded *down*), which can only increase the
@@ -25,21 +27,24 @@ composition's eps (up to a floating-point rounding allowance of ~1e-10 in delta)
    with the larger (data-processing inequality; paper 000, Thm. 2 of App. D). A gradient norm
    reported as NaN (unknown) is charged the full clipping norm.
 2. One certified discretization per bucket: connect-the-dots (Doroshenko et al. 2022) on a
-   common grid step ``d`` gives a dominating discrete pair, and one real FFT of it on a common
-   window of ``K`` points is kept (precomputed transforms, App. D.1).
+   common grid step ``d`` gives a dominating discrete pair (bucket ``j`` on the grid
+   ``s_j + k d`` with its own shift ``s_j``; an example's composed law then lives on
+   ``sum_j n_ij s_j + k d``), and one real FFT of it on a common window of ``K`` points is kept
+   (precomputed transforms, App. D.1).
 3. Per example the transform of the composed PLD is ``prod_j F_j^{n_ij}`` (counts ``n_ij`` per
    bucket), evaluated as ``exp(sum_j n_ij log F_j)`` -- one matrix product for all examples.
 4. ``delta`` is evaluated by the Plancherel theorem (App. D.1, Lemma 1): ``sum_y p(y) w(y) =
    (1/K) sum_k P_k conj(W_k)``, with the transforms ``W_k`` of the hockey-stick weights in
    closed form (geometric sums), so no inverse FFT is computed per example. Frequencies whose
-   contribution is provably below ``1e-6 * delta`` are dropped per example; the bound on what
+   contribution is provably below ``1e-5 * delta`` are dropped per example; the bound on what
    they could contribute (summation by parts: ``|W_k| <= TV(w) / (2 sin(pi k / K))`` with
    ``TV(w) <= 2``, and a monotone envelope of ``|F_j|``) is added to delta.
 5. The mass the circular convolution folds into the window is bounded per example by Chernoff
    bounds computed exactly from the discrete bucket laws, and added to delta, as is the mass
    at ``+inf``.
-6. ``eps_i`` is found by a vectorized bisection over the grid points of the window followed by
-   the closed form ``delta = A - e^eps B`` on the bracketing interval. The returned eps is
+6. ``eps_i`` is found by a vectorized bracket search over the grid points of the window
+   (regula falsi on ``log delta`` alternating with bisection) followed by the closed form
+   ``delta = A - e^eps B`` on the bracketing interval. The returned eps is
    one at which the certified bound on delta is at most the target.
 
 The grid step ``d`` is half the one the certified :class:`~tightdp.PLDAccountant` needs to
