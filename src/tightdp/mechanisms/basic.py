@@ -157,10 +157,11 @@ class ApproxDP(Mechanism):
 
     def __init__(self, eps: float, delta: float):
         self.eps = v.nonnegative("eps", eps)
-        self.delta = v.unit_interval("delta", delta, open_high=True)
+        # named delta0 so that it does not hide Mechanism.delta(eps)
+        self.delta0 = v.unit_interval("delta", delta, open_high=True)
 
     def _build_losses(self):
-        e, d = self.eps, self.delta
+        e, d = self.eps, self.delta0
         hi = (1 - d) / (1.0 + math.exp(-e))
         lo = (1 - d) / (1.0 + math.exp(e))
         loss = DiscreteLoss([e, -e], [hi, lo], [lo, hi], inf_mass=d, neg_inf_mass=d)

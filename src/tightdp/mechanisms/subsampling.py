@@ -9,7 +9,7 @@ from scipy.stats import binom
 
 from .. import _validate as v
 from .base import Mechanism
-from .basic import Gaussian
+from .basic import Gaussian, Laplace
 from .loss import LocationMixtureLoss
 
 __all__ = ["PoissonSubsampled", "SampledWithoutReplacement", "SampledWithReplacement"]
@@ -198,20 +198,38 @@ class PoissonSubsampled(Mechanism):
 
 class SampledWithoutReplacement(Mechanism):
     """``base`` run on a batch drawn without replacement (``q = batch / dataset size``), under
-    the substitute relation: ``P = (1-q) B(0) + q B(c)`` against ``Q = (1-q) B(0) + q B(-c)``
-    (Koskela et al. 2020, Sec. 6.2). The pair is symmetric; under substitute it coincides with
-    Poisson subsampling at rate ``q`` (their remark in Sec. 6.2)."""
+    the substitute relation (one record replaced by another).
+
+    ``pair="worst_case"`` (the default) is the dominating pair over *all* datasets:
+    ``P = (1-q) B(0) + q B(2c)`` against ``Q = B(0)``, and the reverse order. It is attained
+    when every other record contributes what the replacement contributes (say ``-c``) and the
+    replaced record ``+c``: the neighbour's sum never changes, the original's moves by ``2c``
+    when the record is drawn (Lebeda, Regehr, Kamath, Steinke 2024, "Avoiding pitfalls for
+    privacy accounting of subsampled mechanisms under composition"; Zhu, Dong, Wang 2022).
+
+    ``pair="koskela2020"`` is the pair of Koskela et al. (2020), Sec. 6.2,
+    ``P = (1-q) B(0) + q B(c)`` against ``Q = (1-q) B(0) + q B(-c)``, which coincides with
+    Poisson subsampling under substitution (their remark). It assumes the other records
+    contribute nothing; for DP-SGD with arbitrary clipped gradients it can under-report, so
+    use it only to reproduce that paper.
+    """
 
     relation = "substitute"
 
-    def __init__(self, base: Mechanism, q: float):
+    def __init__(self, base: Mechanism, q: float, pair: str = "worst_case"):
         self.q = v.probability_open_closed("q", q)
         self.base = base
+        if pair not in ("worst_case", "koskela2020"):
+            raise ValueError(f"pair must be 'worst_case' or 'koskela2020', got {pair!r}")
+        self.pair = pair
         _family(base, "SampledWithoutReplacement")
 
     def _build_losses(self):
         kern, c, s = _family(self.base, "SampledWithoutReplacement")
         q = self.q
+        if self.pair == "worst_case":
+            fam = Gaussian(s, 2 * c) if kern == "gaussian" else Laplace(s, 2 * c)
+            return PoissonSubsampled(fam, q).privacy_losses()
         inv = _swor_inverse(q, c, s) if kern == "gaussian" else None
         loss = LocationMixtureLoss(kern, [0.0, c], [1 - q, q], [0.0, -c], [1 - q, q], s,
                                    inverse=inv)
@@ -237,17 +255,24 @@ class SampledWithoutReplacement(Mechanism):
 
 class SampledWithReplacement(Mechanism):
     """Gaussian mechanism on a batch of ``batch_size`` records drawn with replacement from
-    ``dataset_size`` records, under the substitute relation (Koskela et al. 2020, Sec. 6.3):
-    the differing record appears ``l ~ Binomial(batch_size, 1/dataset_size)`` times, so
-    ``P = sum_l b_l N(l c, s^2)`` against ``Q = sum_l b_l N(-l c, s^2)``.
+    ``dataset_size`` records, under the substitute relation; the differing record appears
+    ``l ~ Binomial(batch_size, 1/dataset_size)`` times.
 
-    Binomial weights below 1e-300 are dropped and their total mass is given to the outputs that
-    reveal the dataset (loss +inf), which keeps the pair dominating.
+    ``pair="worst_case"`` (default): the dominating pair over all datasets,
+    ``P = sum_l b_l N(2 l c, s^2)`` against ``Q = N(0, s^2)`` and the reverse order (the other
+    records contributing what the replacement does; Lebeda et al. 2024 for the argument). It is
+    a mixture of Gaussians (Ganesh, Def. 2.8) and is accounted as one.
+
+    ``pair="koskela2020"``: Koskela et al. (2020), Sec. 6.3, ``P = sum_l b_l N(l c, s^2)``
+    against ``Q = sum_l b_l N(-l c, s^2)``, which assumes the other records contribute nothing
+    (use it to reproduce that paper). Binomial weights below 1e-300 are dropped there and their
+    mass given to the outputs that reveal the dataset (loss +inf), which keeps it dominating.
     """
 
     relation = "substitute"
 
-    def __init__(self, base: Gaussian, batch_size: int, dataset_size: int):
+    def __init__(self, base: Gaussian, batch_size: int, dataset_size: int,
+                 pair: str = "worst_case"):
         if not isinstance(base, Gaussian):
             raise ValueError(f"SampledWithReplacement supports a Gaussian base, got {base!r}")
         self.base = base
@@ -256,12 +281,21 @@ class SampledWithReplacement(Mechanism):
         if self.batch_size > self.dataset_size:
             raise ValueError(f"batch_size must be <= dataset_size ({self.dataset_size}), got "
                              f"{batch_size!r}")
+        if pair not in ("worst_case", "koskela2020"):
+            raise ValueError(f"pair must be 'worst_case' or 'koskela2020', got {pair!r}")
+        self.pair = pair
 
     def _build_losses(self):
         _, c, s = self.base.location_family()
         m, n = self.batch_size, self.dataset_size
         ls = np.arange(m + 1)
         w = binom.pmf(ls, m, 1.0 / n)
+        if self.pair == "worst_case":
+            from .mixture import MixtureOfGaussians
+
+            pos = w > 0  # terms that underflow are below 1e-308 each
+            return MixtureOfGaussians(2 * c * ls[pos], w[pos] / w[pos].sum(),
+                                      s).privacy_losses()
         keep = w >= 1e-300
         dropped = float(max(0.0, 1.0 - w[keep].sum())) if not keep.all() else 0.0
         locs = ls[keep] * c

@@ -28,7 +28,7 @@ import numpy as np
 from scipy import fft as sfft
 from scipy.special import logsumexp
 
-from .grid import DiscretePLD, _qmass, _suffix
+from .grid import DiscretePLD, tail_sums
 
 __all__ = ["ComposedPLD", "compose", "log_chernoff"]
 
@@ -96,18 +96,26 @@ class ComposedPLD:
 
     @property
     def ys(self) -> np.ndarray:
-        return self.shift + (self.offset + np.arange(self.probs.size)) * self.d
+        cached = self.__dict__.get("_ys")
+        if cached is None or cached.size != self.probs.size:
+            cached = self.shift + (self.offset + np.arange(self.probs.size)) * self.d
+            self.__dict__["_ys"] = cached
+        return cached
 
     def _sums(self, upper: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(ys, S0, S1): suffix sums of the original-measure masses and Q-masses (cached)."""
+        """(ys, S0, T): tail sums of the original-measure masses (see ``tail_sums``)."""
         cache = self.__dict__.setdefault("_sum_cache", {})
         if upper not in cache:
             ys = self.ys
             p = np.maximum(self.probs, 0.0) if upper else self.probs
             if self.lam != 0.0 or self.log_scale != 0.0:
+                # untilt in log space; magnitudes are capped (far below the tilt centre the
+                # values are rounding noise and only the queries near the centre use them)
+                nz = p != 0
                 with np.errstate(over="ignore", under="ignore", divide="ignore"):
-                    p = p * np.exp(self.log_scale - self.lam * ys)
-            cache[upper] = (ys, _suffix(p), _suffix(_qmass(ys, np.abs(p)) * np.sign(p)))
+                    lg = np.log(np.abs(np.where(nz, p, 1.0))) + self.log_scale - self.lam * ys
+                    p = np.where(nz, np.sign(p) * np.exp(np.minimum(lg, 700.0)), 0.0)
+            cache[upper] = (ys, *tail_sums(p, self.d))
         return cache[upper]
 
     def _extra(self, eps: np.ndarray, upper: bool) -> np.ndarray:
@@ -128,38 +136,53 @@ class ComposedPLD:
     def delta_bound(self, eps, upper: bool) -> np.ndarray:
         """Certified upper or lower bound on ``delta(eps)`` of the composed pair."""
         eps = np.asarray(eps, dtype=float)
-        ys, s0, s1 = self._sums(upper)
+        ys, s0, t = self._sums(upper)
         idx = np.searchsorted(ys, eps, side="right")
+        safe = np.minimum(idx, ys.size - 1)
         with np.errstate(over="ignore", invalid="ignore"):
-            val = s0[idx] - np.exp(np.minimum(eps, 700.0)) * s1[idx]
+            val = s0[idx] - np.exp(np.minimum(eps - ys[safe], 0.0)) * t[idx]
         val = np.where(idx >= ys.size, 0.0, val)
         if upper:
-            val = np.maximum(val, 0.0)
-        return np.clip(val + self._extra(eps, upper), 0.0, 1.0)
+            # round toward more loss: a relative 1e-10 covers the floating-point rounding
+            # of the sums (the FFT's own rounding is discussed in the README)
+            val = np.maximum(val, 0.0) * (1 + 1e-10)
+            return np.clip(val + self._extra(eps, upper), 0.0, 1.0)
+        return np.clip((val + self._extra(eps, upper)) * (1 - 1e-10), 0.0, 1.0)
 
     def epsilon_bound(self, delta: float, upper: bool) -> float:
         """Smallest eps >= 0 at which the bound on delta(eps) is <= delta: a monotone search
         over the grid, then the closed form ``S0 - e^eps S1 + extra = delta`` on the bracketing
         interval (bisection when the extra term depends on eps)."""
-        ys, s0, s1 = self._sums(upper)
+        ys, s0, t = self._sums(upper)
         d_grid = self.delta_bound(ys, upper)
-        ok = np.nonzero(d_grid <= delta)[0]
-        if ok.size == 0:
+        # the crossing is located from the right: the curve is monotone, and for a tilted
+        # law the values far below the tilt centre carry amplified rounding noise
+        above = np.nonzero(d_grid > delta)[0]
+        if above.size and above[-1] == ys.size - 1:
             return math.inf
-        i = int(ok[0])
+        i = int(above[-1]) + 1 if above.size else 0
         if i == 0:
             lo, hi = float(ys[0]) - 1.0, float(ys[0])
             if float(self.delta_bound(np.asarray(lo), upper)) <= delta:
                 return max(0.0, lo)
         else:
             lo, hi = float(ys[i - 1]), float(ys[i])
-        const_extra = upper or self.lam == 0.0
-        if const_extra and s1[i] > 0:
-            ex = float(self._extra(np.asarray(hi), upper))
-            ratio = (s0[i] + ex - delta) / s1[i]
+        if t[i] > 0:
+            # solve (S0 - e^{eps - y_i} T + extra) * (1 +- 1e-10) = delta on (lo, hi]
+            if upper:
+                ex = float(self._extra(np.asarray(hi), True))
+                ratio = (max(s0[i], 0.0) - (delta - ex) / (1 + 1e-10)) / t[i]
+            else:
+                # the subtracted fold term taken at its largest over the interval: a smaller
+                # curve, so the eps found is still a lower bound
+                ex = float(np.min(self._extra(np.array([lo, hi]), False)))
+                ratio = (s0[i] + ex - delta / (1 - 1e-10)) / t[i]
             if ratio > 0 and math.isfinite(ratio):
-                e = math.log(ratio)
-                return max(min(max(e, lo), hi), 0.0)
+                e = float(ys[i]) + math.log(ratio)
+                e = max(min(max(e, lo), hi), 0.0)
+                # the upper side is guarded by the monotone evaluation itself
+                if not upper or float(self.delta_bound(np.asarray(e), True)) <= delta:
+                    return e
         for _ in range(100):
             m = 0.5 * (lo + hi)
             if float(self.delta_bound(np.asarray(m), upper)) <= delta:

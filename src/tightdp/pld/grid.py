@@ -32,53 +32,67 @@ def _suffix(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def _qmass(ys: np.ndarray, probs: np.ndarray) -> np.ndarray:
-    """``probs * exp(-ys)``, the Q-mass of each atom (at most 1 for a true pair), capped at
-    e^700 so that rounding noise far below zero loss cannot overflow."""
-    with np.errstate(divide="ignore", over="ignore", under="ignore"):
-        return np.where(probs > 0, np.exp(np.minimum(
-            np.log(np.where(probs > 0, probs, 1.0)) - ys, 700.0)), 0.0)
+def tail_sums(probs: np.ndarray, d: float) -> tuple[np.ndarray, np.ndarray]:
+    """``S0[i] = sum_{j>=i} p_j`` and ``T[i] = sum_{j>=i} p_j e^{-(j-i) d}`` (trailing 0).
+
+    With them the privacy curve on ``[y_{i-1}, y_i)`` is ``S0[i] - e^{eps - y_i} T[i]``, where
+    the exponent lies in ``[-d, 0]``: no overflow or underflow for losses in the thousands.
+    ``T`` is summed block by block (blocks short enough that ``e^{block d}`` stays finite),
+    smallest terms first.
+    """
+    n = probs.size
+    s0 = _suffix(probs)
+    t = np.zeros(n + 1)
+    block = max(1, int(600.0 / d))
+    carry = 0.0
+    for start in range(((n - 1) // block) * block, -1, -block):
+        stop = min(start + block, n)
+        k = np.arange(stop - start)
+        w = probs[start:stop] * np.exp(-k * d)
+        part = np.cumsum(w[::-1])[::-1] * np.exp(k * d)
+        t[start:stop] = part + carry * np.exp(-(stop - start - k) * d)
+        carry = t[start]
+    return s0, t
 
 
-def delta_from_pmf(ys: np.ndarray, probs: np.ndarray, inf_mass: float, eps) -> np.ndarray:
-    """Privacy curve ``delta(eps)`` of a discrete P-law of losses (vectorized over eps).
+def delta_from_pmf(ys: np.ndarray, probs: np.ndarray, inf_mass: float, eps,
+                   sums: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """Privacy curve ``delta(eps)`` of a discrete P-law on a uniform grid (vectorized).
 
-    ``ys`` must be increasing. Negative masses (rounding of an inverse FFT) are used as they
-    are; callers clip beforehand where the direction of their bound requires it.
+    ``ys`` must be increasing and uniform. Negative masses (rounding of an inverse FFT) are
+    used as they are; callers clip beforehand where the direction of their bound requires it.
     """
     eps = np.asarray(eps, dtype=float)
-    s0 = _suffix(probs)
-    s1 = _suffix(_qmass(ys, probs))
+    d = float(ys[1] - ys[0]) if ys.size > 1 else 1.0
+    s0, t = sums if sums is not None else tail_sums(probs, d)
     idx = np.searchsorted(ys, eps, side="right")
+    safe = np.minimum(idx, ys.size - 1)
     with np.errstate(over="ignore", invalid="ignore"):
-        val = s0[idx] - np.exp(np.minimum(eps, 700.0)) * s1[idx]
+        val = s0[idx] - np.exp(np.minimum(eps - ys[safe], 0.0)) * t[idx]
     val = np.where(idx >= ys.size, 0.0, val)
     return np.maximum(val, 0.0) + inf_mass
 
 
 def epsilon_from_pmf(ys: np.ndarray, probs: np.ndarray, inf_mass: float, delta: float) -> float:
     """Smallest ``eps >= 0`` with ``delta(eps) <= delta`` for a discrete P-law (exact for that
-    law: on each interval between grid points the curve is ``S0 - e^eps S1``, solved in closed
-    form). Returns ``inf`` when no finite eps meets the target.
+    law: on each interval between grid points the curve is ``S0 - e^{eps - y_i} T``, solved in
+    closed form). Returns ``inf`` when no finite eps meets the target.
     """
     if inf_mass >= delta:
         return math.inf
-    s0 = _suffix(probs)
-    s1 = _suffix(_qmass(ys, probs))
-    # delta just right of each grid point y_i: atoms above are those with index > i
-    with np.errstate(over="ignore", invalid="ignore"):
-        d_at = s0[1:] - np.exp(np.minimum(ys, 700.0)) * s1[1:] + inf_mass
+    d = float(ys[1] - ys[0]) if ys.size > 1 else 1.0
+    s0, t = tail_sums(probs, d)
+    d_at = s0[1:] - math.exp(-d) * t[1:] + inf_mass  # just right of each grid point
     ok = np.nonzero(d_at <= delta)[0]
     if ok.size == 0:
         return math.inf
     i = int(ok[0])
-    # on [y_{i-1}, y_i) the atoms above eps are those with index >= i
     lo_eps = float(ys[i - 1]) if i > 0 else -math.inf
     num = s0[i] + inf_mass - delta
     if num <= 0:
         e = lo_eps
-    elif s1[i] > 0:
-        e = min(max(math.log(num / s1[i]), lo_eps), float(ys[i]))
+    elif t[i] > 0:
+        e = min(max(float(ys[i]) + math.log(num / t[i]), lo_eps), float(ys[i]))
     else:
         e = float(ys[i])
     return max(e, 0.0)

@@ -1,0 +1,179 @@
+"""The PLD engine: discretizers bound the curve from the right side, composition is exact for
+the discrete laws, and the certified accountant brackets closed forms."""
+
+from __future__ import annotations
+
+import math
+
+import mpmath as mp
+import numpy as np
+import pytest
+
+import tightdp as td
+from tightdp.pld import DiscretePLD, compose, connect_the_dots, dominated, loss_range
+
+
+def gdp_eps(mu: float, delta: float) -> float:
+    """eps of mu-GDP at delta by mpmath root finding (independent of the code under test)."""
+    mu = mp.mpf(mu)
+
+    def f(e):
+        return mp.ncdf(-e / mu + mu / 2) - mp.e ** e * mp.ncdf(-e / mu - mu / 2) - delta
+
+    lo, hi = mp.mpf(0), mp.mpf(1)
+    while f(hi) > 0:
+        hi *= 2
+    return float(mp.findroot(f, (lo, hi), solver="bisect", tol=1e-25, maxsteps=400))
+
+
+def gdp_delta(mu: float, eps: float) -> float:
+    mu, eps = mp.mpf(mu), mp.mpf(eps)
+    return float(mp.ncdf(-eps / mu + mu / 2) - mp.e ** eps * mp.ncdf(-eps / mu - mu / 2))
+
+
+@pytest.mark.parametrize("mech", [td.PoissonSubsampled(td.Gaussian(1.0), 0.01),
+                                  td.Laplace(1.0), td.RandomizedResponse(0.5, 3),
+                                  td.MixtureOfGaussians([0, 1, 2], [0.9, 0.09, 0.01], 0.8)])
+@pytest.mark.parametrize("d", [1e-2, 1e-3])
+def test_single_step_discretizations_bracket_the_curve(mech, d):
+    eps = np.linspace(-0.5, 3.0, 36)
+    for loss in mech.privacy_losses():
+        lo, hi = loss_range(loss, math.log(1e-30))
+        up = connect_the_dots(loss, d, lo, hi)
+        dn = dominated(loss, d, lo, hi)
+        true = loss.delta(eps)
+        # up to floating-point summation over ~1e4 atoms (1e-11 relative); the accountants
+        # inflate their upper bounds by 1e-10 relative to cover exactly this
+        assert np.all(up.delta(eps) >= true * (1 - 1e-11) - 1e-15)
+        assert np.all(dn.delta(eps) <= true * (1 + 1e-11) + 1e-15)
+        # both are probability laws (P-mass 1 with the mass at +inf)
+        assert up.probs.sum() + up.inf_mass == pytest.approx(1.0, abs=1e-12)
+        assert dn.probs.sum() + dn.inf_mass <= 1.0 + 1e-12
+        # dominating pair: the Q-mass it implies is at most 1
+        assert np.sum(up.probs * np.exp(-up.ys)) <= 1.0 + 1e-12
+
+
+def test_composition_matches_direct_convolution():
+    rng = np.random.default_rng(0)
+    a = DiscretePLD(0.1, -3, rng.random(7) / 10, 0.01)
+    b = DiscretePLD(0.1, 2, rng.random(4) / 5, 0.0)
+    c = compose([(a, 3), (b, 2)], log_tail=-200)
+    direct = np.convolve(np.convolve(np.convolve(a.probs, a.probs), a.probs),
+                         np.convolve(b.probs, b.probs))
+    off = 3 * a.offset + 2 * b.offset
+    ys = (off + np.arange(direct.size)) * 0.1
+    inf = 1 - (1 - 0.01) ** 3
+    eps = np.array([-0.5, 0.0, 0.3, 1.0])
+    want = np.array([inf + np.sum(direct[ys > e] * (1 - np.exp(e - ys[ys > e]))) for e in eps])
+    assert np.allclose(c.delta_bound(eps, True), want, rtol=1e-10, atol=1e-15)
+    assert np.allclose(c.delta_bound(eps, False), want, rtol=1e-10, atol=1e-15)
+
+
+@pytest.mark.parametrize("sigma", [0.5, 1.0, 4.0])
+@pytest.mark.parametrize("k", [1, 100, 10_000])
+def test_gaussian_composition_brackets_gdp(sigma, k):
+    mu = math.sqrt(k) / sigma
+    acc = td.PLDAccountant(rtol=1e-3).compose(td.Gaussian(sigma), k)
+    r = acc.epsilon(1e-5)
+    want = gdp_eps(mu, 1e-5)
+    assert r.lower <= want <= r.upper
+    assert r.upper - r.lower <= 1e-3 * r.upper + 1e-12
+    e = max(want / 2, 0.1)
+    rd = acc.delta(e)
+    assert rd.lower <= gdp_delta(mu, e) <= rd.upper
+
+
+def test_koskela_table1_value_in_bracket():
+    # Koskela et al. (2020), Table 1: q=0.01, sigma=1.5, 1e4 steps, eps=1 -> 0.0496014103
+    acc = td.PLDAccountant(rtol=1e-3).compose(td.PoissonSubsampled(td.Gaussian(1.5), 0.01),
+                                              10_000)
+    r = acc.delta(1.0)
+    assert r.lower <= 0.0496014103 <= r.upper
+
+
+@pytest.mark.parametrize("delta", [1e-12, 1e-15])
+def test_small_delta_finite(delta):
+    acc = td.PLDAccountant(rtol=1e-3).compose(td.PoissonSubsampled(td.Gaussian(1.0), 0.01),
+                                              1000)
+    r = acc.epsilon(delta)
+    assert math.isfinite(r.upper) and math.isfinite(r.lower) and 0 < r.lower <= r.upper
+    # the bracket is consistent with delta(eps)
+    rd = acc.delta(r.upper)
+    assert rd.upper <= delta * (1 + 1e-6)
+
+
+def test_small_delta_gaussian_closed_form():
+    acc = td.PLDAccountant(rtol=1e-3).compose(td.Gaussian(2.0), 50)
+    for delta in (1e-12, 1e-15):
+        r = acc.epsilon(delta)
+        assert r.lower <= gdp_eps(math.sqrt(50) / 2.0, delta) <= r.upper
+
+
+def test_inverse_round_trip():
+    acc = td.PLDAccountant(rtol=1e-3).compose(td.PoissonSubsampled(td.Gaussian(0.8), 0.02),
+                                              500)
+    r = acc.epsilon(1e-6)
+    d_up = acc.delta(r.upper).upper
+    d_lo = acc.delta(r.lower).lower
+    assert d_up <= 1e-6 * (1 + 1e-6)
+    assert d_lo >= 1e-6 * (1 - 1e-6) or r.lower == 0.0
+
+
+def test_monotone_in_steps_q_sigma():
+    def eps(q, s, k):
+        return td.dpsgd_epsilon(q, s, k, 1e-5, rtol=1e-3)
+
+    base = eps(0.02, 1.0, 200)
+    more_steps = eps(0.02, 1.0, 400)
+    more_q = eps(0.04, 1.0, 200)
+    more_noise = eps(0.02, 1.5, 200)
+    assert more_steps.lower > base.upper
+    assert more_q.lower > base.upper
+    assert more_noise.upper < base.lower
+
+
+def test_both_directions_are_used():
+    # for q=0.5, sigma=0.8 the add and remove curves differ; the accountant takes the max
+    mech = td.PoissonSubsampled(td.Gaussian(0.8), 0.5)
+    rem, add = mech.privacy_losses()
+    acc = td.PLDAccountant(rtol=1e-3).compose(mech, 1)
+    for e in (0.1, 1.0, 2.0):
+        true = max(float(rem.delta(e)), float(add.delta(e)))
+        r = acc.delta(e)
+        assert r.lower <= true <= r.upper
+
+
+def test_heterogeneous_composition_order_free():
+    g, lap = td.Gaussian(2.0), td.Laplace(3.0)
+    a = td.PLDAccountant().compose(g, 3).compose(lap, 2)
+    b = td.PLDAccountant().compose(lap, 1).compose(g, 3).compose(lap, 1)
+    ra, rb = a.epsilon(1e-6), b.epsilon(1e-6)
+    assert ra.upper == pytest.approx(rb.upper, rel=1e-12)
+    assert ra.lower == pytest.approx(rb.lower, rel=1e-12)
+
+
+def test_approx_dp_inf_mass_composes():
+    acc = td.PLDAccountant().compose(td.ApproxDP(0.5, 1e-4), 10)
+    # delta at a huge eps is exactly the probability that some step hits the +inf mass
+    r = acc.delta(100.0)
+    assert r.upper == pytest.approx(1 - (1 - 1e-4) ** 10, rel=1e-9)
+    assert r.lower == pytest.approx(1 - (1 - 1e-4) ** 10, rel=1e-9)
+
+
+@pytest.mark.parametrize("call", [
+    lambda a: a.epsilon(0.0), lambda a: a.epsilon(1.0), lambda a: a.epsilon(float("nan")),
+    lambda a: a.delta(float("nan")), lambda a: a.compose(td.Gaussian(1.0), -1),
+])
+def test_bad_queries(call):
+    acc = td.PLDAccountant().compose(td.Gaussian(1.0), 2)
+    with pytest.raises(ValueError):
+        call(acc)
+
+
+def test_querying_does_not_change_state():
+    acc = td.PLDAccountant().compose(td.PoissonSubsampled(td.Gaussian(1.0), 0.05), 100)
+    r1 = acc.epsilon(1e-5)
+    acc.delta(np.linspace(0, 3, 7))
+    acc.epsilon(1e-9)
+    r2 = acc.epsilon(1e-5)
+    assert (r1.lower, r1.upper) == (r2.lower, r2.upper)
