@@ -76,21 +76,42 @@ def tail_estimate_73(q: float, sigma: float, count: int, L: float) -> float:
 
 
 class _Curve:
-    """delta(eps) of one composed direction via suffix sums (Riemann sum (5.2))."""
+    """delta(eps) of one composed direction, the Riemann sum (5.2), and its derivative (5.3).
+
+    A few eps are summed directly (one pass over the grid points above each eps); many eps
+    (vectors, Newton's iterations) use suffix sums, built once on first need."""
 
     def __init__(self, pld: DiscretePLD):
         self.ys = pld.ys
-        p = pld.probs
+        self.p = pld.probs
         self.inf_mass = pld.inf_mass
+        self.calls = 0
+        self.s0: np.ndarray | None = None
+
+    def _suffix(self) -> None:
+        p = self.p
         self.s0 = np.zeros(p.size + 1)
         self.s1 = np.zeros(p.size + 1)
         self.s0[:-1] = np.cumsum(p[::-1])[::-1]
         self.s1[:-1] = np.cumsum((p * np.exp(-self.ys))[::-1])[::-1]
 
     def delta(self, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(5.2): ``sum_{x_l > eps} (1 - e^{eps - x_l}) C_l dx`` and its derivative (5.3):
-        ``-sum_{x_l > eps} e^{eps - x_l} C_l dx``."""
+        """(5.2): ``sum_{x_l > eps} (1 - e^{eps - x_l}) C_l dx`` (plus the mass at +inf) and
+        (5.3): ``-sum_{x_l > eps} e^{eps - x_l} C_l dx``."""
+        eps = np.asarray(eps, dtype=float)
         idx = np.searchsorted(self.ys, eps, side="right")
+        self.calls += 1
+        if self.s0 is None and eps.size <= 4 and self.calls <= 2:
+            flat_e, flat_i = np.atleast_1d(eps).ravel(), np.atleast_1d(idx).ravel()
+            d = np.empty(flat_e.shape)
+            dd = np.empty(flat_e.shape)
+            for j, (e, i) in enumerate(zip(flat_e, flat_i, strict=True)):
+                w = np.exp(np.minimum(e - self.ys[i:], 700.0)) * self.p[i:]
+                dd[j] = -float(np.sum(w))
+                d[j] = float(np.sum(self.p[i:])) + dd[j]
+            return (d.reshape(eps.shape) + self.inf_mass, dd.reshape(eps.shape))
+        if self.s0 is None:
+            self._suffix()
         with np.errstate(over="ignore"):
             e = np.exp(np.minimum(eps, 700.0))
         tail = e * self.s1[idx]
