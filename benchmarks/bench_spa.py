@@ -9,10 +9,10 @@ builds the cached quadrature node sets of the CGF; its time is reported separate
 "first"). Both the bare approximation (``bounds=False``) and the default (approximation plus
 the certified refined-moments bound and the Berry-Esseen bracket) are timed.
 
-Run: ``python benchmarks/bench_spa.py [--accuracy] [--pld]``; ``--accuracy`` adds a table of
-SP-MSD0 / SP-MSD1 / SP-CLT errors against the reference brackets of
+Run: ``python benchmarks/bench_spa.py [--accuracy] [--pld] [--gaussian]``; ``--accuracy`` adds a
+table of SP-MSD0 / SP-MSD1 / SP-CLT errors against the reference brackets of
 ../shared/reference/cases.json, ``--pld`` one against the certified PLD accountant on the DP-SGD
-grid of issue 6 (slow: minutes).
+grid of issue 6 (slow: minutes), ``--gaussian`` the SP-MSD0/MSD1 errors for mu-GDP.
 """
 
 from __future__ import annotations
@@ -132,9 +132,40 @@ def pld_table(rtol: float = 1e-5) -> None:
     print()
 
 
+def gaussian_table() -> None:
+    """SP-MSD0 / SP-MSD1 relative errors for mu-GDP (Gaussian compositions) against the closed
+    form ``Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)`` evaluated in log space."""
+    from scipy.optimize import brentq
+    from scipy.special import log_ndtr
+
+    def log_delta(eps: float, mu: float) -> float:
+        la = log_ndtr(-eps / mu + mu / 2)
+        lb = log_ndtr(-eps / mu - mu / 2)
+        return float(la + np.log1p(-np.exp(eps + lb - la)))
+
+    print("### Gaussian compositions (mu-GDP): relative errors against the closed form\n")
+    print("| mu | delta | eps | MSD0 err eps | MSD1 err eps | MSD0 err delta | MSD1 err delta "
+          "| CLT err eps |")
+    print("|---|---|---|---|---|---|---|---|")
+    for mu in (0.5, 1.0, 2.0, 3.0, 5.0):
+        accs = {m: SaddlePointAccountant(m, bounds=False).compose(Gaussian(1.0 / mu))
+                for m in ("msd0", "msd1", "clt")}
+        for d in (1e-2, 1e-5, 1e-10, 1e-20, 1e-30):
+            ld = float(np.log(d))
+            et = brentq(lambda e, m=mu, ld=ld: log_delta(e, m) - ld, 1e-6,
+                        mu * mu / 2 + 15 * mu, xtol=1e-14, rtol=1e-15)
+            ee = {m: a.epsilon(d).epsilon / et - 1 for m, a in accs.items()}
+            de = {m: a.delta(et).delta / d - 1 for m, a in accs.items()}
+            print(f"| {mu} | {d:.0e} | {et:.6g} | {ee['msd0']:+.2e} | {ee['msd1']:+.2e} | "
+                  f"{de['msd0']:+.2e} | {de['msd1']:+.2e} | {ee['clt']:+.1e} |")
+    print()
+
+
 if __name__ == "__main__":
     timing()
     if "--accuracy" in sys.argv:
         accuracy()
     if "--pld" in sys.argv:
         pld_table()
+    if "--gaussian" in sys.argv:
+        gaussian_table()
