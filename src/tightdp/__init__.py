@@ -4,6 +4,7 @@ from .accountants import (
     Accountant,
     DeltaResult,
     EpsilonResult,
+    FFTAccountant,
     GDPAccountant,
     PLDAccountant,
     PRVAccountant,
@@ -42,6 +43,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Accountant",
+    "FFTAccountant",
     "DeltaResult",
     "EpsilonResult",
     "PLDAccountant",

@@ -1,6 +1,7 @@
 """Accountants: each composes mechanisms and answers delta(eps) and eps(delta)."""
 
 from .base import Accountant, DeltaResult, EpsilonResult
+from .fft import FFTAccountant
 from .gdp import GDPAccountant
 from .pld import PLDAccountant
 from .prv import PRVAccountant
@@ -11,3 +12,4 @@ __all__ = ["Accountant", "DeltaResult", "EpsilonResult", "PLDAccountant"]
 __all__ += ["GDPAccountant", "RDPAccountant"]
 __all__ += ["PRVAccountant"]
 __all__ += ["SaddlePointAccountant"]
+__all__ += ["FFTAccountant"]
