@@ -154,7 +154,12 @@ class ComposedPLD:
         over the grid, then the closed form ``S0 - e^eps S1 + extra = delta`` on the bracketing
         interval (bisection when the extra term depends on eps)."""
         ys, s0, t = self._sums(upper)
-        d_grid = self.delta_bound(ys, upper)
+        # the bound just right of each grid point: atoms above y_m are those with index > m
+        val = s0[1:] - math.exp(-self.d) * t[1:]
+        if upper:
+            d_grid = np.clip(np.maximum(val, 0.0) * (1 + 1e-10) + self._extra(ys, True), 0, 1)
+        else:
+            d_grid = np.clip((val + self._extra(ys, False)) * (1 - 1e-10), 0.0, 1.0)
         # the crossing is located from the right: the curve is monotone, and for a tilted
         # law the values far below the tilt centre carry amplified rounding noise
         above = np.nonzero(d_grid > delta)[0]
@@ -219,16 +224,25 @@ def compose(terms: list[tuple[DiscretePLD, int]], *, log_tail: float = -80.0,
     tilted = []
     log_scale = 0.0
     for p, k in terms:
-        ys = p.ys
-        pos = p.probs > 0
-        lw = np.full(p.probs.size, -np.inf)
-        lw[pos] = np.log(p.probs[pos]) + lam * ys[pos]
-        c = logsumexp(lw[pos]) if pos.any() else 0.0
-        tilted.append((DiscretePLD(d, p.offset, np.exp(lw - c), 0.0, shift=p.shift), k))
+        if lam == 0.0:
+            tot = float(p.probs.sum())
+            c = math.log(tot) if tot > 0 else 0.0
+            w = p.probs / tot if tot > 0 else p.probs
+        else:
+            pos = p.probs > 0
+            lw = np.full(p.probs.size, -np.inf)
+            lw[pos] = np.log(p.probs[pos]) + lam * p.ys[pos]
+            c = logsumexp(lw[pos]) if pos.any() else 0.0
+            w = np.exp(lw - c)
+        tilted.append((DiscretePLD(d, p.offset, w, 0.0, shift=p.shift), k))
         log_scale += k * c
     # window from Chernoff bounds on the tilted composed law
-    mean = sum(k * float(np.dot(t.probs, t.ys)) for t, k in tilted)
-    var = sum(k * float(np.dot(t.probs, (t.ys - np.dot(t.probs, t.ys)) ** 2)) for t, k in tilted)
+    mean = var = 0.0
+    for t, k in tilted:
+        ys = t.ys
+        m1 = float(np.dot(t.probs, ys))
+        mean += k * m1
+        var += k * float(np.dot(t.probs, (ys - m1) ** 2))
     sd = math.sqrt(max(var, 0.0)) + d
     S = sum(k * t.shift for t, k in tilted)  # total grid shift of the composed law
     lo_min = S + sum(k * t.offset for t, k in tilted) * d
@@ -257,22 +271,7 @@ def compose(terms: list[tuple[DiscretePLD, int]], *, log_tail: float = -80.0,
         raise ValueError(f"the composition needs an FFT of {n} points (> {max_points}); "
                          "ask for a looser tolerance")
     N = sfft.next_fast_len(n, real=True)
-    # fold each tilted law mod N and multiply the transforms raised to their counts
-    acc = None
-    shift = 0
-    for t, k in tilted:
-        buf = np.zeros(N)
-        m = t.probs.size
-        idx = np.arange(m) % N
-        np.add.at(buf, idx, t.probs) if m > N else buf.__setitem__(slice(0, m), t.probs)
-        f = sfft.rfft(buf, workers=workers)
-        f = f ** k if k > 1 else f
-        acc = f if acc is None else acc * f
-        shift += k * t.offset
-    res = sfft.irfft(acc, n=N, workers=workers)
-    # result position m holds composed index shift + m (mod N); rotate so that index i_lo
-    # comes first
-    res = np.roll(res, -((i_lo - shift) % N))[:n]
+    res = _circular_product(tilted, N, i_lo, workers)[:n]
     # bounds on what lies outside the window, in the original measure (untilted Chernoff)
     top, bot = S + (i_hi + 1) * d, S + (i_lo - 1) * d
     inside_hi, inside_lo = S + i_hi * d < hi_max, S + i_lo * d > lo_min
@@ -283,6 +282,26 @@ def compose(terms: list[tuple[DiscretePLD, int]], *, log_tail: float = -80.0,
     log_fold = float(np.logaddexp(lt_hi, lt_lo))
     return ComposedPLD(d, i_lo, res, inf_mass, lam, log_scale, log_above, log_below, log_fold,
                        S)
+
+
+def _circular_product(terms, n: int, lo_index: int, workers: int | None) -> np.ndarray:
+    """The composed law folded modulo ``n``, position ``j`` holding grid index
+    ``lo_index + j`` (mod n): each law is folded once (atom ``i`` to position
+    ``(offset + i) mod n``), transformed once, and raised to its count in the Fourier domain
+    (Koskela et al. 2020, Alg. 1; Gopi et al. 2021, Alg. 1)."""
+    acc = None
+    for p, k in terms:
+        start = p.offset % n
+        if start + p.probs.size <= n:
+            buf = np.zeros(n)
+            buf[start:start + p.probs.size] = p.probs
+        else:
+            pos = (p.offset + np.arange(p.probs.size)) % n
+            buf = np.bincount(pos, weights=p.probs, minlength=n)
+        f = _int_power(sfft.rfft(buf, workers=workers), k)
+        acc = f if acc is None else np.multiply(acc, f, out=acc)
+    res = sfft.irfft(acc, n=n, workers=workers)
+    return np.roll(res, -(lo_index % n))
 
 
 def _int_power(f: np.ndarray, k: int) -> np.ndarray:
@@ -337,15 +356,6 @@ def compose_fixed_window(terms: list[tuple[DiscretePLD, int]], lo_index: int, n:
         raise ValueError("all PLDs in a composition must share one grid (step and shift)")
     log_fin = sum(k * math.log1p(-p.inf_mass) if p.inf_mass < 1 else -math.inf for p, k in terms)
     inf_mass = -math.expm1(log_fin) if log_fin > -math.inf else 1.0
-    acc = None
-    total_shift = 0.0
-    for p, k in terms:
-        pos = (p.offset + np.arange(p.probs.size)) % n
-        buf = np.bincount(pos, weights=p.probs, minlength=n)
-        f = sfft.rfft(buf, workers=workers)
-        f = _int_power(f, k)
-        acc = f if acc is None else np.multiply(acc, f, out=acc)
-        total_shift += k * p.shift
-    res = sfft.irfft(acc, n=n, workers=workers)
-    res = np.roll(res, -(lo_index % n))
+    total_shift = sum(k * p.shift for p, k in terms)
+    res = _circular_product(terms, n, lo_index, workers)
     return DiscretePLD(d, lo_index, res, inf_mass, {"kind": "fixed_window"}, total_shift)
