@@ -33,7 +33,7 @@ TABLE2 = [(2.0, 0.0422160172923, 3.32e-1), (6.0, 0.0496014103158, 3.32e-6),
 
 
 def run(L: float, n: int, err: bool) -> tuple[float, dict]:
-    r = FFTAccountant(L, n, error_estimate=err).compose(MECH, K).delta(EPS)
+    r = FFTAccountant(L, n, error_estimate=err, method="density").compose(MECH, K).delta(EPS)
     return float(r.delta), r.details
 
 

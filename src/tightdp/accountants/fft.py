@@ -49,10 +49,14 @@ from ..mechanisms.basic import Gaussian
 from ..mechanisms.subsampling import PoissonSubsampled
 from ..pld.compose import compose_fixed_window
 from ..pld.grid import DiscretePLD
-from ..pld.riemann import riemann
+from ..pld.riemann import has_density, riemann
 from .base import Accountant, DeltaResult, EpsilonResult
 
 __all__ = ["FFTAccountant", "tail_estimate_73"]
+
+#: with method="auto", density samples (Alg. 1) are replaced by bin masses when the k-fold
+#: composed law would lose more than this relative mass (k * |log(sum of weights / mass)|)
+AUTO_MASS_DEFECT = 1e-4
 
 #: largest number of grid points accepted (the error estimate doubles it)
 MAX_N = 1 << 26
@@ -127,8 +131,11 @@ class FFTAccountant(Accountant):
     n : number of discretisation points, an even integer in ``[2, 2^26]``.
     error_estimate : compute ``err(L, n)`` (7.4), which runs the algorithm again with ``2n``
         points (about three times the cost); the tail estimate (7.3) is always given.
-    method : discretization, ``"auto"``, ``"density"`` (Alg. 1) or ``"mass"``; see
-        :func:`tightdp.pld.riemann.riemann`.
+    method : discretization, ``"density"`` (Alg. 1 as published: the density sampled at the
+        grid points), ``"mass"`` (exact P-mass of the bin around each point) or ``"auto"``
+        (default: density, unless the density samples of a mechanism miss more than
+        ``AUTO_MASS_DEFECT / k`` of its mass, as for small sigma, then masses; losses with
+        atoms always use masses); see :func:`tightdp.pld.riemann.riemann`.
 
     Examples
     --------
@@ -166,7 +173,18 @@ class FFTAccountant(Accountant):
         key = ("single", mech, direction, n)
         if key not in self._cache:
             loss = mech.privacy_losses()[direction]
-            self._cache[key] = riemann(loss, self.L, n, self.method)
+            pld = riemann(loss, self.L, n, self.method)
+            if self.method == "auto" and pld.meta["method"] == "density":
+                # Alg. 1 samples the density; where it is nearly singular (small sigma) the
+                # samples miss part of the mass and the k-th power blows that up. Then the
+                # exact bin masses are the better weights (same grid, same composition).
+                inside = 1.0 - pld.meta["mass_below"] - pld.meta["mass_above"] - pld.inf_mass
+                tot = float(pld.probs.sum())
+                miss = abs(math.log(tot / inside)) if tot > 0 and inside > 0 else math.inf
+                if self._terms[mech] * miss > AUTO_MASS_DEFECT:
+                    pld = riemann(loss, self.L, n, "mass")
+                    pld.meta["density_mass_defect"] = miss
+            self._cache[key] = pld
         return self._cache[key]
 
     def _curve(self, direction: int, n: int) -> _Curve:
@@ -308,7 +326,7 @@ class FFTAccountant(Accountant):
     def _base_details(self) -> dict:
         details = {"L": self.L, "n": self.n, "grid_step": 2 * self.L / self.n,
                    **self._tail_estimates(), "mass_defect": self._mass_defect()}
-        if any(self._single(m, 0, self.n).meta["method"] == "mass" for m, _ in self.terms):
+        if any(not has_density(m.privacy_losses()[0]) for m, _ in self.terms):
             # atoms are moved to the nearest grid point: every loss by at most d/2
             details["rounding_shift"] = self.total_count * self.L / self.n
         return details
