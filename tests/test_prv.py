@@ -344,6 +344,20 @@ def test_atoms_on_the_grid_are_kept():
     assert np.allclose(coupling_log_mgf(pld, th), th * th * 0.25 ** 2 / 8, atol=1e-12)
 
 
+def test_mixture_inverse_does_not_fall_back_to_bracket_end():
+    """Regression: Newton converging from above by one rounding error used to return the
+    initial bracket end (-2 sigma) as x*(y), making P(Y > y) ~ 1 in the tail."""
+    from tightdp import MixtureOfGaussians
+
+    mech = MixtureOfGaussians([0.0, 2.0, 4.0], [0.9801005939802806, 0.019799612007439862,
+                                                9.9794012279428e-05], 2.0)
+    rem, _ = mech.privacy_losses()
+    y = 10.987712972455268
+    x = rem.inverse(np.array([y]))
+    assert rem.loss(x)[0] <= y and x[0] > 20.0
+    assert rem.logp_sf(np.asarray(y)) < -50.0
+
+
 def test_bad_mesh():
     with pytest.raises(ValueError, match="h"):
         mean_preserving(GaussianLoss(1.0), 0.0, -1, 1)

@@ -395,6 +395,16 @@ class LocationMixtureLoss(PrivacyLoss):
             x = x_new
             if np.all(done):
                 break
+        # Newton can converge from above to a point whose loss exceeds y by rounding only,
+        # leaving lo at the initial bracket end: step down by growing multiples of an ulp
+        # instead of falling back to that end (which would be wrong by the whole bracket)
+        step = 4e-16 * np.maximum(1.0, np.abs(x))
+        for _ in range(60):
+            over = self.loss(x) - y > 0
+            if not over.any():
+                break
+            x = np.where(over, np.maximum(x - step, lo), x)
+            step = step * 2.0
         # return a point with L(x) <= y (the sup from below), up to rounding
         fx = self.loss(x) - y
         return np.where(fx <= 0, x, lo)
