@@ -147,6 +147,37 @@ def test_reference_cases_overlap(case_id):
         assert r.upper - r.lower <= 2 * 0.01
 
 
+def test_reference_e01_substitute():
+    from tightdp import SampledWithoutReplacement
+
+    case = load_cases()["E01"]
+    m = case["mechanism"]
+    mech = SampledWithoutReplacement(Gaussian(m["sigma"], m["sensitivity"]), m["q"],
+                                     pair="koskela2020")
+    r = PRVAccountant(eps_error=0.01).compose(mech, m["steps"]).epsilon(case["query"]["delta"])
+    assert r.lower <= case["upper"] and case["lower"] <= r.upper
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case_id", ["D-P-s1-k1", "D-F-s1-k1", "D-P-s1-k2", "A08"])
+def test_reference_cases_slow(case_id):
+    from tightdp import MixtureOfGaussians
+
+    case = load_cases()[case_id]
+    m = case["mechanism"]
+    if m["kind"] == "mixture_of_gaussians":
+        terms = [(MixtureOfGaussians(m["sensitivities"], m["probabilities"],
+                                     m["standard_deviation"]), m["steps"])]
+    else:
+        terms = mechanisms_of(m)
+    acc = PRVAccountant(eps_error=0.01, delta_error=1e-9)
+    for mech, k in terms:
+        acc.compose(mech, k)
+    q = case["query"]
+    r = acc.epsilon(q["delta"]) if q["type"] == "eps_at_delta" else acc.delta(q["eps"])
+    assert r.lower <= case["upper"] and case["lower"] <= r.upper
+
+
 def test_reference_a08_long_run_coarse():
     """1e5 steps with eps ~ 108: checked at a coarser eps_error to keep the test fast."""
     case = load_cases()["A08"]

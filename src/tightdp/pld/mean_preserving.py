@@ -162,6 +162,10 @@ def mean_preserving(loss: PrivacyLoss, h: float, lo: float, hi: float) -> Discre
     probs = np.maximum(probs, 0.0)
     inf_mass = float(loss.inf_mass)
     fin = 1.0 - inf_mass if inf_mass < 1.0 else 1.0
+    total = float(probs.sum())
+    if not abs(total - (1.0 - inf_mass)) <= 1e-9:  # also catches NaN
+        raise ValueError(f"the loss's CDF is inconsistent on [{g[0]:.6g}, {g[-1]:.6g}]: the "
+                         f"discretized finite mass is {total!r}, expected {1.0 - inf_mass!r}")
     mean_err = float(h * np.sum(np.maximum(u_hi - u_est, u_est - u_lo))) / fin
     meta = {
         "kind": "mean_preserving",
