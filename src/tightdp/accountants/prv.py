@@ -5,8 +5,12 @@ Pipeline (Gopi et al. 2021, Algorithms 1 and 2, Theorem 5.5):
 1. every privacy loss is truncated and discretized on the grid ``j * h`` by the
    mean-preserving discretizer :func:`tightdp.pld.mean_preserving.mean_preserving`;
 2. the discretized laws are composed by the library's one FFT engine
-   (:func:`tightdp.pld.compose.compose`: each distinct PLD transformed once and raised to its
-   count in the Fourier domain, so ``b`` distinct mechanisms cost ``O(b (L/h) log(L/h))``);
+   (:func:`tightdp.pld.compose.compose_fixed_window`, Algorithm 1's circular convolution:
+   each distinct PLD transformed once and raised to its count in the Fourier domain, so
+   ``b`` distinct mechanisms cost ``O(b (L/h) log(L/h))``) on a window placed here by an exact
+   Chernoff bound of the discretized laws, whose value at the window's ends enters the
+   bounds exactly as in :func:`tightdp.pld.compose.compose` (the fallback when the
+   fixed-window entry point is missing);
 3. the composed discrete curve ``delta~`` is turned into certified bounds by the coupling
    argument (Lemma 5.2 with Lemma 5.3):
 
@@ -36,14 +40,20 @@ Domain ``L``: Lemma 5.4 / Remark 5.6 of the paper size the domain from an (eps, 
 guarantee of each mechanism and of the composition (via RDP in the reference
 implementation). Here the two roles are played by rigorous bounds computed on the spot:
 the per-step truncation from the exact tail of each loss, and the composed window from the
-engine's exact discrete Chernoff bound (``log_chernoff``), whose value is included in the
-bounds. Neither relies on a fixed domain, which is why small ``delta`` is safe (the reference
-implementation's fixed assumptions break there; prv_accountant issue 17).
+exact Chernoff bound ``P(S >= a) <= exp(sum_i k_i log M_i(t) - t a)`` of the discretized laws,
+whose value at the window's ends is included in the bounds. Neither relies on a fixed
+domain, which is why small ``delta`` is safe (the reference implementation's fixed
+assumptions break there; prv_accountant issue 17).
 
 Small delta: for an ``epsilon(delta)`` query the accountant spends at most
 ``min(delta_error, delta / 1000) / 4`` as its ``delta_error`` (the mesh depends on it only
 through ``sqrt(log(1/delta_error))``), so ``delta`` down to 1e-12 and below get meaningful
-bounds; the value used is in ``details``.
+bounds; the value used is in ``details``. Below ``delta = 1e-8`` the composition is
+exponentially tilted towards the answer (the engine's Esscher tilt, as in the certified PLD
+accountant), so that such values are not computed from the FFT's rounding noise.
+
+Floating point: as in the rest of the engine (and Gopi et al., Sec. 6), rounding in the FFT
+and in the bin masses is not part of the certificate.
 """
 
 from __future__ import annotations
@@ -92,7 +102,9 @@ class PRVAccountant(Accountant):
     ----------
     eps_error : additive error in eps of the guarantee (Theorem 5.5), in (0, inf)
     delta_error : additive error in delta of the guarantee (Theorem 5.5), in (0, 1); for
-        ``epsilon(delta)`` queries ``min(delta_error, delta / 1000)`` is used.
+        ``epsilon(delta)`` queries at most ``min(delta_error, delta / 1000) / 4`` is spent
+        (reported as ``details["delta_error"]``; ``details["eta_up"]``/``["eta_low"]`` are
+        the amounts actually used).
     max_points : refuse (ValueError) rather than run a larger FFT.
 
     Results: ``epsilon(delta)`` returns ``lower = eps_low``, ``estimate`` (eps of the
@@ -285,7 +297,8 @@ class PRVAccountant(Accountant):
 
         ``eps_up = eps~_up(delta - eta_up) + t`` and
         ``eps_low = eps~_low(delta + eta_low) - t``, where ``eps~`` inverts the engine's
-        upper/lower bound on the composed discrete curve, ``eta`` (<= ``delta_error``)
+        upper/lower bound on the composed discrete curve (rounded to the grid point on the
+        safe side, at most one mesh away), ``eta`` (<= ``delta_error``)
         collects the coupling and truncation terms and ``t <= eps_error`` is the coupling
         radius. ``t`` starts at ``0.95 eps_error`` and is lowered if needed so that
         ``eps_up - eps_low <= 2 eps_error`` (the delta shift by ``eta`` widens the bracket a
