@@ -215,6 +215,17 @@ def test_small_delta_gaussian_exact(delta):
     assert r.lower <= truth <= r.upper
 
 
+def test_small_delta_curve_vectorized():
+    """delta(eps) over a range reaching 1e-20: tiny values come from tilted compositions."""
+    mu = math.sqrt(50) / 2.0
+    eps = np.linspace(0.0, 40.0, 41)
+    truth = np.array([gdp_delta(e, mu) if e < 38 else 0.0 for e in eps])
+    r = PRVAccountant(eps_error=0.02, delta_error=1e-14).compose(Gaussian(2.0), 50).delta(eps)
+    assert np.all(r.lower <= truth) and np.all(truth[eps < 38] <= r.upper[eps < 38])
+    i = int(np.argmin(np.abs(eps - 30.0)))
+    assert r.lower[i] > 0.5 * truth[i] and r.upper[i] < 2.0 * truth[i]
+
+
 # --- mass at +infinity (Sec. 4) and heterogeneous composition -------------------------------
 def test_approx_dp_infinite_mass():
     """ApproxDP(0.1, d)^100: delta(eps) = 1 - (1-d)^100 (1 - delta_pure(eps)) with the

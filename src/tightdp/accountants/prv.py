@@ -349,8 +349,12 @@ class PRVAccountant(Accountant):
             small = np.nonzero(u_d < _TILT_BELOW)[0]
             if small.size:  # recompute tiny values on compositions tilted towards them
                 groups: dict = {}
+                # at most 8 tilts: each tiny value uses the tilt of the nearest representative
+                reps = np.unique(np.quantile(e[small], np.linspace(0.0, 1.0, min(small.size, 8)),
+                                             method="nearest"))
+                comps = [self._composed_for(de, t, direction, float(r))[0] for r in reps]
                 for j in small:
-                    ct, _ = self._composed_for(de, t, direction, float(e[j]))
+                    ct = comps[int(np.argmin(np.abs(reps - e[j])))]
                     groups.setdefault(id(ct), (ct, []))[1].append(j)
                 for ct, idx in groups.values():
                     idx = np.asarray(idx)
