@@ -69,7 +69,8 @@ def connect_the_dots(loss: PrivacyLoss, d: float, lo: float, hi: float,
     # interior bins: split preserving P and Q mass
     with np.errstate(divide="ignore", invalid="ignore"):
         log_rho = np.log(qb) + g[:-1] - np.log(pb)
-    rho = np.clip(np.exp(np.nan_to_num(log_rho, nan=0.0, neginf=-d)), math.exp(-d), 1.0)
+    rho = np.clip(np.exp(np.nan_to_num(log_rho, nan=0.0, neginf=-d, posinf=0.0)),
+                  math.exp(-d), 1.0)
     up = pb * (1.0 - rho) / (-math.expm1(-d))
     up = np.clip(np.where(pb > 0, up, 0.0), 0.0, pb)
     probs[:-1] += pb - up
