@@ -111,11 +111,19 @@ def assert_consistent(results: dict, what: str) -> None:
                 f"{what}: certified lower {lo!r} of {ln} exceeds certified upper {up!r} of {un}")
 
 
+#: PRV spends delta_error <= delta/1000, so its mesh (and cost) grows as delta falls: up to
+#: ~60 s at delta=1e-12 (q=0.3, sigma=0.45, 2000 steps; reported). The fast run leaves PRV out
+#: below this delta; TIGHTDP_SLOW=1 includes it.
+PRV_FAST_MIN_DELTA = 1e-8
+
+
 def eps_results(q, sigma, steps, delta, names=CERT_NAMES) -> dict:
     out = {}
     for name in names:
         if name == "gdp" and q != 1.0:
             continue  # CLT: an approximation, no bounds (checked separately)
+        if name == "prv" and delta < PRV_FAST_MIN_DELTA and not SLOW:
+            continue
         r = acc_for(name, q, sigma, steps).epsilon(delta)
         check_result(r, "eps")
         out[name] = r
@@ -174,7 +182,8 @@ def log_uniform(lo: float, hi: float):
     return st.floats(math.log(lo), math.log(hi)).map(math.exp)
 
 
-qs = st.one_of(st.just(1.0), log_uniform(1e-3, 1.0))
+#: q = 1 (the plain Gaussian, exact truth known) for about one draw in ten
+qs = log_uniform(1e-3, 1.0).map(lambda x: 1.0 if x > 0.5 else x)
 sigmas = log_uniform(0.4, 50.0)
 steps_st = st.floats(0.0, math.log(3000.0)).map(lambda x: int(round(math.exp(x))))
 deltas = log_uniform(1e-12, 0.9)
@@ -186,7 +195,7 @@ def test_certified_brackets_agree_eps(big):
     if big and not SLOW:
         pytest.skip("TIGHTDP_SLOW=1 runs the larger version")
 
-    @_settings(_n(10, 60) if not big else 60, 150)
+    @_settings(_n(20, 60) if not big else 60, 150)
     @given(q=qs, sigma=sigmas, steps=steps_st, delta=deltas)
     def prop(q, sigma, steps, delta):
         res = eps_results(q, sigma, steps, delta)
@@ -202,7 +211,7 @@ def test_certified_brackets_agree_eps(big):
     prop()
 
 
-@_settings(8, 60)
+@_settings(15, 60)
 @given(q=qs, sigma=sigmas, steps=steps_st, eps=st.floats(0.0, 20.0))
 def test_certified_brackets_agree_delta(q, sigma, steps, eps):
     res = delta_results(q, sigma, steps, eps)
@@ -217,7 +226,7 @@ def test_certified_brackets_agree_delta(q, sigma, steps, eps):
 
 
 # --- 2. approximations: finite, non-negative, no warnings; far-off values must say so ----------
-@_settings(8, 40)
+@_settings(12, 40)
 @given(q=qs, sigma=sigmas, steps=steps_st, delta=deltas)
 def test_approximations_are_finite_and_flag_large_errors(q, sigma, steps, delta):
     for name in ("fft", "spa", "gdp"):
@@ -246,7 +255,7 @@ def _up(res: dict) -> float:
 MONO = ("pld", "prv", "rdp")
 
 
-@_settings(8, 50)
+@_settings(12, 50)
 @given(q=log_uniform(1e-3, 1.0), sigma=sigmas, steps=steps_st, delta=deltas,
        factor=st.floats(1.05, 4.0))
 def test_monotone_in_steps_q_sigma(q, sigma, steps, delta, factor):
@@ -263,12 +272,14 @@ def test_monotone_in_steps_q_sigma(q, sigma, steps, delta, factor):
         assert b["rdp"].upper >= a["rdp"].upper * (1 - 1e-9)
 
 
-@_settings(8, 50)
+@_settings(12, 50)
 @given(q=qs, sigma=sigmas, steps=steps_st, delta=deltas, factor=st.floats(1.1, 100.0),
        eps=st.floats(0.0, 10.0), de=st.floats(0.01, 5.0))
 def test_monotone_in_delta_and_eps(q, sigma, steps, delta, factor, eps, de):
     small, big = delta / factor, delta
     for name in MONO:
+        if name == "prv" and small < PRV_FAST_MIN_DELTA and not SLOW:
+            continue
         a = acc_for(name, q, sigma, steps)
         r_small, r_big = a.epsilon(small), a.epsilon(big)
         assert r_small.upper >= (r_big.lower or 0.0) * (1 - 1e-7), (name, r_small, r_big)
@@ -287,10 +298,12 @@ def test_monotone_in_delta_and_eps(q, sigma, steps, delta, factor, eps, de):
 
 
 # --- 4. round trip: delta(eps(delta)) within the bracket ---------------------------------------
-@_settings(8, 50)
+@_settings(12, 50)
 @given(q=qs, sigma=sigmas, steps=steps_st, delta=log_uniform(1e-10, 0.5))
 def test_round_trip(q, sigma, steps, delta):
     for name in ("pld", "prv"):
+        if name == "prv" and delta < PRV_FAST_MIN_DELTA and not SLOW:
+            continue
         a = acc_for(name, q, sigma, steps)
         r = a.epsilon(delta)
         # the true delta at eps_upper is <= delta, so no certified lower bound may exceed it
@@ -344,7 +357,7 @@ REGIMES = {
     "single step": (0.01, 1.0, 1, "eps", 1e-5),
     "tiny q, 1e7 steps": (1e-7, 1.0, 10**7, "eps", 1e-5),
     "sigma=0.2": (1.0, 0.2, 10, "eps", 1e-5),
-    "sigma=0.2 subsampled": (0.1, 0.2, 50, "eps", 1e-5),
+    "sigma=0.2 subsampled": (0.01, 0.2, 1000, "eps", 1e-5),
     "delta=1e-30": (1.0, 1.0, 10, "eps", 1e-30),
     "delta=0.99": (0.01, 1.0, 1000, "eps", 0.99),
     "eps=0": (0.05, 1.0, 100, "delta", 0.0),
