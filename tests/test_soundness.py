@@ -229,6 +229,7 @@ def test_certified_brackets_agree_delta(q, sigma, steps, eps):
 @_settings(12, 40)
 @given(q=qs, sigma=sigmas, steps=steps_st, delta=deltas)
 def test_approximations_are_finite_and_flag_large_errors(q, sigma, steps, delta):
+    pld = acc_for("pld", q, sigma, steps).epsilon(delta)
     for name in ("fft", "spa", "gdp"):
         try:
             r = acc_for(name, q, sigma, steps).epsilon(delta)
@@ -239,6 +240,10 @@ def test_approximations_are_finite_and_flag_large_errors(q, sigma, steps, delta)
             continue
         est = float(r.estimate if r.estimate is not None else r.epsilon)
         assert math.isfinite(est) and est >= 0
+        # an estimate off by more than a factor 2 from the certified bracket must say so
+        if est < 0.5 * pld.lower or est > 2.0 * pld.upper + 1e-3:
+            note = r.note.lower()
+            assert any(w in note for w in ("warning", "exceeds", "under-report")), (name, r, pld)
 
 
 # --- 3. monotonicity (through certified brackets) ----------------------------------------------
@@ -386,7 +391,7 @@ def test_regime(regime):
         # PLD: refining a bracket [0, 1e-41] runs into the FFT cap (minutes, > 2 GB): the
         # lead's bug report; the other accountants answer this at once
         names.remove("pld")
-    res = {}
+    res, approx = {}, {}
     for name in names:
         r, secs = _answer(name, q, sigma, steps, kind, val)
         assert secs < TIME_LIMIT, (regime, name, secs)
@@ -395,9 +400,20 @@ def test_regime(regime):
         check_result(r, kind)
         if r.certified:
             res[name] = r
+        else:
+            approx[name] = r
     assert {"pld", "prv", "rdp"} & set(res) or kind == "delta", \
         f"{regime}: no certifying accountant answered"
     assert_consistent(res, regime)
+    # an approximation far outside the certified bracket must say so in its note
+    lo, up = _lo(res), _up(res)
+    for name, r in approx.items():
+        est = float(np.asarray(r.estimate if r.estimate is not None else
+                               (r.epsilon if kind == "eps" else r.delta)))
+        if est < 0.5 * lo or est > 2.0 * up + (1e-3 if kind == "eps" else 1e-12):
+            note = r.note.lower()
+            assert any(w in note for w in ("warning", "exceeds", "under-report")), \
+                (regime, name, r, (lo, up))
     if q == 1.0:  # the exact answer, independently
         mu = math.sqrt(steps) / sigma
         truth = gdp_eps_mp(mu, val) if kind == "eps" else gdp_delta_mp(mu, val)
