@@ -60,3 +60,14 @@ def reference_cases() -> list[dict]:
     if not cases:
         pytest.skip("../shared/reference/cases.json not found")
     return cases
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``slow`` are the full-size versions of checks that also run reduced by
+    default; they run only with TIGHTDP_SLOW=1 (or when selected with ``-m slow``)."""
+    if SLOW or "slow" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="full-size check: set TIGHTDP_SLOW=1 to run")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

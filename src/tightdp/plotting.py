@@ -53,7 +53,8 @@ def tradeoff_curve(accountant: Accountant, alpha: np.ndarray, eps: np.ndarray | 
     ``beta(alpha) = max_eps max(0, 1 - delta(eps) - e^eps alpha, e^-eps (1 - delta(eps) - alpha))``
     (Dong, Roth, Su 2019, Prop. 2.12; a lower bound on the true trade-off, hence safe)."""
     if eps is None:
-        eps = np.linspace(0.0, 30.0, 600)
+        # beyond eps(1e-12) the curve adds nothing visible to beta
+        eps = np.linspace(0.0, max(float(accountant.epsilon(1e-12).epsilon), 1.0), 300)
     r = accountant.delta(eps)
     d = np.asarray(r.upper if r.upper is not None else r.delta, dtype=float)
     a = np.asarray(alpha, dtype=float)[:, None]

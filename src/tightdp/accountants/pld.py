@@ -33,6 +33,8 @@ __all__ = ["PLDAccountant"]
 
 #: below this delta the composition is tilted towards the answer
 TILT_BELOW = 1e-9
+#: delta(eps) queries are refined to rtol for values at least this large
+DELTA_FLOOR = 1e-30
 
 
 class PLDAccountant(Accountant):
@@ -87,12 +89,16 @@ class PLDAccountant(Accountant):
     def _composed(self, d: float, upper: bool, direction: int, lam: float = 0.0,
                   log_tail: float = -70.0) -> ComposedPLD:
         key = ("comp", d, upper, direction, lam, log_tail)
-        if key not in self._cache:
-            self._cache[key] = compose(self._pieces(d, upper, direction), lam=lam,
-                                       max_points=self.max_points, log_tail=log_tail)
-        return self._cache[key]
+        if key in self._cache:
+            return self._cache[key]
+        c = compose(self._pieces(d, upper, direction), lam=lam, max_points=self.max_points,
+                    log_tail=log_tail)
+        if lam == 0.0:  # tilted compositions serve one query each: not kept
+            self._cache[key] = c
+        return c
 
-    def _lambda_for(self, d: float, upper: bool, direction: int, eps: float) -> float:
+    def _lambda_for(self, d: float, upper: bool, direction: int, eps: float,
+                    with_sd: bool = False):
         """Tilt ``lam >= 0`` that puts the mean of the tilted composed law at ``eps``:
         Newton's method on the composed log-MGF ``K`` (``K'(lam) = eps``), safeguarded by
         bisection; K is convex, so ``K'`` is increasing. Any tilt keeps the bounds valid;
@@ -117,9 +123,9 @@ class PLDAccountant(Accountant):
                 v2 += k * float(np.dot(w, (ys - mu) ** 2))
             return m, v2
 
-        m0, _ = moments(0.0)
+        m0, v0 = moments(0.0)
         if m0 >= eps:
-            return 0.0
+            return (0.0, math.sqrt(v0)) if with_sd else 0.0
         lo, hi = 0.0, 1.0
         while moments(hi)[0] < eps and hi < 1e4:
             lo, hi = hi, hi * 2
@@ -138,6 +144,8 @@ class PLDAccountant(Accountant):
                 lam = nxt
                 break
             lam = nxt
+        if with_sd:
+            return lam, math.sqrt(max(moments(lam)[1], 0.0))
         return lam
 
     def _initial_step(self) -> float:
@@ -248,13 +256,21 @@ class PLDAccountant(Accountant):
             for upper, d in ((True, du), (False, dl)):
                 c = self._composed(d, upper, direction)
                 val = c.delta_bound(eps, upper)
-                # tiny values: recompute from a composition tilted towards that eps, so that
-                # they are not read off the FFT's rounding noise
-                for j in np.nonzero((val < TILT_BELOW) & (eps > 0))[0]:
-                    lam = self._lambda_for(d, upper, direction, float(eps[j]))
-                    if lam > 0:
-                        ct = self._composed(d, upper, direction, lam)
-                        val[j] = float(ct.delta_bound(eps[j:j + 1], upper)[0])
+                # tiny values: recompute from compositions tilted towards them, so that they
+                # are not read off the FFT's rounding noise; one tilt serves every eps from
+                # its centre up to 8 standard deviations of the tilted law above it
+                todo = sorted(np.nonzero((val < TILT_BELOW) & (eps > 0))[0],
+                              key=lambda j: eps[j])
+                while todo:
+                    e0 = float(eps[todo[0]])
+                    lam, sd = self._lambda_for(d, upper, direction, e0, with_sd=True)
+                    if lam <= 0:
+                        todo = todo[1:]
+                        continue
+                    ct = self._composed(d, upper, direction, lam)
+                    near = [j for j in todo if eps[j] <= e0 + 8 * sd + d]
+                    val[near] = ct.delta_bound(eps[near], upper)
+                    todo = [j for j in todo if j not in set(near)]
                 if upper:
                     up = np.maximum(up, val)
                 else:
@@ -283,12 +299,15 @@ class PLDAccountant(Accountant):
                 note = f"stopped refining at grid steps {du:.3g}/{dl:.3g}: {err}"
                 break
             best = (up, lo, (du, dl))
-            rel = float(np.max((up - lo) / np.maximum(up, 1e-300)))
-            if rel <= self.rtol or float(np.max(up - lo)) <= 1e-300:
+            # relative precision is asked of values >= DELTA_FLOOR; smaller ones are reported
+            # with the (still certified) bracket that comes with it
+            relw = np.where(up >= DELTA_FLOOR, (up - lo) / np.maximum(up, 1e-300), 0.0)
+            rel = float(np.max(relw))
+            if rel <= self.rtol:
                 converged = True
                 break
             # the worst eps decides; the sides are tracked on that eps
-            j = int(np.argmax((up - lo) / np.maximum(up, 1e-300)))
+            j = int(np.argmax(relw))
             hist_u.append((du, float(up[j])))
             hist_l.append((dl, float(lo[j])))
             du, dl = self._next_steps(hist_u, hist_l, float(up[j] - lo[j]),
