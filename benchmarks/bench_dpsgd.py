@@ -11,6 +11,7 @@ import argparse
 import subprocess
 import sys
 import time
+from functools import partial
 
 import tightdp as td
 
@@ -75,17 +76,18 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="first workload only, fewer peers")
     a = ap.parse_args()
     rows = []
-    for q, s, k, delta, note in WORKLOADS[: 1 if a.quick else None]:
+    for q, s, k, delta, _note in WORKLOADS[: 1 if a.quick else None]:
         ref = None
         for rtol in (1e-3, 1e-4):
-            (val, br), t = timed(lambda rtol=rtol: ours(q, s, k, delta, rtol), repeat=2)
+            (val, br), t = timed(partial(ours, q, s, k, delta, rtol), repeat=2)
             rows.append((f"q={q} s={s} T={k}", f"tightdp pld rtol={rtol:g}", val, br, t, None))
             if ref is None:
                 ref = t
-        peers = [("dp_accounting PLD 1e-3", lambda: dp_accounting_pld(q, s, k, delta, 1e-3)),
-                 ("dp_accounting PLD 1e-4", lambda: dp_accounting_pld(q, s, k, delta, 1e-4)),
-                 ("dp_accounting RDP", lambda: dp_accounting_rdp(q, s, k, delta)),
-                 ("prv_accountant 0.2.0", lambda: prv(q, s, k, delta))]
+        args = (q, s, k, delta)
+        peers = [("dp_accounting PLD 1e-3", partial(dp_accounting_pld, *args, 1e-3)),
+                 ("dp_accounting PLD 1e-4", partial(dp_accounting_pld, *args, 1e-4)),
+                 ("dp_accounting RDP", partial(dp_accounting_rdp, *args)),
+                 ("prv_accountant 0.2.0", partial(prv, *args))]
         if a.quick:
             peers = peers[:1]
         for name, fn in peers:
