@@ -130,23 +130,14 @@ def eps_results(q, sigma, steps, delta, names=CERT_NAMES) -> dict:
     return out
 
 
-#: KNOWN BUG (reported to the lead): PLDAccountant.delta(eps) where the true delta is
-#: astronomically small (e.g. q=1e-3, sigma=e, 1 step, eps=1; or Gaussian(0.2) x 10 at
-#: eps=1000) keeps refining a bracket [0, tiny] up to the FFT cap: minutes and > 2 GB, with an
-#: overflow warning from the untilting. The properties skip PLD delta queries where a
-#: certified RDP upper bound is below this; test_pld_tiny_delta_is_fast tracks the bug.
-PLD_TINY_DELTA = 1e-20
 
 
 def delta_results(q, sigma, steps, eps, names=CERT_NAMES) -> dict:
     out = {}
-    rdp = acc_for("rdp", q, sigma, steps).delta(eps)
     for name in names:
         if name == "gdp" and q != 1.0:
             continue
-        if name == "pld" and np.max(np.asarray(rdp.upper)) < PLD_TINY_DELTA:
-            continue
-        r = rdp if name == "rdp" else acc_for(name, q, sigma, steps).delta(eps)
+        r = acc_for(name, q, sigma, steps).delta(eps)
         check_result(r, "delta")
         out[name] = r
     return out
@@ -290,9 +281,6 @@ def test_monotone_in_delta_and_eps(q, sigma, steps, delta, factor, eps, de):
         assert r_small.upper >= (r_big.lower or 0.0) * (1 - 1e-7), (name, r_small, r_big)
         if name == "rdp":
             assert r_small.upper >= r_big.upper * (1 - 1e-9)
-        if name == "pld" and float(acc_for("rdp", q, sigma, steps).delta(eps + de).upper) \
-                < PLD_TINY_DELTA:
-            continue  # the known PLD bug, see PLD_TINY_DELTA
         d = a.delta(np.array([eps, eps + de]))
         check_result(d, "delta")
         up, lo = _fin(d.upper), _fin(d.lower)
@@ -387,10 +375,6 @@ def _answer(name, q, sigma, steps, kind, val):
 def test_regime(regime):
     q, sigma, steps, kind, val = REGIMES[regime]
     names = ["pld", "prv", "rdp", "gdp", "spa", "fft"]
-    if kind == "delta" and val == 1000.0:
-        # PLD: refining a bracket [0, 1e-41] runs into the FFT cap (minutes, > 2 GB): the
-        # lead's bug report; the other accountants answer this at once
-        names.remove("pld")
     res, approx = {}, {}
     for name in names:
         r, secs = _answer(name, q, sigma, steps, kind, val)
@@ -495,10 +479,10 @@ assert 0.0 <= r.lower <= r.upper < 1e-20, r
 """
 
 
-@pytest.mark.xfail(strict=False, reason="known PLD bug (reported): refining a bracket on an "
-                   "astronomically small delta runs to the FFT cap (minutes, > 2 GB) and "
-                   "overflows while untilting")
 def test_pld_tiny_delta_is_fast():
+    """Regression (found by this suite, fixed in ddc8c5d): PLD refining a bracket on an
+    astronomically small delta ran to the FFT cap (minutes, > 2 GB) and overflowed while
+    untilting."""
     import subprocess
     import sys
 
