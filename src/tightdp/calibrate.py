@@ -49,6 +49,13 @@ def dpsgd_bracket(sampling_rate: float, noise_multiplier: float, steps: int, del
     return acc.compose(mech, steps).epsilon(delta)
 
 
+def _precision(accountant: str, target: float, rtol: float) -> dict:
+    """Accountant options for a relative precision ``rtol`` at eps near ``target``."""
+    if str(accountant).lower() == "prv":
+        return {"eps_error": max(rtol * target, 1e-6)}
+    return {"rtol": rtol}
+
+
 def _check(accountant: str, target: float, delta: float) -> tuple[float, float]:
     if str(accountant).lower() not in CERTIFYING:
         raise ValueError(f"accountant must certify an upper bound ({', '.join(CERTIFYING)}), "
@@ -76,7 +83,8 @@ def calibrate_noise(target_epsilon: float, delta: float, sampling_rate: float, s
         nonlocal evals
         if sigma not in cache:
             evals += 1
-            cache[sigma] = dpsgd_bracket(q, sigma, steps, delta, accountant, rtol=rtol / 4)
+            cache[sigma] = dpsgd_bracket(q, sigma, steps, delta, accountant,
+                                         **_precision(accountant, target, rtol / 4))
         return cache[sigma]
 
     # initial bracket from the GDP/CLT heuristic, then expand geometrically
@@ -114,7 +122,8 @@ def calibrate_steps(target_epsilon: float, delta: float, sampling_rate: float,
     def ok(t: int) -> bool:
         nonlocal evals
         evals += 1
-        return dpsgd_bracket(q, sigma, t, delta, accountant, rtol=rtol).epsilon <= target
+        return dpsgd_bracket(q, sigma, t, delta, accountant,
+                             **_precision(accountant, target, rtol)).epsilon <= target
 
     lo, hi = 0, 1
     while ok(hi):
@@ -128,7 +137,8 @@ def calibrate_steps(target_epsilon: float, delta: float, sampling_rate: float,
             lo = mid
         else:
             hi = mid
-    r = dpsgd_bracket(q, sigma, max(lo, 1), delta, accountant, rtol=rtol) if lo else None
+    r = dpsgd_bracket(q, sigma, max(lo, 1), delta, accountant,
+                      **_precision(accountant, target, rtol)) if lo else None
     eps = r.epsilon if r is not None else 0.0
     return CalibrationResult(sigma, q, lo, delta, target, eps, r.lower if r else 0.0,
                              accountant, evals, time.perf_counter() - t0)
@@ -148,7 +158,8 @@ def calibrate_sampling_rate(target_epsilon: float, delta: float, noise_multiplie
     def up(q: float) -> float:
         nonlocal evals
         evals += 1
-        return dpsgd_bracket(q, sigma, steps, delta, accountant, rtol=rtol / 4).epsilon
+        return dpsgd_bracket(q, sigma, steps, delta, accountant,
+                             **_precision(accountant, target, rtol / 4)).epsilon
 
     if up(1.0) <= target:
         lo = hi = 1.0
@@ -162,6 +173,7 @@ def calibrate_sampling_rate(target_epsilon: float, delta: float, noise_multiplie
                 lo = mid
             else:
                 hi = mid
-    r = dpsgd_bracket(lo, sigma, steps, delta, accountant, rtol=rtol / 4)
+    r = dpsgd_bracket(lo, sigma, steps, delta, accountant,
+                      **_precision(accountant, target, rtol / 4))
     return CalibrationResult(sigma, lo, steps, delta, target, r.epsilon, r.lower, accountant,
                              evals + 1, time.perf_counter() - t0)
