@@ -27,6 +27,9 @@ Baselines returned alongside (Sec. 4):
   ``(k eps1, (1 + e^eps1 + ... + e^{(k-1) eps1}) delta1)``. It is computed from our certified
   example-level *upper* curve at a ``delta1`` with ``delta1 * sum_{i<k} e^{i eps1(delta1)}
   <= delta``, so it is itself a certified (looser) upper bound on the group eps.
+  For fixed batches the example-level guarantee is the k = 1 case (sensitivity 2 w.p.
+  ``B / (n + 1)``), valid for every dataset of at least ``n`` examples, hence for every step
+  of the chain ``D, D + x_1, ..., D + G`` that Lemma 1.1 walks along.
 * ``linear_reference``: ``k * eps_1`` with ``eps_1`` the example-level eps at the same delta.
   The paper plots it as a "lower bound"; no proof of that is given there and it is not a
   theorem for general mechanisms (group privacy can grow sub-linearly), so it is reported as a
