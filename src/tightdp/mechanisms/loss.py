@@ -417,7 +417,14 @@ class LocationMixtureLoss(PrivacyLoss):
 
     def _split(self, y):
         y = np.asarray(y, dtype=float)
-        return y, self.inverse(np.atleast_1d(y)).reshape(y.shape)
+        # the four CDFs are usually asked at the same points (bin edges): reuse x*(y)
+        last = self.__dict__.get("_last_inverse")
+        if last is not None and last[0].shape == y.shape and np.array_equal(last[0], y):
+            return y, last[1]
+        x = self.inverse(np.atleast_1d(y)).reshape(y.shape)
+        if y.size > 16:
+            self.__dict__["_last_inverse"] = (y.copy(), x)
+        return y, x
 
     def logp_cdf(self, y):
         _, x = self._split(y)
