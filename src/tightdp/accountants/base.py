@@ -101,3 +101,8 @@ class Accountant:
     @property
     def total_count(self) -> int:
         return sum(self._terms.values())
+
+    def _directions(self) -> list[int]:
+        """Indices into ``privacy_losses()`` to compose: remove (0) and add (1), or only 0
+        when every mechanism is symmetric (both directions are then the same pair)."""
+        return [0] if all(m.symmetric for m, _ in self.terms) else [0, 1]

@@ -166,9 +166,6 @@ class FFTAccountant(Accountant):
         self.method = method
 
     # --- composition -------------------------------------------------------------------------
-    def _directions(self) -> list[int]:
-        return [0] if all(m.symmetric for m, _ in self.terms) else [0, 1]
-
     def _single(self, mech: Mechanism, direction: int, n: int) -> DiscretePLD:
         key = ("single", mech, direction, n)
         if key not in self._cache:

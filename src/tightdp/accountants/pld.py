@@ -62,11 +62,6 @@ class PLDAccountant(Accountant):
         self.max_points = v.count("max_points", max_points, minimum=64)
 
     # --- building blocks -------------------------------------------------------------------
-    def _directions(self) -> list[int]:
-        if all(m.symmetric for m, _ in self.terms):
-            return [0]
-        return [0, 1]
-
     def _pieces(self, d: float, upper: bool, direction: int):
         key = ("pieces", d, upper, direction)
         if key not in self._cache:

@@ -130,11 +130,6 @@ class PRVAccountant(Accountant):
         self.max_points = v.count("max_points", max_points, minimum=64)
 
     # --- building blocks -------------------------------------------------------------------
-    def _directions(self) -> list[int]:
-        if all(m.symmetric for m, _ in self.terms):
-            return [0]
-        return [0, 1]
-
     def mesh(self, delta_error: float, t: float | None = None) -> float:
         """Theorem 5.5's mesh with our Hoeffding constant: the largest ``h`` with
         ``exp(-2 t^2 / (k h^2)) <= delta_error / 2`` (k = total steps, t the coupling radius,
