@@ -196,52 +196,42 @@ def _table(rows: list[list], header: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _cmd_epsilon(a) -> dict:
+def _query(a, want: str) -> dict:
+    """``tightdp epsilon`` (want="epsilon": eps at --delta) and ``tightdp delta``
+    (want="delta": delta at --epsilon): one accountant, one query, its bracket."""
     from . import _validate as v
     from .accountants.registry import make_accountant
 
-    delta = v.delta_value("delta", a.delta)
+    given = "delta" if want == "epsilon" else "epsilon"
+    x = v.delta_value("delta", a.delta) if want == "epsilon" else v.nonnegative("eps",
+                                                                                 a.epsilon)
     q, steps = _setting(a)
     mech = _mechanism(a, q)
     t0 = time.perf_counter()
-    r = make_accountant(a.accountant, **_acc_opts(a)).compose(mech, steps).epsilon(delta)
-    out = {"epsilon": r.epsilon, "lower": r.lower, "upper": r.upper, "delta": delta,
+    acc = make_accountant(a.accountant, **_acc_opts(a)).compose(mech, steps)
+    r = acc.epsilon(x) if want == "epsilon" else acc.delta(x)
+    value = float(r.epsilon) if want == "epsilon" else float(r.delta)
+    out = {want: value, "lower": r.lower, "upper": r.upper, given: x,
            "accountant": r.accountant, "certified": r.certified, "estimate": r.estimate,
            "seconds": time.perf_counter() - t0, "steps": steps, "sampling_rate": q,
            "noise_multiplier": a.noise_multiplier, "sampling": a.sampling, "note": r.note,
            "details": r.details}
     if not a.json:
         kind = "certified upper bound" if r.certified else "approximation (not a bound)"
-        print(f"epsilon = {_fmt(r.epsilon)}  ({kind}; accountant {r.accountant})")
-        print(_table([[r.lower, r.epsilon, r.upper, delta, out["seconds"]]],
-                     ["lower", "epsilon", "upper", "delta", "seconds"]))
+        print(f"{want} = {_fmt(value)}  ({kind}; accountant {r.accountant})")
+        print(_table([[r.lower, value, r.upper, x, out["seconds"]]],
+                     ["lower", want, "upper", given, "seconds"]))
         if r.note:
             print(f"note: {r.note}")
     return out
+
+
+def _cmd_epsilon(a) -> dict:
+    return _query(a, "epsilon")
 
 
 def _cmd_delta(a) -> dict:
-    from . import _validate as v
-    from .accountants.registry import make_accountant
-
-    eps = v.nonnegative("eps", a.epsilon)
-    q, steps = _setting(a)
-    mech = _mechanism(a, q)
-    t0 = time.perf_counter()
-    r = make_accountant(a.accountant, **_acc_opts(a)).compose(mech, steps).delta(eps)
-    out = {"delta": float(r.delta), "lower": r.lower, "upper": r.upper, "epsilon": eps,
-           "accountant": r.accountant, "certified": r.certified, "estimate": r.estimate,
-           "seconds": time.perf_counter() - t0, "steps": steps, "sampling_rate": q,
-           "noise_multiplier": a.noise_multiplier, "sampling": a.sampling, "note": r.note,
-           "details": r.details}
-    if not a.json:
-        kind = "certified upper bound" if r.certified else "approximation (not a bound)"
-        print(f"delta = {_fmt(float(r.delta))}  ({kind}; accountant {r.accountant})")
-        print(_table([[r.lower, float(r.delta), r.upper, eps, out["seconds"]]],
-                     ["lower", "delta", "upper", "epsilon", "seconds"]))
-        if r.note:
-            print(f"note: {r.note}")
-    return out
+    return _query(a, "delta")
 
 
 def _cmd_compare(a) -> dict:
