@@ -26,6 +26,7 @@ import numpy as np
 from scipy.special import log_ndtr, logsumexp
 
 __all__ = [
+    "table_start",
     "PrivacyLoss",
     "LocationMixtureLoss",
     "DiscreteLoss",
@@ -54,6 +55,19 @@ def _log_sub_exp(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         out = a + np.log(-np.expm1(np.minimum(d, 0.0)))
     out = np.where(np.isneginf(b), a, out)
     return np.where(np.isneginf(a) | (d >= 0), -np.inf, out)
+
+
+def table_start(tab_x: np.ndarray, tab_l: np.ndarray, y: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Start of a monotone inversion ``L(x) = y`` from a table ``tab_l = L(tab_x)``
+    (``tab_l`` made non-decreasing first): the bracketing table cell ``[a, b]`` of each ``y``
+    and the linear interpolate inside it, for a Newton/bisection polish."""
+    j = np.clip(np.searchsorted(tab_l, y, side="left"), 1, tab_x.size - 1)
+    a, b = tab_x[j - 1], tab_x[j]
+    dl = tab_l[j] - tab_l[j - 1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frac = np.where(dl > 0, (y - tab_l[j - 1]) / dl, 0.5)
+    return a, b, a + np.clip(frac, 0.0, 1.0) * (b - a)
 
 
 class PrivacyLoss:

@@ -10,7 +10,7 @@ from scipy.stats import binom
 from .. import _validate as v
 from .base import Mechanism
 from .basic import Gaussian, Laplace
-from .loss import LocationMixtureLoss
+from .loss import LocationMixtureLoss, table_start
 
 __all__ = ["PoissonSubsampled", "SampledWithoutReplacement", "SampledWithReplacement"]
 
@@ -98,12 +98,7 @@ def _symmetric_mixture_inverse(ells: np.ndarray, log_w: np.ndarray, c: float, s:
         tab_l, _ = loss_and_slope(tab_t)
         tab_l = np.maximum.accumulate(tab_l)
         ya = ay[act]
-        j = np.clip(np.searchsorted(tab_l, ya, side="left"), 1, tab_t.size - 1)
-        lo, hi = tab_t[j - 1], tab_t[j]
-        dl = tab_l[j] - tab_l[j - 1]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            frac = np.where(dl > 0, (ya - tab_l[j - 1]) / dl, 0.5)
-        x = lo + np.clip(frac, 0.0, 1.0) * (hi - lo)
+        lo, hi, x = table_start(tab_t, tab_l, ya)
         idx = np.arange(ya.size)
         res = x.copy()
         for _ in range(100):

@@ -35,7 +35,7 @@ import math
 import numpy as np
 
 from .. import _validate as v
-from ..mechanisms.loss import GaussianLoss, LocationMixtureLoss, PrivacyLoss
+from ..mechanisms.loss import GaussianLoss, LocationMixtureLoss, PrivacyLoss, table_start
 from .grid import DiscretePLD
 
 __all__ = ["riemann", "loss_density", "has_density"]
@@ -115,12 +115,7 @@ def _sorted_inverse(loss: LocationMixtureLoss, y: np.ndarray) -> np.ndarray:
         width *= 2
     tab_x = np.linspace(lo, hi, 20001)
     tab_l = np.maximum.accumulate(loss.loss(tab_x))
-    j = np.clip(np.searchsorted(tab_l, y, side="left"), 1, tab_x.size - 1)
-    a, b = tab_x[j - 1], tab_x[j]
-    dl = tab_l[j] - tab_l[j - 1]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        frac = np.where(dl > 0, (y - tab_l[j - 1]) / dl, 0.5)
-    x = a + np.clip(frac, 0.0, 1.0) * (b - a)
+    a, b, x = table_start(tab_x, tab_l, y)
     idx = np.arange(y.size)
     out = x.copy()
     for _ in range(60):
