@@ -37,7 +37,7 @@ import numpy as np
 from ..mechanisms.loss import PrivacyLoss
 from .grid import DiscretePLD
 
-__all__ = ["connect_the_dots", "dominated", "loss_range"]
+__all__ = ["certified_pair", "connect_the_dots", "dominated", "loss_range"]
 
 
 def loss_range(loss: PrivacyLoss, log_tail: float) -> tuple[float, float]:
@@ -57,22 +57,40 @@ def _grid(d: float, lo: float, hi: float, shift: float = 0.0) -> tuple[int, int]
     return j_lo, j_hi
 
 
+def _ctd_split(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float):
+    """Shared part of both certified discretizers: the grid, the bin masses and the
+    connect-the-dots split of every bin (see the module docstring)."""
+    j_lo, j_hi = _grid(d, lo, hi, shift)
+    g = shift + np.arange(j_lo, j_hi + 1) * d
+    pb, qb = loss.bin_masses(g)  # bins (g_j, g_{j+1}]
+    # log rho_j = log(Q_bin e^{g_j} / P_bin) lies in [-d, 0]: the bin's likelihood ratio is
+    # between e^{g_j} and e^{g_{j+1}}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_rho = np.log(qb) + g[:-1] - np.log(pb)
+    log_rho = np.clip(np.nan_to_num(log_rho, nan=0.0, neginf=-d, posinf=0.0), -d, 0.0)
+    return j_lo, g, pb, qb, log_rho
+
+
+def _ctd_up(pb: np.ndarray, log_rho: np.ndarray, d: float) -> np.ndarray:
+    """The part of each bin's P-mass that connect-the-dots puts on the bin's upper point,
+    ``P_bin (1 - rho) / (1 - e^{-d})`` (it preserves the bin's Q-mass too)."""
+    up = pb * (-np.expm1(log_rho)) / (-math.expm1(-d))
+    return np.clip(np.where(pb > 0, up, 0.0), 0.0, pb)
+
+
 def connect_the_dots(loss: PrivacyLoss, d: float, lo: float, hi: float,
                      shift: float = 0.0) -> DiscretePLD:
     """Dominating discrete pair on the grid ``shift + j d`` (upper bound); see the module
     docstring."""
-    j_lo, j_hi = _grid(d, lo, hi, shift)
-    g = shift + np.arange(j_lo, j_hi + 1) * d
-    pb, qb = loss.bin_masses(g)  # bins (g_j, g_{j+1}]
+    j_lo, g, pb, _, log_rho = _ctd_split(loss, d, lo, hi, shift)
+    return _ctd(loss, d, j_lo, g, pb, log_rho, shift)
+
+
+def _ctd(loss: PrivacyLoss, d: float, j_lo: int, g: np.ndarray, pb: np.ndarray,
+         log_rho: np.ndarray, shift: float) -> DiscretePLD:
     n = g.size
     probs = np.zeros(n)
-    # interior bins: split preserving P and Q mass
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_rho = np.log(qb) + g[:-1] - np.log(pb)
-    rho = np.clip(np.exp(np.nan_to_num(log_rho, nan=0.0, neginf=-d, posinf=0.0)),
-                  math.exp(-d), 1.0)
-    up = pb * (1.0 - rho) / (-math.expm1(-d))
-    up = np.clip(np.where(pb > 0, up, 0.0), 0.0, pb)
+    up = _ctd_up(pb, log_rho, d)
     probs[:-1] += pb - up
     probs[1:] += up
     # below the grid: all P-mass moves up to g_0 (the rest of Q goes to -inf)
@@ -84,6 +102,152 @@ def connect_the_dots(loss: PrivacyLoss, d: float, lo: float, hi: float,
     probs[-1] += at_top
     inf_mass = max(p_top - at_top, 0.0)
     return DiscretePLD(d, j_lo, probs, inf_mass, {"kind": "connect_the_dots"}, shift)
+
+
+def certified_pair(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float = 0.0
+                   ) -> tuple[DiscretePLD, DiscretePLD]:
+    """Dominating and dominated discrete pairs on the grid ``shift + j d`` from one
+    evaluation of the loss's CDFs: connect-the-dots (upper) and lowered chords (lower); see
+    the module docstring. Falls back to :func:`dominated` for the lower pair in the rare case
+    where the lowered chords cannot be made convex."""
+    # one grid step of margin at both ends, so that a bounded loss's extreme values (often
+    # atoms) lie strictly inside the grid
+    j_lo, g, pb, qb, log_rho = _ctd_split(loss, d, lo - d, hi + d, shift)
+    upper = _ctd(loss, d, j_lo, g, pb, log_rho, shift)
+    lower = _lowered_chords(loss, upper, g, pb, qb, log_rho, d)
+    if lower is None:
+        lower = dominated(loss, d, lo, hi, shift)
+    return upper, lower
+
+
+def _lowered_chords(loss: PrivacyLoss, upper: DiscretePLD, g: np.ndarray, pb: np.ndarray,
+                    qb: np.ndarray, log_rho: np.ndarray, d: float) -> DiscretePLD | None:
+    """The dominated pair whose hockey-stick curve ``V`` interpolates the values
+    ``delta(alpha_j) - c_j`` linearly in ``alpha = e^eps`` between the nodes
+    ``alpha_j = e^{g_j}`` (see the module docstring). Returns None if it cannot be built on
+    this grid (the caller then falls back to :func:`dominated`).
+
+    *Below the true curve.* On interval ``j`` the slope of the convex true curve runs from
+    ``-Q(Y > g_j)`` to ``-Q(Y > g_{j+1})`` and averages the chord's slope, so the curve lies
+    above the "tent" whose peak, at the fraction ``theta_j = (1 - rho_j) / (rho_j (e^d - 1))``
+    of the interval, is ``G_j = P_bin (1 - rho_j) (1 - theta_j)`` below the chord
+    (``rho_j = Q_bin e^{g_j} / P_bin``; the extremal convex curve has a single kink there).
+    A function linear in ``alpha`` stays above the tent iff it does at the peak,
+    ``(1 - theta_j) c_j + theta_j c_{j+1} >= G_j``, which ``c_j = max(G_{j-1}, G_j)``
+    satisfies. No curve goes below the line of no information ``L(alpha) = 1 - alpha (1 -
+    Q(Y = -inf))``, nor below its floor ``P(Y = +inf)``: ``V`` follows ``L`` up to the highest
+    node ``J`` at which the true curve is within ``c_J`` of ``L`` (at least the first), and
+    the floor from the lowest node ``K`` at which it is within ``c_K`` of the floor (at most
+    the last); those two nodes are put on ``L`` and on the floor.
+
+    *A pair.* A convex curve through ``(0, 1)`` with slopes in ``[-(1 - Q(Y = -inf)), 0]`` is
+    the hockey-stick curve of a pair, and one below the true curve at every ``alpha >= 0`` is
+    a post-processing of it (Blackwell; so are their compositions). Where the interpolant is
+    not convex (only where the loss density changes on the scale of ``d``, or at the atoms of
+    a discrete loss) it is replaced by its greatest convex minorant, which is lower still and
+    whose kinks are nodes: its slopes are the isotonic regression of the segments' slopes
+    weighted by their lengths (Barlow et al. 1972; ``scipy.optimize.isotonic_regression``).
+    The P-masses are ``e^{g_j}`` times the slope increases; where no segment was pooled they
+    are computed as ``pi_j^CTD - [(c_{j+1} - c_j) - e^d (c_j - c_{j-1})] / (e^d - 1)``.
+    """
+    em1 = math.expm1(d)
+    ed = math.exp(d)
+    n = g.size - 1  # nodes 0 .. n-1: the grid's last point is not used
+    if n < 3 or g[n - 1] > 700.0 or g[0] < -700.0:
+        return None
+    lr = log_rho[:n - 1]
+    one_m_rho = -np.expm1(lr)
+    theta = np.clip(one_m_rho / (np.exp(lr) * em1), 0.0, 1.0)
+    gap = pb[:n - 1] * one_m_rho * (1.0 - theta)
+    # a bin whose Q-mass underflowed: its rho is unknown, so take the largest gap any rho
+    # allows, P_bin tanh(d/4)
+    unknown = (pb[:n - 1] > 0) & ~(qb[:n - 1] > 0)
+    gap = np.where(unknown, pb[:n - 1] * math.tanh(d / 4), gap) * (1 + 1e-9)
+    c = np.zeros(n)
+    c[:-1] = gap
+    c[1:] = np.maximum(c[1:], gap)
+    # heights of the true curve above L and above the floor at the nodes
+    inf_true = float(loss.inf_mass)
+    g0 = float(g[0])
+    p_cdf = float(loss.p_cdf(np.asarray(g0))) + np.concatenate([[0.0], np.cumsum(pb[:n - 1])])
+    # Q-mass of finite losses up to each node (the curve minus L is alpha Q - P over them)
+    q_cdf = max(float(loss.q_cdf(np.asarray(g0))) - loss.neg_inf_mass, 0.0) \
+        + np.concatenate([[0.0], np.cumsum(qb[:n - 1])])
+    p_tail = max(float(loss.p_sf(np.asarray(g[n - 1]))) - inf_true, 0.0)
+    q_tail = float(loss.q_sf(np.asarray(g[n - 1])))
+    p_sf = p_tail + np.concatenate([np.cumsum(pb[n - 2::-1])[::-1], [0.0]])
+    q_sf = q_tail + np.concatenate([np.cumsum(qb[n - 2::-1])[::-1], [0.0]])
+    a = np.exp(g[:n])
+    h = a[:-1] * em1
+    room = np.maximum(a * q_cdf - p_cdf, 0.0)
+    roof = np.maximum(p_sf - a * q_sf, 0.0)
+    for _ in range(n):
+        on_l = np.nonzero(c >= room)[0]
+        on_f = np.nonzero(c >= roof)[0]
+        J = int(on_l[-1]) if on_l.size else 0
+        K = int(on_f[0]) if on_f.size else n - 1
+        if K - J < 1:
+            return None
+        c[J], c[K] = room[J], roof[K]
+        # the tents next to them, now that those two nodes moved
+        i = K - 1
+        if (1 - theta[i]) * c[i] + theta[i] * c[K] < gap[i]:
+            if theta[i] >= 1:
+                return None
+            c[i] = (gap[i] - theta[i] * c[K]) / (1 - theta[i]) * (1 + 1e-12)
+            continue
+        if (1 - theta[J]) * c[J] + theta[J] * c[J + 1] < gap[J]:
+            if theta[J] <= 0:
+                return None
+            c[J + 1] = (gap[J] - (1 - theta[J]) * c[J]) / theta[J] * (1 + 1e-12)
+            continue
+        break
+    else:
+        return None
+    # P-masses on nodes J..K (accurate form: CTD's masses minus the second difference of c)
+    pi = np.zeros(n)
+    dc = np.diff(c)  # dc[j] = c_{j+1} - c_j
+    mid = slice(J + 1, K)
+    pi[mid] = upper.probs[mid] - dc[J + 1:K] / em1 + ed * dc[J:K - 1] / em1
+    pi[J] = (room[J + 1] - c[J + 1]) / em1  # L's kink into the first segment
+    pi[K] = ed * (roof[K - 1] - c[K - 1]) / em1  # last segment's kink onto the floor
+    if np.any(pi[J:K + 1] < 0):
+        # greatest convex minorant: isotonic regression of the segments' slopes
+        from scipy.optimize import isotonic_regression
+
+        iv = slice(J, K)  # intervals J..K-1
+        m = -q_sf[J + 1:K + 1] - pb[iv] * -np.expm1(log_rho[iv]) / h[iv]  # chord slopes
+        s = m - dc[iv] / h[iv]
+        s[0] = -(1.0 - loss.neg_inf_mass) + (room[J + 1] - c[J + 1]) / h[J]
+        s[-1] = -(roof[K - 1] - c[K - 1]) / h[K - 1]
+        res = isotonic_regression(s, weights=h[iv])
+        blocks = res.blocks
+        pooled = np.zeros(K - J, dtype=bool)
+        for b0, b1 in zip(blocks[:-1], blocks[1:], strict=True):
+            if b1 - b0 > 1:
+                pooled[b0:b1] = True
+        sv = np.where(pooled, res.x, s)
+        # nodes touching a pooled segment: e^{g_j} times the slope increase
+        left = np.concatenate([[-(1.0 - loss.neg_inf_mass)], sv])  # slope left of node J+r
+        right = np.concatenate([sv, [0.0]])
+        touch = np.concatenate([[False], pooled]) | np.concatenate([pooled, [False]])
+        redo = np.nonzero(touch)[0]
+        pi[J + redo] = a[J + redo] * (right[redo] - left[redo])
+        # inside a pooled run the increase is 0 by construction
+        inner = np.concatenate([[False], pooled[:-1] & pooled[1:]
+                                & (res.x[:-1] == res.x[1:]), [False]])
+        pi[J + np.nonzero(inner)[0]] = 0.0
+    neg = pi < 0
+    slack = 0.0
+    if neg.any():
+        # what is left is rounding: put it back to 0 and remember the mass added
+        if np.any(pi[neg] < -1e-12 * max(float(pi.max()), 1e-300)):
+            return None
+        slack = float(-pi[neg].sum())
+        pi[neg] = 0.0
+    out = DiscretePLD(d, upper.offset, pi, inf_true, {"kind": "lowered_chords"}, upper.shift)
+    out.meta["slack"] = slack
+    return out
 
 
 def dominated(loss: PrivacyLoss, d: float, lo: float, hi: float,
