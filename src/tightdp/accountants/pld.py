@@ -1,16 +1,25 @@
 """The certified PLD accountant: the library's default.
 
-Every mechanism's privacy loss is discretized twice on a common grid of step ``d``: by
-connect-the-dots into a dominating pair (upper bound) and by merge-and-round-down into a
-dominated pair (lower bound), see :mod:`tightdp.pld.discretize`. Both are composed by the one
-FFT engine (:mod:`tightdp.pld.compose`), whose truncation is accounted for in the direction of
-each bound. Remove and add directions are composed separately and the curve is their maximum.
+Every mechanism's privacy loss is discretized once per grid step ``d`` into two discrete
+pairs on the same grid (:func:`tightdp.pld.discretize.certified_pair`): connect-the-dots, a
+dominating pair (upper bound), and lowered chords, a dominated pair (lower bound). Both are
+composed by the one FFT engine (:mod:`tightdp.pld.compose`), whose truncation is accounted
+for in the direction of each bound. Remove and add directions are composed separately and
+the curve is their maximum: every direction gets an upper bound, and the lower bound is that
+of the direction whose upper bound is largest (any direction's lower bound is one for the
+maximum).
 
-The grid is chosen adaptively: starting from a coarse step, ``d`` shrinks until the certified
-bracket is within ``rtol`` (relative) of the upper bound, or the FFT would exceed
-``max_points`` (then the tightest bracket found is returned with ``converged=False`` in its
-details and a note saying so). Both discretizations have second-order error per step, so
-the step needed barely grows with the number of compositions.
+The grid is chosen from an error model and then checked. Per step, connect-the-dots raises
+the cumulant generating function ``K(t)`` of the loss by ``t (t + 1) d^2 / 12`` to leading
+order, whatever the loss (each loss value is split between its two neighbouring grid points),
+and the lowered chords lower it by about ``t (t + 1) d^2 / 6``; at the saddle point ``t`` of
+the composed law at the answer (``K'(t) = eps``) a shift of ``K`` by ``k dK`` moves ``eps``
+by about ``k dK / t``, so the bracket on eps is about ``k (t + 1) d^2 / 4`` wide (and the
+relative bracket on delta about ``k t (t + 1) d^2 / 4``). A coarse discretization gives the
+saddle point (saddle-point approximation, Alghamdi et al., eq. (60)), the model gives ``d``,
+and the certified bracket decides: if it is wider than ``rtol`` the step shrinks by the
+measured width, until it is that tight or the FFT would exceed ``max_points`` (then the
+tightest bracket found is returned with ``converged=False`` in its details and a note).
 
 For very small delta the composed law is exponentially tilted towards the answer before the
 FFT (see :func:`tightdp.pld.compose.compose`), so that values such as 1e-15 are not buried
@@ -25,8 +34,8 @@ import time
 import numpy as np
 
 from .. import _validate as v
-from ..pld.compose import MAX_POINTS, ComposedPLD, compose
-from ..pld.discretize import connect_the_dots, dominated, loss_range
+from ..pld.compose import MAX_POINTS, ComposedPLD, LogMgf, compose
+from ..pld.discretize import certified_pair, connect_the_dots, loss_range
 from .base import Accountant, DeltaResult, EpsilonResult
 
 __all__ = ["PLDAccountant"]
@@ -35,6 +44,12 @@ __all__ = ["PLDAccountant"]
 TILT_BELOW = 1e-9
 #: delta(eps) queries are refined to rtol for values at least this large
 DELTA_FLOOR = 1e-30
+#: the bracket the error model aims at, as a fraction of the one asked for
+AIM = 0.6
+#: bins of the pilot discretization across each loss's range
+PILOT_BINS = 1024
+#: the most points the first composition may use before the measured bracket is known
+FIRST_POINTS = 1 << 17
 
 
 class PLDAccountant(Accountant):
@@ -62,147 +77,133 @@ class PLDAccountant(Accountant):
         self.max_points = v.count("max_points", max_points, minimum=64)
 
     # --- building blocks -------------------------------------------------------------------
-    def _pieces(self, d: float, upper: bool, direction: int):
-        key = ("pieces", d, upper, direction)
+    def _ordered(self, direction: int) -> list:
+        """(loss, count) in a canonical order, so that the same multiset of mechanisms gives
+        bit-identical results however it was composed."""
+        return [(mech.privacy_losses()[direction], k)
+                for mech, k in sorted(self.terms, key=lambda t: repr(t[0]))]
+
+    def _range(self, loss, log_tail: float) -> tuple[float, float]:
+        key = ("range", id(loss), log_tail)
         if key not in self._cache:
-            k_tot = max(self.total_count, 1)
-            log_tail = math.log(1e-40) - math.log(k_tot)
-            out = []
-            # a canonical order, so that the same multiset of mechanisms gives bit-identical
-            # results however it was composed
-            for mech, k in sorted(self.terms, key=lambda t: repr(t[0])):
-                loss = mech.privacy_losses()[direction]
-                rkey = ("range", id(loss))
-                if rkey not in self._cache:
-                    self._cache[rkey] = (loss_range(loss, log_tail), loss)
-                lo, hi = self._cache[rkey][0]
-                disc = connect_the_dots if upper else dominated
-                out.append((disc(loss, d, lo, hi), k))
-            self._cache[key] = out
+            self._cache[key] = (loss_range(loss, log_tail), loss)
+        return self._cache[key][0]
+
+    def _laws(self, d: float, direction: int, log_tail: float) -> tuple[list, list]:
+        """Dominating and dominated discrete laws of every term on the grid of step ``d``;
+        each loss is cut where its tails hold at most ``e^log_tail`` (what lies beyond is moved
+        to +inf in the upper law, dropped in the lower)."""
+        key = ("laws", d, direction, log_tail)
+        if key not in self._cache:
+            ups, los = [], []
+            for loss, k in self._ordered(direction):
+                lo, hi = self._range(loss, log_tail)
+                up, dn = certified_pair(loss, d, lo, hi)
+                ups.append((up, k))
+                los.append((dn, k))
+            self._cache[key] = (ups, los)
         return self._cache[key]
 
-    def _composed(self, d: float, upper: bool, direction: int, lam: float = 0.0,
-                  log_tail: float = -70.0) -> ComposedPLD:
-        key = ("comp", d, upper, direction, lam, log_tail)
+    def _composed(self, d: float, upper: bool, direction: int, log_tail: float,
+                  window_tail: float, lam: float = 0.0) -> ComposedPLD:
+        key = ("comp", d, upper, direction, log_tail, window_tail, lam)
         if key in self._cache:
             return self._cache[key]
-        c = compose(self._pieces(d, upper, direction), lam=lam, max_points=self.max_points,
-                    log_tail=log_tail)
+        ups, los = self._laws(d, direction, log_tail)
+        c = compose(ups if upper else los, lam=lam, max_points=self.max_points,
+                    log_tail=window_tail)
         if lam == 0.0:  # tilted compositions serve one query each: not kept
             self._cache[key] = c
         return c
 
-    def _lambda_for(self, d: float, upper: bool, direction: int, eps: float,
-                    with_sd: bool = False):
-        """Tilt ``lam >= 0`` that puts the mean of the tilted composed law at ``eps``:
-        Newton's method on the composed log-MGF ``K`` (``K'(lam) = eps``), safeguarded by
-        bisection; K is convex, so ``K'`` is increasing. Any tilt keeps the bounds valid;
-        this one makes them accurate near ``eps``."""
-        key = ("lamdata", d, upper, direction)
+    def _mgf(self, d: float, upper: bool, direction: int, log_tail: float) -> LogMgf:
+        key = ("mgf", d, upper, direction, log_tail)
+        if key not in self._cache:
+            ups, los = self._laws(d, direction, log_tail)
+            self._cache[key] = LogMgf(ups if upper else los)
+        return self._cache[key]
+
+    def _pilot(self, direction: int, log_tail: float) -> LogMgf:
+        """Log-MGF of the composition from coarse connect-the-dots laws (each loss on
+        ``PILOT_BINS`` bins of its own range): only used to choose the grid step."""
+        key = ("pilot", direction, log_tail)
         if key not in self._cache:
             parts = []
-            for p, k in self._pieces(d, upper, direction):
-                pos = p.probs > 0
-                parts.append((p.ys[pos], np.log(p.probs[pos]), k))
-            self._cache[key] = parts
-        parts = self._cache[key]
+            for loss, k in self._ordered(direction):
+                lo, hi = self._range(loss, log_tail)
+                step = max(hi - lo, 1e-12) / PILOT_BINS
+                parts.append((connect_the_dots(loss, step, lo, hi), k))
+            self._cache[key] = LogMgf(parts)
+        return self._cache[key]
 
-        def moments(lam: float) -> tuple[float, float]:
-            m = v2 = 0.0
-            for ys, lp, k in parts:
-                lw = lp + lam * ys
-                w = np.exp(lw - lw.max())
-                w /= w.sum()
-                mu = float(np.dot(w, ys))
-                m += k * mu
-                v2 += k * float(np.dot(w, (ys - mu) ** 2))
-            return m, v2
-
-        m0, v0 = moments(0.0)
-        if m0 >= eps:
-            return (0.0, math.sqrt(v0)) if with_sd else 0.0
-        lo, hi = 0.0, 1.0
-        while moments(hi)[0] < eps and hi < 1e4:
-            lo, hi = hi, hi * 2
-        lam = 0.5 * (lo + hi)
-        for _ in range(60):
-            m, var = moments(lam)
-            if m < eps:
-                lo = lam
-            else:
-                hi = lam
-            step = (eps - m) / var if var > 0 else 0.0
-            nxt = lam + step
-            if not (lo < nxt < hi):
-                nxt = 0.5 * (lo + hi)
-            if abs(nxt - lam) <= 1e-10 * max(1.0, lam) or hi - lo <= 1e-12:
-                lam = nxt
-                break
-            lam = nxt
-        if with_sd:
-            return lam, math.sqrt(max(moments(lam)[1], 0.0))
-        return lam
-
-    def _initial_step(self) -> float:
-        return 1e-2
+    def _lambda_for(self, mgf: LogMgf, eps: float) -> float:
+        """Tilt ``lam >= 0`` that puts the mean of the tilted composed law at ``eps``
+        (``K'(lam) = eps``; K is convex, so a safeguarded Newton iteration finds it). Any tilt
+        keeps the bounds valid; this one makes them accurate near ``eps``."""
+        return mgf.solve_slope(eps)
 
     @staticmethod
-    def _next_steps(hist_u: list, hist_l: list, width: float, target: float
-                    ) -> tuple[float, float]:
-        """New grid steps from the refinement history of each side.
+    def _saddle_eps(mgf: LogMgf, log_delta: float) -> tuple[float, float]:
+        """Saddle-point estimate ``(eps, t)`` of the composed curve at ``delta``: the ``t > 0``
+        with ``K(t) - t K'(t) - log(t (t + 1) sqrt(2 pi K''(t))) = log delta`` (Alghamdi et
+        al., *The Saddle-Point Accountant*, eq. (60) with the hockey-stick kernel) and
+        ``eps = K'(t)``. Only used to choose a grid step; (nan, nan) if it has no answer."""
+        ts = np.geomspace(1e-3, 1e4, 90)
+        k, k1, k2 = mgf.cumulants(ts)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = k - ts * k1 - np.log(ts * (ts + 1) * np.sqrt(2 * math.pi * k2))
+        ok = np.isfinite(f)
+        below = np.nonzero(ok & (f <= log_delta))[0]
+        if not below.size:
+            return math.nan, math.nan
+        i = int(below[0])
+        return float(k1[i]), float(ts[i])
 
-        Both discretizations have error ``c d^2`` to leading order. The default shrinks both
-        steps by ``sqrt(target / width)`` (with a margin). Once a side has two refinements
-        whose difference is consistent with the bracket, its constant ``c`` is fitted and the
-        side gets the step that puts its own estimated error within half the target, so the
-        side that is already accurate is not refined further. These are estimates that only
-        choose the grid: the certificate is the bracket itself.
-        """
-        joint = min(max(math.sqrt(target / width) * 0.7, 1.0 / 16), 1.0 / 1.5) \
-            if math.isfinite(width) and width > 0 else 0.25
+    def _grid_step(self, direction_mgfs: list[LogMgf], eps: float | None, log_delta: float,
+                   spans: list[float], window_tail: float) -> float:
+        """Grid step from the error model (module docstring), capped so that no loss has
+        fewer than 16 grid points, and floored so that the first composition has at most
+        ``FIRST_POINTS`` points: where the model asks for more (its saddle point is far in
+        the tails, where few steps carry the answer and it overstates the error), the
+        measured bracket decides."""
+        k_tot = max(self.total_count, 1)
+        cap = max(min(spans) / 16, 1e-12)
+        best, floor = math.inf, 0.0
+        for mgf in direction_mgfs:
+            if eps is None:  # epsilon query: eps and t from the saddle point at delta
+                e, t = self._saddle_eps(mgf, log_delta)
+                if not (math.isfinite(e) and math.isfinite(t)):
+                    continue
+                width = self.rtol * max(e, 1e-3)
+                d = math.sqrt(AIM * width * 4.0 / (k_tot * (t + 1.0)))
+            else:  # delta query at eps: relative width of delta
+                t = max(mgf.solve_slope(eps), 1e-3)
+                d = math.sqrt(AIM * self.rtol * 4.0 / (k_tot * t * (t + 1.0)))
+            best = min(best, d)
+            span = mgf.quantile(window_tail, +1)[0] - mgf.quantile(window_tail, -1)[0]
+            floor = max(floor, span / FIRST_POINTS)
+        if not math.isfinite(best):
+            best = cap / 4
+        return min(max(best, floor), cap)
 
-        def step(hist: list) -> float:
-            d1, v1 = hist[-1]
-            if len(hist) < 2:
-                return d1 * joint
-            d0, v0 = hist[-2]
-            ok = all(math.isfinite(x) and x > 0 for x in (v0, v1)) and d0 > d1
-            if not ok:
-                return d1 * joint
-            err = abs(v0 - v1) / (d0 * d0 - d1 * d1) * d1 * d1
-            if not err <= 2 * width:
-                return d1 * joint
-            budget = 0.45 * target
-            if err <= budget:
-                return d1
-            return d1 * min(max(math.sqrt(budget / err) * 0.9, 1.0 / 16), 1.0 / 1.2)
-
-        du, dl = hist_u[-1][0], hist_l[-1][0]
-        nu, nl = step(hist_u), step(hist_l)
-        if nu == du and nl == dl:  # the estimates claim success but the bracket is too wide
-            nu, nl = du * joint, dl * joint
-        return nu, nl
+    def _spans(self, direction: int, log_tail: float) -> list[float]:
+        return [max(hi - lo, 1e-12) for lo, hi in
+                (self._range(loss, log_tail) for loss, _ in self._ordered(direction))]
 
     # --- queries ---------------------------------------------------------------------------
-    def _eps_bracket(self, delta: float, du: float, dl: float) -> tuple[float, float, dict]:
-        ups, los = [], []
-        info: dict = {}
-        # the window may leave out mass up to a small fraction of the target delta; the bounds
-        # account for it either way, this only keeps its effect on the bracket negligible
-        log_tail = min(math.log(delta * self.rtol) - math.log(1e3), -20.0)
-        for direction in self._directions():
-            for upper, d in ((True, du), (False, dl)):
-                c = self._composed(d, upper, direction, 0.0, log_tail)
+    def _eps_at(self, d: float, upper: bool, direction: int, delta: float, log_tail: float,
+                window_tail: float, info: dict) -> float:
+        c = self._composed(d, upper, direction, log_tail, window_tail)
+        e = c.epsilon_bound(delta, upper)
+        info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
+        if delta < TILT_BELOW and math.isfinite(e) and e > 0:
+            lam = self._lambda_for(self._mgf(d, upper, direction, log_tail), e)
+            if lam > 0:
+                c = self._composed(d, upper, direction, log_tail, window_tail, lam)
                 e = c.epsilon_bound(delta, upper)
-                if delta < TILT_BELOW and math.isfinite(e) and e > 0:
-                    lam = self._lambda_for(d, upper, direction, e)
-                    if lam > 0:
-                        c = self._composed(d, upper, direction, lam, log_tail)
-                        e = c.epsilon_bound(delta, upper)
-                        info["tilt"] = max(info.get("tilt", 0.0), lam)
-                (ups if upper else los).append(e)
-                info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
-        return max(ups), max(los), info
+                info["tilt"] = max(info.get("tilt", 0.0), lam)
+                info["fft_points"] = max(info["fft_points"], c.probs.size)
+        return e
 
     def epsilon(self, delta: float) -> EpsilonResult:
         """Certified bracket on the smallest eps with delta(eps) <= ``delta``."""
@@ -210,67 +211,82 @@ class PLDAccountant(Accountant):
         t0 = time.perf_counter()
         if not self.terms:
             return EpsilonResult(0.0, delta, 0.0, 0.0, self.name, True)
-        du = dl = self._initial_step()
-        best = None
-        converged = False
-        note = ""
-        hist_u: list = []
-        hist_l: list = []
-        while True:
+        k_tot = max(self.total_count, 1)
+        # what the single-step cut and the window may leave out: a negligible part of delta
+        log_tail = min(math.log(delta * self.rtol * 1e-3) - math.log(k_tot), -25.0)
+        window_tail = min(math.log(delta * self.rtol) - math.log(1e3), -20.0)
+        dirs = self._directions()
+        spans = [s for r in dirs for s in self._spans(r, log_tail)]
+        d = self._grid_step([self._pilot(r, log_tail) for r in dirs], None, math.log(delta),
+                            spans, window_tail)
+        best_up = {r: math.inf for r in dirs}
+        at_step = {r: math.inf for r in dirs}  # grid step of each direction's best upper
+        lo, lo_step = 0.0, math.nan
+        info: dict = {}
+        converged, note, steps = False, "", []
+        for _ in range(40):
             try:
-                up, lo, info = self._eps_bracket(delta, du, dl)
+                order = sorted(dirs, key=lambda r: -best_up[r] if math.isfinite(best_up[r])
+                               else -math.inf)
+                for i, r in enumerate(order):
+                    # a direction below the largest upper bound cannot raise the maximum
+                    if i > 0 and best_up[r] <= max(best_up[x] for x in order[:i]):
+                        continue
+                    e = self._eps_at(d, True, r, delta, log_tail, window_tail, info)
+                    if e < best_up[r]:
+                        best_up[r], at_step[r] = e, d
+                top = max(dirs, key=lambda r: best_up[r])
+                e_lo = self._eps_at(d, False, top, delta, log_tail, window_tail, info)
+                if e_lo > lo:
+                    lo, lo_step = e_lo, d
             except ValueError as err:
-                note = f"stopped refining at grid steps {du:.3g}/{dl:.3g}: {err}"
+                if not steps and d < 1.0:  # not even one bracket yet: coarser until it fits
+                    d *= 2.0
+                    continue
+                note = f"stopped refining at grid step {d:.3g}: {err}"
                 break
-            if best is None or (up - lo) < (best[0] - best[1]):
-                best = (up, lo, (du, dl), info)
+            steps.append(d)
+            up = max(best_up.values())
             width = up - lo
-            target = self.rtol * up
-            if (math.isinf(up) and math.isinf(lo)) or width <= target or width <= 1e-12:
+            if math.isinf(up) or width <= self.rtol * up or width <= 1e-12:
                 converged = True
                 break
-            hist_u.append((du, up))
-            hist_l.append((dl, lo))
-            du, dl = self._next_steps(hist_u, hist_l, width, target)
-        if best is None:
-            raise ValueError(note)
-        up, lo, steps, info = best
+            shrink = math.sqrt(AIM * self.rtol * up / width) if width > 0 else 0.5
+            d *= min(max(shrink, 1.0 / 16), 1.0 / 1.25)
+        up = max(best_up.values())
+        if not math.isfinite(up) and not steps:
+            raise ValueError(note or "no grid step could be used")
         lo = min(lo, up)
-        details = {"grid_step_upper": steps[0], "grid_step_lower": steps[1],
+        top = max(dirs, key=lambda r: best_up[r])
+        details = {"grid_step": at_step[top], "grid_step_upper": at_step[top],
+                   "grid_step_lower": lo_step, "grid_steps_tried": steps,
                    "converged": converged, "seconds": time.perf_counter() - t0, **info}
         if not converged and not note:
             note = "bracket wider than rtol"
         return EpsilonResult(up, delta, lo, up, self.name, True, estimate=up, note=note,
                              details=details)
 
-    def _delta_bracket(self, eps: np.ndarray, du: float, dl: float
-                       ) -> tuple[np.ndarray, np.ndarray]:
-        up = np.zeros_like(eps)
-        lo = np.zeros_like(eps)
-        for direction in self._directions():
-            for upper, d in ((True, du), (False, dl)):
-                c = self._composed(d, upper, direction)
-                val = c.delta_bound(eps, upper)
-                # tiny values: recompute from compositions tilted towards them, so that they
-                # are not read off the FFT's rounding noise; one tilt serves every eps from
-                # its centre up to 8 standard deviations of the tilted law above it
-                todo = sorted(np.nonzero((val < TILT_BELOW) & (eps > 0))[0],
-                              key=lambda j: eps[j])
-                while todo:
-                    e0 = float(eps[todo[0]])
-                    lam, sd = self._lambda_for(d, upper, direction, e0, with_sd=True)
-                    if lam <= 0:
-                        todo = todo[1:]
-                        continue
-                    ct = self._composed(d, upper, direction, lam)
-                    near = [j for j in todo if eps[j] <= e0 + 8 * sd + d]
-                    val[near] = ct.delta_bound(eps[near], upper)
-                    todo = [j for j in todo if j not in set(near)]
-                if upper:
-                    up = np.maximum(up, val)
-                else:
-                    lo = np.maximum(lo, val)
-        return up, np.minimum(lo, up)
+    def _delta_at(self, d: float, upper: bool, direction: int, eps: np.ndarray,
+                  log_tail: float) -> np.ndarray:
+        c = self._composed(d, upper, direction, log_tail, -80.0)
+        val = c.delta_bound(eps, upper)
+        # tiny values: recompute from compositions tilted towards them, so that they are not
+        # read off the FFT's rounding noise; one tilt serves every eps from its centre up to
+        # 8 standard deviations of the tilted law above it
+        todo = sorted(np.nonzero((val < TILT_BELOW) & (eps > 0))[0], key=lambda j: eps[j])
+        mgf = self._mgf(d, upper, direction, log_tail) if todo else None
+        while todo:
+            e0 = float(eps[todo[0]])
+            lam = self._lambda_for(mgf, e0)
+            if lam <= 0:
+                todo = todo[1:]
+                continue
+            sd = math.sqrt(max(mgf(lam)[2], 0.0))
+            ct = self._composed(d, upper, direction, log_tail, -80.0, lam)
+            near = [j for j in todo if eps[j] <= e0 + 8 * sd + d]
+            val[near] = ct.delta_bound(eps[near], upper)
+            todo = [j for j in todo if j not in set(near)]
+        return val
 
     def delta(self, eps) -> DeltaResult:
         """Certified bracket on delta(eps) (eps a number or an array)."""
@@ -281,19 +297,40 @@ class PLDAccountant(Accountant):
         if not self.terms:
             out = 0.0 if scalar else np.zeros_like(e)
             return DeltaResult(out, eps, out, out, self.name, True)
-        du = dl = self._initial_step()
-        converged = False
-        note = ""
-        best = None
-        hist_u: list = []
-        hist_l: list = []
-        while True:
+        k_tot = max(self.total_count, 1)
+        log_tail = math.log(1e-40) - math.log(k_tot)
+        dirs = self._directions()
+        spans = [s for r in dirs for s in self._spans(r, log_tail)]
+        pilots = [self._pilot(r, log_tail) for r in dirs]
+        # the error model at the largest eps whose delta is asked to relative precision
+        emax = 0.0
+        for mgf in pilots:
+            for x in np.unique(e[e > 0]):
+                t = mgf.solve_slope(float(x))
+                kk, k1, _ = mgf(t)
+                if kk - t * k1 >= math.log(DELTA_FLOOR):
+                    emax = max(emax, float(x))
+        d = self._grid_step(pilots, emax, 0.0, spans, -80.0)
+        converged, note, best, steps = False, "", None, []
+        for _ in range(40):
             try:
-                up, lo = self._delta_bracket(e, du, dl)
+                ups = {r: self._delta_at(d, True, r, e, log_tail) for r in dirs}
+                up = np.max(np.array([ups[r] for r in dirs]), axis=0)
+                lo = np.zeros_like(e)
+                for r in dirs:  # the lower bound of every direction that is the largest somewhere
+                    if np.any(ups[r] >= up):
+                        lo = np.maximum(lo, self._delta_at(d, False, r, e, log_tail))
+                lo = np.minimum(lo, up)
             except ValueError as err:
-                note = f"stopped refining at grid steps {du:.3g}/{dl:.3g}: {err}"
+                if best is None and d < 1.0:  # not even one bracket yet: coarser until it fits
+                    d *= 2.0
+                    continue
+                note = f"stopped refining at grid step {d:.3g}: {err}"
                 break
-            best = (up, lo, (du, dl))
+            steps.append(d)
+            if best is not None:  # keep the tightest bounds of every refinement
+                up, lo = np.minimum(up, best[0]), np.maximum(lo, best[1])
+            best = (up, lo, d)
             # relative precision is asked of values >= DELTA_FLOOR; smaller ones are reported
             # with the (still certified) bracket that comes with it
             relw = np.where(up >= DELTA_FLOOR, (up - lo) / np.maximum(up, 1e-300), 0.0)
@@ -301,17 +338,15 @@ class PLDAccountant(Accountant):
             if rel <= self.rtol:
                 converged = True
                 break
-            # the worst eps decides; the sides are tracked on that eps
-            j = int(np.argmax(relw))
-            hist_u.append((du, float(up[j])))
-            hist_l.append((dl, float(lo[j])))
-            du, dl = self._next_steps(hist_u, hist_l, float(up[j] - lo[j]),
-                                      self.rtol * float(up[j]))
+            d *= min(max(math.sqrt(AIM * self.rtol / rel), 1.0 / 16), 1.0 / 1.25)
         if best is None:
             raise ValueError(note)
-        up, lo, steps = best
-        details = {"grid_step_upper": steps[0], "grid_step_lower": steps[1],
-                   "converged": converged, "seconds": time.perf_counter() - t0}
+        up, lo, step = best
+        details = {"grid_step": step, "grid_step_upper": step, "grid_step_lower": step,
+                   "grid_steps_tried": steps, "converged": converged,
+                   "seconds": time.perf_counter() - t0}
+        if not converged and not note:
+            note = "bracket wider than rtol"
         if scalar:
             up, lo = float(up[0]), float(lo[0])
         return DeltaResult(up, eps, lo, up, self.name, True, estimate=up, note=note,

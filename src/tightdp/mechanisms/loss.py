@@ -307,6 +307,8 @@ class LocationMixtureLoss(PrivacyLoss):
         self.s = float(scale)
         self.lpw = np.log(self.pw)
         self.lqw = np.log(self.qw)
+        self._lse_p = float(logsumexp(self.lpw))  # log of each mixture's total weight
+        self._lse_q = float(logsumexp(self.lqw))
         self._inverse = inverse
         self.inf_mass = float(inf_mass)
         self.neg_inf_mass = float(inf_mass)
@@ -444,12 +446,12 @@ class LocationMixtureLoss(PrivacyLoss):
         _, x = self._split(y)
         base = self._mix(x, self.a, self.lpw, self.kernel.logcdf)
         return np.where(np.isneginf(x), -np.inf, np.where(np.isposinf(x),
-                        logsumexp(self.lpw), base))
+                        self._lse_p, base))
 
     def logp_sf(self, y):
         _, x = self._split(y)
         base = self._mix(x, self.a, self.lpw, self.kernel.logsf)
-        base = np.where(np.isneginf(x), logsumexp(self.lpw), np.where(np.isposinf(x), -np.inf,
+        base = np.where(np.isneginf(x), self._lse_p, np.where(np.isposinf(x), -np.inf,
                         base))
         if self.inf_mass > 0:
             base = np.logaddexp(base, math.log(self.inf_mass))
@@ -458,7 +460,7 @@ class LocationMixtureLoss(PrivacyLoss):
     def logq_cdf(self, y):
         _, x = self._split(y)
         base = self._mix(x, self.b, self.lqw, self.kernel.logcdf)
-        base = np.where(np.isneginf(x), -np.inf, np.where(np.isposinf(x), logsumexp(self.lqw),
+        base = np.where(np.isneginf(x), -np.inf, np.where(np.isposinf(x), self._lse_q,
                         base))
         if self.neg_inf_mass > 0:
             base = np.logaddexp(base, math.log(self.neg_inf_mass))
@@ -467,7 +469,7 @@ class LocationMixtureLoss(PrivacyLoss):
     def logq_sf(self, y):
         _, x = self._split(y)
         base = self._mix(x, self.b, self.lqw, self.kernel.logsf)
-        return np.where(np.isneginf(x), logsumexp(self.lqw), np.where(np.isposinf(x), -np.inf,
+        return np.where(np.isneginf(x), self._lse_q, np.where(np.isposinf(x), -np.inf,
                         base))
 
 

@@ -30,49 +30,163 @@ from scipy.special import logsumexp
 
 from .grid import DiscretePLD, tail_sums
 
-__all__ = ["ComposedPLD", "compose", "log_chernoff"]
+__all__ = ["ComposedPLD", "LogMgf", "compose"]
 
 MAX_POINTS = 1 << 25
 
 
-_T_GRID = np.geomspace(1e-5, 1e3, 33)
+#: the largest |t| the Chernoff searches try (beyond it the bound is the support's end)
+_T_MAX = 1e9
 
 
-class _Chernoff:
-    """Chernoff bounds on the tails of a composed finite law, from the exact log-MGFs of the
-    discrete laws on a fixed grid of t (any t gives a valid bound; the grid only decides how
-    close to optimal it is)."""
+class LogMgf:
+    """``K(t) = sum_i k_i log E[e^{t Y_i}]`` of a composition of finite laws, with ``K'`` and
+    ``K''``, evaluated exactly from the atoms (elementwise sums rather than BLAS dot products,
+    whose threads only contend with the caller's on these memory-bound vectors); and the
+    Chernoff bounds built from it:
+    ``P(S >= a) <= exp(K(t) - t a)`` for every ``t >= 0`` (``P(S <= a)`` for ``t <= 0``).
+    Any ``t`` gives a valid bound; Newton's method only makes it a good one."""
 
-    def __init__(self, terms, max_atoms: int = 4096):
-        t = np.concatenate([-_T_GRID[::-1], _T_GRID])
-        k = np.zeros_like(t)
-        neg, pos = t < 0, t > 0
-        for pld, cnt in terms:
-            if pld.probs.size <= max_atoms:
-                k += cnt * pld.log_mgf(t)
+    def __init__(self, terms):
+        self.parts = []
+        lo = hi = 0.0
+        for pld, k in terms:
+            pos = pld.probs > 0
+            if not pos.any():
                 continue
-            # blocks of atoms moved to the block's top (for t > 0) or bottom (t < 0): this can
-            # only increase E[e^{tY}], so the bound stays valid while costing O(max_atoms)
-            b = -(-pld.probs.size // max_atoms)
-            pad = (-pld.probs.size) % b
-            mass = np.concatenate([pld.probs, np.zeros(pad)]).reshape(-1, b).sum(axis=1)
-            first = pld.offset + np.arange(mass.size) * b
-            up = DiscretePLD(pld.d * b, 0, mass, 0.0, shift=pld.shift + (first[0] + b - 1)
-                             * pld.d)
-            dn = DiscretePLD(pld.d * b, 0, mass, 0.0, shift=pld.shift + first[0] * pld.d)
-            k[pos] += cnt * up.log_mgf(t[pos])
-            k[neg] += cnt * dn.log_mgf(t[neg])
-        self.t, self.k = t, k
+            ys = pld.ys[pos]
+            self.parts.append((ys, np.log(pld.probs[pos]), k))
+            lo += k * float(ys[0])
+            hi += k * float(ys[-1])
+        self.lo, self.hi = lo, hi
 
-    def log_bound(self, a: float, upper: bool) -> float:
-        sel = self.t > 0 if upper else self.t < 0
-        return float(min(np.min(self.k[sel] - self.t[sel] * a), 0.0))
+    def __call__(self, t: float) -> tuple[float, float, float]:
+        kk = k1 = k2 = 0.0
+        for ys, lp, k in self.parts:
+            with np.errstate(over="ignore", invalid="ignore"):
+                z = lp + t * ys
+            m = float(z.max())
+            with np.errstate(under="ignore"):
+                w = np.exp(z - m)
+            s = float(w.sum())
+            mu = float((w * ys).sum()) / s
+            dev = ys - mu
+            kk += k * (m + math.log(s))
+            k1 += k * mu
+            k2 += k * float((w * dev * dev).sum()) / s
+        return kk, k1, k2
 
+    def cumulants(self, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``K``, ``K'``, ``K''`` at every ``t`` of ``ts`` (vectorized; for small laws)."""
+        ts = np.asarray(ts, dtype=float)
+        kk, k1, k2 = (np.zeros(ts.size) for _ in range(3))
+        for ys, lp, k in self.parts:
+            z = lp[None, :] + ts[:, None] * ys[None, :]
+            m = z.max(axis=1, keepdims=True)
+            with np.errstate(under="ignore"):
+                w = np.exp(z - m)
+            s = w.sum(axis=1)
+            mu = (w * ys).sum(axis=1) / s
+            kk += k * (m[:, 0] + np.log(s))
+            k1 += k * mu
+            k2 += k * np.maximum((w * (ys * ys)).sum(axis=1) / s - mu * mu, 0.0)
+        return kk, k1, k2
 
-def log_chernoff(terms, a: float, upper: bool) -> float:
-    """log of a Chernoff bound on ``P(S >= a)`` (upper) or ``P(S <= a)`` (lower) for the
-    composed finite law of ``terms``."""
-    return _Chernoff(terms).log_bound(a, upper)
+    def solve_slope(self, target: float) -> float:
+        """The ``t >= 0`` with ``K'(t) = target`` (0 if ``K'(0) >= target``; the end of the
+        search if the law cannot reach it): safeguarded Newton, ``K'`` being increasing."""
+        _, k1, k2 = self(0.0)
+        if k1 >= target or not self.parts or target >= self.hi:
+            return 0.0 if k1 >= target or not self.parts else 1e4
+        lo, hi = 0.0, math.inf
+        t = (target - k1) / k2 if k2 > 0 else 1.0
+        for _ in range(60):
+            _, k1, k2 = self(t)
+            if k1 < target:
+                lo = t
+            else:
+                hi = t
+            nt = t + (target - k1) / k2 if k2 > 0 else math.inf
+            if not (lo < nt < hi):
+                nt = 0.5 * (lo + hi) if math.isfinite(hi) else 2.0 * max(t, 1e-3)
+            if abs(nt - t) <= 1e-10 * max(1.0, t) or nt > 1e6:
+                return min(nt, 1e6)
+            t = nt
+        return t
+
+    def log_bound(self, a: float, sign: int) -> float:
+        """log of a Chernoff bound on ``P(S >= a)`` (sign +1) or ``P(S <= a)`` (sign -1):
+        ``min K(t) - t a`` over ``sign * t >= 0`` by safeguarded Newton (``K`` is convex)."""
+        if (sign > 0 and a > self.hi) or (sign < 0 and a < self.lo):
+            return -math.inf
+        k0, k1, k2 = self(0.0)
+        best = min(k0, 0.0)
+        if sign * (a - k1) <= 0:
+            return best
+        t = (a - k1) / k2 if k2 > 0 else sign * 1.0
+        lo, hi = 0.0, math.inf  # bracket on |t|
+        for _ in range(40):
+            kk, k1, k2 = self(t)
+            best = min(best, kk - t * a)
+            g = k1 - a  # derivative of K(t) - t a
+            if sign * g < 0:
+                lo = abs(t)
+            else:
+                hi = abs(t)
+            step = -g / k2 if k2 > 0 else math.inf
+            nt = t + step
+            if not (lo < abs(nt) < hi) or sign * nt <= 0:
+                nt = sign * (0.5 * (lo + hi) if math.isfinite(hi) else 2.0 * max(lo, 1e-3))
+            if abs(nt - t) <= 1e-6 * abs(t) or abs(nt) > _T_MAX:
+                break
+            t = nt
+        return best
+
+    def quantile(self, log_mass: float, sign: int) -> tuple[float, float, float]:
+        """A point ``a`` with ``log_bound(a, sign) <= log_mass``: ``a = (K(t) - log_mass) / t``
+        for the ``t`` that makes it smallest (largest for sign -1), found by Newton's method on
+        ``t K'(t) - K(t) + log_mass`` (increasing in ``|t|``). Returns ``(a, t, K(t))``; the
+        same ``t`` bounds the tail beyond any other point ``b`` by ``K(t) - t b``. ``t = 0``
+        means the whole law is within the bound (or ``a`` is the end of its support)."""
+        end = self.hi if sign > 0 else self.lo
+        k0, k1, k2 = self(0.0)
+        if k0 <= log_mass:
+            return k1, 0.0, k0
+        L = k0 - log_mass  # > 0
+        t = sign * math.sqrt(2.0 * L / k2) if k2 > 0 else sign * 1.0
+        best = (end, 0.0, k0)
+        lo, hi = 0.0, math.inf
+        for _ in range(40):
+            kk, k1, k2 = self(t)
+            a = (kk - log_mass) / t
+            if sign * (a - best[0]) < 0:
+                best = (a, t, kk)
+            h = t * k1 - kk + log_mass  # the derivative of a(t) has the sign of h / t
+            if h < 0:
+                lo = abs(t)
+            else:
+                hi = abs(t)
+            dh = t * k2
+            nt = t - h / dh if dh != 0 else math.inf
+            if not (lo < abs(nt) < hi) or sign * nt <= 0 or not math.isfinite(nt):
+                nt = sign * (0.5 * (lo + hi) if math.isfinite(hi) else 2.0 * max(lo, 1e-3))
+            if abs(nt - t) <= 1e-3 * abs(t) or abs(nt) > _T_MAX:
+                break
+            t = nt
+        if sign * (best[0] - end) >= 0:
+            return end, 0.0, k0
+        return best
+
+    @staticmethod
+    def bound_with(q: tuple[float, float, float], b: float, sign: int, end: float) -> float:
+        """log bound on the mass beyond ``b`` from a :meth:`quantile` result (``-inf`` past
+        the end of the support)."""
+        a, t, kk = q
+        if sign * (b - end) > 0:
+            return -math.inf
+        if t == 0.0:
+            return min(kk, 0.0)
+        return min(kk - t * b, kk, 0.0)
 
 
 @dataclass
@@ -237,33 +351,13 @@ def compose(terms: list[tuple[DiscretePLD, int]], *, log_tail: float = -80.0,
         tilted.append((DiscretePLD(d, p.offset, w, 0.0, shift=p.shift), k))
         log_scale += k * c
     # window from Chernoff bounds on the tilted composed law
-    mean = var = 0.0
-    for t, k in tilted:
-        ys = t.ys
-        m1 = float(np.dot(t.probs, ys))
-        mean += k * m1
-        var += k * float(np.dot(t.probs, (ys - m1) ** 2))
-    sd = math.sqrt(max(var, 0.0)) + d
     S = sum(k * t.shift for t, k in tilted)  # total grid shift of the composed law
     lo_min = S + sum(k * t.offset for t, k in tilted) * d
     hi_max = S + sum(k * (t.offset + t.probs.size - 1) for t, k in tilted) * d
-
-    ch_t = _Chernoff(tilted)
-    ch_o = ch_t if lam == 0.0 else _Chernoff(terms)
-
-    def find(upper: bool) -> float:
-        z = 4.0
-        while True:
-            a = mean + z * sd if upper else mean - z * sd
-            if upper and a >= hi_max:
-                return hi_max
-            if not upper and a <= lo_min:
-                return lo_min
-            if ch_t.log_bound(a, upper) <= log_tail:
-                return a
-            z *= 1.1
-
-    a_hi, a_lo = find(True), find(False)
+    ch_t = LogMgf(tilted)
+    ch_o = ch_t if lam == 0.0 else LogMgf(terms)
+    q_hi, q_lo = ch_t.quantile(log_tail, +1), ch_t.quantile(log_tail, -1)
+    a_hi, a_lo = min(q_hi[0], hi_max), max(q_lo[0], lo_min)
     i_lo = int(math.floor((a_lo - S) / d))
     i_hi = int(math.ceil((a_hi - S) / d))
     n = i_hi - i_lo + 1
@@ -275,10 +369,13 @@ def compose(terms: list[tuple[DiscretePLD, int]], *, log_tail: float = -80.0,
     # bounds on what lies outside the window, in the original measure (untilted Chernoff)
     top, bot = S + (i_hi + 1) * d, S + (i_lo - 1) * d
     inside_hi, inside_lo = S + i_hi * d < hi_max, S + i_lo * d > lo_min
-    log_above = ch_o.log_bound(top, True) if inside_hi else -math.inf
-    log_below = ch_o.log_bound(bot, False) if inside_lo else -math.inf
-    lt_hi = ch_t.log_bound(top, True) if inside_hi else -math.inf
-    lt_lo = ch_t.log_bound(bot, False) if inside_lo else -math.inf
+    lt_hi = LogMgf.bound_with(q_hi, top, +1, hi_max) if inside_hi else -math.inf
+    lt_lo = LogMgf.bound_with(q_lo, bot, -1, lo_min) if inside_lo else -math.inf
+    if lam == 0.0:  # the tilted law is the original one, normalized (mass <= 1)
+        log_above, log_below = lt_hi, lt_lo
+    else:
+        log_above = ch_o.log_bound(top, +1) if inside_hi else -math.inf
+        log_below = ch_o.log_bound(bot, -1) if inside_lo else -math.inf
     log_fold = float(np.logaddexp(lt_hi, lt_lo))
     return ComposedPLD(d, i_lo, res, inf_mass, lam, log_scale, log_above, log_below, log_fold,
                        S)
