@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import erfcx, log_ndtr
 
 from . import _validate as v
@@ -104,6 +103,8 @@ def gdp_epsilon(mu: float, delta: float) -> float:
     hi = max(1.0, mu * mu)
     while f(hi) > 0:
         hi *= 2.0
+    from scipy.optimize import brentq  # lazy: keeps the command's start-up short
+
     return float(brentq(f, 0.0, hi, xtol=1e-300, rtol=1e-15, maxiter=500))
 
 
@@ -125,6 +126,8 @@ def gdp_mu(eps: float, delta: float) -> float:
             raise ValueError("no mu > 0 reaches the requested (eps, delta)")
     while f(hi) < 0:
         hi *= 2.0
+    from scipy.optimize import brentq
+
     return float(brentq(f, lo, hi, xtol=1e-300, rtol=1e-15, maxiter=500))
 
 

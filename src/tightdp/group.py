@@ -45,7 +45,6 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from scipy.special import logsumexp
-from scipy.stats import binom, hypergeom
 
 from . import _validate as v
 from .accountants.pld import PLDAccountant
@@ -123,6 +122,8 @@ def sensitivity_distribution(group_size: int, sampling: str = "poisson",
     """
     k, s, q, b, n = _check_setting(group_size, sampling, sampling_rate, batch_size,
                                    dataset_size)
+    from scipy.stats import binom, hypergeom  # lazy: scipy.stats takes ~0.3 s to import
+
     j = np.arange(k + 1)
     if s == "poisson":
         p = binom.pmf(j, k, q)

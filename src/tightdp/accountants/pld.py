@@ -45,11 +45,11 @@ TILT_BELOW = 1e-9
 #: delta(eps) queries are refined to rtol for values at least this large
 DELTA_FLOOR = 1e-30
 #: the bracket the error model aims at, as a fraction of the one asked for
-AIM = 0.6
+AIM = 0.75
 #: bins of the pilot discretization across each loss's range
 PILOT_BINS = 1024
 #: the most points the first composition may use before the measured bracket is known
-FIRST_POINTS = 1 << 17
+FIRST_POINTS = 1 << 18
 
 
 class PLDAccountant(Accountant):
@@ -148,16 +148,29 @@ class PLDAccountant(Accountant):
         with ``K(t) - t K'(t) - log(t (t + 1) sqrt(2 pi K''(t))) = log delta`` (Alghamdi et
         al., *The Saddle-Point Accountant*, eq. (60) with the hockey-stick kernel) and
         ``eps = K'(t)``. Only used to choose a grid step; (nan, nan) if it has no answer."""
-        ts = np.geomspace(1e-3, 1e4, 90)
-        k, k1, k2 = mgf.cumulants(ts)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            f = k - ts * k1 - np.log(ts * (ts + 1) * np.sqrt(2 * math.pi * k2))
-        ok = np.isfinite(f)
-        below = np.nonzero(ok & (f <= log_delta))[0]
+        ts = np.geomspace(1e-3, 1e4, 25)
+
+        def f(t, k, k1, k2):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return k - t * k1 - np.log(t * (t + 1) * np.sqrt(2 * math.pi * k2))
+
+        fs = f(ts, *mgf.cumulants(ts))
+        below = np.nonzero(np.isfinite(fs) & (fs <= log_delta))[0]
         if not below.size:
             return math.nan, math.nan
         i = int(below[0])
-        return float(k1[i]), float(ts[i])
+        if i == 0:
+            t = float(ts[0])
+        else:  # bisection in log t between the bracketing grid points
+            a, b = math.log(ts[i - 1]), math.log(ts[i])
+            for _ in range(6):
+                m = 0.5 * (a + b)
+                if f(math.exp(m), *mgf(math.exp(m))) <= log_delta:
+                    b = m
+                else:
+                    a = m
+            t = math.exp(b)
+        return float(mgf(t)[1]), t
 
     def _grid_step(self, direction_mgfs: list[LogMgf], eps: float | None, log_delta: float,
                    spans: list[float], window_tail: float) -> float:

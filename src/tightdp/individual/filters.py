@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 from .. import _validate as v
 from ..gdp import _log_delta, gdp_delta, gdp_epsilon
@@ -423,6 +422,8 @@ def gaussian_rdp_order(eps: float, delta: float) -> float:
     def neg(log_am1: float) -> float:
         a = 1.0 + math.exp(log_am1)
         return -2.0 * _rdp_budget_for(eps, delta, a) / a
+
+    from scipy.optimize import minimize_scalar  # lazy: keeps start-up short
 
     r = minimize_scalar(neg, bounds=(-12.0, 12.0), method="bounded",
                         options={"xatol": 1e-10})

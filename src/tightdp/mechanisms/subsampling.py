@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import binom
 
 from .. import _validate as v
 from .base import Mechanism
@@ -284,6 +283,8 @@ class SampledWithReplacement(Mechanism):
         _, c, s = self.base.location_family()
         m, n = self.batch_size, self.dataset_size
         ls = np.arange(m + 1)
+        from scipy.stats import binom  # lazy: scipy.stats takes ~0.3 s to import
+
         w = binom.pmf(ls, m, 1.0 / n)
         if self.pair == "worst_case":
             from .mixture import MixtureOfGaussians

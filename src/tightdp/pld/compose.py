@@ -216,21 +216,47 @@ class ComposedPLD:
             self.__dict__["_ys"] = cached
         return cached
 
-    def _sums(self, upper: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(ys, S0, T): tail sums of the original-measure masses (see ``tail_sums``)."""
-        cache = self.__dict__.setdefault("_sum_cache", {})
+    def _mass(self, upper: bool) -> np.ndarray:
+        """Original-measure masses on the window (negative rounding noise clipped to 0 for the
+        upper bound, which can only raise it; kept for the lower, which it can only lower)."""
+        cache = self.__dict__.setdefault("_mass_cache", {})
         if upper not in cache:
-            ys = self.ys
             p = np.maximum(self.probs, 0.0) if upper else self.probs
             if self.lam != 0.0 or self.log_scale != 0.0:
                 # untilt in log space; magnitudes are capped (far below the tilt centre the
                 # values are rounding noise and only the queries near the centre use them)
                 nz = p != 0
                 with np.errstate(over="ignore", under="ignore", divide="ignore"):
-                    lg = np.log(np.abs(np.where(nz, p, 1.0))) + self.log_scale - self.lam * ys
+                    lg = (np.log(np.abs(np.where(nz, p, 1.0))) + self.log_scale
+                          - self.lam * self.ys)
                     p = np.where(nz, np.sign(p) * np.exp(np.minimum(lg, 700.0)), 0.0)
-            cache[upper] = (ys, *tail_sums(p, self.d))
+            cache[upper] = p
         return cache[upper]
+
+    def _sums(self, upper: bool, start: int = 0
+              ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        """``(start', ys, S0, T)``: tail sums (see ``tail_sums``) of the original-measure
+        masses from grid index ``start' <= start`` on. Tail sums depend only on the atoms
+        above, so a suffix serves every query at or above its first point."""
+        cache = self.__dict__.setdefault("_sum_cache", {})
+        hit = cache.get(upper)
+        if hit is None or hit[0] > start:
+            p = self._mass(upper)[start:]
+            hit = (start, self.ys[start:], *tail_sums(p, self.d))
+            cache[upper] = hit
+        return hit
+
+    def _start_for(self, delta: float, upper: bool) -> int:
+        """A grid index below which the bound on delta exceeds ``delta`` (so the search for
+        eps(delta) may start there): at ``y_i`` the curve is at least
+        ``(1 - e^{-m d}) S0[i + m]``, half of it for ``m d >= log 2``."""
+        p = self._mass(upper)
+        s0 = np.cumsum(np.maximum(p, 0.0)[::-1])[::-1]
+        big = np.nonzero(s0 > 2.0 * delta)[0]
+        if not big.size:
+            return 0
+        m = int(math.ceil(math.log(2.0) / self.d)) + 1
+        return max(int(big[-1]) - m - 1, 0)
 
     def _extra(self, eps: np.ndarray, upper: bool) -> np.ndarray:
         """What the bound adds (upper) or subtracts (lower) for mass outside the window."""
@@ -250,7 +276,8 @@ class ComposedPLD:
     def delta_bound(self, eps, upper: bool) -> np.ndarray:
         """Certified upper or lower bound on ``delta(eps)`` of the composed pair."""
         eps = np.asarray(eps, dtype=float)
-        ys, s0, t = self._sums(upper)
+        first = int(np.searchsorted(self.ys, np.min(eps), side="right")) if eps.size else 0
+        _, ys, s0, t = self._sums(upper, max(first - 1, 0))
         idx = np.searchsorted(ys, eps, side="right")
         safe = np.minimum(idx, ys.size - 1)
         with np.errstate(over="ignore", invalid="ignore"):
@@ -267,16 +294,22 @@ class ComposedPLD:
         """Smallest eps >= 0 at which the bound on delta(eps) is <= delta: a monotone search
         over the grid, then the closed form ``S0 - e^eps S1 + extra = delta`` on the bracketing
         interval (bisection when the extra term depends on eps)."""
-        ys, s0, t = self._sums(upper)
-        # the bound just right of each grid point: atoms above y_m are those with index > m
-        val = s0[1:] - math.exp(-self.d) * t[1:]
-        if upper:
-            d_grid = np.clip(np.maximum(val, 0.0) * (1 + 1e-10) + self._extra(ys, True), 0, 1)
-        else:
-            d_grid = np.clip((val + self._extra(ys, False)) * (1 - 1e-10), 0.0, 1.0)
-        # the crossing is located from the right: the curve is monotone, and for a tilted
-        # law the values far below the tilt centre carry amplified rounding noise
-        above = np.nonzero(d_grid > delta)[0]
+        start = self._start_for(delta, upper)
+        while True:
+            start, ys, s0, t = self._sums(upper, start)
+            # the bound just right of each grid point: atoms above y_m are those with index > m
+            val = s0[1:] - math.exp(-self.d) * t[1:]
+            if upper:
+                d_grid = np.clip(np.maximum(val, 0.0) * (1 + 1e-10) + self._extra(ys, True), 0,
+                                 1)
+            else:
+                d_grid = np.clip((val + self._extra(ys, False)) * (1 - 1e-10), 0.0, 1.0)
+            # the crossing is located from the right: the curve is monotone, and for a tilted
+            # law the values far below the tilt centre carry amplified rounding noise
+            above = np.nonzero(d_grid > delta)[0]
+            if start == 0 or above.size:
+                break
+            start = 0  # the crossing is not in the suffix after all: search everything
         if above.size and above[-1] == ys.size - 1:
             return math.inf
         i = int(above[-1]) + 1 if above.size else 0
