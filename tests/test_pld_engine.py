@@ -11,6 +11,7 @@ import pytest
 
 import tightdp as td
 from tightdp.pld import DiscretePLD, compose, connect_the_dots, dominated, loss_range
+from tightdp.pld.discretize import certified_pair
 
 
 def gdp_eps(mu: float, delta: float) -> float:
@@ -51,6 +52,59 @@ def test_single_step_discretizations_bracket_the_curve(mech, d):
         assert dn.probs.sum() + dn.inf_mass <= 1.0 + 1e-12
         # dominating pair: the Q-mass it implies is at most 1
         assert np.sum(up.probs * np.exp(-up.ys)) <= 1.0 + 1e-12
+
+
+MECHS = [td.PoissonSubsampled(td.Gaussian(1.0), 0.01),
+         td.PoissonSubsampled(td.Gaussian(3.0), 0.001),
+         td.PoissonSubsampled(td.Gaussian(0.3), 0.3),
+         td.PoissonSubsampled(td.Laplace(1.0), 0.1),
+         td.Gaussian(0.5), td.Laplace(1.0), td.RandomizedResponse(0.5, 3), td.PureDP(1.0),
+         td.ApproxDP(1.0, 1e-3), td.MixtureOfGaussians([0, 1, 2], [0.9, 0.09, 0.01], 0.8)]
+
+
+@pytest.mark.parametrize("mech", MECHS, ids=lambda m: repr(m)[:40])
+@pytest.mark.parametrize("d", [1e-2, 1e-3, pytest.param(1e-4, marks=pytest.mark.slow)])
+def test_certified_pair_brackets_the_curve_and_is_a_pair(mech, d):
+    for loss in mech.privacy_losses():
+        lo, hi = loss_range(loss, math.log(1e-30))
+        up, dn = certified_pair(loss, d, lo, hi)
+        # the curve at every grid point of both laws and on a fine range, negative eps too
+        eps = np.unique(np.concatenate([np.linspace(-3.0, 5.0, 801), up.ys, up.ys + d / 3]))
+        true = loss.delta(eps)
+        assert np.all(up.delta(eps) >= true * (1 - 1e-11) - 1e-15)
+        assert np.all(dn.delta(eps) <= true * (1 + 1e-11) + 1e-15)
+        # the lower law is a pair dominated by the true one: P-mass 1 (with +inf), Q-mass
+        # at most 1 (apart from the top atom rounded down, whose Q-mass only grows)
+        assert np.all(dn.probs >= 0)
+        assert dn.probs.sum() + dn.inf_mass == pytest.approx(1.0, abs=1e-12)
+        assert dn.inf_mass <= loss.inf_mass + 1e-15
+        if dn.meta["kind"] == "lowered_chords":
+            q = np.sum(dn.probs[:-1] * np.exp(-dn.ys[:-1]))
+            assert q <= 1.0 - loss.neg_inf_mass + 1e-12
+
+
+@pytest.mark.parametrize("lam", [1.0, 3.0])
+def test_certified_pair_cgf_error_is_second_order(lam):
+    """Per step, connect-the-dots raises K(lam) = log E_P[e^{lam Y}] by lam(lam+1)d^2/12 and the
+    lowered chords lower it by about twice that (module docstring of tightdp.accountants.pld);
+    the exact K comes from quadrature over the output, independent of the discretizers."""
+    from scipy import integrate
+
+    q = 0.01
+    loss = td.PoissonSubsampled(td.Gaussian(1.0), q).privacy_losses()[0]
+
+    def f(x):
+        return math.exp(-x * x / 2) / math.sqrt(2 * math.pi) * (1 - q + q * math.exp(x - 0.5)) \
+            ** (lam + 1)
+
+    k_exact = math.log(integrate.quad(f, -40, 40, epsabs=0, epsrel=1e-13, limit=500)[0])
+    lo, hi = loss_range(loss, math.log(1e-30))
+    for d in (1e-3, 2.5e-4):
+        up, dn = certified_pair(loss, d, lo, hi)
+        unit = lam * (lam + 1) * d * d / 12
+        assert dn.meta["kind"] == "lowered_chords"
+        assert (up.log_mgf(lam)[0] - k_exact) / unit == pytest.approx(1.0, abs=0.02)
+        assert -2.3 <= (dn.log_mgf(lam)[0] - k_exact) / unit <= -1.9
 
 
 def test_composition_matches_direct_convolution():
