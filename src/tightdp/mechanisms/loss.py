@@ -462,6 +462,12 @@ class LocationMixtureLoss(PrivacyLoss):
     scale : the common standard deviation (Gaussian) or scale b (Laplace).
     inverse : optional closed form of ``x*(y)`` for finite ``y`` strictly inside the support.
     inf_mass : P-mass of an output only P produces (paired with the same Q-mass at -inf).
+
+    Without a closed form, a Gaussian pair with a single component on one side (the
+    mixture-of-Gaussians pairs of Ganesh, Def. 2.8, both directions) is evaluated and inverted
+    through its log-sum-exp form (:class:`_LseForm`: monotone Newton, accurate to rounding up
+    to the flat end of the loss); other pairs by the generic bracketed search
+    :meth:`_bisect`.
     """
 
     def __init__(self, kernel: str, p_locs, p_weights, q_locs, q_weights, scale: float,
@@ -571,7 +577,9 @@ class LocationMixtureLoss(PrivacyLoss):
         return ((wp * self.a).sum(-1) - (wq * self.b).sum(-1)) / (self.s * self.s)
 
     def _bisect(self, y: np.ndarray) -> np.ndarray:
-        """Safeguarded Newton (Gaussian kernel) or bisection (Laplace) for x*(y)."""
+        """Safeguarded Newton (Gaussian kernel) or bisection (Laplace) for x*(y): the generic
+        path, for pairs without closed form or log-sum-exp form (both sides mixtures, or the
+        Laplace kernel)."""
         s = self.s
         c_lo = min(self.a.min(), self.b.min()) - 2 * s
         c_hi = max(self.a.max(), self.b.max()) + 2 * s
