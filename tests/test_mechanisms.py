@@ -154,3 +154,252 @@ def test_error_names_parameter_and_range():
         td.PoissonSubsampled(td.Gaussian(1.0), 2.0)
     with pytest.raises(ValueError, match=r"sigma must be in \(0, inf\)"):
         td.Gaussian(0.0)
+
+
+# --- mixture-of-Gaussians losses: the log-sum-exp inverse and the log-CDFs ----------------------
+# Ganesh, Def. 2.8 (remove pair sum_i p_i N(c_i, s^2) vs N(0, s^2), add pair reversed). The
+# references are mpmath (50 digits) on the loss's own float parameters, and the pre-change
+# algorithm (safeguarded Newton/bisection on the difference of two logsumexps, log-CDFs by one
+# log_ndtr per term and side), which the loss still carries as its generic path.
+
+_EPS = float(np.finfo(float).eps)
+
+
+def _mog_cases():
+    rng = np.random.default_rng(20240607)
+    cases = []
+    for k, q, s in [(16, 0.01, 1.0), (2, 0.5, 1.3), (5, 0.1, 0.5), (40, 0.002, 2.5),
+                    (32, 0.05, 2.0)]:
+        c, p = td.group.sensitivity_distribution(k, "poisson", sampling_rate=q)
+        cases.append((f"binom-k{k}-q{q}-s{s}", c, p, s))
+    for i, with_zero in enumerate([True, False, True]):
+        m = int(rng.integers(3, 9))
+        c = np.sort(rng.uniform(0.05, 5.0, m))
+        if with_zero:
+            c[0] = 0.0
+        p = rng.dirichlet(np.full(m, 0.3))
+        p = np.maximum(p, 1e-30)
+        cases.append((f"random{i}", c, p / p.sum(), float(rng.uniform(0.4, 3.0))))
+    return cases
+
+
+_MOG = _mog_cases()
+
+
+def _mp_loss(loss):
+    """L(x) and the four CDFs in mpmath, on the float parameters the loss holds."""
+    a = [mp.mpf(float(v)) for v in loss.a]
+    b = [mp.mpf(float(v)) for v in loss.b]
+    lp = [mp.mpf(float(v)) for v in loss.lpw]
+    lq = [mp.mpf(float(v)) for v in loss.lqw]
+    s = mp.mpf(loss.s)
+
+    def dens(x, locs, lw):
+        return mp.fsum(mp.exp(w - (x - c) ** 2 / (2 * s * s))
+                       for w, c in zip(lw, locs, strict=True))
+
+    def L(x):
+        return mp.log(dens(x, a, lp)) - mp.log(dens(x, b, lq))
+
+    def cdf(x, p_side):
+        locs, lw = (a, lp) if p_side else (b, lq)
+        return mp.fsum(mp.exp(w) * mp.ncdf((x - c) / s) for w, c in zip(lw, locs, strict=True))
+
+    def sf(x, p_side):
+        locs, lw = (a, lp) if p_side else (b, lq)
+        return mp.fsum(mp.exp(w) * mp.ncdf((c - x) / s) for w, c in zip(lw, locs, strict=True))
+
+    return L, cdf, sf
+
+
+def _mp_root(L, y, x0):
+    """x with L(x) = y in mpmath: a bracket around the float guess x0 is *verified* by the sign
+    of L - y (so the reference does not rely on x0 being right), then refined."""
+    y = mp.mpf(float(y))
+    d = mp.mpf(1e-10) * max(1, abs(x0))
+    x0 = mp.mpf(float(x0))
+    for _ in range(40):
+        lo, hi = x0 - d, x0 + d
+        if L(lo) <= y < L(hi):
+            break
+        d *= 100
+    else:
+        raise AssertionError("no bracket")
+    for _ in range(400):
+        m = (lo + hi) / 2
+        if L(m) <= y:
+            lo = m
+        else:
+            hi = m
+        if hi - lo < mp.mpf(10) ** -32 * max(1, abs(lo)):
+            break
+    return lo
+
+
+def _y_points(loss, n_lin=25):
+    """Loss values from the bottom of the support (ulps above a finite end) to far tails."""
+    from tightdp.pld.discretize import loss_range
+    lo, hi = loss.support
+    r_lo, r_hi = loss_range(loss, math.log(1e-300))
+    ys = list(np.linspace(r_lo, r_hi, n_lin)[1:-1])
+    if math.isfinite(lo):
+        ys += [np.nextafter(lo, np.inf)] + [lo + abs(lo) * f for f in (1e-15, 1e-11, 1e-7,
+                                                                       1e-3, 0.1)]
+    else:
+        ys += [r_lo, 2 * r_lo, 10 * r_lo]
+    if math.isfinite(hi):
+        ys += [np.nextafter(hi, -np.inf)] + [hi - abs(hi) * f for f in (1e-15, 1e-11, 1e-7,
+                                                                        1e-3, 0.1)]
+    else:
+        ys += [r_hi, 2 * r_hi, 10 * r_hi]
+    return np.array(sorted(set(float(v) for v in ys)))
+
+
+@pytest.mark.parametrize("name,c,p,s", _MOG, ids=[m[0] for m in _MOG])
+def test_mog_inverse_matches_mpmath(name, c, p, s):
+    """x*(y) = sup{x : L(x) <= y} against a 50-digit root, to 1e-12 relative (in fact ~1e-15)
+    from ulps above the flat end of the loss to y beyond the 1e-300 tails; the returned point
+    is on the safe side, L(x) <= y, for the float loss and (up to rounding) in mpmath."""
+    with mp.workdps(50):
+        for loss in td.MixtureOfGaussians(c, p, s).privacy_losses():
+            assert loss._lse is not None
+            L, _, _ = _mp_loss(loss)
+            y = _y_points(loss)
+            x = loss.inverse(y)
+            assert np.all(np.isfinite(x)) and np.all(np.diff(x) >= 0)
+            assert np.all(loss.loss(x) <= y)
+            for yi, xi in zip(y, x, strict=True):
+                ref = _mp_root(L, yi, xi)
+                assert abs(mp.mpf(float(xi)) - ref) <= 1e-12 * max(1, abs(ref)), (yi, xi, ref)
+                assert L(mp.mpf(float(xi))) <= mp.mpf(float(yi)) + 8 * _EPS * max(1, abs(yi))
+            lo, hi = loss.support
+            edge = loss.inverse(np.array([lo, hi, np.nan]))
+            assert edge[0] == -np.inf and edge[1] == np.inf and np.isnan(edge[2])
+
+
+def _generic(loss):
+    """The same loss on the generic path: two-logsumexp loss, bracketed Newton/bisection."""
+    import copy
+    g = copy.copy(loss)
+    g._lse = None
+    return g
+
+
+def _old_bin_masses(loss, edges):
+    """bin_masses as computed before the log-sum-exp path: x*(y) by the generic safeguarded
+    Newton/bisection, each log-CDF as logsumexp(log w + log_ndtr(+-z)) over the components."""
+    from scipy.special import log_ndtr, logsumexp
+
+    from tightdp.mechanisms.loss import PrivacyLoss
+    g = _generic(loss)
+    x = g.inverse(edges)
+    fin = np.isfinite(x)
+    xs = np.where(fin, x, 0.0)[:, None]
+
+    def mix(locs, lw, sign):
+        return logsumexp(lw + log_ndtr(sign * (xs - locs) / loss.s), axis=-1)
+
+    tot_p, tot_q = float(logsumexp(loss.lpw)), float(logsumexp(loss.lqw))
+    lpc = np.where(fin, mix(loss.a, loss.lpw, 1), np.where(x > 0, tot_p, -np.inf))
+    lps = np.where(fin, mix(loss.a, loss.lpw, -1), np.where(x > 0, -np.inf, tot_p))
+    lqc = np.where(fin, mix(loss.b, loss.lqw, 1), np.where(x > 0, tot_q, -np.inf))
+    lqs = np.where(fin, mix(loss.b, loss.lqw, -1), np.where(x > 0, -np.inf, tot_q))
+    return (PrivacyLoss._diff(lpc, lps, 0.0), PrivacyLoss._diff(lqc, lqs, 0.0)), x
+
+
+def _bin_tolerance(lc, ls, x, dx, dens):
+    """What a bin mass can be trusted to, given the inputs' rounding: 1e-12 relative, plus the
+    cancellation of subtracting two CDFs (or survival functions) known to relative accuracy
+    8 eps (1 + |log|), plus the first-order effect ``density * dx`` of a difference ``dx`` in
+    the edges' x*(y)."""
+    use_sf = ls[:-1] < math.log(0.5)
+    la = np.where(use_sf, ls[:-1], lc[:-1])
+    lb = np.where(use_sf, ls[1:], lc[1:])
+    with np.errstate(over="ignore", invalid="ignore"):
+        canc = 8 * _EPS * (np.exp(la) * (1 + np.abs(la)) + np.exp(lb) * (1 + np.abs(lb)))
+        shift = dens[:-1] * dx[:-1] + dens[1:] * dx[1:]
+    return np.nan_to_num(canc) + np.nan_to_num(shift)
+
+
+@pytest.mark.parametrize("name,c,p,s", _MOG, ids=[m[0] for m in _MOG])
+def test_mog_bin_masses_unchanged_against_generic_path(name, c, p, s):
+    """bin_masses of the new path against the pre-change algorithm on 2001 edges over the
+    1e-300 loss range: the edges' x*(y) agree to 1e-12 relative, and every bin agrees to 1e-12
+    relative up to what a rounding-level change of x*(y) and of the log-CDFs can cause (deep
+    in the tails one ulp of x moves a bin of mass 1e-200 by ~1e-11 relative: the bins there
+    are ill-conditioned, not wrong)."""
+    from tightdp.pld.discretize import loss_range
+    for loss in td.MixtureOfGaussians(c, p, s).privacy_losses():
+        lo, hi = loss_range(loss, math.log(1e-300))
+        edges = np.linspace(lo, hi, 2001)
+        (po, qo), xo = _old_bin_masses(loss, edges)
+        loss.__dict__.pop("_last_inverse", None)
+        pn, qn = loss.bin_masses(edges)
+        xn = loss.inverse(edges)
+        np.testing.assert_array_equal(np.isfinite(xn), np.isfinite(xo))
+        fin = np.isfinite(xn)
+        assert np.all(np.abs(xn[fin] - xo[fin]) <= 1e-12 * np.maximum(1, np.abs(xo[fin])))
+        xf, xof = np.where(fin, xn, 0.0), np.where(fin, xo, 0.0)
+        dx = np.abs(xf - xof) + 4 * np.spacing(np.abs(xf))
+        xs = np.where(fin, xn, 0.0)[:, None]
+        for (new, old), locs, lw, side in (((pn, po), loss.a, loss.lpw, "p"),
+                                            ((qn, qo), loss.b, loss.lqw, "q")):
+            dens = np.where(fin, np.exp(lw - 0.5 * ((xs - locs) / loss.s) ** 2).sum(-1)
+                            / (loss.s * math.sqrt(2 * math.pi)), 0.0)
+            lc = getattr(loss, f"log{side}_cdf")(edges)
+            ls = getattr(loss, f"log{side}_sf")(edges)
+            tol = 1e-12 * np.maximum(new, old) + _bin_tolerance(lc, ls, xn, dx, dens)
+            tol += 1e-300  # subnormal masses carry no relative precision
+            bad = np.abs(new - old) > tol
+            assert not bad.any(), (side, np.flatnonzero(bad)[:5], new[bad][:5], old[bad][:5])
+
+
+@pytest.mark.parametrize("name,c,p,s", _MOG[:4] + _MOG[5:6], ids=[m[0] for m in _MOG[:4]
+                                                                   + _MOG[5:6]])
+def test_mog_log_cdfs_and_bins_match_mpmath(name, c, p, s):
+    """The four log-CDFs at the computed x*(y) against mpmath (to ~1e-15 of |log|), and the bin
+    masses between those points against mpmath differences (survival functions above the
+    median), within the cancellation tolerance of :func:`_bin_tolerance`."""
+    rng = np.random.default_rng(7)
+    with mp.workdps(50):
+        for loss in td.MixtureOfGaussians(c, p, s).privacy_losses():
+            _, cdf, sf = _mp_loss(loss)
+            ys = _y_points(loss, n_lin=12)
+            ys = ys[np.isfinite(loss.inverse(ys))]
+            edges = np.sort(np.concatenate([ys, ys + rng.uniform(1e-4, 1e-2, ys.size)]))
+            edges = edges[(edges > loss.support[0]) & (edges < loss.support[1])]
+            x = loss.inverse(edges)
+            got = {(ps, c_): getattr(loss, f"log{ps}_{'cdf' if c_ else 'sf'}")(edges)
+                   for ps in "pq" for c_ in (True, False)}
+            pb, qb = loss.bin_masses(edges)
+            for side, bins in (("p", pb), ("q", qb)):
+                ref_c = [cdf(mp.mpf(float(v)), side == "p") for v in x]
+                ref_s = [sf(mp.mpf(float(v)), side == "p") for v in x]
+                for j in range(edges.size):
+                    for val, ref in ((got[(side, True)][j], ref_c[j]),
+                                     (got[(side, False)][j], ref_s[j])):
+                        lr = mp.log(ref)
+                        assert abs(mp.mpf(float(val)) - lr) <= 4e-15 * max(1, abs(lr))
+                tol = _bin_tolerance(got[(side, True)], got[(side, False)], x,
+                                     np.zeros_like(x), np.zeros_like(x))
+                for j in range(edges.size - 1):
+                    ref = (ref_c[j + 1] - ref_c[j]) if ref_s[j] > 0.5 else (ref_s[j]
+                                                                           - ref_s[j + 1])
+                    err = abs(mp.mpf(float(bins[j])) - ref)
+                    assert err <= 1e-12 * ref + tol[j] + mp.mpf(1e-300), (side, j)
+
+
+def test_mog_loss_lse_form_matches_mpmath():
+    """The log-sum-exp form of L(x) agrees with mpmath to rounding (the generic difference of
+    two logsumexps loses ~eps x^2 / s^2 to cancellation at large |x|; this one does not)."""
+    with mp.workdps(50):
+        for _, c, p, s in _MOG[:4]:
+            for loss in td.MixtureOfGaussians(c, p, s).privacy_losses():
+                L, _, _ = _mp_loss(loss)
+                x = np.linspace(-80 * s, 80 * s + c.max(), 41)
+                got = loss.loss(x)
+                bmax = float(np.max(np.abs(c))) / s ** 2
+                for xi, gi in zip(x, got, strict=True):
+                    ref = L(mp.mpf(float(xi)))
+                    assert abs(mp.mpf(float(gi)) - ref) <= 1e-14 * (1 + abs(ref)
+                                                                     + bmax * abs(xi))

@@ -46,6 +46,18 @@ def _lse_last(x: np.ndarray) -> np.ndarray:
     return logsumexp(x, axis=-1)
 
 
+def _lse_rows(x: np.ndarray) -> np.ndarray:
+    """logsumexp over the last axis of a 2-d array (rows of -inf give -inf), without
+    scipy's per-call overhead; the single-column case is returned as is."""
+    if x.shape[-1] == 1:
+        return x[:, 0].copy()
+    m = x.max(axis=-1)
+    ms = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(x - ms[:, None])
+    with np.errstate(divide="ignore"):
+        return ms + np.log(e.sum(axis=-1))
+
+
 def _log_sub_exp(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """log(e^a - e^b) for a >= b, elementwise; -inf where they are equal."""
     a = np.asarray(a, dtype=float)
@@ -273,6 +285,165 @@ class _Laplace(_Kernel):
 KERNELS = {"gaussian": _Gauss, "laplace": _Laplace}
 
 
+#: points per block in the vectorized Newton iterations (keeps the (points x components)
+#: temporaries in cache)
+_BLOCK = 4096
+_EPS = float(np.finfo(float).eps)
+
+
+class _LseForm:
+    """Loss of a Gaussian location pair with one component on one side, as a log-sum-exp of
+    affine functions, and its inverse by monotone Newton iterations.
+
+    With a single Q component ``N(b, s^2)`` the log-ratio of each P component to it is affine,
+    ``log p_i(x)/q(x) = alpha_i + beta_i x`` with ``beta_i = (a_i - b)/s^2`` and ``alpha_i =
+    log p_i - log q - beta_i (a_i + b)/2``, so ``L(x) = H(x)`` with
+    ``H(z) = log sum_i exp(alpha_i + beta_i z)``; with a single P component ``N(a, s^2)``,
+    ``L(x) = -H(-x)`` with ``beta_j = (a - b_j)/s^2`` and ``alpha_j = log q_j - log p +
+    beta_j (a + b_j)/2`` (the mixture-of-Gaussians pairs of Ganesh, Def. 2.8; remove and add
+    direction). Monotonicity of the loss means every ``beta >= 0``.
+
+    ``H`` is convex. The components with ``beta = 0`` (a P component at Q's location) make
+    up the constant ``A = log sum exp(alpha_i)``, the loss's finite end, and
+    ``H(z) = A + log(1 + e^{G(z)})`` with ``G(z) = log sum_{beta_i > 0}
+    exp(gamma_i + beta_i z)``, ``gamma_i = alpha_i - A`` (``G = H`` when there is none).
+    ``H(z) = t`` is then ``G(z) = u`` with ``u = log(e^{t - A} - 1)``, which keeps full
+    relative accuracy where ``t`` is close to ``A`` (the flat end of the loss, where solving
+    ``H(z) = t`` directly would lose all digits of ``t - A``). ``G`` is convex and
+    increasing with slope between ``min beta`` and ``max beta`` (``> 0``); it lies between the
+    envelope ``max_i(gamma_i + beta_i z)`` and the envelope plus ``log n``. Newton's method
+    for a convex increasing function started to the right of the root (at the envelope's
+    root) decreases monotonically to it: the tangent lies below the function, so no iterate
+    crosses the root and no bisection safeguard is needed.
+    """
+
+    def __init__(self, sign: float, alpha: np.ndarray, beta: np.ndarray):
+        self.sign = sign
+        zero = beta == 0
+        self.A = float(logsumexp(alpha[zero])) if zero.any() else -math.inf
+        pos = ~zero
+        self.beta = np.ascontiguousarray(beta[pos])
+        self.gamma = np.ascontiguousarray(alpha[pos] - self.A if zero.any() else alpha[pos])
+        order = np.argsort(self.beta, kind="stable")
+        self.beta, self.gamma = self.beta[order], self.gamma[order]
+        #: size of the terms, for the rounding level of G
+        self._gmax = float(np.abs(self.gamma).max())
+
+    # --- G, G' and H --------------------------------------------------------------------------
+    def _g(self, z: np.ndarray, slope: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """``G(z)`` and (if ``slope``) ``G'(z)`` for a 1-d ``z``, blockwise; one exp per
+        component and point."""
+        g, b = self.gamma, self.beta
+        n = z.size
+        out = np.empty(n)
+        d1 = np.empty(n) if slope else None
+        if g.size == 1:
+            out[:] = g[0] + b[0] * z
+            if slope:
+                d1[:] = b[0]
+            return out, d1
+        for i in range(0, n, _BLOCK):
+            zz = z[i:i + _BLOCK]
+            e = np.multiply.outer(zz, b)
+            e += g
+            m = e.max(axis=1)
+            with np.errstate(invalid="ignore"):
+                e -= m[:, None]
+            np.exp(e, out=e)
+            sw = e.sum(axis=1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out[i:i + _BLOCK] = m + np.log(sw)
+                if slope:
+                    d1[i:i + _BLOCK] = (e @ b) / sw
+        return out, d1
+
+    def _h_from_g(self, g: np.ndarray) -> np.ndarray:
+        return g if self.A == -math.inf else self.A + np.logaddexp(0.0, g)
+
+    def log_ratio(self, z) -> np.ndarray:
+        """``H(z)`` (any shape)."""
+        z = np.asarray(z, dtype=float)
+        g, _ = self._g(z.ravel(), slope=False)
+        return self._h_from_g(g).reshape(z.shape)
+
+    # --- inverse ------------------------------------------------------------------------------
+    def inverse(self, y: np.ndarray) -> np.ndarray:
+        """``x*(y) = sup{x : L(x) <= y}`` for ``y`` strictly inside the support (1-d), the
+        largest ``x`` with ``L(x) <= y`` up to rounding."""
+        y = np.asarray(y, dtype=float)
+        t = self.sign * y
+        if self.A == -math.inf:
+            u = t.copy()
+            beyond = np.zeros(t.shape, dtype=bool)
+        else:
+            dt = t - self.A  # exact where t is close to A (Sterbenz)
+            beyond = ~(dt > 0)  # at (or by rounding of the support, past) the finite end
+            with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+                u = np.where(dt > 1.0, dt + np.log1p(-np.exp(-dt)), np.log(np.expm1(dt)))
+        # remove direction (sign +1): largest z with G(z) <= u; add direction (sign -1):
+        # x = -z with z the smallest with G(z) >= u
+        z = self._solve(u, below=self.sign > 0, t=t)
+        x = self.sign * z
+        # t <= A: y at or below the bottom (remove) / at or above the top (add) of the support
+        return np.where(np.isnan(y), np.nan, np.where(beyond, -self.sign * np.inf, x))
+
+    def _solve(self, u: np.ndarray, below: bool, t: np.ndarray) -> np.ndarray:
+        """Root of ``G(z) = u``: the largest ``z`` with ``G(z) <= u`` (``below``) or the
+        smallest with ``G(z) >= u``, each up to rounding, and with ``H(z) <= t`` resp.
+        ``H(z) >= t`` also holding for the rounded ``H``."""
+        g, b = self.gamma, self.beta
+        ok = np.isfinite(u)
+        z = np.full(u.shape, np.nan)
+        if not ok.any():
+            return z
+        # envelope root: G(z0) >= max_i(gamma_i + beta_i z0) = u, so z0 is right of the root
+        uo = u[ok]
+        z0 = np.empty(uo.size)
+        for i in range(0, uo.size, _BLOCK):
+            z0[i:i + _BLOCK] = (np.subtract.outer(uo[i:i + _BLOCK], g) / b).min(axis=1)
+        idx = np.flatnonzero(ok)
+        z[idx] = z0
+        cur, zc, uc = idx, z0, uo
+        for _ in range(100):
+            gz, d1 = self._g(zc, slope=True)
+            f = gz - uc
+            tol = 4 * _EPS * (1.0 + np.abs(uc) + self._gmax + np.abs(zc) * b[-1])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                zn = zc - np.maximum(f, 0.0) / d1
+            zn = np.where(np.isfinite(zn), zn, zc)
+            z[cur] = zn
+            # f <= tol: at the root up to the rounding of G (the step is below the accuracy
+            # of z); zn == zc: Newton stalls at the rounding level
+            done = (f <= tol) | (zn == zc)
+            if done.all():
+                break
+            keep = ~done
+            cur, zc, uc = cur[keep], zn[keep], uc[keep]
+        # settle on the requested side of the root, by rounding only: the first move is the
+        # Newton estimate of the remaining distance, then growing multiples of an ulp
+        cur = idx
+        step = None
+        for _ in range(80):
+            zc = z[cur]
+            gz, d1 = self._g(zc, slope=step is None)
+            h = self._h_from_g(gz)
+            if below:
+                bad = (gz > u[cur]) | (h > t[cur])
+            else:
+                bad = (gz < u[cur]) | (h < t[cur])
+            if not bad.any():
+                break
+            if step is None:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    est = np.abs(gz - u[cur]) / d1
+                est = np.where(np.isfinite(est), est, 0.0)
+                step = est + 2 * np.spacing(np.maximum(np.abs(zc), 1e-300))
+            cur, zc, step = cur[bad], zc[bad], step[bad]
+            z[cur] = zc - step if below else zc + step
+            step = step * 2.0
+        return z
+
+
 class LocationMixtureLoss(PrivacyLoss):
     """PLRV of ``P = sum_i p_i K((x - a_i)/s)`` against ``Q = sum_j q_j K((x - b_j)/s)``.
 
@@ -291,6 +462,12 @@ class LocationMixtureLoss(PrivacyLoss):
     scale : the common standard deviation (Gaussian) or scale b (Laplace).
     inverse : optional closed form of ``x*(y)`` for finite ``y`` strictly inside the support.
     inf_mass : P-mass of an output only P produces (paired with the same Q-mass at -inf).
+
+    Without a closed form, a Gaussian pair with a single component on one side (the
+    mixture-of-Gaussians pairs of Ganesh, Def. 2.8, both directions) is evaluated and inverted
+    through its log-sum-exp form (:class:`_LseForm`: monotone Newton, accurate to rounding up
+    to the flat end of the loss); other pairs by the generic bracketed search
+    :meth:`_bisect`.
     """
 
     def __init__(self, kernel: str, p_locs, p_weights, q_locs, q_weights, scale: float,
@@ -313,10 +490,15 @@ class LocationMixtureLoss(PrivacyLoss):
         self.inf_mass = float(inf_mass)
         self.neg_inf_mass = float(inf_mass)
         self.support = self._limits()
+        self._lse = self._lse_form()
 
     # loss function and its inverse ------------------------------------------------------------
     def loss(self, x: np.ndarray) -> np.ndarray:
         """``L(x) = log P(x)/Q(x)`` (vectorized)."""
+        if self._lse is not None:
+            sign = self._lse.sign
+            x = np.asarray(x, dtype=float)
+            return sign * self._lse.log_ratio(sign * x)
         x = np.asarray(x, dtype=float)[..., None]
         k = self.kernel.logpdf
         return (_lse_last(self.lpw + k((x - self.a) / self.s))
@@ -357,8 +539,34 @@ class LocationMixtureLoss(PrivacyLoss):
         mid = ~(below | above)
         if np.any(mid):
             ym = y[mid]
-            out[mid] = self._inverse(ym) if self._inverse is not None else self._bisect(ym)
+            if self._inverse is not None:
+                out[mid] = self._inverse(ym)
+            elif self._lse is not None:
+                out[mid] = self._lse.inverse(ym)
+            else:
+                out[mid] = self._bisect(ym)
         return out
+
+    def _lse_form(self) -> _LseForm | None:
+        """The log-sum-exp form of the loss when the kernel is Gaussian and one side of the
+        pair has a single component (every :class:`~tightdp.mechanisms.MixtureOfGaussians`
+        pair, Ganesh Def. 2.8): see :class:`_LseForm`."""
+        if self.kernel is not _Gauss or (self.a.size > 1 and self.b.size > 1):
+            return None
+        s2 = self.s * self.s
+        if self.b.size == 1:  # single Q component: L(x) = H(x)
+            b = self.b[0]
+            beta = (self.a - b) / s2
+            alpha = self.lpw - self.lqw[0] - beta * (self.a + b) / 2
+            sign = 1.0
+        else:  # single P component: L(x) = -H(-x)
+            a = self.a[0]
+            beta = (a - self.b) / s2
+            alpha = self.lqw - self.lpw[0] + beta * (a + self.b) / 2
+            sign = -1.0
+        if np.any(beta < 0) or not np.any(beta > 0):
+            return None
+        return _LseForm(sign, alpha, beta)
 
     def _slope(self, x: np.ndarray) -> np.ndarray:
         """L'(x) for the Gaussian kernel: (E_post_P[a] - E_post_Q[b]) / s^2."""
@@ -371,7 +579,9 @@ class LocationMixtureLoss(PrivacyLoss):
         return ((wp * self.a).sum(-1) - (wq * self.b).sum(-1)) / (self.s * self.s)
 
     def _bisect(self, y: np.ndarray) -> np.ndarray:
-        """Safeguarded Newton (Gaussian kernel) or bisection (Laplace) for x*(y)."""
+        """Safeguarded Newton (Gaussian kernel) or bisection (Laplace) for x*(y): the generic
+        path, for pairs without closed form or log-sum-exp form (both sides mixtures, or the
+        Laplace kernel)."""
         s = self.s
         c_lo = min(self.a.min(), self.b.min()) - 2 * s
         c_hi = max(self.a.max(), self.b.max()) + 2 * s
@@ -426,10 +636,42 @@ class LocationMixtureLoss(PrivacyLoss):
         return np.where(fx <= 0, x, lo)
 
     # log CDFs --------------------------------------------------------------------------------
-    def _mix(self, x: np.ndarray, locs, lw, fn) -> np.ndarray:
-        z = (x[..., None] - locs) / self.s
-        with np.errstate(invalid="ignore"):
-            return _lse_last(lw + fn(z))
+    def _mix(self, x: np.ndarray, side: str) -> tuple[np.ndarray, np.ndarray]:
+        """``log sum_i w_i F((x - c_i)/s)`` and the same with the survival function, for the
+        components of P (``side="p"``) or Q, at the same points; remembered for the last
+        ``x`` of each side (the CDF and the survival function are usually both asked)."""
+        key = "_last_mix_" + side
+        last = self.__dict__.get(key)
+        if last is not None and last[0] is x:
+            return last[1], last[2]
+        locs, lw = (self.a, self.lpw) if side == "p" else (self.b, self.lqw)
+        x1 = np.asarray(x, dtype=float).ravel()
+        n = x1.size
+        lc, ls = np.empty(n), np.empty(n)
+        gauss = self.kernel is _Gauss
+        for i in range(0, n, _BLOCK):
+            z = np.subtract.outer(x1[i:i + _BLOCK], locs)
+            z /= self.s
+            with np.errstate(invalid="ignore", over="ignore"):
+                if gauss:
+                    # one log_ndtr per term: the smaller of Phi(z), Phi(-z) is computed by
+                    # log_ndtr, the other as log(1 - that), which is accurate as the
+                    # subtracted probability is at most 1/2
+                    small = log_ndtr(-np.abs(z))
+                    large = np.log1p(-np.exp(small))
+                    neg = z <= 0
+                    c = np.where(neg, small, large)
+                    sf = np.where(neg, large, small)
+                else:
+                    c, sf = self.kernel.logcdf(z), self.kernel.logsf(z)
+                c += lw
+                sf += lw
+                lc[i:i + _BLOCK] = _lse_rows(c)
+                ls[i:i + _BLOCK] = _lse_rows(sf)
+        lc, ls = lc.reshape(np.shape(x)), ls.reshape(np.shape(x))
+        if n > 16:
+            self.__dict__[key] = (x, lc, ls)
+        return lc, ls
 
     def _split(self, y):
         y = np.asarray(y, dtype=float)
@@ -444,13 +686,13 @@ class LocationMixtureLoss(PrivacyLoss):
 
     def logp_cdf(self, y):
         _, x = self._split(y)
-        base = self._mix(x, self.a, self.lpw, self.kernel.logcdf)
+        base = self._mix(x, "p")[0]
         return np.where(np.isneginf(x), -np.inf, np.where(np.isposinf(x),
                         self._lse_p, base))
 
     def logp_sf(self, y):
         _, x = self._split(y)
-        base = self._mix(x, self.a, self.lpw, self.kernel.logsf)
+        base = self._mix(x, "p")[1]
         base = np.where(np.isneginf(x), self._lse_p, np.where(np.isposinf(x), -np.inf,
                         base))
         if self.inf_mass > 0:
@@ -459,7 +701,7 @@ class LocationMixtureLoss(PrivacyLoss):
 
     def logq_cdf(self, y):
         _, x = self._split(y)
-        base = self._mix(x, self.b, self.lqw, self.kernel.logcdf)
+        base = self._mix(x, "q")[0]
         base = np.where(np.isneginf(x), -np.inf, np.where(np.isposinf(x), self._lse_q,
                         base))
         if self.neg_inf_mass > 0:
@@ -468,7 +710,7 @@ class LocationMixtureLoss(PrivacyLoss):
 
     def logq_sf(self, y):
         _, x = self._split(y)
-        base = self._mix(x, self.b, self.lqw, self.kernel.logsf)
+        base = self._mix(x, "q")[1]
         return np.where(np.isneginf(x), self._lse_q, np.where(np.isposinf(x), -np.inf,
                         base))
 
