@@ -163,7 +163,7 @@ def _lowered_chords(loss: PrivacyLoss, upper: DiscretePLD, g: np.ndarray, pb: np
     not convex (only where the loss density changes on the scale of ``d``, or at the atoms of
     a discrete loss) it is replaced by its greatest convex minorant, which is lower still and
     whose kinks are nodes: its slopes are the isotonic regression of the segments' slopes
-    weighted by their lengths (Barlow et al. 1972; ``scipy.optimize.isotonic_regression``).
+    weighted by their lengths (Barlow et al. 1972), computed where it changes anything.
     The P-masses are ``e^{g_j}`` times the slope increases; where no segment was pooled they
     are computed as ``pi_j^CTD - [(c_{j+1} - c_j) - e^d (c_j - c_{j-1})] / (e^d - 1)``.
     """
@@ -228,43 +228,80 @@ def _lowered_chords(loss: PrivacyLoss, upper: DiscretePLD, g: np.ndarray, pb: np
     pi[mid] = upper.probs[mid] - dc[J + 1:K] / em1 + ed * dc[J:K - 1] / em1
     pi[J] = (room[J + 1] - c[J + 1]) / em1  # L's kink into the first segment
     pi[K] = ed * (roof[K - 1] - c[K - 1]) / em1  # last segment's kink onto the floor
-    if np.any(pi[J:K + 1] < 0):
-        # greatest convex minorant: isotonic regression of the segments' slopes
-        from scipy.optimize import isotonic_regression
-
+    bad = np.nonzero(pi[J + 1:K] < 0)[0] + 1  # (node - J) where the interpolant is concave
+    if bad.size:
+        # a convex minorant: the slopes' isotonic regression, by pool-adjacent-violators on
+        # the stretches around the concave nodes (it only pools there; no global pass)
         iv = slice(J, K)  # intervals J..K-1
         m = -q_sf[J + 1:K + 1] - pb[iv] * -np.expm1(log_rho[iv]) / h[iv]  # chord slopes
         s = m - dc[iv] / h[iv]
         s[0] = -(1.0 - loss.neg_inf_mass) + (room[J + 1] - c[J + 1]) / h[J]
         s[-1] = -(roof[K - 1] - c[K - 1]) / h[K - 1]
-        res = isotonic_regression(s, weights=h[iv])
-        blocks = res.blocks
-        pooled = np.zeros(K - J, dtype=bool)
-        for b0, b1 in zip(blocks[:-1], blocks[1:], strict=True):
-            if b1 - b0 > 1:
-                pooled[b0:b1] = True
-        sv = np.where(pooled, res.x, s)
+        sv, pooled = _pool_violators(s, h[iv], bad)
         # nodes touching a pooled segment: e^{g_j} times the slope increase
         left = np.concatenate([[-(1.0 - loss.neg_inf_mass)], sv])  # slope left of node J+r
         right = np.concatenate([sv, [0.0]])
-        touch = np.concatenate([[False], pooled]) | np.concatenate([pooled, [False]])
-        redo = np.nonzero(touch)[0]
-        pi[J + redo] = a[J + redo] * (right[redo] - left[redo])
+        touch = np.nonzero(np.concatenate([[False], pooled]) | np.concatenate([pooled, [False]]))[0]
+        pi[J + touch] = a[J + touch] * (right[touch] - left[touch])
         # inside a pooled run the increase is 0 by construction
-        inner = np.concatenate([[False], pooled[:-1] & pooled[1:]
-                                & (res.x[:-1] == res.x[1:]), [False]])
-        pi[J + np.nonzero(inner)[0]] = 0.0
+        inner = np.nonzero(np.concatenate([[False], pooled[:-1] & pooled[1:]
+                                           & (sv[:-1] == sv[1:]), [False]]))[0]
+        pi[J + inner] = 0.0
     neg = pi < 0
-    slack = 0.0
     if neg.any():
-        # what is left is rounding: put it back to 0 and remember the mass added
+        # what is left is rounding of the slopes' differences (relative 1e-13 or so): it is
+        # put back to 0, like the rounding of every other mass (README, floating point)
         if np.any(pi[neg] < -1e-12 * max(float(pi.max()), 1e-300)):
             return None
-        slack = float(-pi[neg].sum())
         pi[neg] = 0.0
-    out = DiscretePLD(d, upper.offset, pi, inf_true, {"kind": "lowered_chords"}, upper.shift)
-    out.meta["slack"] = slack
-    return out
+    return DiscretePLD(d, upper.offset, pi, inf_true, {"kind": "lowered_chords"}, upper.shift)
+
+
+def _pool_violators(s: np.ndarray, w: np.ndarray, bad: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Make the slopes ``s`` (weights ``w``) non-decreasing by pool-adjacent-violators
+    (Barlow et al. 1972) on stretches around the violations ``s[r - 1] > s[r]`` for ``r`` in
+    ``bad``, each stretch grown until its pooled values join its unchanged neighbours
+    monotonically. Pooling replaces a run of segments by their chord, so the curve only
+    moves down and becomes convex there. Returns the new slopes and the mask of pooled
+    segments."""
+    s = s.copy()
+    n = s.size
+    pooled = np.zeros(n, dtype=bool)
+    for r in bad:
+        if r <= 0 or r >= n or s[r - 1] <= s[r]:
+            continue  # already fixed by an earlier stretch
+        a, b = max(r - 2, 0), min(r + 2, n)
+        while True:
+            vals: list[float] = []
+            wts: list[float] = []
+            lens: list[int] = []
+            for x, y in zip(s[a:b].tolist(), w[a:b].tolist(), strict=True):
+                vals.append(x)
+                wts.append(y)
+                lens.append(1)
+                while len(vals) > 1 and vals[-2] > vals[-1]:
+                    y2, x2, l2 = wts.pop(), vals.pop(), lens.pop()
+                    tot = wts[-1] + y2
+                    vals[-1] = (vals[-1] * wts[-1] + x2 * y2) / tot
+                    wts[-1] = tot
+                    lens[-1] += l2
+            grow_l = a > 0 and s[a - 1] > vals[0]
+            grow_r = b < n and vals[-1] > s[b]
+            if not (grow_l or grow_r):
+                break
+            width = b - a
+            if grow_l:
+                a = max(a - width, 0)
+            if grow_r:
+                b = min(b + width, n)
+        pos = a
+        for x, ln in zip(vals, lens, strict=True):
+            if ln > 1:
+                s[pos:pos + ln] = x
+                pooled[pos:pos + ln] = True
+            pos += ln
+    return s, pooled
 
 
 def dominated(loss: PrivacyLoss, d: float, lo: float, hi: float,
