@@ -15,7 +15,7 @@ order, whatever the loss (each loss value is split between its two neighbouring 
 and the lowered chords lower it by about ``t (t + 1) d^2 / 6``; at the saddle point ``t`` of
 the composed law at the answer (``K'(t) = eps``) a shift of ``K`` by ``k dK`` moves ``eps``
 by about ``k dK / t``, so the bracket on eps is about ``k (t + 1) d^2 / 4`` wide (and the
-relative bracket on delta about ``k t (t + 1) d^2 / 4``). A coarse discretization gives the
+relative bracket on delta, measured, about ``k (t + 1) (t + 2) d^2 / 4``). A coarse discretization gives the
 saddle point (saddle-point approximation, Alghamdi et al., eq. (60)), the model gives ``d``,
 and the certified bracket decides: if it is wider than ``rtol`` the step shrinks by the
 measured width, until it is that tight or the FFT would exceed ``max_points`` (then the
@@ -189,9 +189,10 @@ class PLDAccountant(Accountant):
                     continue
                 width = self.rtol * max(e, 1e-3)
                 d = math.sqrt(AIM * width * 4.0 / (k_tot * (t + 1.0)))
-            else:  # delta query at eps: relative width of delta
-                t = max(mgf.solve_slope(eps), 1e-3)
-                d = math.sqrt(AIM * self.rtol * 4.0 / (k_tot * t * (t + 1.0)))
+            else:  # delta query at eps: relative width of delta (measured: the tilt of the
+                # Q-tail, t + 1, fits better than t, and stays right where t -> 0)
+                t = mgf.solve_slope(eps)
+                d = math.sqrt(AIM * self.rtol * 4.0 / (k_tot * (t + 1.0) * (t + 2.0)))
             best = min(best, d)
             span = mgf.quantile(window_tail, +1)[0] - mgf.quantile(window_tail, -1)[0]
             floor = max(floor, span / FIRST_POINTS)
