@@ -17,9 +17,10 @@ the composed law at the answer (``K'(t) = eps``) a shift of ``K`` by ``k dK`` mo
 by about ``k dK / t``, so the bracket on eps is about ``k (t + 1) d^2 / 4`` wide (and the
 relative bracket on delta, measured, about ``k (t + 1) (t + 2) d^2 / 4``). A coarse
 discretization gives the saddle point (saddle-point approximation, Alghamdi et al., eq. (60)),
-the model gives ``d``, and the certified bracket decides: if it is wider than ``rtol`` the step shrinks by the
-measured width, until it is that tight or the FFT would exceed ``max_points`` (then the
-tightest bracket found is returned with ``converged=False`` in its details and a note).
+the model gives ``d``, and the certified bracket decides: if it is wider than ``rtol`` the
+step shrinks by the measured width, until it is that tight or the FFT would exceed
+``max_points`` (then the tightest bracket found is returned with ``converged=False`` in its
+details and a note).
 
 For very small delta the composed law is exponentially tilted towards the answer before the
 FFT (see :func:`tightdp.pld.compose.compose`), so that values such as 1e-15 are not buried
