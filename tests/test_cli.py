@@ -32,6 +32,19 @@ def test_epsilon_json_matches_api():
     assert out["epsilon"] == out["upper"] and out["accountant"] == "pld"
 
 
+def test_printed_numbers_are_still_bounds():
+    # the table shows 6 digits: the upper bound rounded up, the lower bound down
+    out = json.loads(run("epsilon", *BASE, "--delta", "1e-5", "--json").stdout)
+    p = run("epsilon", *BASE, "--delta", "1e-5")
+    assert p.returncode == 0, p.stderr
+    lower, eps, upper = (float(x) for x in p.stdout.splitlines()[-1].split()[:3])
+    assert lower <= out["lower"] and eps >= out["upper"] and upper >= out["upper"]
+    from tightdp.cli import _Down, _fmt, _Up
+
+    for x in (2.0, 6.1889912, 6.1889987, 9.999996, 4.9999999e-7, 123456789.0):
+        assert float(_fmt(_Up(x))) >= x >= float(_fmt(_Down(x)))
+
+
 def test_delta_json_matches_api():
     p = run("delta", *BASE, "--epsilon", "1.0", "--json")
     assert p.returncode == 0, p.stderr

@@ -180,12 +180,42 @@ def _clean(x):
     return str(x)
 
 
+class _Up(float):
+    """A value shown rounded up at 6 significant digits (an upper bound on loss, or a
+    setting that must not be shown smaller than it is); :class:`_Down` rounds down."""
+
+
+class _Down(float):
+    pass
+
+
 def _fmt(x) -> str:
+    """Six significant digits; a certified upper bound is rounded up and a lower bound down, so
+    that the printed number is still a bound (the JSON output has every digit)."""
     if x is None:
         return "-"
     if isinstance(x, float):
-        return f"{x:.6g}"
+        if isinstance(x, _Up | _Down) and math.isfinite(x) and x != 0.0:
+            up = isinstance(x, _Up)
+            out = f"{float(x):.6g}"
+            if (float(out) >= x) if up else (float(out) <= x):
+                return out
+            # nearest went the wrong way: one unit of the sixth digit the other way
+            step = 10.0 ** (math.floor(math.log10(abs(float(out)))) - 5)
+            out = f"{float(out) + (step if up else -step):.6g}"
+            if (float(out) >= x) if up else (float(out) <= x):
+                return out
+            return f"{float(x):.17g}"
+        return f"{float(x):.6g}"
     return str(x)
+
+
+def _up(x):
+    return None if x is None else _Up(x)
+
+
+def _down(x):
+    return None if x is None else _Down(x)
 
 
 def _table(rows: list[list], header: list[str]) -> str:
@@ -218,8 +248,9 @@ def _query(a, want: str) -> dict:
            "details": r.details}
     if not a.json:
         kind = "certified upper bound" if r.certified else "approximation (not a bound)"
-        print(f"{want} = {_fmt(value)}  ({kind}; accountant {r.accountant})")
-        print(_table([[r.lower, value, r.upper, x, out["seconds"]]],
+        shown = _up(value) if r.certified else value
+        print(f"{want} = {_fmt(shown)}  ({kind}; accountant {r.accountant})")
+        print(_table([[_down(r.lower), shown, _up(r.upper), x, out["seconds"]]],
                      ["lower", want, "upper", given, "seconds"]))
         if r.note:
             print(f"note: {r.note}")
@@ -254,7 +285,8 @@ def _cmd_compare(a) -> dict:
         results.append({"accountant": name, "epsilon": r.epsilon, "lower": r.lower,
                         "upper": r.upper, "certified": r.certified, "seconds": sec,
                         "note": r.note})
-        rows.append([name, r.epsilon, r.lower, r.upper, "yes" if r.certified else "no", sec])
+        rows.append([name, _up(r.epsilon) if r.certified else r.epsilon, _down(r.lower),
+                     _up(r.upper), "yes" if r.certified else "no", sec])
     if not a.json:
         print(f"eps at delta={delta:g}: q={q}, sigma={a.noise_multiplier}, steps={steps}")
         print(_table(rows, ["accountant", "epsilon", "lower", "upper", "certified",
@@ -285,10 +317,12 @@ def _cmd_calibrate(a) -> dict:
                                     accountant=acc, rtol=rtol)
     out = r.as_dict()
     if not a.json:
-        print(f"{a.solve_for}: " + _fmt({"noise-multiplier": r.noise_multiplier,
-                                         "steps": r.steps,
-                                         "sampling-rate": r.sampling_rate}[a.solve_for]))
-        print(_table([[r.noise_multiplier, r.sampling_rate, r.steps, r.epsilon, r.lower,
+        # noise shown rounded up, a sampling rate down: the printed setting still meets the
+        # target
+        sigma, rate = _up(r.noise_multiplier), _down(r.sampling_rate)
+        print(f"{a.solve_for}: " + _fmt({"noise-multiplier": sigma, "steps": r.steps,
+                                         "sampling-rate": rate}[a.solve_for]))
+        print(_table([[sigma, rate, r.steps, _up(r.epsilon), _down(r.lower),
                        r.target_epsilon, r.delta, r.seconds]],
                      ["noise_multiplier", "sampling_rate", "steps", "epsilon (certified)",
                       "lower", "target", "delta", "seconds"]))
@@ -308,9 +342,10 @@ def _cmd_group(a) -> dict:
                       rtol=a.rtol or 1e-3)
     out = r.as_dict()
     if not a.json:
-        print(f"group of {r.group_size}: epsilon = {_fmt(r.epsilon)} (certified upper bound)")
-        print(_table([[r.lower, r.epsilon, r.conversion, r.linear_reference,
-                       r.example_epsilon, r.seconds]],
+        print(f"group of {r.group_size}: epsilon = {_fmt(_up(r.epsilon))} (certified upper "
+              "bound)")
+        print(_table([[_down(r.lower), _up(r.epsilon), _up(r.conversion), r.linear_reference,
+                       _up(r.example_epsilon), r.seconds]],
                      ["lower", "epsilon", "conversion (Lemma 1.1)", "k * eps_1",
                       "eps_1", "seconds"]))
     return out
