@@ -276,6 +276,8 @@ class _Table:
 def _groups(keys: np.ndarray) -> list[np.ndarray]:
     """Indices of equal values of ``keys`` (the left ends of the bracketing intervals, which
     determine the interval: the tilt grids partition the tilt range), one array per value."""
+    if keys.size == 0:
+        return []
     order = np.argsort(keys, kind="stable")
     k = keys[order]
     cut = np.nonzero(k[1:] != k[:-1])[0] + 1
