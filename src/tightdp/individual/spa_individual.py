@@ -214,7 +214,8 @@ class _Piece:
         # otherwise per example: counts @ check = (error bounds of the five composed rows,
         # composed scales of rows 0..2, composed noise level)
         self.check = np.column_stack([tail, s0, scale[:, 1], s2, np.maximum(1.0, s0)])
-        self.children: tuple[_Piece, _Piece] | None = None
+        self.mid: np.ndarray | None = None  # exact rows at the midpoint (B, 5)
+        self.children: list[_Piece | None] = [None, None]
 
     def unresolved(self, c: np.ndarray) -> np.ndarray:
         """Per example (rows of counts ``c``): is the interpolation error bound of its
@@ -233,10 +234,9 @@ class _Table:
     """The bucket CGFs of one direction: exact values at the accountant's bracketing tilts,
     interpolants on the intervals between them (refined on demand), all cached."""
 
-    def __init__(self, losses: list, name: str, progress_log):
+    def __init__(self, losses: list, name: str):
         self.losses = losses
         self.name = name
-        self._log = progress_log
         self.t_cap = _T_MAX if all(isinstance(x, GaussianLoss) for x in losses) else _T_MAX_QUAD
         self.grids = _grids(_GRID_LO, _GRID_HI, self.t_cap, _GRID_POINTS)
         self._points: dict[int, np.ndarray] = {}
@@ -263,14 +263,20 @@ class _Table:
         key = (float(a), float(b))
         if key not in self._pieces:
             self._pieces[key] = self._fit(*key)
-            self._log(f"{self.name}: interpolants on [{a:.4g}, {b:.4g}]")
         return self._pieces[key]
 
-    def split(self, pc: _Piece) -> tuple[_Piece, _Piece]:
-        if pc.children is None:
+    def midpoint(self, pc: _Piece) -> np.ndarray:
+        """Exact bucket rows at the midpoint of ``pc``: (B, 5)."""
+        if pc.mid is None:
+            pc.mid = self.stats(np.array([0.5 * (pc.a + pc.b)]))[:, :, 0]
+        return pc.mid
+
+    def child(self, pc: _Piece, side: int) -> _Piece:
+        """The left (0) or right (1) half of ``pc``, fitted when first needed."""
+        if pc.children[side] is None:
             m = 0.5 * (pc.a + pc.b)
-            pc.children = (self._fit(pc.a, m), self._fit(m, pc.b))
-        return pc.children
+            pc.children[side] = self._fit(pc.a, m) if side == 0 else self._fit(m, pc.b)
+        return pc.children[side]
 
 
 def _groups(keys: np.ndarray) -> list[np.ndarray]:
@@ -315,7 +321,9 @@ class IndividualSPAAccountant(NormHistory):
         rounded up by less than ``1 / n_buckets``.
     method : "msd1" (default, eq. (61)), "msd0" (eqs. (7)/(60)) or "clt" (eqs. (8)/(66)).
     progress : print progress to stderr.
-    chunk_size : examples processed at once (memory ~ ``chunk_size * n_buckets * 1 kB``).
+    chunk_size : examples processed at once; the arrays of a chunk take about
+        ``chunk_size * (16 n_buckets + 3000)`` bytes (~300 MB for the default 65536 and 100
+        buckets), whatever ``N``.
     """
 
     def __init__(self, sampling_rate: float, noise_multiplier: float, clip_norm: float,
@@ -349,7 +357,7 @@ class IndividualSPAAccountant(NormHistory):
                  for j in used]
         dirs = [0] if all(m.symmetric for m in mechs) else [0, 1]
         names = ["remove", "add"] if len(dirs) == 2 else ["both (symmetric)"]
-        return [_Table([m.privacy_losses()[d] for m in mechs], names[i], self._log)
+        return [_Table([m.privacy_losses()[d] for m in mechs], names[i])
                 for i, d in enumerate(dirs)]
 
     # --- bracketing on the accountant's tilt grids -------------------------------------------
@@ -386,7 +394,7 @@ class IndividualSPAAccountant(NormHistory):
             if rows.size == 0:
                 break
             if gi == 0:
-                co = np.arange(0, grid.size, _COARSE)
+                co = np.unique(np.append(np.arange(0, grid.size, _COARSE), grid.size - 1))
                 ge = g_at(0, rows, co) >= target
                 has = ge.any(axis=1)
                 jj = np.argmax(ge, axis=1)
@@ -421,12 +429,13 @@ class IndividualSPAAccountant(NormHistory):
         if not pc.all_ok:
             need = pc.unresolved(c)
             if need.any() and depth < MAX_DEPTH:
-                left, right = tab.split(pc)
                 r, cn = rows[need], c[need]
-                comp = cn @ left.vals[:, :, 0]  # exact rows at the midpoint (n, 5)
-                go_left = _g_spa(comp.T, np.array(left.b), self.method) >= target
-                self._solve(tab, left, cn[go_left], r[go_left], target, out, depth + 1)
-                self._solve(tab, right, cn[~go_left], r[~go_left], target, out, depth + 1)
+                comp = cn @ tab.midpoint(pc)  # exact composed rows at the midpoint (n, 5)
+                go_left = _g_spa(comp.T, np.array(0.5 * (pc.a + pc.b)), self.method) >= target
+                for side, sel in ((0, go_left), (1, ~go_left)):
+                    if sel.any():
+                        self._solve(tab, tab.child(pc, side), cn[sel], r[sel], target, out,
+                                    depth + 1)
                 if need.all():
                     return
                 rows, c = rows[~need], c[~need]
@@ -593,8 +602,9 @@ class IndividualSPAAccountant(NormHistory):
             flags["unresolved"][idx] = unresolved
             reliable[idx] = (size <= UNRELIABLE) & ~beyond & ~unresolved
             if self.progress and (ci % 4 == 0 or ci == n_chunks - 1):
-                self._log(f"{min(s + cs, n_all)}/{n_all} examples, "
-                          f"{time.perf_counter() - t0:.1f} s")
+                pieces = sum(tb.n_pieces for tb in tables)
+                self._log(f"saddle points: {min(s + cs, n_all)}/{n_all} examples, {pieces} "
+                          f"interpolation intervals, {time.perf_counter() - t0:.1f} s")
         info["interpolation_pieces"] = {tb.name: tb.n_pieces for tb in tables}
         return self._result(eps, delta, upper, reliable, terms, flags, info, t0)
 
