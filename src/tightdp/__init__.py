@@ -19,6 +19,7 @@ from .individual import (
     GDPOdometer,
     IndividualGDPFilter,
     IndividualPLDAccountant,
+    IndividualSPAAccountant,
     RDPFilter,
     individual_epsilons,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "GDPOdometer",
     "IndividualGDPFilter",
     "IndividualPLDAccountant",
+    "IndividualSPAAccountant",
     "RDPFilter",
     "individual_epsilons",
     "Mechanism",

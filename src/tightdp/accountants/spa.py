@@ -112,6 +112,50 @@ def log_clt_theta(t: np.ndarray, m: np.ndarray, s: np.ndarray) -> np.ndarray:
     return -0.5 * (m / s) ** 2 + diff
 
 
+def saddle_eps(ks: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The eps whose saddle point is ``t``: eq. (50) solved for eps,
+    ``eps = K'(t) - 1/t - 1/(1+t)`` (``ks[1]`` is ``K'``)."""
+    return ks[1] - 1.0 / t - 1.0 / (1.0 + t)
+
+
+def saddle_log_delta(ks: np.ndarray, t: np.ndarray, eps: np.ndarray | None, method: str
+                     ) -> tuple[np.ndarray, ...]:
+    """(log delta approximation, eps, fallback flag, size of the MSD1 terms) at tilt ``t``.
+
+    ``ks`` holds the rows ``K, K', K'', K''', K''''`` of the composed CGF at ``t`` (first axis;
+    the rest broadcasts with ``t``); ``eps=None`` means the saddle-point eps of ``t``
+    (eq. (50) solved for eps, :func:`saddle_eps`). SP-MSD0 is eqs. (7)/(60), SP-MSD1
+    eq. (61), SP-CLT eqs. (8)/(66) with Proposition 6 (:func:`log_clt_theta`).
+
+    The size of the two SP-MSD1 correction terms, ``max(|phi4|/(8 phi2^2),
+    5 phi3^2/(24 phi2^3))`` (their difference may cancel), is returned for every method as a
+    diagnostic: where it is not small the tilted loss is far from Gaussian (few effective
+    compositions) and no saddle-point approximation can be trusted."""
+    k0, k1, k2, k3, k4 = ks[0], ks[1], ks[2], ks[3], ks[4]
+    tp = 1.0 + t
+    if eps is None:
+        eps = saddle_eps(ks, t)
+    fallback = np.zeros(np.shape(k0 + t), dtype=bool)
+    phi2 = k2 + 1.0 / t ** 2 + 1.0 / tp ** 2
+    phi3 = k3 - 2.0 / t ** 3 - 2.0 / tp ** 3
+    phi4 = k4 + 6.0 / t ** 4 + 6.0 / tp ** 4
+    term4 = phi4 / (8.0 * phi2 ** 2)
+    term3 = 5.0 * phi3 ** 2 / (24.0 * phi2 ** 3)
+    corr_m1 = term4 - term3
+    size = np.maximum(np.abs(term4), term3)
+    if method == "clt":
+        s = np.sqrt(k2)
+        val = k0 - t * eps + log_clt_theta(t, k1 - eps, s)
+        return val, eps, fallback, size
+    phi = k0 - t * eps - np.log(t) - np.log1p(t)
+    val = phi - 0.5 * np.log(2.0 * math.pi * phi2)
+    if method == "msd1":
+        fallback = ~(corr_m1 > -1.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            val = np.where(fallback, val, val + np.log1p(np.where(fallback, 0.0, corr_m1)))
+    return val, eps, fallback, size
+
+
 class _Direction:
     """The composed CGF of one direction (remove or add) of the recorded terms."""
 
@@ -155,43 +199,15 @@ class _Direction:
     # --- the approximations at a tilt t, with eps the saddle-point eps(t) or a given eps ------
     def log_delta_at(self, t: np.ndarray, eps: np.ndarray | None, method: str,
                      ks: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
-        """(log delta approximation, eps, fallback flag, size of the MSD1 terms) at tilt
-        ``t``; ``eps=None`` means the saddle-point eps of ``t`` (eq. (50) solved for eps).
-
-        The size of the two SP-MSD1 correction terms, ``max(|phi4|/(8 phi2^2),
-        5 phi3^2/(24 phi2^3))`` (their difference may cancel), is returned for every method as a
-        diagnostic: where it is not small the tilted loss is far from Gaussian (few effective
-        compositions) and no saddle-point approximation can be trusted."""
+        """:func:`saddle_log_delta` at tilt ``t`` with this direction's composed CGF."""
         if ks is None:
             ks = self.K(t, 4)
-        k0, k1, k2, k3, k4 = ks
-        tp = 1.0 + t
-        if eps is None:
-            eps = k1 - 1.0 / t - 1.0 / tp
-        fallback = np.zeros(np.shape(t), dtype=bool)
-        phi2 = k2 + 1.0 / t ** 2 + 1.0 / tp ** 2
-        phi3 = k3 - 2.0 / t ** 3 - 2.0 / tp ** 3
-        phi4 = k4 + 6.0 / t ** 4 + 6.0 / tp ** 4
-        term4 = phi4 / (8.0 * phi2 ** 2)
-        term3 = 5.0 * phi3 ** 2 / (24.0 * phi2 ** 3)
-        corr_m1 = term4 - term3
-        size = np.maximum(np.abs(term4), term3)
-        if method == "clt":
-            s = np.sqrt(k2)
-            val = k0 - t * eps + log_clt_theta(t, k1 - eps, s)
-            return val, eps, fallback, size
-        phi = k0 - t * eps - np.log(t) - np.log1p(t)
-        val = phi - 0.5 * np.log(2.0 * math.pi * phi2)
-        if method == "msd1":
-            fallback = ~(corr_m1 > -1.0)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                val = np.where(fallback, val, val + np.log1p(np.where(fallback, 0.0, corr_m1)))
-        return val, eps, fallback, size
+        return saddle_log_delta(ks, t, eps, method)
 
     def eps_of_t(self, t: np.ndarray, ks: np.ndarray | None = None) -> np.ndarray:
         if ks is None:
             ks = self.K(t, 1)
-        return ks[1] - 1.0 / t - 1.0 / (1.0 + t)
+        return saddle_eps(ks, t)
 
     def log_rma(self, t: np.ndarray, eps: np.ndarray, k0: np.ndarray) -> np.ndarray:
         """log of the refined moments bound at tilt t (eq. (43)); valid for every t > 0."""

@@ -1,6 +1,7 @@
 """Individual and fully adaptive accounting (Koskela, Tobaben, Honkela, paper 000): GDP and
 RDP filters, the GDP odometer, the individual GDP filter for DP-GD, and per-example eps of
-DP-SGD from gradient-norm histories with the PLD engine."""
+DP-SGD from gradient-norm histories: certified with the PLD engine, approximated with the
+saddle-point accountant."""
 
 from .filters import (
     GDPFilter,
@@ -16,6 +17,7 @@ from .pld_individual import (
     individual_epsilons,
     sensitivity_grid,
 )
+from .spa_individual import IndividualSPAAccountant, IndividualSPAResult
 
 __all__ = [
     "GDPFilter",
@@ -28,4 +30,6 @@ __all__ = [
     "NormHistory",
     "individual_epsilons",
     "sensitivity_grid",
+    "IndividualSPAAccountant",
+    "IndividualSPAResult",
 ]

@@ -1,0 +1,636 @@
+"""Individual epsilon for DP-SGD with the saddle-point accountant: an APPROXIMATION.
+
+Papers: 000 (Koskela, Tobaben, Honkela, "Individual Privacy Accounting with Gaussian
+Differential Privacy"), Sec. 5 and App. D.2, for what an individual eps is and the sensitivity
+buckets; 002 (Alghamdi et al., "The Saddle-Point Accountant") for the approximation.
+
+What is computed
+----------------
+The same composition as :class:`~tightdp.individual.IndividualPLDAccountant`: example ``i``
+sees, at each step, the Poisson subsampled Gaussian mechanism whose sensitivity is its
+clipped gradient-norm ratio rounded *up* to the bucket grid ``c_b = b / B`` (App. D.2);
+``n_{i,b}`` counts its steps in bucket ``b``. The CGF of a composition is the sum of the CGFs
+(paper 002, eq. (72)), so example ``i``'s privacy loss has the CGF
+
+    K_i(t) = sum_b n_{i,b} K_b(t)
+
+with ``K_b`` the CGF (eq. (23)) of the privacy loss of ``PoissonSubsampled(Gaussian(sigma, c_b),
+q)``, computed by :mod:`tightdp.cgf`, one per direction (remove and add). With it the
+saddle-point eps of :class:`~tightdp.SaddlePointAccountant` is computed per example and per
+direction -- the saddle point of eq. (50), SP-MSD0 (eqs. (7)/(60)), SP-MSD1 (eq. (61)) or SP-CLT
+(eqs. (8)/(66), Prop. 6), evaluated by the same function
+(:func:`tightdp.accountants.spa.saddle_log_delta`) -- and the larger of the two directions is
+returned. For an example whose norms are all >= C this is the accountant's answer for
+``PoissonSubsampled(Gaussian(sigma), q)`` composed ``T`` times.
+
+This is not a bound. The saddle-point value approximates the eps of each example's
+composition (given its norms; the paper's approximative individual accountant of Sec. 5), with
+no guarantee. Where the tilted loss is far from Gaussian (few effective compositions: the
+SP-MSD1 correction terms exceed :data:`tightdp.accountants.spa.UNRELIABLE`, the accountant's
+own diagnostic) the example is flagged unreliable -- here in either direction that was solved,
+not only the one that sets the answer, because an unreliable direction may under-report. The
+certified per-example numbers come from :class:`~tightdp.individual.IndividualPLDAccountant`;
+the fully adaptive guarantee is the individual GDP filter's
+(:class:`~tightdp.individual.IndividualGDPFilter`). What *is* certified here is ``upper``: the
+refined moments bound (paper 002, eqs. (42)-(44)),
+``delta(eps) <= e^{K_i(t) - t eps} t^t / (1+t)^{1+t}`` for every ``t > 0``, minimized over tilts
+at which ``K_i`` is evaluated exactly (no interpolation), with the accountant's allowance for
+the CGF quadrature made relative (``1e-11 (T_i + K_i(t))``).
+
+How it is vectorized
+--------------------
+1. Brackets. Per direction the bucket CGFs and their first four derivatives are evaluated
+   exactly (quadrature of :mod:`tightdp.cgf`) at the accountant's bracketing tilts (those of
+   ``spa._solve_increasing``: 33 points from 1e-4 to 64, then down to 1e-12, then up to the
+   tilt cap 2048, or 1e12 for Gaussian losses). One matrix product with the counts gives every
+   example's ``K_i, ..., K_i''''`` there, hence the saddle-point function
+   ``g_i(t) = -log delta_approx(eps(t))`` and the refined-moments optimality function
+   ``t K_i'(t) - K_i(t) + log(1 + t)`` (eq. (44)); the first grid point where each reaches
+   ``-log delta`` brackets the example's root, as in the accountant.
+2. Interpolants. On each bracket needed, every bucket's five rows are interpolated by
+   Chebyshev polynomials of degree :data:`DEGREE` at the Chebyshev-Lobatto tilts (exact values
+   there). An example's composed interpolant is accepted when the sum over its buckets of
+   ``n_{i,b}`` times their trailing coefficients is below :data:`INTERP_RTOL` of its composed
+   scale (plus a quadrature-noise floor). The CGF of the remove direction bends sharply in
+   ``t`` near ``2 sigma^2 log(1/q) / c_b^2`` (where the tilted law switches to the sampled
+   component), so some examples descend into halves of their bracket (exact composed values
+   at the midpoint decide which) until it is resolved, at most :data:`MAX_DEPTH` times.
+3. Saddle points. The composed Chebyshev coefficients of an example are one matrix product of
+   its counts with the bucket coefficients; the accountant's safeguarded Newton iteration in
+   ``log t`` (from the secant point of the bracket, bisection when a step leaves it, the same
+   stopping rules; secant slopes after the first step) solves ``g_i(t) = -log delta`` on the
+   interpolant (Clenshaw evaluation), and ``eps_i = K_i'(t) - 1/t - 1/(1+t)`` (eq. (50)).
+4. Certified bound. The refined-moments bound is minimized over the Lobatto tilts of the
+   bracket of its optimal tilt, where ``K_i`` is a matrix product of the counts with *exact*
+   bucket values; any tilt gives a valid bound, so interpolation cannot make it under-report.
+5. Directions. The remove direction is solved first; the add direction's saddle point is
+   computed only for the examples whose certified add-direction bound exceeds the eps found
+   so far (elsewhere the add direction cannot raise the true eps above the value reported).
+
+Examples are processed in chunks (``chunk_size``), so the intermediate arrays stay small
+whatever ``N``. Agreement with :class:`~tightdp.SaddlePointAccountant` composing the same
+buckets: ~1e-9 relative (its own Newton tolerance), also at an example whose norms are all
+>= C; where ``g_i`` is not increasing in ``t`` (only seen with few effective compositions,
+i.e. flagged examples) the two may pick different roots.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import fft as sfft
+
+from .. import _validate as v
+from ..accountants.spa import (
+    _LABEL,
+    _T_MAX,
+    _T_MAX_QUAD,
+    METHODS,
+    UNRELIABLE,
+    _grids,
+    _log_m,
+    saddle_eps,
+    saddle_log_delta,
+)
+from ..cgf import cgf
+from ..mechanisms.basic import Gaussian
+from ..mechanisms.loss import GaussianLoss
+from ..mechanisms.subsampling import PoissonSubsampled
+from .pld_individual import NormHistory
+
+__all__ = ["IndividualSPAAccountant", "IndividualSPAResult"]
+
+#: degree of the Chebyshev interpolants of the bucket CGFs on each tilt interval
+DEGREE = 24
+#: an interpolant is accepted when its two trailing coefficients are below this fraction of
+#: the row's scale (rows K, K', K'' relative to their maximum on the interval; K''' and K''''
+#: relative to K''^{3/2} and K''^2, the scales they enter the SP-MSD1 terms with)
+INTERP_RTOL = 1e-12
+#: ... plus this multiple of max(1, |K|) (the level of the quadrature's rounding noise)
+NOISE_FLOOR = 1e-13
+#: at most this many halvings of a bracketing interval
+MAX_DEPTH = 14
+#: the accountant's convergence tolerance on g (spa._solve_increasing)
+NEWTON_RTOL = 1e-11
+#: relative allowance for the quadrature of the CGF in the certified bound (the accountant
+#: uses 1e-11 per composed step, absolute; here 1e-11 (T_i + K_i(t)), never smaller)
+K_MARGIN = 1e-11
+#: the accountant's bracketing grids (spa._solve_increasing: geomspace(1e-4, 64, 33), then
+#: down to 1e-12, then up to the tilt cap in chunks)
+_GRID_LO, _GRID_HI, _GRID_POINTS = 1e-4, 64.0, 33
+#: stride of the coarse pass over the first grid (see IndividualSPAAccountant._bracket)
+_COARSE = 4
+
+
+@dataclass
+class IndividualSPAResult:
+    """Per-example saddle-point eps (an approximation) with a certified upper bound.
+
+    Attributes
+    ----------
+    epsilon : array ``(N,)``, the saddle-point approximation of each example's eps at
+        ``delta`` (max over the remove/add directions). **Not certified**: it may be below the
+        true eps. Where the saddle point is outside the supported tilt range (``beyond``) the
+        certified ``upper`` is reported instead.
+    delta : the target delta.
+    upper : array ``(N,)``, certified upper bound on each example's eps (refined moments
+        bound, paper 002 eq. (43)), given its recorded norms.
+    reliable : bool array ``(N,)``; False where the SP-MSD1 correction terms of a direction
+        that was solved exceed ``UNRELIABLE`` (few effective compositions: the approximation
+        can be far off, in either direction), where the saddle point is beyond the tilt range,
+        or where the interpolation tolerance was not met. Examples with no recorded loss
+        (every norm 0) have ``epsilon = upper = 0`` and are reliable (exact).
+    method : "msd1", "msd0" or "clt".
+    certified : always False (``epsilon`` is an approximation).
+    note : what the numbers are, in words.
+    details : timings, counts of flagged examples, ``msd1_terms`` (array ``(N,)``: the
+        largest size of the SP-MSD1 terms over the directions solved), ...
+    """
+
+    epsilon: np.ndarray
+    delta: float
+    upper: np.ndarray
+    reliable: np.ndarray
+    method: str
+    certified: bool = False
+    note: str = ""
+    details: dict = field(default_factory=dict)
+
+
+def _lobatto(p: int) -> np.ndarray:
+    """Chebyshev-Lobatto points ``cos(pi m / p)``, m = 0..p (from +1 down to -1)."""
+    return np.cos(np.pi * np.arange(p + 1) / p)
+
+
+def _cheb_coefficients(vals: np.ndarray) -> np.ndarray:
+    """Chebyshev coefficients of the interpolant through values at the Lobatto points of the
+    last axis (DCT-I: ``c_k = (2/p) sum'' f_m cos(pi k m / p)``, end coefficients halved)."""
+    p = vals.shape[-1] - 1
+    c = sfft.dct(vals, type=1, axis=-1) / p
+    c[..., 0] *= 0.5
+    c[..., -1] *= 0.5
+    return c
+
+
+def _clenshaw(c: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``sum_k c[k] T_k(x)`` for coefficients ``c`` of shape ``(p+1, R, n)`` at ``x`` (n,)
+    (Clenshaw's recurrence, in place)."""
+    b1 = c[-1].copy()
+    b2 = np.zeros_like(b1)
+    tmp = np.empty_like(b1)
+    x2 = 2.0 * x
+    for k in range(c.shape[0] - 2, 0, -1):
+        np.multiply(b1, x2, out=tmp)
+        tmp -= b2
+        tmp += c[k]
+        b2, b1, tmp = b1, tmp, b2
+    return x * b1 - b2 + c[0]
+
+
+class _Piece:
+    """Chebyshev interpolants of every bucket's CGF rows on one tilt interval ``[a, b]``."""
+
+    def __init__(self, a: float, b: float, vals: np.ndarray):
+        self.a, self.b = a, b
+        self.t = a + (b - a) * (_lobatto(vals.shape[-1] - 1) + 1.0) * 0.5  # from b down to a
+        self.vals = vals  # (B, 5, p+1): exact values at the nodes
+        self.ends = vals[:, :, [-1, 0]].reshape(vals.shape[0], 10)  # at a and at b
+        c = _cheb_coefficients(vals)
+        p1 = vals.shape[-1]
+        # (p+1) * 5 rows, one column per bucket: composed = this @ counts.T
+        self.coef_t = np.ascontiguousarray(c.transpose(2, 1, 0).reshape(p1 * 5, -1))
+        tail = np.max(np.abs(c[..., -2:]), axis=-1)  # (B, 5)
+        s0 = np.max(np.abs(vals[:, 0]), axis=-1)
+        s2 = np.max(np.abs(vals[:, 2]), axis=-1)
+        scale = np.stack([s0, np.max(np.abs(vals[:, 1]), axis=-1), s2, s2 ** 1.5, s2 ** 2],
+                         axis=1)
+        noise = NOISE_FLOOR * np.maximum(1.0, s0)[:, None]
+        # every bucket resolved on its own: then so is every composition (the bounds add up;
+        # (sum n_b s_b)^{3/2} >= sum n_b s_b^{3/2} for counts n_b >= 1, likewise ^2)
+        self.all_ok = bool(np.all(tail <= INTERP_RTOL * scale + noise))
+        # otherwise per example: counts @ check = (error bounds of the five composed rows,
+        # composed scales of rows 0..2, composed noise level)
+        self.check = np.column_stack([tail, s0, scale[:, 1], s2, np.maximum(1.0, s0)])
+        self.mid: np.ndarray | None = None  # exact rows at the midpoint (B, 5)
+        self.children: list[_Piece | None] = [None, None]
+
+    def unresolved(self, c: np.ndarray) -> np.ndarray:
+        """Per example (rows of counts ``c``): is the interpolation error bound of its
+        composed rows (``sum_b n_b`` times the two trailing coefficients) above the tolerance
+        relative to the composed scales (rows 0..2: their maxima; K''' and K'''': K''^{3/2}
+        and K''^2)?"""
+        if self.all_ok:
+            return np.zeros(c.shape[0], dtype=bool)
+        m = c @ self.check
+        s2 = m[:, 7]
+        scale = np.column_stack([m[:, 5], m[:, 6], s2, s2 ** 1.5, s2 ** 2])
+        return np.any(m[:, :5] > INTERP_RTOL * scale + NOISE_FLOOR * m[:, 8:9], axis=1)
+
+
+class _Table:
+    """The bucket CGFs of one direction: exact values at the accountant's bracketing tilts,
+    interpolants on the intervals between them (refined on demand), all cached."""
+
+    def __init__(self, losses: list, name: str):
+        self.losses = losses
+        self.name = name
+        self.t_cap = _T_MAX if all(isinstance(x, GaussianLoss) for x in losses) else _T_MAX_QUAD
+        self.grids = _grids(_GRID_LO, _GRID_HI, self.t_cap, _GRID_POINTS)
+        self._points: dict[int, np.ndarray] = {}
+        self._pieces: dict[tuple[float, float], _Piece] = {}
+        self.n_pieces = 0
+
+    def stats(self, t: np.ndarray) -> np.ndarray:
+        """Exact rows ``K_b, ..., K_b''''`` of every bucket at tilts ``t``: (B, 5, len(t))."""
+        return np.stack([cgf(loss, t, 4) for loss in self.losses])
+
+    def points(self, gi: int) -> np.ndarray:
+        """Exact bucket rows at the tilts of grid ``gi``: shape (B, 5, len(grid))."""
+        if gi not in self._points:
+            self._points[gi] = self.stats(self.grids[gi])
+        return self._points[gi]
+
+    def _fit(self, a: float, b: float) -> _Piece:
+        t = a + (b - a) * (_lobatto(DEGREE) + 1.0) * 0.5
+        self.n_pieces += 1
+        return _Piece(a, b, self.stats(t))
+
+    def piece(self, a: float, b: float) -> _Piece:
+        """The interpolants on ``[a, b]`` (a bracketing interval of the tilt grids)."""
+        key = (float(a), float(b))
+        if key not in self._pieces:
+            self._pieces[key] = self._fit(*key)
+        return self._pieces[key]
+
+    def midpoint(self, pc: _Piece) -> np.ndarray:
+        """Exact bucket rows at the midpoint of ``pc``: (B, 5)."""
+        if pc.mid is None:
+            pc.mid = self.stats(np.array([0.5 * (pc.a + pc.b)]))[:, :, 0]
+        return pc.mid
+
+    def child(self, pc: _Piece, side: int) -> _Piece:
+        """The left (0) or right (1) half of ``pc``, fitted when first needed."""
+        if pc.children[side] is None:
+            m = 0.5 * (pc.a + pc.b)
+            pc.children[side] = self._fit(pc.a, m) if side == 0 else self._fit(m, pc.b)
+        return pc.children[side]
+
+
+def _groups(keys: np.ndarray) -> list[np.ndarray]:
+    """Indices of equal values of ``keys`` (the left ends of the bracketing intervals, which
+    determine the interval: the tilt grids partition the tilt range), one array per value."""
+    if keys.size == 0:
+        return []
+    order = np.argsort(keys, kind="stable")
+    k = keys[order]
+    cut = np.nonzero(k[1:] != k[:-1])[0] + 1
+    return np.split(order, cut)
+
+
+def _g_spa(comp: np.ndarray, t: np.ndarray, method: str) -> np.ndarray:
+    """The function whose root is the saddle point: ``-log delta_approx`` at the saddle-point
+    eps of ``t`` (the accountant's ``f_approx``; increasing in t where the approximation is
+    sound), from composed rows ``comp`` (5, ...)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ld = saddle_log_delta(comp, t, None, method)[0]
+    return np.where(np.isfinite(ld), -ld, -np.inf)
+
+
+class IndividualSPAAccountant(NormHistory):
+    """Individual eps of DP-SGD by the saddle-point accountant, per example: an approximation.
+
+    Paper 000 (Sec. 5, App. D.2) for the individual composition and the sensitivity buckets;
+    paper 002 (Alghamdi et al.) eqs. (50), (60), (61), (66), (72) for the approximation and
+    eqs. (42)-(44) for the certified ``upper``; see the module docstring. Meant for very large
+    ``N``, where the certified :class:`~tightdp.individual.IndividualPLDAccountant` is slower;
+    its numbers are approximations (``certified=False`` in the result), not bounds.
+
+    Feed the per-example gradient norms of each step with :meth:`step` (or share the history of
+    another accountant with :meth:`from_history`), then ask :meth:`epsilons`.
+
+    Parameters
+    ----------
+    sampling_rate : Poisson sampling rate ``q`` in (0, 1].
+    noise_multiplier : ``sigma > 0``.
+    clip_norm : ``C > 0``.
+    n_examples : ``N >= 1``.
+    n_buckets : size of the uniform sensitivity grid (App. D.2); each ratio ``min(g, C)/C`` is
+        rounded up by less than ``1 / n_buckets``.
+    method : "msd1" (default, eq. (61)), "msd0" (eqs. (7)/(60)) or "clt" (eqs. (8)/(66)).
+    progress : print progress to stderr.
+    chunk_size : examples processed at once; the arrays of a chunk take about
+        ``chunk_size * (16 n_buckets + 3000)`` bytes (~300 MB for the default 65536 and 100
+        buckets), whatever ``N``.
+    """
+
+    def __init__(self, sampling_rate: float, noise_multiplier: float, clip_norm: float,
+                 n_examples: int, *, n_buckets: int = 100, method: str = "msd1",
+                 progress: bool = False, chunk_size: int = 65536):
+        super().__init__(sampling_rate, noise_multiplier, clip_norm, n_examples, n_buckets)
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+        self.method = method
+        self.progress = bool(progress)
+        self.chunk_size = v.count("chunk_size", chunk_size, minimum=1)
+        self.details: dict = {}
+
+    @classmethod
+    def from_history(cls, history: NormHistory, **kwargs) -> IndividualSPAAccountant:
+        """An accountant over the norms already recorded in ``history`` (for instance an
+        :class:`~tightdp.individual.IndividualPLDAccountant`), without copying them: the two
+        share one count array, so steps recorded later in either are seen by both
+        (``kwargs``: ``method``, ``progress``, ``chunk_size``)."""
+        if not isinstance(history, NormHistory):
+            raise ValueError(f"history must be a NormHistory, got {type(history).__name__}")
+        new = cls(history.q, history.sigma, history.clip_norm, history.n_examples,
+                  n_buckets=history.grid.size, **kwargs)
+        new._counts = history.counts  # flushed; shared
+        new.n_steps = history.n_steps
+        return new
+
+    # --- evaluation --------------------------------------------------------------------------
+    def _tables(self, used: np.ndarray) -> list[_Table]:
+        mechs = [PoissonSubsampled(Gaussian(self.sigma, float(self.grid[j])), self.q)
+                 for j in used]
+        dirs = [0] if all(m.symmetric for m in mechs) else [0, 1]
+        names = ["remove", "add"] if len(dirs) == 2 else ["both (symmetric)"]
+        return [_Table([m.privacy_losses()[d] for m in mechs], names[i])
+                for i, d in enumerate(dirs)]
+
+    # --- bracketing on the accountant's tilt grids -------------------------------------------
+    def _bracket(self, tab: _Table, cnt: np.ndarray, target: float, kind: str) -> dict:
+        """Per example, for the saddle-point function (``kind="spa"``) or the refined-moments
+        function (``"rma"``): the bracket ``[lo, hi]`` of tilts with ``g(lo) < target <=
+        g(hi)``, as :func:`tightdp.accountants.spa._solve_increasing` finds it: the same grids
+        walked in the same order, the first grid point reaching the target, with the exact
+        composed CGF at the grid points (one matrix product). On the first (33-point) grid
+        the saddle-point function is evaluated at every fourth point first and then inside
+        the first of those intervals reaching the target: the same bracket whenever ``g`` is
+        increasing on the grid (it need not be where the approximation breaks down; such
+        examples are flagged by the size of the SP-MSD1 terms). ``lo`` is NaN where no root
+        was bracketed; ``below`` marks roots under the smallest tilt."""
+        n = cnt.shape[0]
+        lo, hi = np.full(n, np.nan), np.full(n, np.nan)
+        below = np.zeros(n, dtype=bool)
+        nr = 5 if kind == "spa" else 2
+
+        def g_at(gi: int, rows: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+            pts = tab.points(gi)[:, :nr, :]
+            grid = tab.grids[gi]
+            if idx is not None:
+                pts, grid = pts[:, :, idx], grid[idx]
+            cr = cnt if rows.size == n else cnt[rows]
+            comp = (cr @ pts.reshape(pts.shape[0], -1)).reshape(rows.size, nr, grid.size)
+            comp = comp.transpose(1, 0, 2)
+            if kind == "spa":
+                return _g_spa(comp, grid, self.method)
+            return grid * comp[1] - comp[0] + np.log1p(grid)  # increasing: always exact
+
+        for gi, grid in enumerate(tab.grids):
+            rows = np.nonzero(np.isnan(lo))[0]
+            if rows.size == 0:
+                break
+            if gi == 0:
+                co = np.unique(np.append(np.arange(0, grid.size, _COARSE), grid.size - 1))
+                ge = g_at(0, rows, co) >= target
+                has = ge.any(axis=1)
+                jj = np.argmax(ge, axis=1)
+                sel = has & (jj > 0)
+                for jv in np.unique(jj[sel]):
+                    r = rows[sel & (jj == jv)]
+                    fine = np.arange(co[jv - 1] + 1, co[jv])
+                    k = np.full(r.size, co[jv])
+                    if fine.size:
+                        gef = g_at(0, r, fine) >= target
+                        hasf = gef.any(axis=1)
+                        k = np.where(hasf, fine[np.argmax(gef, axis=1)], k)
+                    lo[r], hi[r] = grid[k - 1], grid[k]
+                continue
+            ge = g_at(gi, rows) >= target
+            has = ge.any(axis=1)
+            j = np.argmax(ge, axis=1)
+            found = has & (j > 0)
+            lo[rows[found]] = grid[j[found] - 1]
+            hi[rows[found]] = grid[j[found]]
+            if gi == 1:  # the downward grid: at or above the target at its smallest tilt
+                below[rows[has & (j == 0)]] = True
+        return {"lo": lo, "hi": hi, "below": below}
+
+    # --- the saddle point on one interval ----------------------------------------------------
+    def _solve(self, tab: _Table, pc: _Piece, c: np.ndarray, rows: np.ndarray,
+               target: float, out: dict, depth: int = 0) -> None:
+        """Saddle-point eps of the examples ``rows`` of ``out`` (counts ``c``, one row each)
+        whose root is bracketed by ``pc``; descends into halves of ``pc`` for the examples
+        whose composed CGF is not resolved by the interpolants there (module docstring,
+        step 2)."""
+        if not pc.all_ok:
+            need = pc.unresolved(c)
+            if need.any() and depth < MAX_DEPTH:
+                r, cn = rows[need], c[need]
+                comp = cn @ tab.midpoint(pc)  # exact composed rows at the midpoint (n, 5)
+                go_left = _g_spa(comp.T, np.array(0.5 * (pc.a + pc.b)), self.method) >= target
+                for side, sel in ((0, go_left), (1, ~go_left)):
+                    if sel.any():
+                        self._solve(tab, tab.child(pc, side), cn[sel], r[sel], target, out,
+                                    depth + 1)
+                if need.all():
+                    return
+                rows, c = rows[~need], c[~need]
+            elif need.any():
+                out["unresolved"][rows[need]] = True
+        if rows.size == 0:
+            return
+        n = rows.size
+        coef = (pc.coef_t @ c.T).reshape(-1, 5, n)  # (p+1, 5, n)
+        a, b = pc.a, pc.b
+        scale = 2.0 / (b - a)
+
+        def rows_at(u: np.ndarray, cf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            t = np.exp(u)
+            return _clenshaw(cf, np.clip((t - a) * scale - 1.0, -1.0, 1.0)), t
+
+        # the accountant's iteration (_solve_increasing): safeguarded Newton in log t from the
+        # secant point of the bracket, stopped at the same tolerances
+        ends = (c @ pc.ends).reshape(n, 5, 2).transpose(1, 0, 2)  # exact rows at a and b
+        ga, gb = _g_spa(ends, np.array([a, b]), self.method).T
+        lo_u = np.full(n, math.log(a))
+        hi_u = np.full(n, math.log(b))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            frac = np.clip(np.nan_to_num((target - ga) / (gb - ga), nan=0.5), 0.05, 0.95)
+        u = lo_u + frac * (hi_u - lo_u)
+        act = np.arange(n)
+        cur, cf = act, coef  # rows evaluated (a superset of act) and their coefficients
+        u_prev = np.full(n, np.nan)
+        r_prev = np.full(n, np.nan)
+        tol = NEWTON_RTOL * (1.0 + abs(target))
+        for _ in range(60):
+            if act.size == 0:
+                break
+            if 2 * act.size < cur.size:  # compact (copying coefficients costs an evaluation)
+                cf = cf[:, :, np.searchsorted(cur, act)]
+                cur = act
+            ks, t = rows_at(u[cur], cf)
+            if cur.size != act.size:
+                pos = np.searchsorted(cur, act)
+                ks, t = ks[:, pos], t[pos]
+            ua = u[act]
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                r = -saddle_log_delta(ks, t, None, self.method)[0] - target
+                dg = t * t * (ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2)  # d(-ld)/d log t
+                # (the accountant's slope ignores the derivative of the log phi'' and SP-MSD1
+                # terms; from the second step on the secant slope is used, which converges
+                # superlinearly to the same root of the bracket)
+                sec = (r - r_prev[act]) / (ua - u_prev[act])
+                dg = np.where(np.isfinite(sec) & (sec > 0), sec, dg)
+                un = ua - r / dg
+            u_prev[act] = ua
+            r_prev[act] = r
+            lo_u[act] = np.where(r < 0, ua, lo_u[act])
+            hi_u[act] = np.where(r >= 0, ua, hi_u[act])
+            inside = (un > lo_u[act]) & (un < hi_u[act]) & np.isfinite(un)
+            un = np.where(inside, un, 0.5 * (lo_u[act] + hi_u[act]))
+            done = (np.abs(r) <= tol) | (hi_u[act] - lo_u[act] < 1e-14) | \
+                (inside & (np.abs(un - ua) < 1e-9))
+            u[act] = np.where(done & ~inside, ua, un)
+            act = act[~done]
+        ks, t = rows_at(u, coef)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            _, _, fb, size = saddle_log_delta(ks, t, None, self.method)
+        out["eps"][rows] = saddle_eps(ks, t)
+        out["t"][rows] = t
+        out["fallback"][rows] = fb
+        out["size"][rows] = size
+
+    def _rma(self, tab: _Table, cnt: np.ndarray, br: dict, log_delta: float) -> np.ndarray:
+        """Certified refined-moments bound on eps (paper 002, eq. (43)) minimized over the
+        Lobatto tilts of the bracket of its optimal tilt, where ``K_i`` is exact (a matrix
+        product of the counts with quadrature values, no interpolation); any tilt gives a
+        valid bound, so where no bracket was found an end of the tilt range is used."""
+        n = cnt.shape[0]
+        out = np.empty(n)
+        lo, hi = br["lo"].copy(), br["hi"].copy()
+        miss = np.isnan(lo)
+        g_down, g_up = tab.grids[1], tab.grids[-1]
+        dn, upm = miss & br["below"], miss & ~br["below"]
+        lo[dn], hi[dn] = g_down[0], g_down[1]
+        lo[upm], hi[upm] = g_up[-2], g_up[-1]
+        steps = cnt.sum(axis=1)
+        for rows in _groups(lo):
+            pc = tab.piece(lo[rows[0]], hi[rows[0]])
+            k0 = cnt[rows] @ pc.vals[:, 0, :]  # (n, p+1)
+            k0 = k0 + K_MARGIN * (steps[rows, None] + np.abs(k0))
+            e = (k0 + _log_m(pc.t) - log_delta) / pc.t
+            best = e.min(axis=1)
+            out[rows] = np.maximum(best + 1e-12 * np.abs(best), 0.0)
+        return out
+
+    def epsilons(self, delta: float) -> IndividualSPAResult:
+        """Saddle-point approximation of every example's eps at ``delta`` (NOT certified), with
+        a certified per-example upper bound (refined moments) and a reliability flag; see
+        :class:`IndividualSPAResult` and the module docstring."""
+        delta = v.delta_value("delta", delta)
+        t0 = time.perf_counter()
+        n_all = self.n_examples
+        eps = np.zeros(n_all)
+        upper = np.zeros(n_all)
+        reliable = np.ones(n_all, dtype=bool)
+        terms = np.zeros(n_all)
+        flags = {"beyond": np.zeros(n_all, dtype=bool), "fallback": np.zeros(n_all, dtype=bool),
+                 "unresolved": np.zeros(n_all, dtype=bool)}
+        counts = self.counts
+        used = np.nonzero(counts[:, 1:].any(axis=0))[0]
+        info: dict = {"method": self.method, "label": _LABEL[self.method]}
+        if used.size == 0:
+            return self._result(eps, delta, upper, reliable, terms, flags, info, t0)
+        tables = self._tables(used)
+        info["directions"] = [tb.name for tb in tables]
+        ld = math.log(delta)
+        target = -ld
+        cs = self.chunk_size
+        n_chunks = -(-n_all // cs)
+        for ci, s in enumerate(range(0, n_all, cs)):
+            cnt_all = counts[s:s + cs, 1:][:, used].astype(float)
+            act = np.nonzero(cnt_all.any(axis=1))[0]
+            if act.size == 0:
+                continue
+            cnt = cnt_all[act]
+            n = act.size
+            best = np.full(n, -np.inf)
+            best_up = np.zeros(n)
+            # flags over the directions solved: an unreliable direction may under-report, and
+            # then the larger of the two (the answer) may be wrong even if the other is reliable
+            size = np.zeros(n)
+            beyond = np.zeros(n, dtype=bool)
+            fallback = np.zeros(n, dtype=bool)
+            unresolved = np.zeros(n, dtype=bool)
+            for tab in tables:
+                up = self._rma(tab, cnt, self._bracket(tab, cnt, target, "rma"), ld)
+                best_up = np.maximum(best_up, up)
+                # a direction whose certified bound is at most the eps already found cannot
+                # raise the true eps above it: its saddle point is not needed
+                need = np.nonzero(up > best)[0]
+                if need.size == 0:
+                    continue
+                c = cnt[need]
+                m = need.size
+                out = {"eps": np.empty(m), "t": np.full(m, np.nan),
+                       "fallback": np.zeros(m, dtype=bool), "size": np.zeros(m),
+                       "unresolved": np.zeros(m, dtype=bool)}
+                br = self._bracket(tab, c, target, "spa")
+                lo, hi = br["lo"], br["hi"]
+                miss = np.isnan(lo)
+                found = np.nonzero(~miss)[0]
+                for g in _groups(lo[found]):
+                    rows = found[g]
+                    self._solve(tab, tab.piece(lo[rows[0]], hi[rows[0]]), c[rows], rows, target,
+                                out)
+                out["eps"][miss] = up[need][miss]  # no saddle point in range: the bound
+                best[need] = np.maximum(best[need], out["eps"])
+                size[need] = np.maximum(size[need], np.nan_to_num(out["size"], nan=np.inf))
+                beyond[need] |= miss
+                fallback[need] |= out["fallback"]
+                unresolved[need] |= out["unresolved"]
+            idx = s + act
+            eps[idx] = np.maximum(best, 0.0)
+            upper[idx] = best_up
+            terms[idx] = size
+            flags["beyond"][idx] = beyond
+            flags["fallback"][idx] = fallback
+            flags["unresolved"][idx] = unresolved
+            reliable[idx] = (size <= UNRELIABLE) & ~beyond & ~unresolved
+            if self.progress and (ci % 4 == 0 or ci == n_chunks - 1):
+                pieces = sum(tb.n_pieces for tb in tables)
+                self._log(f"saddle points: {min(s + cs, n_all)}/{n_all} examples, {pieces} "
+                          f"interpolation intervals, {time.perf_counter() - t0:.1f} s")
+        info["interpolation_pieces"] = {tb.name: tb.n_pieces for tb in tables}
+        return self._result(eps, delta, upper, reliable, terms, flags, info, t0)
+
+    def _result(self, eps, delta, upper, reliable, terms, flags, info, t0
+                ) -> IndividualSPAResult:
+        n_unrel = int((~reliable).sum())
+        parts = [f"saddle-point approximation {_LABEL[self.method]} (Alghamdi et al.) of each "
+                 "example's eps given its recorded norms; NOT a certified bound (the certified "
+                 "per-example numbers come from IndividualPLDAccountant; the fully adaptive "
+                 "guarantee is the individual GDP filter's)",
+                 "upper = certified refined moments bound (eq. (43)) per example"]
+        if n_unrel:
+            parts.append(f"WARNING: {n_unrel} example(s) flagged unreliable (see reliable): few "
+                         f"effective compositions (SP-MSD1 terms > {UNRELIABLE}), saddle point "
+                         "beyond the tilt range, or interpolation tolerance not met; use upper "
+                         "or IndividualPLDAccountant for them")
+        if flags["beyond"].any():
+            parts.append(f"{int(flags['beyond'].sum())} example(s) with the saddle point beyond "
+                         "the supported tilt range: the certified upper is reported as epsilon")
+        if flags["fallback"].any():
+            parts.append("SP-MSD1 correction factor not positive for "
+                         f"{int(flags['fallback'].sum())} example(s); SP-MSD0 used there")
+        info.update({"unreliable": n_unrel, "beyond": int(flags["beyond"].sum()),
+                     "fallback": int(flags["fallback"].sum()),
+                     "interpolation_unresolved": int(flags["unresolved"].sum()),
+                     "msd1_terms": terms, "seconds": time.perf_counter() - t0})
+        self.details = info
+        return IndividualSPAResult(eps, delta, upper, reliable, self.method, False,
+                                   "; ".join(parts), info)
