@@ -23,6 +23,14 @@ def load_cases() -> list[dict]:
     return json.loads(CASES_PATH.read_text())["cases"]
 
 
+def case_by_id(cid: str) -> dict:
+    """One reference case; the test is skipped if the reference file or the case is absent."""
+    for c in load_cases():
+        if c["id"] == cid:
+            return c
+    pytest.skip(f"reference case {cid} not available ({CASES_PATH})")
+
+
 def mechanism_of(m: dict) -> tuple[list[tuple[td.Mechanism, int]], str]:
     """(list of (mechanism, count), neighbouring) for a reference case's mechanism."""
     kind = m["kind"]

@@ -15,14 +15,13 @@ value as ours. We therefore require agreement to 1e-11 absolute (10 significant 
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import mpmath as mp
 import numpy as np
 import pytest
 
+from conftest import case_by_id
 from tightdp import (
     Gaussian,
     Laplace,
@@ -37,8 +36,6 @@ from tightdp.mechanisms.loss import LocationMixtureLoss
 from tightdp.pld.compose import compose_fixed_window
 from tightdp.pld.grid import DiscretePLD
 from tightdp.pld.riemann import loss_density, riemann
-
-CASES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "cases.json"
 
 # Koskela et al. (2020), Tables 1 and 2: q = 0.01, sigma = 1.5, k = 10^4, eps = 1
 TABLE1 = {50_000: 0.0491228786423, 200_000: 0.0496013846114, 800_000: 0.0496014103252,
@@ -166,9 +163,7 @@ SLOW_CASES = ["A03", "A05", "A06", "A07", "A08", "B03", "D-P-s1-k1", "D-P-s1-k2"
 
 
 def _check_case(cid: str, L: float, n: int) -> None:
-    if not CASES.exists():
-        pytest.skip("reference cases not available")
-    case = {c["id"]: c for c in json.loads(CASES.read_text())["cases"]}[cid]
+    case = case_by_id(cid)
     acc = FFTAccountant(L, n)
     for mech, k in _mechanism(case["mechanism"]):
         acc.compose(mech, k)

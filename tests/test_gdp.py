@@ -6,26 +6,17 @@ References: mpmath evaluation of the mu-GDP curve in 60 digits, closed-form refe
 
 from __future__ import annotations
 
-import json
 import math
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import tightdp as t
+from conftest import case_by_id
 from tightdp.gdp import compose_mu, gdp_delta, gdp_epsilon, gdp_log_delta, gdp_mu
 
 mp = pytest.importorskip("mpmath")
 
-CASES = Path(os.environ.get("TIGHTDP_REFERENCE", "/work/shared/reference/cases.json"))
-
-
-def _cases() -> dict:
-    if not CASES.exists():
-        pytest.skip("reference cases not available")
-    return {c["id"]: c for c in json.loads(CASES.read_text())["cases"]}
 
 
 def _mp_delta(mu, eps):
@@ -90,23 +81,22 @@ def test_epsilon_zero_when_delta_large():
 
 
 def test_composition_closed_form_b06_b01():
-    cases = _cases()
     acc = t.GDPAccountant()
     for s in range(1, 11):
         acc.compose(t.Gaussian(float(s)))
     r = acc.epsilon(1e-5)
     assert r.epsilon == pytest.approx(5.652299493162052, rel=1e-13)
     assert r.certified and r.lower == r.upper == r.epsilon
-    b06 = cases["B06"]
+    b06 = case_by_id("B06")
     assert b06["lower"] - 1e-12 <= r.epsilon <= b06["upper"] + 1e-12
     assert compose_mu([1 / s for s in range(1, 11)]) == pytest.approx(acc.mu, rel=1e-15)
     r1 = t.GDPAccountant().compose(t.Gaussian(1.0)).epsilon(1e-5)
-    assert r1.epsilon == pytest.approx(cases["B01"]["best"], rel=1e-13)
+    assert r1.epsilon == pytest.approx(case_by_id("B01")["best"], rel=1e-13)
 
 
 @pytest.mark.parametrize("cid", ["B01", "B02", "B03", "A21"])
 def test_gaussian_reference_cases(cid):
-    c = _cases()[cid]
+    c = case_by_id(cid)
     m = c["mechanism"]
     mech = t.Gaussian(m["sigma"] * m["sensitivity"], m["sensitivity"])
     if m["kind"] == "poisson_subsampled_gaussian":
@@ -124,7 +114,7 @@ def test_gaussian_reference_cases(cid):
 
 
 def test_clt_is_labelled_as_approximation():
-    c = _cases()["A03"]  # q=0.01, sigma=1, 10^4 steps, delta=1e-5: true eps ~ 6.1877
+    c = case_by_id("A03")  # q=0.01, sigma=1, 10^4 steps, delta=1e-5: true eps ~ 6.1877
     m = c["mechanism"]
     acc = t.GDPAccountant().compose(t.PoissonSubsampled(t.Gaussian(m["sigma"]), m["q"]),
                                     m["steps"])

@@ -11,15 +11,13 @@ coarse-tolerance version of one of them runs unmarked.
 
 from __future__ import annotations
 
-import json
 import math
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import tightdp
+from conftest import case_by_id
 from tightdp import Gaussian, MixtureOfGaussians, PLDAccountant, PoissonSubsampled
 from tightdp.group import (
     ChernoffCurve,
@@ -28,17 +26,6 @@ from tightdp.group import (
     group_mechanism,
     sensitivity_distribution,
 )
-
-CASES = Path(os.environ.get("TIGHTDP_REFERENCE", "/work/shared/reference/cases.json"))
-
-
-def _case(cid: str) -> dict:
-    if not CASES.exists():
-        pytest.skip("reference cases not available")
-    for c in json.loads(CASES.read_text())["cases"]:
-        if c["id"] == cid:
-            return c
-    pytest.skip(f"reference case {cid} not available")
 
 
 def _setting(case: dict) -> dict:
@@ -60,7 +47,7 @@ def _overlaps(lo: float, up: float, case: dict) -> bool:
 
 @pytest.mark.parametrize("cid", ["D-P-s1-k1", "D-P-s1-k2", "D-P-s1-k4", "D-F-s1-k1", "D-F-s1-k2"])
 def test_mechanism_matches_reference_case(cid):
-    case = _case(cid)
+    case = case_by_id(cid)
     s = _setting(case)
     c, p = sensitivity_distribution(s["group_size"], s["sampling"], s.get("sampling_rate"),
                                     s.get("batch_size"), s.get("dataset_size"))
@@ -92,7 +79,7 @@ def test_k1_reproduces_example_level_pld_exactly():
     e = ref.epsilon(1e-6)
     assert (r.lower, r.upper) == (e.lower, e.upper)
     assert r.epsilon == r.upper == r.conversion == r.linear_reference == r.example_epsilon
-    case = _case("D-P-s1-k1")
+    case = case_by_id("D-P-s1-k1")
     assert _overlaps(r.lower, r.upper, case)
     d = dpsgd_result = tightdp.dpsgd_epsilon(0.01, 1.0, 2000, 1e-6, rtol=1e-3)
     assert (d.lower, d.upper) == (e.lower, e.upper)
@@ -100,7 +87,7 @@ def test_k1_reproduces_example_level_pld_exactly():
 
 
 def test_fixed_batch_example_level_reference_case():
-    case = _case("D-F-s1-k1")
+    case = case_by_id("D-F-s1-k1")
     r = tightdp.dpsgd_epsilon(None, 2.0, 2000, 1e-6, sampling="fixed_batch", batch_size=500,
                               dataset_size=50000, rtol=1e-3)
     assert r.certified and r.lower <= r.upper
@@ -119,7 +106,7 @@ def test_fixed_batch_example_level_reference_case():
 
 def test_group_k2_reference_case_coarse():
     """Unmarked reduced version: coarse tolerance, the bracket must still overlap."""
-    case = _case("D-P-s1-k2")
+    case = case_by_id("D-P-s1-k2")
     r = group_epsilon(2, 1.0, 2000, 1e-6, sampling_rate=0.01, rtol=5e-2, baselines=False)
     assert r.certified and r.lower <= r.upper
     assert _overlaps(r.lower, r.upper, case)
@@ -129,7 +116,7 @@ def test_group_k2_reference_case_coarse():
 @pytest.mark.slow
 @pytest.mark.parametrize("cid", ["D-P-s1-k1", "D-P-s1-k2", "D-P-s1-k4", "D-F-s1-k1", "D-F-s1-k2"])
 def test_group_reference_cases(cid):
-    case = _case(cid)
+    case = case_by_id(cid)
     r = group_epsilon(**_setting(case), steps=2000, delta=case["query"]["delta"], rtol=1e-3,
                       baselines=False)
     assert _overlaps(r.lower, r.upper, case)
@@ -208,7 +195,7 @@ def test_conversion_search_matches_brute_force(k):
 
 
 def test_chernoff_curve_is_an_upper_bound():
-    case = _case("D-P-s1-k1")
+    case = case_by_id("D-P-s1-k1")
     ch = ChernoffCurve(PoissonSubsampled(Gaussian(1.0), 0.01), 2000)
     e = ch.epsilon(1e-6)
     assert e >= case["upper"]

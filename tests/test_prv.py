@@ -8,15 +8,14 @@ PLD accountant (a different discretization: connect-the-dots / dominated pairs).
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
 
+from conftest import case_by_id
 from tightdp import (
     ApproxDP,
     Gaussian,
@@ -31,8 +30,6 @@ from tightdp.accountants import prv as prv_module
 from tightdp.mechanisms.loss import DiscreteLoss
 from tightdp.pld.mean_preserving import coupling_log_mgf, gamma_constants, mean_preserving
 
-CASES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "cases.json"
-
 
 # --- independent truths ---------------------------------------------------------------------
 def gdp_delta(eps: float, mu: float) -> float:
@@ -42,12 +39,6 @@ def gdp_delta(eps: float, mu: float) -> float:
 
 def gdp_eps(delta: float, mu: float) -> float:
     return brentq(lambda e: gdp_delta(e, mu) - delta, 0.0, 500.0, xtol=1e-14, rtol=1e-14)
-
-
-def load_cases() -> dict:
-    if not CASES.exists():
-        pytest.skip("reference cases not available")
-    return {c["id"]: c for c in json.loads(CASES.read_text())["cases"]}
 
 
 def mechanisms_of(m: dict) -> list:
@@ -111,7 +102,7 @@ def test_dpsgd_width_and_agreement_with_certified_brackets(steps):
     r = PRVAccountant(eps_error=0.01, delta_error=1e-10).compose(mech, steps).epsilon(1e-7)
     assert r.upper - r.lower <= 2 * 0.01
     if steps == 2000:
-        case = load_cases()["A04"]
+        case = case_by_id("A04")
         lo, hi = case["lower"], case["upper"]
     else:
         lo, hi = FIG1[steps]
@@ -135,7 +126,7 @@ REFERENCE_IDS = ["A01", "A02", "A03", "A04", "A05", "A06", "A07", "A09", "A21", 
 
 @pytest.mark.parametrize("case_id", REFERENCE_IDS)
 def test_reference_cases_overlap(case_id):
-    case = load_cases()[case_id]
+    case = case_by_id(case_id)
     acc = PRVAccountant(eps_error=0.01, delta_error=1e-9)
     for mech, k in mechanisms_of(case["mechanism"]):
         acc.compose(mech, k)
@@ -150,7 +141,7 @@ def test_reference_cases_overlap(case_id):
 def test_reference_e01_substitute():
     from tightdp import SampledWithoutReplacement
 
-    case = load_cases()["E01"]
+    case = case_by_id("E01")
     m = case["mechanism"]
     mech = SampledWithoutReplacement(Gaussian(m["sigma"], m["sensitivity"]), m["q"],
                                      pair="koskela2020")
@@ -163,7 +154,7 @@ def test_reference_e01_substitute():
 def test_reference_cases_slow(case_id):
     from tightdp import MixtureOfGaussians
 
-    case = load_cases()[case_id]
+    case = case_by_id(case_id)
     m = case["mechanism"]
     if m["kind"] == "mixture_of_gaussians":
         terms = [(MixtureOfGaussians(m["sensitivities"], m["probabilities"],
@@ -180,7 +171,7 @@ def test_reference_cases_slow(case_id):
 
 def test_reference_a08_long_run_coarse():
     """1e5 steps with eps ~ 108: checked at a coarser eps_error to keep the test fast."""
-    case = load_cases()["A08"]
+    case = case_by_id("A08")
     (mech, k), = mechanisms_of(case["mechanism"])
     r = PRVAccountant(eps_error=0.5, delta_error=1e-9).compose(mech, k).epsilon(1e-5)
     assert r.lower <= case["upper"] and case["lower"] <= r.upper
@@ -230,7 +221,7 @@ def test_small_delta_curve_vectorized():
 def test_approx_dp_infinite_mass():
     """ApproxDP(0.1, d)^100: delta(eps) = 1 - (1-d)^100 (1 - delta_pure(eps)) with the
     pure-DP curve from reference case C05 (Kairouz-Oh-Viswanath, exact)."""
-    c05 = load_cases()["C05"]
+    c05 = case_by_id("C05")
     d = 1e-4
     truth_lo = 1 - (1 - d) ** 100 * (1 - c05["lower"])
     truth_hi = 1 - (1 - d) ** 100 * (1 - c05["upper"])

@@ -102,6 +102,13 @@ class Accountant:
     def total_count(self) -> int:
         return sum(self._terms.values())
 
+    @staticmethod
+    def _eps_array(eps) -> tuple[np.ndarray, bool]:
+        """A ``delta(eps)`` query's eps validated, as a 1-d float array, and whether a scalar
+        was given (the answer then is a scalar too)."""
+        eps_arr = v.eps_values("eps", eps)
+        return np.atleast_1d(eps_arr).astype(float), eps_arr.ndim == 0
+
     def _directions(self) -> list[int]:
         """Indices into ``privacy_losses()`` to compose: remove (0) and add (1), or only 0
         when every mechanism is symmetric (both directions are then the same pair)."""

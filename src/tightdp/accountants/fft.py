@@ -331,9 +331,7 @@ class FFTAccountant(Accountant):
     # --- queries -----------------------------------------------------------------------------
     def delta(self, eps) -> DeltaResult:
         """Estimate of delta(eps) by the Riemann sum (5.2), with error estimates."""
-        eps_arr = v.eps_values("eps", eps)
-        scalar = eps_arr.ndim == 0
-        e = np.atleast_1d(eps_arr).astype(float)
+        e, scalar = self._eps_array(eps)
         t0 = time.perf_counter()
         if not self.terms:
             z = 0.0 if scalar else np.zeros_like(e)

@@ -305,9 +305,7 @@ class PLDAccountant(Accountant):
 
     def delta(self, eps) -> DeltaResult:
         """Certified bracket on delta(eps) (eps a number or an array)."""
-        eps_arr = v.eps_values("eps", eps)
-        scalar = eps_arr.ndim == 0
-        e = np.atleast_1d(eps_arr).astype(float)
+        e, scalar = self._eps_array(eps)
         t0 = time.perf_counter()
         if not self.terms:
             out = 0.0 if scalar else np.zeros_like(e)

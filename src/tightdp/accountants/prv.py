@@ -323,9 +323,7 @@ class PRVAccountant(Accountant):
         """Certified bracket on ``delta(eps)`` (eps a number or an array; Gopi et al. 2021,
         Theorem 5.5, eq. (8)): ``[delta~_low(eps + eps_error) - eta_low,
         delta~_up(eps - eps_error) + eta_up]`` with ``eta <= delta_error``."""
-        eps_arr = v.eps_values("eps", eps)
-        scalar = eps_arr.ndim == 0
-        e = np.atleast_1d(eps_arr).astype(float)
+        e, scalar = self._eps_array(eps)
         t0 = time.perf_counter()
         if not self.terms:
             z = 0.0 if scalar else np.zeros_like(e)
