@@ -41,12 +41,13 @@ from __future__ import annotations
 import functools
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.special import logsumexp
 
 from . import _validate as v
+from .accountants.base import plain_dict
 from .accountants.pld import PLDAccountant
 from .mechanisms import Gaussian, Mechanism, MixtureOfGaussians, PoissonSubsampled
 
@@ -209,8 +210,7 @@ class GroupResult:
         return float(self.epsilon)
 
     def as_dict(self) -> dict:
-        d = asdict(self)
-        return {k: (None if isinstance(x, float) and math.isnan(x) else x) for k, x in d.items()}
+        return plain_dict(self)
 
 
 def _log_geometric_sum(k: int, eps: float) -> float:

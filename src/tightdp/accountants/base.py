@@ -10,7 +10,13 @@ import numpy as np
 from .. import _validate as v
 from ..mechanisms.base import Mechanism
 
-__all__ = ["EpsilonResult", "DeltaResult", "Accountant"]
+__all__ = ["EpsilonResult", "DeltaResult", "Accountant", "plain_dict"]
+
+
+def plain_dict(result) -> dict:
+    """A result dataclass as a dict for JSON: its fields, NaN as None."""
+    return {k: (None if isinstance(x, float) and math.isnan(x) else x)
+            for k, x in asdict(result).items()}
 
 
 @dataclass
@@ -38,8 +44,7 @@ class EpsilonResult:
         return float(self.epsilon)
 
     def as_dict(self) -> dict:
-        d = asdict(self)
-        return {k: (None if isinstance(x, float) and math.isnan(x) else x) for k, x in d.items()}
+        return plain_dict(self)
 
 
 @dataclass
