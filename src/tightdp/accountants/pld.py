@@ -91,9 +91,9 @@ class PLDAccountant(Accountant):
         return self._cache[key][0]
 
     def _laws(self, d: float, direction: int, log_tail: float) -> tuple[list, list]:
-        """Dominating and dominated discrete laws of every term on the grid of step ``d``;
-        each loss is cut where its tails hold at most ``e^log_tail`` (what lies beyond is moved
-        to +inf in the upper law, dropped in the lower)."""
+        """Dominating and dominated discrete laws of every term on the grid of step ``d``,
+        over the range outside of which each loss's tails hold at most ``e^log_tail`` (the
+        discretizers account for what lies beyond: see :mod:`tightdp.pld.discretize`)."""
         key = ("laws", d, direction, log_tail)
         if key not in self._cache:
             ups, los = [], []
@@ -136,12 +136,6 @@ class PLDAccountant(Accountant):
                 parts.append((connect_the_dots(loss, step, lo, hi), k))
             self._cache[key] = LogMgf(parts)
         return self._cache[key]
-
-    def _lambda_for(self, mgf: LogMgf, eps: float) -> float:
-        """Tilt ``lam >= 0`` that puts the mean of the tilted composed law at ``eps``
-        (``K'(lam) = eps``; K is convex, so a safeguarded Newton iteration finds it). Any tilt
-        keeps the bounds valid; this one makes them accurate near ``eps``."""
-        return mgf.solve_slope(eps)
 
     @staticmethod
     def _saddle_eps(mgf: LogMgf, log_delta: float) -> tuple[float, float]:
@@ -212,7 +206,9 @@ class PLDAccountant(Accountant):
         e = c.epsilon_bound(delta, upper)
         info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
         if delta < TILT_BELOW and math.isfinite(e) and e > 0:
-            lam = self._lambda_for(self._mgf(d, upper, direction, log_tail), e)
+            # the tilt that centres the composed law at e (K'(lam) = e): any tilt keeps the
+            # bounds valid; this one makes them accurate there
+            lam = self._mgf(d, upper, direction, log_tail).solve_slope(e)
             if lam > 0:
                 c = self._composed(d, upper, direction, log_tail, window_tail, lam)
                 e = c.epsilon_bound(delta, upper)
@@ -236,7 +232,7 @@ class PLDAccountant(Accountant):
                             spans, window_tail)
         best_up = {r: math.inf for r in dirs}
         at_step = {r: math.inf for r in dirs}  # grid step of each direction's best upper
-        lo, lo_step = 0.0, math.nan
+        lo, lo_step = 0.0, None
         info: dict = {}
         converged, note, steps = False, "", []
         for _ in range(40):
@@ -292,7 +288,7 @@ class PLDAccountant(Accountant):
         mgf = self._mgf(d, upper, direction, log_tail) if todo else None
         while todo:
             e0 = float(eps[todo[0]])
-            lam = self._lambda_for(mgf, e0)
+            lam = mgf.solve_slope(e0)
             if lam <= 0:
                 todo = todo[1:]
                 continue
@@ -315,14 +311,16 @@ class PLDAccountant(Accountant):
         dirs = self._directions()
         spans = [s for r in dirs for s in self._spans(r, log_tail)]
         pilots = [self._pilot(r, log_tail) for r in dirs]
-        # the error model at the largest eps whose delta is asked to relative precision
+        # the error model at the largest eps whose delta is asked to relative precision: by
+        # the Chernoff estimate K(t) - t K'(t) of log delta at eps = K'(t), decreasing in t
         emax = 0.0
+        ts = np.geomspace(1e-4, 1e4, 81)
         for mgf in pilots:
-            for x in np.unique(e[e > 0]):
-                t = mgf.solve_slope(float(x))
-                kk, k1, _ = mgf(t)
-                if kk - t * k1 >= math.log(DELTA_FLOOR):
-                    emax = max(emax, float(x))
+            kk, k1, _ = mgf.cumulants(ts)
+            ok = kk - ts * k1 >= math.log(DELTA_FLOOR)
+            reach = float(np.max(k1[ok])) if ok.any() else 0.0
+            inside = e[(e > 0) & (e <= reach)]
+            emax = max(emax, float(inside.max()) if inside.size else 0.0)
         d = self._grid_step(pilots, emax, 0.0, spans, -80.0)
         converged, note, best, steps = False, "", None, []
         for _ in range(40):
