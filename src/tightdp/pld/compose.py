@@ -28,7 +28,7 @@ import numpy as np
 from scipy import fft as sfft
 from scipy.special import logsumexp
 
-from .grid import DiscretePLD, tail_sums
+from .grid import DiscretePLD, atom_cumulants, tail_sums
 
 __all__ = ["ComposedPLD", "LogMgf", "compose"]
 
@@ -41,9 +41,7 @@ _T_MAX = 1e9
 
 class LogMgf:
     """``K(t) = sum_i k_i log E[e^{t Y_i}]`` of a composition of finite laws, with ``K'`` and
-    ``K''``, evaluated exactly from the atoms (elementwise sums rather than BLAS dot products,
-    whose threads only contend with the caller's on these memory-bound vectors); and the
-    Chernoff bounds built from it:
+    ``K''``, evaluated exactly from the atoms; and the Chernoff bounds built from it:
     ``P(S >= a) <= exp(K(t) - t a)`` for every ``t >= 0`` (``P(S <= a)`` for ``t <= 0``).
     Any ``t`` gives a valid bound; Newton's method only makes it a good one."""
 
@@ -61,35 +59,18 @@ class LogMgf:
         self.lo, self.hi = lo, hi
 
     def __call__(self, t: float) -> tuple[float, float, float]:
-        kk = k1 = k2 = 0.0
-        for ys, lp, k in self.parts:
-            with np.errstate(over="ignore", invalid="ignore"):
-                z = lp + t * ys
-            m = float(z.max())
-            with np.errstate(under="ignore"):
-                w = np.exp(z - m)
-            s = float(w.sum())
-            mu = float((w * ys).sum()) / s
-            dev = ys - mu
-            kk += k * (m + math.log(s))
-            k1 += k * mu
-            k2 += k * float((w * dev * dev).sum()) / s
-        return kk, k1, k2
+        kk, k1, k2 = self.cumulants(np.array([float(t)]))
+        return float(kk[0]), float(k1[0]), float(k2[0])
 
     def cumulants(self, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``K``, ``K'``, ``K''`` at every ``t`` of ``ts`` (vectorized; for small laws)."""
-        ts = np.asarray(ts, dtype=float)
+        """``K``, ``K'``, ``K''`` at every ``t`` of ``ts`` (``atom_cumulants`` of each law)."""
+        ts = np.atleast_1d(np.asarray(ts, dtype=float))
         kk, k1, k2 = (np.zeros(ts.size) for _ in range(3))
         for ys, lp, k in self.parts:
-            z = lp[None, :] + ts[:, None] * ys[None, :]
-            m = z.max(axis=1, keepdims=True)
-            with np.errstate(under="ignore"):
-                w = np.exp(z - m)
-            s = w.sum(axis=1)
-            mu = (w * ys).sum(axis=1) / s
-            kk += k * (m[:, 0] + np.log(s))
-            k1 += k * mu
-            k2 += k * np.maximum((w * (ys * ys)).sum(axis=1) / s - mu * mu, 0.0)
+            a, b, c = atom_cumulants(ys, lp, ts)
+            kk += k * a
+            k1 += k * b
+            k2 += k * c
         return kk, k1, k2
 
     def solve_slope(self, target: float) -> float:

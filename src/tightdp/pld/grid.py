@@ -20,9 +20,8 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import logsumexp
 
-__all__ = ["DiscretePLD", "delta_from_pmf", "epsilon_from_pmf"]
+__all__ = ["DiscretePLD", "atom_cumulants", "delta_from_pmf", "epsilon_from_pmf"]
 
 
 def _suffix(x: np.ndarray) -> np.ndarray:
@@ -98,6 +97,25 @@ def epsilon_from_pmf(ys: np.ndarray, probs: np.ndarray, inf_mass: float, delta: 
     return max(e, 0.0)
 
 
+def atom_cumulants(ys: np.ndarray, log_p: np.ndarray, t: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``K(t) = log sum_i e^{log_p_i + t y_i}``, ``K'(t)`` and ``K''(t)`` (the mean and variance
+    of the law tilted by ``t``) of finitely many atoms, for every ``t`` of a 1-d array; each
+    row is stabilized by its own maximum, so nothing under- or overflows. Elementwise sums,
+    not BLAS products: their threads only contend with the caller's on these memory-bound
+    rows."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        z = log_p[None, :] + t[:, None] * ys[None, :]
+    m = z.max(axis=1, keepdims=True)
+    with np.errstate(under="ignore"):
+        w = np.exp(z - m)
+    s = w.sum(axis=1)
+    mu = (w * ys).sum(axis=1) / s
+    dev = ys[None, :] - mu[:, None]
+    var = (w * dev * dev).sum(axis=1) / s
+    return m[:, 0] + np.log(s), mu, var
+
+
 @dataclass
 class DiscretePLD:
     """P-law of a privacy loss on the grid ``shift + (offset + i) * d`` with mass at +inf.
@@ -143,19 +161,7 @@ class DiscretePLD:
         pos = self.probs > 0
         if not pos.any():
             return np.full(t.shape, -np.inf)
-        ys = self.ys[pos]
-        lp = np.log(self.probs[pos])
-        # stabilize each row by a bound on its maximum: max lp + t * (max or min y)
-        m = lp.max() + np.where(t >= 0, t * ys.max(), t * ys.min())
-        with np.errstate(under="ignore"):
-            s = np.exp(lp[None, :] + t[:, None] * ys[None, :] - m[:, None]).sum(axis=1)
-        with np.errstate(divide="ignore"):
-            out = m + np.log(s)
-        # a row whose terms all underflowed: fall back to the exact logsumexp
-        bad = ~(s > 1e-250)
-        if bad.any():
-            out[bad] = logsumexp(lp[None, :] + t[bad][:, None] * ys[None, :], axis=1)
-        return out
+        return atom_cumulants(self.ys[pos], np.log(self.probs[pos]), t)[0]
 
     def delta(self, eps) -> np.ndarray:
         return delta_from_pmf(self.ys, self.probs, self.inf_mass, eps)
