@@ -48,6 +48,7 @@ lowered chords, in :func:`certified_pair` (lower bound)
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -74,9 +75,24 @@ def _grid(d: float, lo: float, hi: float, shift: float = 0.0) -> tuple[int, int]
     return j_lo, j_hi
 
 
-def _ctd_split(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float):
-    """Shared part of both certified discretizers: the grid, the bin masses and the
-    connect-the-dots split of every bin (see the module docstring)."""
+class _Bins(NamedTuple):
+    """One evaluation of a loss's CDFs on the grid ``g``: what both certified discretizers
+    are built from."""
+
+    j_lo: int  # grid index of g[0]
+    g: np.ndarray
+    pb: np.ndarray  # P-mass of the bins (g_j, g_{j+1}]
+    qb: np.ndarray  # Q-mass of the bins
+    log_rho: np.ndarray  # log(Q_bin e^{g_j} / P_bin), in [-d, 0]
+    p_low: float  # P(Y <= g_0)
+    q_low: float  # Q(Y <= g_0), Q's mass at -inf included
+    p_top: float  # P(Y > g_top), P's mass at +inf included
+    lq_top: float  # log Q(Y > g_top)
+
+
+def _ctd_split(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float) -> _Bins:
+    """Shared part of both certified discretizers: the grid, the bin masses and the masses
+    beyond the grid's ends (see the module docstring)."""
     j_lo, j_hi = _grid(d, lo, hi, shift)
     g = shift + np.arange(j_lo, j_hi + 1) * d
     pb, qb = loss.bin_masses(g)  # bins (g_j, g_{j+1}]
@@ -85,7 +101,9 @@ def _ctd_split(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float):
     with np.errstate(divide="ignore", invalid="ignore"):
         log_rho = np.log(qb) + g[:-1] - np.log(pb)
     log_rho = np.clip(np.nan_to_num(log_rho, nan=0.0, neginf=-d, posinf=0.0), -d, 0.0)
-    return j_lo, g, pb, qb, log_rho
+    g0, gt = np.asarray(g[0]), np.asarray(g[-1])
+    return _Bins(j_lo, g, pb, qb, log_rho, float(loss.p_cdf(g0)), float(loss.q_cdf(g0)),
+                 float(loss.p_sf(gt)), float(loss.logq_sf(gt)))
 
 
 def _ctd_up(pb: np.ndarray, log_rho: np.ndarray, d: float) -> np.ndarray:
@@ -99,26 +117,23 @@ def connect_the_dots(loss: PrivacyLoss, d: float, lo: float, hi: float,
                      shift: float = 0.0) -> DiscretePLD:
     """Dominating discrete pair on the grid ``shift + j d`` (upper bound); see the module
     docstring."""
-    j_lo, g, pb, _, log_rho = _ctd_split(loss, d, lo, hi, shift)
-    return _ctd(loss, d, j_lo, g, pb, log_rho, shift)
+    return _ctd(d, _ctd_split(loss, d, lo, hi, shift), shift)
 
 
-def _ctd(loss: PrivacyLoss, d: float, j_lo: int, g: np.ndarray, pb: np.ndarray,
-         log_rho: np.ndarray, shift: float) -> DiscretePLD:
-    n = g.size
-    probs = np.zeros(n)
-    up = _ctd_up(pb, log_rho, d)
+def _ctd(d: float, b: _Bins, shift: float) -> DiscretePLD:
+    g, pb = b.g, b.pb
+    probs = np.zeros(g.size)
+    up = _ctd_up(pb, b.log_rho, d)
     probs[:-1] += pb - up
     probs[1:] += up
     # below the grid: all P-mass moves up to g_0 (the rest of Q goes to -inf)
-    probs[0] += float(loss.p_cdf(np.asarray(g[0])))
+    probs[0] += b.p_low
     # above the grid: split between g_top and +inf preserving P and Q mass
-    p_top = float(loss.p_sf(np.asarray(g[-1])))  # includes the mechanism's own +inf mass
-    lq_top = float(loss.logq_sf(np.asarray(g[-1])))
-    at_top = min(p_top, math.exp(min(lq_top + g[-1], 0.0))) if lq_top > -math.inf else 0.0
+    lq = b.lq_top
+    at_top = min(b.p_top, math.exp(min(lq + g[-1], 0.0))) if lq > -math.inf else 0.0
     probs[-1] += at_top
-    inf_mass = max(p_top - at_top, 0.0)
-    return DiscretePLD(d, j_lo, probs, inf_mass, {"kind": "connect_the_dots"}, shift)
+    inf_mass = max(b.p_top - at_top, 0.0)
+    return DiscretePLD(d, b.j_lo, probs, inf_mass, {"kind": "connect_the_dots"}, shift)
 
 
 def certified_pair(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float = 0.0
@@ -129,16 +144,16 @@ def certified_pair(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: flo
     where the lowered chords cannot be made convex."""
     # one grid step of margin at both ends, so that a bounded loss's extreme values (often
     # atoms) lie strictly inside the grid
-    j_lo, g, pb, qb, log_rho = _ctd_split(loss, d, lo - d, hi + d, shift)
-    upper = _ctd(loss, d, j_lo, g, pb, log_rho, shift)
-    lower = _lowered_chords(loss, upper, g, pb, qb, log_rho, d)
+    bins = _ctd_split(loss, d, lo - d, hi + d, shift)
+    upper = _ctd(d, bins, shift)
+    lower = _lowered_chords(loss, upper, bins, d)
     if lower is None:
         lower = dominated(loss, d, lo, hi, shift)
     return upper, lower
 
 
-def _lowered_chords(loss: PrivacyLoss, upper: DiscretePLD, g: np.ndarray, pb: np.ndarray,
-                    qb: np.ndarray, log_rho: np.ndarray, d: float) -> DiscretePLD | None:
+def _lowered_chords(loss: PrivacyLoss, upper: DiscretePLD, bins: _Bins, d: float
+                    ) -> DiscretePLD | None:
     """The dominated pair whose hockey-stick curve ``V`` interpolates the values
     ``delta(alpha_j) - c_j`` linearly in ``alpha = e^eps`` between the nodes
     ``alpha_j = e^{g_j}`` (see the module docstring). Returns None if it cannot be built on
@@ -167,6 +182,7 @@ def _lowered_chords(loss: PrivacyLoss, upper: DiscretePLD, g: np.ndarray, pb: np
     The P-masses are ``e^{g_j}`` times the slope increases; where no segment was pooled they
     are computed as ``pi_j^CTD - [(c_{j+1} - c_j) - e^d (c_j - c_{j-1})] / (e^d - 1)``.
     """
+    g, pb, qb, log_rho = bins.g, bins.pb, bins.qb, bins.log_rho
     em1 = math.expm1(d)
     ed = math.exp(d)
     n = g.size - 1  # nodes 0 .. n-1: the grid's last point is not used
@@ -185,13 +201,13 @@ def _lowered_chords(loss: PrivacyLoss, upper: DiscretePLD, g: np.ndarray, pb: np
     c[1:] = np.maximum(c[1:], gap)
     # heights of the true curve above L and above the floor at the nodes
     inf_true = float(loss.inf_mass)
-    g0 = float(g[0])
-    p_cdf = float(loss.p_cdf(np.asarray(g0))) + np.concatenate([[0.0], np.cumsum(pb[:n - 1])])
+    p_cdf = bins.p_low + np.concatenate([[0.0], np.cumsum(pb[:n - 1])])
     # Q-mass of finite losses up to each node (the curve minus L is alpha Q - P over them)
-    q_cdf = max(float(loss.q_cdf(np.asarray(g0))) - loss.neg_inf_mass, 0.0) \
+    q_cdf = max(bins.q_low - loss.neg_inf_mass, 0.0) \
         + np.concatenate([[0.0], np.cumsum(qb[:n - 1])])
-    p_tail = max(float(loss.p_sf(np.asarray(g[n - 1]))) - inf_true, 0.0)
-    q_tail = float(loss.q_sf(np.asarray(g[n - 1])))
+    # masses above the top node g_{n-1}: the last bin and what lies above the grid
+    p_tail = max(bins.p_top + pb[-1] - inf_true, 0.0)
+    q_tail = math.exp(bins.lq_top) + qb[-1]
     p_sf = p_tail + np.concatenate([np.cumsum(pb[n - 2::-1])[::-1], [0.0]])
     q_sf = q_tail + np.concatenate([np.cumsum(qb[n - 2::-1])[::-1], [0.0]])
     a = np.exp(g[:n])
