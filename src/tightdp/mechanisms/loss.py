@@ -37,25 +37,17 @@ _LOG_HALF = math.log(0.5)
 
 
 def _lse_last(x: np.ndarray) -> np.ndarray:
-    """logsumexp over the last axis, with fast paths for one and two components."""
+    """logsumexp over the last axis (rows of -inf give -inf), without scipy's per-call
+    overhead; fast paths for one and two components."""
     m = x.shape[-1]
     if m == 1:
-        return x[..., 0]
+        return x[..., 0].copy()
     if m == 2:
         return np.logaddexp(x[..., 0], x[..., 1])
-    return logsumexp(x, axis=-1)
-
-
-def _lse_rows(x: np.ndarray) -> np.ndarray:
-    """logsumexp over the last axis of a 2-d array (rows of -inf give -inf), without
-    scipy's per-call overhead; the single-column case is returned as is."""
-    if x.shape[-1] == 1:
-        return x[:, 0].copy()
-    m = x.max(axis=-1)
-    ms = np.where(np.isfinite(m), m, 0.0)
-    e = np.exp(x - ms[:, None])
+    mx = x.max(axis=-1)
+    ms = np.where(np.isfinite(mx), mx, 0.0)
     with np.errstate(divide="ignore"):
-        return ms + np.log(e.sum(axis=-1))
+        return ms + np.log(np.exp(x - ms[..., None]).sum(axis=-1))
 
 
 def _log_sub_exp(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -354,7 +346,7 @@ class _LseForm:
             with np.errstate(divide="ignore", invalid="ignore"):
                 out[i:i + _BLOCK] = m + np.log(sw)
                 if slope:
-                    d1[i:i + _BLOCK] = (e @ b) / sw
+                    d1[i:i + _BLOCK] = (e * b).sum(axis=1) / sw  # no BLAS threads
         return out, d1
 
     def _h_from_g(self, g: np.ndarray) -> np.ndarray:
@@ -666,8 +658,8 @@ class LocationMixtureLoss(PrivacyLoss):
                     c, sf = self.kernel.logcdf(z), self.kernel.logsf(z)
                 c += lw
                 sf += lw
-                lc[i:i + _BLOCK] = _lse_rows(c)
-                ls[i:i + _BLOCK] = _lse_rows(sf)
+                lc[i:i + _BLOCK] = _lse_last(c)
+                ls[i:i + _BLOCK] = _lse_last(sf)
         lc, ls = lc.reshape(np.shape(x)), ls.reshape(np.shape(x))
         if n > 16:
             self.__dict__[key] = (x, lc, ls)
