@@ -13,7 +13,7 @@ The grid is chosen from an error model and then checked. Per step, connect-the-d
 the cumulant generating function ``K(t)`` of the loss by ``t (t + 1) d^2 / 12`` to leading
 order, whatever the loss (each loss value is split between its two neighbouring grid points),
 and the lowered chords lower it by about ``t (t + 1) d^2 / 6``; at the saddle point ``t`` of
-the composed law at the answer (``K'(t) = eps``) a shift of ``K`` by ``k dK`` moves ``eps``
+the composed law at the answer a shift of ``K`` by ``k dK`` moves ``eps``
 by about ``k dK / t``, so the bracket on eps is about ``k (t + 1) d^2 / 4`` wide (and the
 relative bracket on delta, measured, about ``k (t + 1) (t + 2) d^2 / 4``). A coarse
 discretization gives the saddle point (saddle-point approximation, Alghamdi et al., eq. (60)),
@@ -38,6 +38,7 @@ from .. import _validate as v
 from ..pld.compose import MAX_POINTS, ComposedPLD, LogMgf, compose
 from ..pld.discretize import certified_pair, connect_the_dots, loss_range
 from .base import Accountant, DeltaResult, EpsilonResult
+from .spa import saddle_log_delta
 
 __all__ = ["PLDAccountant"]
 
@@ -139,33 +140,36 @@ class PLDAccountant(Accountant):
 
     @staticmethod
     def _saddle_eps(mgf: LogMgf, log_delta: float) -> tuple[float, float]:
-        """Saddle-point estimate ``(eps, t)`` of the composed curve at ``delta``: the ``t > 0``
-        with ``K(t) - t K'(t) - log(t (t + 1) sqrt(2 pi K''(t))) = log delta`` (Alghamdi et
-        al., *The Saddle-Point Accountant*, eq. (60) with the hockey-stick kernel) and
-        ``eps = K'(t)``. Only used to choose a grid step; (nan, nan) if it has no answer."""
+        """Saddle-point estimate ``(eps, t)`` of the composed curve at ``delta``, by the
+        saddle-point accountant's own SP-MSD0 (Alghamdi et al., eqs. (50), (60);
+        :func:`tightdp.accountants.spa.saddle_log_delta`) on the pilot's CGF: the tilt ``t``
+        whose saddle-point eps has ``log delta_MSD0 = log delta``. Only used to choose a grid
+        step; (nan, nan) if it has no answer."""
+        def log_delta_at(t):
+            t = np.atleast_1d(t)
+            k, k1, k2 = mgf.cumulants(t)
+            ks = np.vstack([k, k1, k2, np.zeros_like(k), np.zeros_like(k)])
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                val, eps, _, _ = saddle_log_delta(ks, t, None, "msd0")
+            return val, eps
+
         ts = np.geomspace(1e-3, 1e4, 25)
-
-        def f(t, k, k1, k2):
-            with np.errstate(divide="ignore", invalid="ignore"):
-                return k - t * k1 - np.log(t * (t + 1) * np.sqrt(2 * math.pi * k2))
-
-        fs = f(ts, *mgf.cumulants(ts))
+        fs, _ = log_delta_at(ts)
         below = np.nonzero(np.isfinite(fs) & (fs <= log_delta))[0]
         if not below.size:
             return math.nan, math.nan
         i = int(below[0])
-        if i == 0:
-            t = float(ts[0])
-        else:  # bisection in log t between the bracketing grid points
+        t = float(ts[0])
+        if i > 0:  # bisection in log t between the bracketing grid points
             a, b = math.log(ts[i - 1]), math.log(ts[i])
             for _ in range(6):
                 m = 0.5 * (a + b)
-                if f(math.exp(m), *mgf(math.exp(m))) <= log_delta:
+                if log_delta_at(math.exp(m))[0][0] <= log_delta:
                     b = m
                 else:
                     a = m
             t = math.exp(b)
-        return float(mgf(t)[1]), t
+        return float(log_delta_at(t)[1][0]), t
 
     def _grid_step(self, direction_mgfs: list[LogMgf], eps: float | None, log_delta: float,
                    spans: list[float], window_tail: float) -> float:
