@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .. import _validate as v
+from .._budget import Budget
 from ..mechanisms.base import Mechanism
 
 __all__ = ["EpsilonResult", "DeltaResult", "Accountant", "plain_dict"]
@@ -77,13 +78,19 @@ class DeltaResult:
 class Accountant:
     """Base of every accountant: ``compose(mechanism, count=1)``, ``delta(eps)``,
     ``epsilon(delta)``. Composition only records ``(mechanism, count)``; the work happens at
-    query time and is cached per accountant."""
+    query time and is cached per accountant.
+
+    Every accountant takes ``max_memory`` (bytes, or a string such as ``"2GB"``) and
+    ``max_seconds``: the budget of one query (default 2 GB and 60 s; see
+    :mod:`tightdp._budget`). Over it, a query answers with a coarser certified result that
+    says so, or raises :class:`~tightdp._budget.BudgetExceeded` (a ``ValueError``)."""
 
     name = "base"
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_memory=None, max_seconds=None) -> None:
         self._terms: dict[Mechanism, int] = {}
         self._cache: dict = {}
+        self.budget = Budget.make(max_memory, max_seconds)
 
     def compose(self, mechanism: Mechanism, count: int = 1) -> Accountant:
         """Record ``count`` sequential applications of ``mechanism``; returns self."""

@@ -150,8 +150,8 @@ class FFTAccountant(Accountant):
     name = "fft"
 
     def __init__(self, L: float = 12.0, n: int = 10**6, *, error_estimate: bool = True,
-                 method: str = "auto"):
-        super().__init__()
+                 method: str = "auto", max_memory=None, max_seconds=None):
+        super().__init__(max_memory=max_memory, max_seconds=max_seconds)
         self.L = v.positive("L", L)
         if self.L > 500:
             raise ValueError(f"L must be in (0, 500], got {L!r}")

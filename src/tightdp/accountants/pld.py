@@ -73,8 +73,9 @@ class PLDAccountant(Accountant):
 
     name = "pld"
 
-    def __init__(self, rtol: float = 1e-3, *, max_points: int = MAX_POINTS):
-        super().__init__()
+    def __init__(self, rtol: float = 1e-3, *, max_points: int = MAX_POINTS, max_memory=None,
+                 max_seconds=None):
+        super().__init__(max_memory=max_memory, max_seconds=max_seconds)
         self.rtol = v.positive("rtol", rtol)
         self.max_points = v.count("max_points", max_points, minimum=64)
 

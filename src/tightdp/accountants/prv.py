@@ -123,8 +123,8 @@ class PRVAccountant(Accountant):
     name = "prv"
 
     def __init__(self, eps_error: float = 0.01, delta_error: float = 1e-9, *,
-                 max_points: int = MAX_POINTS):
-        super().__init__()
+                 max_points: int = MAX_POINTS, max_memory=None, max_seconds=None):
+        super().__init__(max_memory=max_memory, max_seconds=max_seconds)
         self.eps_error = v.positive("eps_error", eps_error)
         self.delta_error = v.delta_value("delta_error", delta_error)
         self.max_points = v.count("max_points", max_points, minimum=64)

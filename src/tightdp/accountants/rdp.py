@@ -42,8 +42,8 @@ class RDPAccountant(Accountant):
 
     name = "rdp"
 
-    def __init__(self, orders=None, *, extra_orders=None):
-        super().__init__()
+    def __init__(self, orders=None, *, extra_orders=None, max_memory=None, max_seconds=None):
+        super().__init__(max_memory=max_memory, max_seconds=max_seconds)
         base = DEFAULT_ORDERS if orders is None else check_orders(orders)
         if extra_orders is not None:
             base = np.concatenate([base, check_orders(extra_orders)])

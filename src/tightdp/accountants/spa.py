@@ -409,8 +409,9 @@ class SaddlePointAccountant(Accountant):
 
     name = "spa"
 
-    def __init__(self, method: str = "msd1", *, bounds: bool = True):
-        super().__init__()
+    def __init__(self, method: str = "msd1", *, bounds: bool = True, max_memory=None,
+                 max_seconds=None):
+        super().__init__(max_memory=max_memory, max_seconds=max_seconds)
         if method not in METHODS:
             raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
         self.method = method
