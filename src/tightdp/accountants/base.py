@@ -11,7 +11,28 @@ from .. import _validate as v
 from .._budget import Budget
 from ..mechanisms.base import Mechanism
 
-__all__ = ["EpsilonResult", "DeltaResult", "Accountant", "plain_dict"]
+__all__ = ["EpsilonResult", "DeltaResult", "Accountant", "InconsistentBounds", "check_bracket",
+           "plain_dict"]
+
+
+class InconsistentBounds(RuntimeError):
+    """A lower bound came out above an upper bound: a bug in this library, never hidden."""
+
+
+def check_bracket(lower, upper, what: str, accountant: str) -> None:
+    """Raise :class:`InconsistentBounds` if ``lower > upper`` anywhere beyond floating-point
+    rounding (relative 1e-9). Both are certified bounds of one true value, so this can only
+    come from a bug; clipping one to the other would hide it (and possibly an under-report).
+    """
+    lo = np.asarray(lower, dtype=float)
+    up = np.asarray(upper, dtype=float)
+    bad = lo > up * (1 + 1e-9) + 1e-300
+    if np.any(bad):
+        i = int(np.argmax(bad.reshape(-1)))
+        raise InconsistentBounds(
+            f"{accountant}: internal inconsistency, lower bound {lo.reshape(-1)[i]!r} above "
+            f"upper bound {up.reshape(-1)[i]!r} for {what}; this is a bug in tightdp, please "
+            "report it with the inputs")
 
 
 def plain_dict(result) -> dict:

@@ -35,9 +35,10 @@ import time
 import numpy as np
 
 from .. import _validate as v
+from .._budget import BudgetExceeded
 from ..pld.compose import MAX_POINTS, ComposedPLD, LogMgf, compose
 from ..pld.discretize import certified_pair, connect_the_dots, loss_range
-from .base import Accountant, DeltaResult, EpsilonResult
+from .base import Accountant, DeltaResult, EpsilonResult, check_bracket
 from .spa import saddle_log_delta
 
 __all__ = ["PLDAccountant"]
@@ -52,6 +53,9 @@ AIM = 0.75
 PILOT_BINS = 1024
 #: the most points the first composition may use before the measured bracket is known
 FIRST_POINTS = 1 << 18
+#: peak bytes per grid point of a discretization or an FFT composition (measured with
+#: tracemalloc on Gaussian, subsampled and mixture losses: 150-330; rounded up)
+BYTES_PER_POINT = 480
 
 
 class PLDAccountant(Accountant):
@@ -99,8 +103,14 @@ class PLDAccountant(Accountant):
         key = ("laws", d, direction, log_tail)
         if key not in self._cache:
             ups, los = [], []
+            limit = self._max_grid_points()
             for loss, k in self._ordered(direction):
                 lo, hi = self._range(loss, log_tail)
+                if (hi - lo) / d + 4 > limit:  # checked before anything is allocated
+                    raise BudgetExceeded(
+                        f"rtol: a grid step of {d:.3g} over the loss range [{lo:.4g}, {hi:.4g}] "
+                        f"needs more than {limit} points (max_memory="
+                        f"{self.budget.max_memory:.3g} bytes); raise rtol or max_memory")
                 up, dn = certified_pair(loss, d, lo, hi)
                 ups.append((up, k))
                 los.append((dn, k))
@@ -113,8 +123,12 @@ class PLDAccountant(Accountant):
         if key in self._cache:
             return self._cache[key]
         ups, los = self._laws(d, direction, log_tail)
-        c = compose(ups if upper else los, lam=lam, max_points=self.max_points,
-                    log_tail=window_tail)
+        try:
+            c = compose(ups if upper else los, lam=lam, max_points=self._max_grid_points(),
+                        log_tail=window_tail)
+        except ValueError as err:
+            raise BudgetExceeded(f"rtol: {err} (max_memory={self.budget.max_memory:.3g} "
+                                 "bytes); raise rtol or max_memory") from None
         if lam == 0.0:  # tilted compositions serve one query each: not kept
             self._cache[key] = c
         return c
@@ -180,8 +194,10 @@ class PLDAccountant(Accountant):
         the tails, where few steps carry the answer and it overstates the error), the
         measured bracket decides."""
         k_tot = max(self.total_count, 1)
-        cap = max(min(spans) / 16, 1e-12)
-        best, floor = math.inf, 0.0
+        # a loss whose range is tiny (a near point mass) is represented exactly enough by two
+        # grid points: the widest one sets the coarsest useful step
+        cap = max(max(spans) / 16, 1e-12)
+        best, floor = math.inf, self._budget_floor(direction_mgfs, spans, window_tail)
         for mgf in direction_mgfs:
             if eps is None:  # epsilon query: eps and t from the saddle point at delta
                 e, t = self._saddle_eps(mgf, log_delta)
@@ -198,7 +214,39 @@ class PLDAccountant(Accountant):
             floor = max(floor, span / FIRST_POINTS)
         if not math.isfinite(best):
             best = cap / 4
-        return min(max(best, floor), cap)
+        return max(min(max(best, floor), cap), floor)
+
+    def _max_grid_points(self) -> int:
+        """The most grid points one discretization or composition may have: ``max_points``
+        and what the memory budget holds at ``BYTES_PER_POINT``."""
+        return min(self.max_points, self.budget.max_items(BYTES_PER_POINT))
+
+    def _budget_floor(self, mgfs: list[LogMgf], spans: list[float], window_tail: float
+                      ) -> float:
+        """The finest grid step the memory budget allows, before anything is allocated:
+        every loss's range and the composed window (from the pilot's Chernoff bounds, which
+        are close to the window :func:`compose` will place) in at most
+        :meth:`_max_grid_points` points."""
+        widest = max(spans)
+        for mgf in mgfs:
+            widest = max(widest, mgf.quantile(window_tail, +1)[0]
+                         - mgf.quantile(window_tail, -1)[0])
+        return 1.25 * widest / self._max_grid_points()
+
+    def _over_budget(self, d: float, floor: float, deadline, last_seconds: float,
+                     shrink: float) -> str:
+        """Why the next refinement (grid step ``d``) may not run, or "" if it may: finer
+        than the memory budget allows, or expected to end past the time budget (the last
+        refinement's time scaled by the growth in points)."""
+        if d < floor:
+            return (f"max_memory={self.budget.max_memory:.3g} bytes allows no finer grid "
+                    f"than {floor:.3g}: the bracket is certified but wider than rtol; raise "
+                    "max_memory or rtol")
+        expected = deadline.elapsed + last_seconds * 1.5 / max(shrink, 1e-3)
+        if expected > deadline.max_seconds:
+            return (f"max_seconds={deadline.max_seconds:g} allows no further refinement: the "
+                    "bracket is certified but wider than rtol; raise max_seconds or rtol")
+        return ""
 
     def _spans(self, direction: int, log_tail: float) -> list[float]:
         return [max(hi - lo, 1e-12) for lo, hi in
@@ -207,19 +255,46 @@ class PLDAccountant(Accountant):
     # --- queries ---------------------------------------------------------------------------
     def _eps_at(self, d: float, upper: bool, direction: int, delta: float, log_tail: float,
                 window_tail: float, info: dict) -> float:
-        c = self._composed(d, upper, direction, log_tail, window_tail)
-        e = c.epsilon_bound(delta, upper)
-        info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
-        if delta < TILT_BELOW and math.isfinite(e) and e > 0:
-            # the tilt that centres the composed law at e (K'(lam) = e): any tilt keeps the
-            # bounds valid; this one makes them accurate there
-            lam = self._mgf(d, upper, direction, log_tail).solve_slope(e)
-            if lam > 0:
-                c = self._composed(d, upper, direction, log_tail, window_tail, lam)
-                e = c.epsilon_bound(delta, upper)
-                info["tilt"] = max(info.get("tilt", 0.0), lam)
-                info["fft_points"] = max(info["fft_points"], c.probs.size)
-        return e
+        """The bound (``upper`` or lower) on eps(delta) of one direction on the grid ``d``.
+
+        Below ``TILT_BELOW`` the untilted composition cannot see delta (it is below the
+        FFT's rounding), so the composition is tilted by ``e^{lam y}`` with ``K'(lam)`` at
+        the saddle-point estimate of the answer (Alghamdi et al., eqs. (50), (60), on this
+        grid's own CGF), and once more at the eps that tilt gives if it moved. Every tilt
+        gives a valid bound (the engine charges the FFT's rounding as amplified by the
+        untilt; :meth:`ComposedPLD._noise`); the best of them is kept."""
+        if delta >= TILT_BELOW:
+            c = self._composed(d, upper, direction, log_tail, window_tail)
+            info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
+            return c.epsilon_bound(delta, upper)
+        mgf = self._mgf(d, upper, direction, log_tail)
+        e0, _ = self._saddle_eps(mgf, math.log(delta))
+        if not math.isfinite(e0):  # no saddle point: start from the untilted answer
+            c = self._composed(d, upper, direction, log_tail, window_tail)
+            info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
+            e0 = c.epsilon_bound(delta, upper)
+            if not (math.isfinite(e0) and e0 > 0):
+                return e0
+        best = math.inf if upper else -math.inf
+        tried: list[float] = []
+        target = e0
+        for _ in range(3):
+            lam = mgf.solve_slope(target)
+            if lam <= 0 or any(abs(lam - x) <= 0.02 * max(x, 1e-3) for x in tried):
+                break
+            tried.append(lam)
+            c = self._composed(d, upper, direction, log_tail, window_tail, lam)
+            e = c.epsilon_bound(delta, upper)
+            info["tilt"] = max(info.get("tilt", 0.0), lam)
+            info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
+            best = min(best, e) if upper else max(best, e)
+            if not (math.isfinite(e) and e > 0):
+                break
+            target = e
+        if not tried:  # the answer is at or below the law's mean: no tilt helps
+            c = self._composed(d, upper, direction, log_tail, window_tail)
+            best = c.epsilon_bound(delta, upper)
+        return best
 
     def epsilon(self, delta: float) -> EpsilonResult:
         """Certified bracket on the smallest eps with delta(eps) <= ``delta``."""
@@ -229,18 +304,21 @@ class PLDAccountant(Accountant):
             return EpsilonResult(0.0, delta, 0.0, 0.0, self.name, True)
         k_tot = max(self.total_count, 1)
         # what the single-step cut and the window may leave out: a negligible part of delta
-        log_tail = min(math.log(delta * self.rtol * 1e-3) - math.log(k_tot), -25.0)
-        window_tail = min(math.log(delta * self.rtol) - math.log(1e3), -20.0)
+        log_tail = min(math.log(delta) + math.log(self.rtol * 1e-3) - math.log(k_tot), -25.0)
+        window_tail = min(math.log(delta) + math.log(self.rtol) - math.log(1e3), -20.0)
         dirs = self._directions()
+        deadline = self.budget.deadline()
         spans = [s for r in dirs for s in self._spans(r, log_tail)]
-        d = self._grid_step([self._pilot(r, log_tail) for r in dirs], None, math.log(delta),
-                            spans, window_tail)
+        pilots = [self._pilot(r, log_tail) for r in dirs]
+        floor = self._budget_floor(pilots, spans, window_tail)
+        d = self._grid_step(pilots, None, math.log(delta), spans, window_tail)
         best_up = {r: math.inf for r in dirs}
         at_step = {r: math.inf for r in dirs}  # grid step of each direction's best upper
         lo, lo_step = 0.0, None
         info: dict = {}
         converged, note, steps = False, "", []
         for _ in range(40):
+            it0 = time.perf_counter()
             try:
                 order = sorted(dirs, key=lambda r: -best_up[r] if math.isfinite(best_up[r])
                                else -math.inf)
@@ -255,8 +333,8 @@ class PLDAccountant(Accountant):
                 e_lo = self._eps_at(d, False, top, delta, log_tail, window_tail, info)
                 if e_lo > lo:
                     lo, lo_step = e_lo, d
-            except ValueError as err:
-                if not steps and d < 1.0:  # not even one bracket yet: coarser until it fits
+            except BudgetExceeded as err:
+                if not steps and d < 4.0 * max(spans):  # no bracket yet: coarser until it fits
                     d *= 2.0
                     continue
                 note = f"stopped refining at grid step {d:.3g}: {err}"
@@ -268,11 +346,16 @@ class PLDAccountant(Accountant):
                 converged = True
                 break
             shrink = math.sqrt(AIM * self.rtol * up / width) if width > 0 else 0.5
-            d *= min(max(shrink, 1.0 / 16), 1.0 / 1.25)
+            factor = min(max(shrink, 1.0 / 16), 1.0 / 1.25)
+            note = self._over_budget(d * factor, floor, deadline, time.perf_counter() - it0,
+                                     factor)
+            if note:
+                break
+            d *= factor
         up = max(best_up.values())
-        if not math.isfinite(up) and not steps:
-            raise ValueError(note or "no grid step could be used")
-        lo = min(lo, up)
+        if not steps:
+            raise BudgetExceeded(note or "rtol: no grid step fits the memory budget")
+        check_bracket(lo, up, f"eps at delta={delta!r}", self.name)
         top = max(dirs, key=lambda r: best_up[r])
         details = {"grid_step": at_step[top], "grid_step_upper": at_step[top],
                    "grid_step_lower": lo_step, "grid_steps_tried": steps,
@@ -326,9 +409,12 @@ class PLDAccountant(Accountant):
             reach = float(np.max(k1[ok])) if ok.any() else 0.0
             inside = e[(e > 0) & (e <= reach)]
             emax = max(emax, float(inside.max()) if inside.size else 0.0)
+        deadline = self.budget.deadline()
+        floor = self._budget_floor(pilots, spans, -80.0)
         d = self._grid_step(pilots, emax, 0.0, spans, -80.0)
         converged, note, best, steps = False, "", None, []
         for _ in range(40):
+            it0 = time.perf_counter()
             try:
                 ups = {r: self._delta_at(d, True, r, e, log_tail) for r in dirs}
                 up = np.max(np.array([ups[r] for r in dirs]), axis=0)
@@ -336,16 +422,17 @@ class PLDAccountant(Accountant):
                 for r in dirs:  # the lower bound of every direction that is the largest somewhere
                     if np.any(ups[r] >= up):
                         lo = np.maximum(lo, self._delta_at(d, False, r, e, log_tail))
-                lo = np.minimum(lo, up)
-            except ValueError as err:
-                if best is None and d < 1.0:  # not even one bracket yet: coarser until it fits
+            except BudgetExceeded as err:
+                if best is None and d < 4.0 * max(spans):  # no bracket yet: coarser until it fits
                     d *= 2.0
                     continue
                 note = f"stopped refining at grid step {d:.3g}: {err}"
                 break
             steps.append(d)
+            check_bracket(lo, up, "delta at the eps asked", self.name)
             if best is not None:  # keep the tightest bounds of every refinement
                 up, lo = np.minimum(up, best[0]), np.maximum(lo, best[1])
+                check_bracket(lo, up, "delta at the eps asked", self.name)
             best = (up, lo, d)
             # relative precision is asked of values >= DELTA_FLOOR; smaller ones are reported
             # with the (still certified) bracket that comes with it
@@ -354,9 +441,14 @@ class PLDAccountant(Accountant):
             if rel <= self.rtol:
                 converged = True
                 break
-            d *= min(max(math.sqrt(AIM * self.rtol / rel), 1.0 / 16), 1.0 / 1.25)
+            factor = min(max(math.sqrt(AIM * self.rtol / rel), 1.0 / 16), 1.0 / 1.25)
+            note = self._over_budget(d * factor, floor, deadline, time.perf_counter() - it0,
+                                     factor)
+            if note:
+                break
+            d *= factor
         if best is None:
-            raise ValueError(note)
+            raise BudgetExceeded(note or "rtol: no grid step fits the memory budget")
         up, lo, step = best
         details = {"grid_step": step, "grid_step_upper": step, "grid_step_lower": step,
                    "grid_steps_tried": steps, "converged": converged,

@@ -68,7 +68,7 @@ from ..pld.compose import MAX_POINTS, ComposedPLD, compose
 from ..pld.discretize import loss_range
 from ..pld.grid import DiscretePLD
 from ..pld.mean_preserving import coupling_log_mgf, mean_preserving
-from .base import Accountant, DeltaResult, EpsilonResult
+from .base import Accountant, DeltaResult, EpsilonResult, check_bracket
 
 try:  # circular composition on a window chosen by the caller (the same FFT engine)
     from ..pld.compose import compose_fixed_window
@@ -314,7 +314,7 @@ class PRVAccountant(Accountant):
             if t_new <= 0.25 * self.eps_error:
                 break
             t = min(t_new, 0.9 * t)
-        lo = min(lo, up)
+        check_bracket(lo, up, f"eps at delta={delta!r}", self.name)
         info.update({"delta_error": de, "eps_error": self.eps_error, "coupling_radius": t,
                      "seconds": time.perf_counter() - t0})
         return EpsilonResult(up, delta, lo, up, self.name, True, estimate=est, details=info)
@@ -360,7 +360,7 @@ class PRVAccountant(Accountant):
             est = np.maximum(est, e_d)
             info["mesh"] = plan["h"]
             info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
-        lo = np.minimum(lo, up)
+        check_bracket(lo, up, "delta at the eps asked", self.name)
         info["seconds"] = time.perf_counter() - t0
         if scalar:
             up, lo, est = float(up[0]), float(lo[0]), float(est[0])
@@ -487,4 +487,4 @@ def _compose_windowed(pieces, log_tail: float, max_points: int, lam: float = 0.0
     else:
         log_above, log_below = t_above, t_below
     return ComposedPLD(h, res.offset, res.probs, inf_mass, lam, log_scale, log_above,
-                       log_below, log_fold)
+                       log_below, log_fold, log_noise=res.meta["log_noise"])

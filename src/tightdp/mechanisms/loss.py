@@ -131,18 +131,27 @@ class PrivacyLoss:
                            if self.inf_mass < 1 else -math.inf),
                 self._diff(lqc, lqs, finite_top=0.0))
 
+    def log_q_bin_masses(self, edges: np.ndarray) -> np.ndarray:
+        """log of the Q-probabilities of the bins ``(edges[i], edges[i+1]]``: where the loss
+        is large they are far below the smallest float (Q-mass ~ P-mass e^-y) while their
+        ratio to the P-mass, which the discretizers need, is of order one."""
+        e = np.asarray(edges, dtype=float)
+        return self._log_diff(self.logq_cdf(e), self.logq_sf(e))
+
     @staticmethod
-    def _diff(lc: np.ndarray, ls: np.ndarray, finite_top: float) -> np.ndarray:
-        # mass of (a, b]: cdf(b) - cdf(a) = sf(a) - sf(b); use sf where the bin is in the upper
-        # half of the distribution, cdf elsewhere.
+    def _log_diff(lc: np.ndarray, ls: np.ndarray) -> np.ndarray:
+        # log mass of (a, b]: cdf(b) - cdf(a) = sf(a) - sf(b); use sf where the bin is in the
+        # upper half of the distribution, cdf elsewhere.
         lo_c, hi_c = lc[:-1], lc[1:]
         lo_s, hi_s = ls[:-1], ls[1:]
         use_sf = lo_s < _LOG_HALF
         with np.errstate(invalid="ignore"):
-            via_sf = np.exp(_log_sub_exp(lo_s, hi_s))
-            via_cdf = np.exp(_log_sub_exp(hi_c, lo_c))
-        m = np.where(use_sf, via_sf, via_cdf)
-        return np.maximum(m, 0.0)
+            m = np.where(use_sf, _log_sub_exp(lo_s, hi_s), _log_sub_exp(hi_c, lo_c))
+        return np.where(np.isnan(m), -np.inf, m)
+
+    @classmethod
+    def _diff(cls, lc: np.ndarray, ls: np.ndarray, finite_top: float) -> np.ndarray:
+        return np.maximum(np.exp(cls._log_diff(lc, ls)), 0.0)
 
     def delta(self, eps) -> np.ndarray:
         """Hockey-stick divergence of one application, ``P(Y > eps) - e^eps Q(Y > eps)``.

@@ -100,6 +100,12 @@ def _ctd_split(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float) 
     # between e^{g_j} and e^{g_{j+1}}
     with np.errstate(divide="ignore", invalid="ignore"):
         log_rho = np.log(qb) + g[:-1] - np.log(pb)
+    lost = np.nonzero((qb < 1e-280) & (pb > 0))[0]
+    if lost.size:  # Q-masses below the float range (large losses): their log, pairwise
+        edges = np.stack([g[lost], g[lost + 1]], axis=1).reshape(-1)
+        lqb = loss.log_q_bin_masses(edges)[::2]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_rho[lost] = lqb + g[lost] - np.log(pb[lost])
     log_rho = np.clip(np.nan_to_num(log_rho, nan=0.0, neginf=-d, posinf=0.0), -d, 0.0)
     g0, gt = np.asarray(g[0]), np.asarray(g[-1])
     return _Bins(j_lo, g, pb, qb, log_rho, float(loss.p_cdf(g0)), float(loss.q_cdf(g0)),
@@ -327,27 +333,27 @@ def dominated(loss: PrivacyLoss, d: float, lo: float, hi: float,
     j_lo, j_hi = _grid(d, lo, hi, shift)
     g = shift + np.arange(j_lo, j_hi + 1) * d
     edges = np.concatenate([g - d / 2, [g[-1] + d / 2]])
-    pb, qb = loss.bin_masses(edges)
+    pb, _ = loss.bin_masses(edges)
+    lqb = loss.log_q_bin_masses(edges)  # Q-masses underflow where the loss is large
     # everything above the last edge (finite losses) merges into the top atom
     p_above = float(loss.p_sf(np.asarray(edges[-1]))) - loss.inf_mass
-    q_above = float(loss.q_sf(np.asarray(edges[-1])))
     pb[-1] += max(p_above, 0.0)
-    qb[-1] += q_above
-    out = _merge_to_grid(pb, qb, g, d, j_lo, float(loss.inf_mass))
+    lqb[-1] = np.logaddexp(lqb[-1], float(loss.logq_sf(np.asarray(edges[-1]))))
+    out = _merge_to_grid(pb, lqb, g, d, j_lo, float(loss.inf_mass))
     out.shift = shift
     return out
 
 
-def _excess(p: np.ndarray, q: np.ndarray, g: np.ndarray) -> np.ndarray:
-    """``p e^{-g} - q``: how far an atom's likelihood ratio is above ``e^g`` (scaled)."""
-    with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
-        pe = np.where(p > 0, np.exp(np.log(np.where(p > 0, p, 1.0)) - g), 0.0)
-    return pe - q
+def _excess(p: np.ndarray, log_q: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """``p - q e^g``: how far an atom's likelihood ratio is above ``e^g``, scaled by ``e^g``
+    (so that atoms whose Q-mass is far below the smallest float keep their sign and size)."""
+    with np.errstate(over="ignore", under="ignore"):
+        return p - np.exp(np.minimum(log_q + g, 700.0))
 
 
-def _merge_to_grid(pb: np.ndarray, qb: np.ndarray, g: np.ndarray, d: float, j_lo: int,
+def _merge_to_grid(pb: np.ndarray, lqb: np.ndarray, g: np.ndarray, d: float, j_lo: int,
                    inf_mass: float) -> DiscretePLD:
-    """Merge the bin atoms ``(pb, qb)`` (bin j centred on ``g[j]``) into labels whose
+    """Merge the bin atoms ``(pb, e^lqb)`` (bin j centred on ``g[j]``) into labels whose
     likelihood ratio is exactly ``e^{g_j}`` where possible, then round every label down.
 
     Pass 1: a label below its grid point (deficit) takes the fraction of the next bin that
@@ -357,12 +363,15 @@ def _merge_to_grid(pb: np.ndarray, qb: np.ndarray, g: np.ndarray, d: float, j_lo
     lower bound of what that label keeps, so it never overshoots (an overshoot would need a
     whole grid step of rounding). Labels that still fall short drop one grid point.
     Every operation merges fractions of outputs, so the result is a post-processing of the
-    original pair.
+    original pair. Every excess against the point ``g_j`` is scaled by ``e^{g_j}``: only
+    ratios of excesses against the same point are used, so the scaling changes nothing but
+    the range of the floats (unscaled, both terms underflow for losses above ~700 and the
+    merge silently became a rounding to the nearest point, above the true curve).
     """
     n = g.size
-    e_own = _excess(pb, qb, g)  # excess of bin j against its own point
-    e_up = _excess(pb[1:], qb[1:], g[:-1])  # bin j+1 against point j (> 0)
-    e_dn = -_excess(pb[:-1], qb[:-1], g[1:])  # bin j-1 against point j (deficit, > 0)
+    e_own = _excess(pb, lqb, g)  # excess of bin j against its own point
+    e_up = _excess(pb[1:], lqb[1:], g[:-1])  # bin j+1 against point j (> 0)
+    e_dn = -_excess(pb[:-1], lqb[:-1], g[1:])  # bin j-1 against point j (deficit, > 0)
     # pass 1: deficits
     phi = np.zeros(n)
     deficit = np.maximum(-e_own[:-1], 0.0)
@@ -392,7 +401,7 @@ def _merge_to_grid(pb: np.ndarray, qb: np.ndarray, g: np.ndarray, d: float, j_lo
     exc = own * e_own
     exc[:-1] += phi[:-1] * e_up
     exc[1:] -= psi[1:] * keep[:-1] * e_dn
-    demote = exc < -1e-13 * np.maximum(p_lab * np.exp(np.minimum(-g, 700.0)), 1e-300)
+    demote = exc < -1e-13 * np.maximum(p_lab, 1e-300)
     probs = np.zeros(n + 1)  # one extra point below for demoted labels
     probs[1:] += np.where(demote, 0.0, p_lab)
     probs[:-1] += np.where(demote, p_lab, 0.0)
