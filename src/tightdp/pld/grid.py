@@ -43,6 +43,13 @@ def tail_sums(probs: np.ndarray, d: float) -> tuple[np.ndarray, np.ndarray]:
     s0 = _suffix(probs)
     t = np.zeros(n + 1)
     block = max(1, int(600.0 / d))
+    if block < 64 and n > 4 * block:
+        # coarse grids (d > ~10): blocks would be too short for numpy to pay; the recursion
+        # T[i] = p_i + e^{-d} T[i+1] (a first-order filter, stable since e^{-d} < 1) in C
+        from scipy.signal import lfilter
+
+        t[:-1] = lfilter([1.0], [1.0, -math.exp(-d)], probs[::-1])[::-1]
+        return s0, t
     carry = 0.0
     for start in range(((n - 1) // block) * block, -1, -block):
         stop = min(start + block, n)
