@@ -127,6 +127,17 @@ def _symmetric_mixture_inverse(ells: np.ndarray, log_w: np.ndarray, c: float, s:
     return inverse
 
 
+def _log_em1_plus(y, q: float) -> np.ndarray:
+    """``log(e^y - 1 + q)`` without overflow: ``y + log1p(-(1 - q) e^-y)`` for ``y > 1``
+    (``expm1`` overflows above ~709, which made the inverse of the subsampled Gaussian loss
+    infinite and lost the mass of every bin above it), ``log(expm1(y) + q)`` below."""
+    y = np.asarray(y, dtype=float)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        big = y + np.log1p(-(1.0 - q) * np.exp(-np.maximum(y, 1.0)))
+        small = np.log(np.maximum(np.expm1(np.minimum(y, 1.0)) + q, 1e-300))
+    return np.where(y > 1.0, big, small)
+
+
 class PoissonSubsampled(Mechanism):
     """``base`` run on a Poisson sample (each record kept independently w.p. ``q``), under
     add/remove adjacency.
@@ -155,11 +166,11 @@ class PoissonSubsampled(Mechanism):
 
             def rem_inv(y):
                 # L(x) = log(1-q + q exp((2cx - c^2)/(2s^2))) = y
-                return k * (np.log(np.maximum(np.expm1(y) + q, 1e-300)) - lq) + c / 2
+                return k * (_log_em1_plus(y, q) - lq) + c / 2
 
             def add_inv(y):
                 # reflected add pair: L(x) = -log(1-q + q exp((-2cx - c^2)/(2s^2))) = y
-                return -k * (np.log(np.maximum(np.expm1(-y) + q, 1e-300)) - lq) - c / 2
+                return -k * (_log_em1_plus(-y, q) - lq) - c / 2
 
         remove = LocationMixtureLoss(kern, [0.0, c], [1 - q, q], [0.0], [1.0], s,
                                      inverse=rem_inv)

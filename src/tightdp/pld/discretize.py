@@ -376,7 +376,11 @@ def _merge_to_grid(pb: np.ndarray, lqb: np.ndarray, g: np.ndarray, d: float, j_l
     phi = np.zeros(n)
     deficit = np.maximum(-e_own[:-1], 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        phi[:-1] = np.where(deficit > 0, np.minimum(deficit / e_up * (1 + 1e-12), 1.0), 0.0)
+        # only a neighbour above its own ratio can lift a label (e_up > 0); one whose P-mass
+        # was lost to cancellation (e_up <= 0) would give a negative fraction: the label then
+        # stays short and is demoted below
+        phi[:-1] = np.where((deficit > 0) & (e_up > 0),
+                            np.minimum(deficit / e_up * (1 + 1e-12), 1.0), 0.0)
     phi = np.nan_to_num(phi, nan=0.0, posinf=1.0)
     keep = np.ones(n)
     keep[1:] -= phi[:-1]
