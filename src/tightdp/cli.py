@@ -10,6 +10,12 @@ Examples
   tightdp group --group-size 8 --sampling-rate 0.01 --noise-multiplier 1 --steps 2000 \\
       --delta 1e-6
   tightdp plot --sampling-rate 0.01 --noise-multiplier 1 --steps 1000 --output curve.png
+
+Options are strict (an option that does not apply, or conflicts with another, is an error
+naming it; no abbreviations); every computing subcommand takes ``--max-memory`` and
+``--max-seconds``. Exit status 0, or 2 with one line on stderr (bad input, a refused query,
+memory exhausted), or 130 on Ctrl-C. ``--json`` prints strict JSON: infinity is ``null`` with
+``"<key>_infinite": true`` beside it.
 """
 
 from __future__ import annotations
