@@ -30,10 +30,11 @@ T, Q, B, N, DELTA = 2000, 0.01, 500, 50000, 1e-6
 def run(sigma: float, sampling: str, k: int, rtol: float, refine: bool) -> dict:
     if sampling == "poisson":
         r = group_epsilon(k, sigma, T, DELTA, sampling="poisson", sampling_rate=Q, rtol=rtol,
-                          refine_conversion=refine)
+                          conversion=True, refine_conversion=refine)
     else:
         r = group_epsilon(k, 2 * sigma, T, DELTA, sampling="fixed_batch", batch_size=B,
-                          dataset_size=N, rtol=rtol, refine_conversion=refine)
+                          dataset_size=N, rtol=rtol, conversion=True,
+                          refine_conversion=refine)
     return {"sigma": sigma, "sampling": sampling, "k": k, "epsilon": r.epsilon,
             "lower": r.lower, "conversion": r.conversion, "linear_reference": r.linear_reference,
             "seconds": r.seconds, "note": r.note}

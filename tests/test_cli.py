@@ -4,6 +4,7 @@ exit with status 2 and one line."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -117,3 +118,335 @@ def test_bad_options_exit_2_one_line(args, option):
 def test_help_has_examples():
     p = run("epsilon", "--help")
     assert p.returncode == 0 and "examples:" in p.stdout
+
+
+# --- strict and honest command line (issue 14) -------------------------------------------------
+# cheap settings: every query below is a few milliseconds of accounting
+
+from tightdp import cli  # noqa: E402
+from tightdp._budget import Budget  # noqa: E402
+from tightdp.accountants import base as acc_base  # noqa: E402
+
+CHEAP = ["--sampling-rate", "0.01", "--noise-multiplier", "1", "--steps", "10"]
+
+
+def cli_error(capsys, *args: str) -> str:
+    """Run ``tightdp args`` in-process; it must exit with status 2 and one stderr line."""
+    with pytest.raises(SystemExit) as e:
+        cli.main(list(args))
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tightdp: error:"), err
+    return lines[0]
+
+
+def cli_json(capsys, *args: str) -> dict:
+    """Run ``tightdp args --json`` in-process; its output must be strict JSON."""
+    assert cli.main([*args, "--json"]) == 0
+
+    def no_constant(name):
+        raise AssertionError(f"non-standard JSON constant {name}")
+
+    return json.loads(capsys.readouterr().out, parse_constant=no_constant)
+
+
+@pytest.fixture
+def built(monkeypatch):
+    """The budgets of every accountant constructed while the test runs."""
+    seen: list[Budget] = []
+    init = acc_base.Accountant.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        seen.append(self.budget)
+
+    monkeypatch.setattr(acc_base.Accountant, "__init__", spy)
+    return seen
+
+
+@pytest.mark.parametrize("accountant,option", [
+    ("pld", "--rtol"), ("prv", "--eps-error"), ("prv", "--delta-error"), ("fft", "--L"),
+    ("fft", "--n"),
+])
+def test_zero_is_a_value_not_the_default(capsys, accountant, option):
+    # `o.get(...) or default` turned 0 into the default and answered: now the accountant's
+    # own validation rejects it, and the message names the option
+    line = cli_error(capsys, "epsilon", *CHEAP, "--delta", "1e-5", "--accountant", accountant,
+                     option, "0")
+    assert line.startswith(f"tightdp: error: {option} must be")
+
+
+@pytest.mark.parametrize("args,option", [
+    (["--accountant", "prv", "--rtol", "1e-3"], "--rtol"),
+    (["--accountant", "rdp", "--rtol", "1e-3"], "--rtol"),
+    (["--accountant", "spa", "--rtol", "1e-3"], "--rtol"),
+    (["--accountant", "gdp", "--rtol", "1e-3"], "--rtol"),
+    (["--accountant", "fft", "--rtol", "1e-3"], "--rtol"),
+    (["--eps-error", "0.1"], "--eps-error"),
+    (["--accountant", "rdp", "--delta-error", "1e-9"], "--delta-error"),
+    (["--accountant", "prv", "--L", "10"], "--L"),
+    (["--n", "1000"], "--n"),
+    (["--accountant", "fft", "--spa-method", "clt"], "--spa-method"),
+])
+def test_inapplicable_accountant_flag_is_an_error(capsys, built, args, option):
+    line = cli_error(capsys, "epsilon", *CHEAP, "--delta", "1e-5", *args)
+    assert option in line and "applies only to" in line
+    assert not built  # refused before any accountant was built
+
+
+@pytest.mark.parametrize("args,option", [
+    # the rate and batch/dataset sizes together
+    (["--sampling-rate", "0.01", "--batch-size", "10", "--dataset-size", "1000"],
+     "--sampling-rate"),
+    # half of batch/dataset size
+    (["--batch-size", "10"], "--dataset-size"),
+    (["--dataset-size", "1000"], "--batch-size"),
+    # fixed batches and sampling with replacement have no free rate
+    (["--sampling", "fixed-batch", "--sampling-rate", "0.01", "--batch-size", "10",
+      "--dataset-size", "1000"], "--sampling-rate"),
+    (["--sampling", "with-replacement", "--sampling-rate", "0.01"], "--sampling-rate"),
+    (["--batch-size", "100", "--dataset-size", "10"], "--dataset-size"),
+])
+def test_conflicting_sampling_flags(capsys, args, option):
+    line = cli_error(capsys, "epsilon", "--noise-multiplier", "1", "--steps", "10",
+                     "--delta", "1e-5", *args)
+    assert option in line
+
+
+def test_rate_from_sizes_still_works_but_not_beside_the_rate(capsys):
+    out = cli_json(capsys, "epsilon", "--noise-multiplier", "1", "--steps", "10",
+                   "--batch-size", "10", "--dataset-size", "1000", "--delta", "1e-5")
+    ref = cli_json(capsys, "epsilon", *CHEAP, "--delta", "1e-5")
+    assert out["sampling_rate"] == 0.01 and out["epsilon"] == ref["epsilon"]
+    # the same rate given both ways was silently accepted (a different one silently won)
+    line = cli_error(capsys, "epsilon", *CHEAP, "--batch-size", "10", "--dataset-size",
+                     "1000", "--delta", "1e-5")
+    assert "not both" in line
+
+
+@pytest.mark.parametrize("solve,args,option", [
+    ("noise-multiplier", ["--sampling-rate", "0.01", "--steps", "10", "--noise-multiplier",
+                          "1"], "--noise-multiplier"),
+    ("steps", ["--sampling-rate", "0.01", "--noise-multiplier", "1", "--steps", "10"],
+     "--steps"),
+    ("steps", ["--sampling-rate", "0.01", "--noise-multiplier", "1", "--epochs", "1"],
+     "--epochs"),
+    ("sampling-rate", ["--noise-multiplier", "1", "--steps", "10", "--sampling-rate", "0.01"],
+     "--sampling-rate"),
+    ("sampling-rate", ["--noise-multiplier", "1", "--steps", "10", "--batch-size", "10",
+                       "--dataset-size", "1000"], "--batch-size"),
+    ("sampling-rate", ["--noise-multiplier", "1", "--epochs", "2"], "--epochs"),
+])
+def test_calibrate_unknown_given_is_an_error(capsys, built, solve, args, option):
+    line = cli_error(capsys, "calibrate", "--epsilon", "1", "--delta", "1e-5",
+                     "--solve-for", solve, *args)
+    assert option in line
+    assert not built
+
+
+@pytest.mark.parametrize("args", [
+    ["delta", *CHEAP, "--epsilon", "1", "--delta", "5"],     # was read as --delta-error 5
+    ["epsilon", "--sampling-rate", "0.01", "--noise-multiplier", "1", "--epoch", "1",
+     "--delta", "1e-5"],                                    # was read as --epochs 1
+    ["epsilon", *CHEAP, "--delta", "1e-5", "--acc", "rdp"],  # was read as --accountant rdp
+])
+def test_no_abbreviations(capsys, args):
+    assert "unrecognized arguments" in cli_error(capsys, *args)
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.strip() == f"tightdp {td.__version__}"
+
+
+def test_version_and_exit_2_in_a_real_process():
+    p = run("--version")
+    assert p.returncode == 0 and p.stdout.strip() == f"tightdp {td.__version__}"
+    p = run("epsilon", *CHEAP, "--delta", "1e-5", "--accountant", "pld", "--rtol", "0")
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == [
+        "tightdp: error: --rtol must be in (0, inf), got 0.0"]
+
+
+def _raise(exc):
+    def f(*args, **kwargs):
+        raise exc
+    return f
+
+
+def test_ctrl_c_exits_130_without_traceback(capsys, monkeypatch):
+    monkeypatch.setattr(td.PLDAccountant, "epsilon", _raise(KeyboardInterrupt()))
+    with pytest.raises(SystemExit) as e:
+        cli.main(["epsilon", *CHEAP, "--delta", "1e-5"])
+    assert e.value.code == 130
+    assert capsys.readouterr().err == "tightdp: interrupted\n"
+
+
+def test_ctrl_c_in_a_real_process():
+    code = ("import sys, tightdp as td\n"
+            "from tightdp import cli\n"
+            "def stop(*a, **k):\n"
+            "    raise KeyboardInterrupt\n"
+            "td.PLDAccountant.epsilon = stop\n"
+            f"sys.exit(cli.main({['epsilon', *CHEAP, '--delta', '1e-5']!r}))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 130 and p.stderr == "tightdp: interrupted\n"
+
+
+def test_memory_error_names_max_memory(capsys, monkeypatch):
+    monkeypatch.setattr(td.PLDAccountant, "epsilon", _raise(MemoryError()))
+    assert "--max-memory" in cli_error(capsys, "epsilon", *CHEAP, "--delta", "1e-5")
+
+
+def test_a_bug_is_not_swallowed(capsys, monkeypatch):
+    monkeypatch.setattr(td.PLDAccountant, "epsilon", _raise(RuntimeError("a bug")))
+    with pytest.raises(RuntimeError, match="a bug"):
+        cli.main(["epsilon", *CHEAP, "--delta", "1e-5"])
+
+
+@pytest.mark.parametrize("args", [
+    ["epsilon", *CHEAP, "--delta", "1e-5"],
+    ["epsilon", *CHEAP, "--delta", "1e-5", "--accountant", "rdp"],
+    ["delta", *CHEAP, "--epsilon", "1", "--accountant", "prv"],
+    ["compare", *CHEAP, "--delta", "1e-5", "--n", "20000"],
+    ["calibrate", "--sampling-rate", "0.01", "--steps", "10", "--delta", "1e-5",
+     "--epsilon", "1", "--rtol", "1e-2"],
+    ["group", "--group-size", "2", *CHEAP, "--delta", "1e-5", "--rtol", "1e-2"],
+])
+def test_budget_reaches_every_accountant(capsys, built, args):
+    cli_json(capsys, *args, "--max-memory", "500MB", "--max-seconds", "7")
+    assert built and all(b == Budget(500_000_000, 7.0) for b in built)
+
+
+def test_budget_reaches_plot(capsys, built, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = cli_json(capsys, "plot", "--sampling-rate", "0.01", "--noise-multiplier", "1",
+                   "--steps", "3", "--kind", "steps", "--accountants", "rdp",
+                   "--output", str(tmp_path / "s.png"), "--max-memory", "500MB",
+                   "--max-seconds", "7")
+    assert (tmp_path / "s.png").stat().st_size > 0
+    assert built and all(b == Budget(500_000_000, 7.0) for b in built)
+    assert out["accountant"] == "rdp" and out["epsilon"] == out["upper"] > 0
+
+
+@pytest.mark.parametrize("value,message", [
+    ("1kB", "--max-memory"), ("lots", "--max-memory"),
+])
+def test_bad_max_memory(capsys, value, message):
+    assert message in cli_error(capsys, "epsilon", *CHEAP, "--delta", "1e-5",
+                                "--max-memory", value)
+
+
+def test_bad_max_seconds(capsys, built):
+    line = cli_error(capsys, "group", "--group-size", "2", *CHEAP, "--delta", "1e-5",
+                     "--max-seconds", "0")
+    assert line.startswith("tightdp: error: --max-seconds must be")
+    assert not built
+
+
+@pytest.mark.parametrize("output,fragment", [
+    ("/nonexistent/x.png", "does not exist"),
+    ("{tmp}/curve.jpg", "must be a .png"),
+    ("{tmp}", "must be a .png"),
+    ("{tmp}/dir.png", "is a directory"),
+])
+def test_plot_output_checked_before_any_work(capsys, built, tmp_path, output, fragment):
+    (tmp_path / "dir.png").mkdir()
+    line = cli_error(capsys, "plot", *CHEAP, "--output", output.format(tmp=tmp_path))
+    assert "--output" in line and fragment in line
+    assert not built
+
+
+def test_json_infinity_is_null_with_a_flag(capsys, monkeypatch):
+    # an eps that is +inf (a delta below the mass at infinity) must not be the string "inf"
+    def infinite(self, delta):
+        return acc_base.EpsilonResult(math.inf, delta, 1.0, math.inf, "pld", True,
+                                      details={"curve": [1.0, math.inf, -math.inf]})
+
+    monkeypatch.setattr(td.PLDAccountant, "epsilon", infinite)
+    out = cli_json(capsys, "epsilon", *CHEAP, "--delta", "1e-5")
+    assert out["epsilon"] is None and out["epsilon_infinite"] is True
+    assert out["upper"] is None and out["upper_infinite"] is True
+    assert out["lower"] == 1.0 and "lower_infinite" not in out
+    d = out["details"]
+    assert d["curve"] == [1.0, None, None]
+    assert d["curve_infinite"] == [False, True, False]
+    assert d["curve_negative_infinite"] == [False, False, True]
+
+
+def test_json_encoding_nested():
+    x = {"a": math.nan, "b": {"c": -math.inf}, "d": [[1.0, math.inf]], "e": (2, "s", None)}
+    out = cli._clean(x)
+    json.dumps(out, allow_nan=False)  # strict JSON
+    assert out == {"a": None, "b": {"c": None, "c_negative_infinite": True},
+                   "d": [[1.0, None]], "d_infinite": [[False, True]], "e": [2, "s", None]}
+
+
+SCHEMA = {"lower", "upper", "accountant", "certified", "seconds", "note"}
+
+
+@pytest.mark.parametrize("args,value", [
+    (["epsilon", *CHEAP, "--delta", "1e-5"], "epsilon"),
+    (["delta", *CHEAP, "--epsilon", "1"], "delta"),
+    (["compare", *CHEAP, "--delta", "1e-5", "--n", "20000"], "epsilon"),
+    (["calibrate", "--sampling-rate", "0.01", "--steps", "10", "--delta", "1e-5",
+      "--epsilon", "1", "--rtol", "1e-2"], "epsilon"),
+    (["group", "--group-size", "2", *CHEAP, "--delta", "1e-5", "--rtol", "1e-2"], "epsilon"),
+])
+def test_one_json_schema(capsys, args, value):
+    out = cli_json(capsys, *args)
+    assert SCHEMA | {value} <= set(out)
+    assert isinstance(out[value], float) and out["certified"] is True
+    assert out["upper"] == out[value]  # the headline of a certifying accountant
+
+
+def test_compare_headline_and_notes(capsys):
+    out = cli_json(capsys, "compare", *CHEAP, "--delta", "1e-5", "--n", "20000")
+    rows = {r["accountant"]: r for r in out["results"]}
+    for r in rows.values():
+        assert SCHEMA | {"epsilon", "status"} <= set(r)
+    head = {k: v for k, v in rows["pld"].items() if k != "seconds"}
+    assert {k: out[k] for k in head} == head  # the default accountant's row on top
+    assert rows["pld"]["status"] == "certified upper+lower"
+    assert rows["rdp"]["status"] == "certified upper only"
+    assert rows["gdp"]["status"] == "approximation"
+    assert rows["spa"]["status"].startswith("approximation")
+    out = cli_json(capsys, "compare", *CHEAP, "--delta", "1e-5", "--n", "20000",
+                   "--accountant", "rdp")
+    assert out["accountant"] == "rdp" and out["lower"] is None
+
+
+def test_compare_text_has_notes_and_refusals(capsys):
+    assert cli.main(["compare", "--noise-multiplier", "1", "--steps", "10", "--delta", "1e-5",
+                     "--n", "20000", "--sampling", "fixed-batch", "--batch-size", "10",
+                     "--dataset-size", "1000"]) == 0
+    text = capsys.readouterr().out
+    header = text.splitlines()[1].split()
+    assert header[-1] == "notes"
+    assert "certified upper+lower" in text
+    rdp = next(line for line in text.splitlines() if line.startswith("rdp"))
+    assert "refused: RDPAccountant" in rdp
+
+
+def test_compare_bad_option_is_an_error_not_a_refusal(capsys):
+    assert "--rtol" in cli_error(capsys, "compare", *CHEAP, "--delta", "1e-5", "--rtol", "0")
+
+
+def test_group_conversion_is_opt_in(capsys):
+    base = ["group", "--group-size", "2", *CHEAP, "--delta", "1e-5", "--rtol", "1e-2"]
+    out = cli_json(capsys, *base)
+    assert out["conversion"] is None and out["example_epsilon"] > 0
+    assert cli.main(base) == 0
+    assert "conversion" not in capsys.readouterr().out
+    out = cli_json(capsys, *base, "--conversion")
+    # the Lemma 1.1 conversion is a certified, looser upper bound
+    assert out["conversion"] >= out["upper"]
+    assert cli.main([*base, "--conversion"]) == 0
+    assert "conversion (Lemma 1.1)" in capsys.readouterr().out
+    # the Python front door: the same default
+    r = td.group_epsilon(2, 1.0, 10, 1e-5, sampling_rate=0.01, rtol=1e-2)
+    assert r.conversion is None and r.conversion_example_delta is None
+    assert r.example_epsilon == pytest.approx(out["example_epsilon"], rel=0)

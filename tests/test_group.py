@@ -74,7 +74,7 @@ def test_hypergeometric_weights_from_factorials():
 # --- k = 1 is example-level DP-SGD -------------------------------------------------------------
 
 def test_k1_reproduces_example_level_pld_exactly():
-    r = group_epsilon(1, 1.0, 2000, 1e-6, sampling_rate=0.01, rtol=1e-3)
+    r = group_epsilon(1, 1.0, 2000, 1e-6, sampling_rate=0.01, rtol=1e-3, conversion=True)
     ref = PLDAccountant(1e-3).compose(PoissonSubsampled(Gaussian(1.0), 0.01), 2000)
     e = ref.epsilon(1e-6)
     assert (r.lower, r.upper) == (e.lower, e.upper)
@@ -129,7 +129,7 @@ def test_group_finite_and_between_baselines(k):
     """Section 4 at sigma = 1: finite for every k; the linear reference k * eps_1 below our
     certified lower bound; the Lemma 1.1 conversion (a certified upper bound) above ours."""
     r = group_epsilon(k, 1.0, 2000, 1e-6, sampling_rate=0.01, rtol=1e-3,
-                      refine_conversion=False)
+                      conversion=True, refine_conversion=False)
     assert math.isfinite(r.upper) and r.lower <= r.upper
     assert r.linear_reference <= r.lower
     assert r.upper <= r.conversion
@@ -137,7 +137,7 @@ def test_group_finite_and_between_baselines(k):
 
 def test_group_ordering_small():
     """Unmarked reduced version of the ordering check: T = 50, k = 3, coarse tolerance."""
-    r = group_epsilon(3, 1.0, 50, 1e-6, sampling_rate=0.05, rtol=2e-2)
+    r = group_epsilon(3, 1.0, 50, 1e-6, sampling_rate=0.05, rtol=2e-2, conversion=True)
     assert r.lower <= r.upper <= r.conversion
     assert r.linear_reference <= r.lower
     r1 = group_epsilon(1, 1.0, 50, 1e-6, sampling_rate=0.05, rtol=2e-2)

@@ -14,6 +14,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from . import _validate as v
+from ._budget import Budget
 from .accountants.registry import CERTIFYING, make_accountant
 from .mechanisms import Gaussian, PoissonSubsampled
 
@@ -49,11 +50,18 @@ def dpsgd_bracket(sampling_rate: float, noise_multiplier: float, steps: int, del
     return acc.compose(mech, steps).epsilon(delta)
 
 
-def _precision(accountant: str, target: float, rtol: float) -> dict:
-    """Accountant options for a relative precision ``rtol`` at eps near ``target``."""
+def _precision(accountant: str, target: float, rtol: float, budget: dict) -> dict:
+    """Accountant options for a relative precision ``rtol`` at eps near ``target``, with the
+    resource budget ``budget`` (``max_memory``, ``max_seconds``) of each query."""
     if str(accountant).lower() == "prv":
-        return {"eps_error": max(rtol * target, 1e-6)}
-    return {"rtol": rtol}
+        return {"eps_error": max(rtol * target, 1e-6), **budget}
+    return {"rtol": rtol, **budget}
+
+
+def _budget(max_memory, max_seconds) -> dict:
+    """The budget options of every accountant query of a search, validated once."""
+    b = Budget.make(max_memory, max_seconds)
+    return {"max_memory": b.max_memory, "max_seconds": b.max_seconds}
 
 
 def _check(accountant: str, target: float, delta: float) -> tuple[float, float]:
@@ -65,16 +73,19 @@ def _check(accountant: str, target: float, delta: float) -> tuple[float, float]:
 
 def calibrate_noise(target_epsilon: float, delta: float, sampling_rate: float, steps: int,
                     *, accountant: str = "pld", rtol: float = 1e-3,
-                    sigma_max: float = 1e4) -> CalibrationResult:
+                    sigma_max: float = 1e4, max_memory=None, max_seconds=None
+                    ) -> CalibrationResult:
     """Smallest noise multiplier whose certified eps at ``delta`` is <= ``target_epsilon``.
 
     Bisection on ``log sigma`` until the bracket of sigma is within ``rtol / 4`` relative;
-    the upper end (a sigma that provably meets the target) is returned.
+    the upper end (a sigma that provably meets the target) is returned. ``max_memory`` and
+    ``max_seconds`` are the budget of each accountant query (see :mod:`tightdp._budget`).
     """
     target, delta = _check(accountant, target_epsilon, delta)
     q = v.probability_open_closed("sampling_rate", sampling_rate)
     steps = v.count("steps", steps, minimum=1)
     rtol = v.positive("rtol", rtol)
+    budget = _budget(max_memory, max_seconds)
     t0 = time.perf_counter()
     evals = 0
     cache: dict[float, object] = {}
@@ -84,7 +95,7 @@ def calibrate_noise(target_epsilon: float, delta: float, sampling_rate: float, s
         if sigma not in cache:
             evals += 1
             cache[sigma] = dpsgd_bracket(q, sigma, steps, delta, accountant,
-                                         **_precision(accountant, target, rtol / 4))
+                                         **_precision(accountant, target, rtol / 4, budget))
         return cache[sigma]
 
     # initial bracket from the GDP/CLT heuristic, then expand geometrically
@@ -110,12 +121,15 @@ def calibrate_noise(target_epsilon: float, delta: float, sampling_rate: float, s
 
 def calibrate_steps(target_epsilon: float, delta: float, sampling_rate: float,
                     noise_multiplier: float, *, accountant: str = "pld", rtol: float = 1e-3,
-                    max_steps: int = 10**8) -> CalibrationResult:
+                    max_steps: int = 10**8, max_memory=None, max_seconds=None
+                    ) -> CalibrationResult:
     """Largest number of steps whose certified eps at ``delta`` is <= ``target_epsilon``
-    (integer bisection; 0 steps always meets any target)."""
+    (integer bisection; 0 steps always meets any target). ``max_memory`` and ``max_seconds``
+    are the budget of each accountant query."""
     target, delta = _check(accountant, target_epsilon, delta)
     q = v.probability_open_closed("sampling_rate", sampling_rate)
     sigma = v.positive("noise_multiplier", noise_multiplier)
+    budget = _budget(max_memory, max_seconds)
     t0 = time.perf_counter()
     evals = 0
 
@@ -123,7 +137,7 @@ def calibrate_steps(target_epsilon: float, delta: float, sampling_rate: float,
         nonlocal evals
         evals += 1
         return dpsgd_bracket(q, sigma, t, delta, accountant,
-                             **_precision(accountant, target, rtol)).epsilon <= target
+                             **_precision(accountant, target, rtol, budget)).epsilon <= target
 
     lo, hi = 0, 1
     while ok(hi):
@@ -138,20 +152,22 @@ def calibrate_steps(target_epsilon: float, delta: float, sampling_rate: float,
         else:
             hi = mid
     r = dpsgd_bracket(q, sigma, max(lo, 1), delta, accountant,
-                      **_precision(accountant, target, rtol)) if lo else None
+                      **_precision(accountant, target, rtol, budget)) if lo else None
     eps = r.epsilon if r is not None else 0.0
     return CalibrationResult(sigma, q, lo, delta, target, eps, r.lower if r else 0.0,
                              accountant, evals, time.perf_counter() - t0)
 
 
 def calibrate_sampling_rate(target_epsilon: float, delta: float, noise_multiplier: float,
-                            steps: int, *, accountant: str = "pld", rtol: float = 1e-3
-                            ) -> CalibrationResult:
+                            steps: int, *, accountant: str = "pld", rtol: float = 1e-3,
+                            max_memory=None, max_seconds=None) -> CalibrationResult:
     """Largest Poisson sampling rate whose certified eps at ``delta`` is <= target
-    (bisection on log q, to ``rtol / 4`` relative)."""
+    (bisection on log q, to ``rtol / 4`` relative). ``max_memory`` and ``max_seconds`` are
+    the budget of each accountant query."""
     target, delta = _check(accountant, target_epsilon, delta)
     sigma = v.positive("noise_multiplier", noise_multiplier)
     steps = v.count("steps", steps, minimum=1)
+    budget = _budget(max_memory, max_seconds)
     t0 = time.perf_counter()
     evals = 0
 
@@ -159,7 +175,7 @@ def calibrate_sampling_rate(target_epsilon: float, delta: float, noise_multiplie
         nonlocal evals
         evals += 1
         return dpsgd_bracket(q, sigma, steps, delta, accountant,
-                             **_precision(accountant, target, rtol / 4)).epsilon
+                             **_precision(accountant, target, rtol / 4, budget)).epsilon
 
     if up(1.0) <= target:
         lo = hi = 1.0
@@ -174,6 +190,6 @@ def calibrate_sampling_rate(target_epsilon: float, delta: float, noise_multiplie
             else:
                 hi = mid
     r = dpsgd_bracket(lo, sigma, steps, delta, accountant,
-                      **_precision(accountant, target, rtol / 4))
+                      **_precision(accountant, target, rtol / 4, budget))
     return CalibrationResult(sigma, lo, steps, delta, target, r.epsilon, r.lower, accountant,
                              evals + 1, time.perf_counter() - t0)

@@ -10,6 +10,12 @@ Examples
   tightdp group --group-size 8 --sampling-rate 0.01 --noise-multiplier 1 --steps 2000 \\
       --delta 1e-6
   tightdp plot --sampling-rate 0.01 --noise-multiplier 1 --steps 1000 --output curve.png
+
+Options are strict (an option that does not apply, or conflicts with another, is an error
+naming it; no abbreviations); every computing subcommand takes ``--max-memory`` and
+``--max-seconds``. Exit status 0, or 2 with one line on stderr (bad input, a refused query,
+memory exhausted), or 130 on Ctrl-C. ``--json`` prints strict JSON: infinity is ``null`` with
+``"<key>_infinite": true`` beside it.
 """
 
 from __future__ import annotations
@@ -42,11 +48,22 @@ _OPTION_OF = {
     "target_epsilon": "--epsilon", "batch_size": "--batch-size",
     "dataset_size": "--dataset-size", "group_size": "--group-size", "rtol": "--rtol",
     "eps_error": "--eps-error", "delta_error": "--delta-error", "L": "--L", "n": "--n",
-    "epochs": "--epochs", "method": "--spa-method",
+    "epochs": "--epochs", "method": "--spa-method", "spa_method": "--spa-method",
+    "max_memory": "--max-memory", "max_seconds": "--max-seconds",
 }
+
+#: accountant-specific options: (attribute, option, the accountant that uses it)
+_ACCOUNTANT_FLAGS = (("rtol", "--rtol", "pld"), ("eps_error", "--eps-error", "prv"),
+                     ("delta_error", "--delta-error", "prv"), ("L", "--L", "fft"),
+                     ("n", "--n", "fft"), ("spa_method", "--spa-method", "spa"))
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:
+        # no abbreviations: `delta ... --delta 5` must not be taken as --delta-error 5
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # one line, exit status 2
         sys.stderr.write(f"tightdp: error: {message.splitlines()[0]}\n")
         raise SystemExit(2)
@@ -78,9 +95,20 @@ def _int(text: str) -> int:
     return int(x)
 
 
+def _memory(text: str) -> int:
+    from ._budget import parse_memory
+
+    try:
+        return parse_memory(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("max_memory ")) from None
+
+
 def _mechanism_options(p: argparse.ArgumentParser, noise: bool = True) -> None:
     g = p.add_argument_group("DP-SGD setting")
-    g.add_argument("--sampling-rate", type=_float, help="q in (0, 1] (Poisson rate or B/n)")
+    g.add_argument("--sampling-rate", type=_float,
+                   help="q in (0, 1] (Poisson rate); or give --batch-size and --dataset-size "
+                        "(q = B/n), not both")
     if noise:
         g.add_argument("--noise-multiplier", type=_float, required=True,
                        help="sigma > 0: noise std / clip norm")
@@ -92,30 +120,87 @@ def _mechanism_options(p: argparse.ArgumentParser, noise: bool = True) -> None:
     g.add_argument("--sampling", default="poisson",
                    choices=["poisson", "without-replacement", "with-replacement",
                             "fixed-batch"],
-                   help="how batches are drawn (default poisson, add/remove adjacency)")
+                   help="how batches are drawn (default poisson, add/remove adjacency); "
+                        "with-replacement and fixed-batch need --batch-size and "
+                        "--dataset-size")
 
 
-def _accountant_options(p: argparse.ArgumentParser) -> None:
+def _budget_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("resources")
+    g.add_argument("--max-memory", type=_memory, metavar="SIZE",
+                   help="memory one accountant query may use, e.g. 2GB, 500MB (default 2GB)")
+    g.add_argument("--max-seconds", type=_float, metavar="S",
+                   help="time one accountant query may use, in seconds (default 60)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object (infinity as null with <key>_infinite: true)")
+
+
+def _accountant_options(p: argparse.ArgumentParser, accountant_help: str | None = None
+                        ) -> None:
     from .accountants.registry import ACCOUNTANTS
 
     g = p.add_argument_group("accountant")
-    g.add_argument("--accountant", default="pld", choices=list(ACCOUNTANTS),
-                   help="; ".join(f"{k}: {v[1]}" for k, v in ACCOUNTANTS.items()))
-    g.add_argument("--rtol", type=_float, help="pld: relative bracket width (default 1e-3)")
-    g.add_argument("--eps-error", type=_float, help="prv: eps error (default 0.01)")
-    g.add_argument("--delta-error", type=_float, help="prv: delta error (default 1e-9)")
-    g.add_argument("--L", type=_float, help="fft: domain half-width (default 12)")
-    g.add_argument("--n", type=_int, help="fft: number of grid points (default 1e6)")
-    g.add_argument("--spa-method", choices=["msd0", "msd1", "clt"], help="spa: approximation")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    g.add_argument("--accountant", choices=list(ACCOUNTANTS),
+                   help=accountant_help or "default pld; " + "; ".join(
+                       f"{k}: {v[1]}" for k, v in ACCOUNTANTS.items()))
+    g.add_argument("--rtol", type=_float, help="pld only: relative bracket width (default 1e-3)")
+    g.add_argument("--eps-error", type=_float, help="prv only: eps error (default 0.01)")
+    g.add_argument("--delta-error", type=_float, help="prv only: delta error (default 1e-9)")
+    g.add_argument("--L", type=_float, help="fft only: domain half-width (default 12)")
+    g.add_argument("--n", type=_int, help="fft only: number of grid points (default 1e6)")
+    g.add_argument("--spa-method", choices=["msd0", "msd1", "clt"],
+                   help="spa only: approximation (default msd1)")
+    _budget_options(p)
+
+
+def _check_accountant_flags(a, names: list[str], where: str) -> None:
+    """An accountant-specific option is an error unless one of ``names`` uses it."""
+    for attr, option, owner in _ACCOUNTANT_FLAGS:
+        if getattr(a, attr, None) is not None and owner not in names:
+            _fail(f"{option} applies only to the {owner} accountant, not to {where}")
+
+
+def _budget(a) -> dict:
+    """--max-memory / --max-seconds, validated before any work."""
+    from ._budget import Budget
+
+    b = Budget.make(a.max_memory, a.max_seconds)
+    return {"max_memory": b.max_memory, "max_seconds": b.max_seconds}
+
+
+def _rate(a) -> float | None:
+    """The sampling rate: --sampling-rate, or --batch-size / --dataset-size; None if neither.
+    Giving both, or only one of --batch-size and --dataset-size, is an error."""
+    from . import _validate as v
+
+    sizes = [o for o, x in (("--batch-size", a.batch_size), ("--dataset-size", a.dataset_size))
+             if x is not None]
+    if a.sampling_rate is not None and sizes:
+        _fail(f"give either --sampling-rate or --batch-size and --dataset-size, not both "
+              f"(got --sampling-rate with {', '.join(sizes)})")
+    if len(sizes) == 1:
+        other = "--dataset-size" if sizes[0] == "--batch-size" else "--batch-size"
+        _fail(f"{sizes[0]} needs {other} as well")
+    if a.sampling_rate is not None:
+        return v.probability_open_closed("sampling_rate", a.sampling_rate)
+    if not sizes:
+        return None
+    b = v.count("batch_size", a.batch_size, minimum=1)
+    n = v.count("dataset_size", a.dataset_size, minimum=1)
+    if n < b:
+        _fail(f"--dataset-size must be >= --batch-size ({b}), got {n}")
+    return b / n
 
 
 def _setting(a) -> tuple[float | None, int]:
+    """(sampling rate or None, steps) of the DP-SGD options, checked for conflicts."""
     from . import _validate as v
 
-    q = a.sampling_rate
-    if q is None and a.batch_size is not None and a.dataset_size is not None:
-        q = a.batch_size / a.dataset_size
+    sampling = getattr(a, "sampling", "poisson")
+    if sampling in ("with-replacement", "fixed-batch") and a.sampling_rate is not None:
+        _fail(f"--sampling-rate does not apply to --sampling {sampling}: give --batch-size "
+              "and --dataset-size")
+    q = _rate(a)
     if a.steps is None and a.epochs is None:
         _fail("give --steps (an integer >= 0) or --epochs (a number > 0)")
     if a.steps is not None and a.epochs is not None:
@@ -126,7 +211,6 @@ def _setting(a) -> tuple[float | None, int]:
         epochs = v.positive("epochs", a.epochs)
         if q is None:
             _fail("--epochs needs --sampling-rate (or --batch-size and --dataset-size)")
-        q = v.probability_open_closed("sampling_rate", q)
         steps = int(math.ceil(epochs / q - 1e-9))
     return q, steps
 
@@ -161,23 +245,64 @@ def _mechanism(a, q):
 
 def _acc_opts(a) -> dict:
     return {"rtol": a.rtol, "eps_error": a.eps_error, "delta_error": a.delta_error,
-            "L": a.L, "n": a.n, "spa_method": a.spa_method}
+            "L": a.L, "n": a.n, "spa_method": a.spa_method, **_budget(a)}
 
 
-def _clean(x):
-    if isinstance(x, float) and (math.isnan(x)):
-        return None
-    if isinstance(x, float) and math.isinf(x):
-        return "inf" if x > 0 else "-inf"
+def _json_value(x):
+    """``x`` made strict JSON: ``(value, flag)``. Infinite floats become None and ``flag``
+    says which: True for +inf, "-" for -inf (a list of such flags, None where finite, for a
+    list); NaN becomes None with no flag (undefined). Dicts carry their flags inside, as
+    ``<key>_infinite`` (+inf) and ``<key>_negative_infinite`` (-inf)."""
+    if hasattr(x, "tolist") and not isinstance(x, float):
+        x = x.tolist()
+    if isinstance(x, bool) or x is None or isinstance(x, str | int):
+        return x, None
+    if isinstance(x, float):
+        if math.isnan(x):
+            return None, None
+        if math.isinf(x):
+            return None, (True if x > 0 else "-")
+        return float(x), None
     if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
+        out = {}
+        for k, val in x.items():
+            value, flag = _json_value(val)
+            out[str(k)] = value
+            if flag is not None:
+                pos, neg = _split_flag(flag)
+                if pos is not None:
+                    out[f"{k}_infinite"] = pos
+                if neg is not None:
+                    out[f"{k}_negative_infinite"] = neg
+        return out, None
     if isinstance(x, list | tuple):
-        return [_clean(v) for v in x]
-    if hasattr(x, "tolist"):
-        return _clean(x.tolist())
-    if isinstance(x, bool | int | float | str) or x is None:
-        return x
-    return str(x)
+        pairs = [_json_value(val) for val in x]
+        flags = [f for _, f in pairs]
+        return [val for val, _ in pairs], (None if all(f is None for f in flags) else flags)
+    return str(x), None
+
+
+def _split_flag(flag):
+    """A flag of :func:`_json_value` as (booleans for +inf, booleans for -inf), each None
+    when there is no such infinity (lists mirrored element by element, False where not)."""
+    if flag is True:
+        return True, None
+    if flag == "-":
+        return None, True
+    if isinstance(flag, list):
+        parts = [_split_flag(f) if f is not None else (None, None) for f in flag]
+        pos = [p for p, _ in parts]
+        neg = [n for _, n in parts]
+        return (None if all(p is None for p in pos) else [p if p is not None else False
+                                                           for p in pos],
+                None if all(n is None for n in neg) else [n if n is not None else False
+                                                          for n in neg])
+    return None, None
+
+
+def _clean(out: dict) -> dict:
+    """The JSON object of a subcommand: numbers only (see :func:`_json_value`)."""
+    return _json_value(out)[0]
 
 
 class _Up(float):
@@ -226,31 +351,59 @@ def _table(rows: list[list], header: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _status(r) -> str:
+    """What an accountant's answer is: the ``notes`` column of ``tightdp compare``."""
+    if r.certified:
+        s = "certified upper+lower" if r.lower is not None else "certified upper only"
+    else:
+        bounds = [name for name, x in (("upper", r.upper), ("lower", r.lower)) if x is not None]
+        s = "approximation" + (f" (certified {'+'.join(bounds)})" if bounds else "")
+    if r.details.get("converged", True) is False:
+        s += "; coarser (budget)"
+    return s
+
+
+def _short(message: str, width: int = 70) -> str:
+    """The first line of ``message``, cut at a word boundary to at most ``width`` chars."""
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    if len(line) <= width:
+        return line
+    return line[:width - 3].rsplit(" ", 1)[0] + "..."
+
+
+def _result_row(r, seconds: float) -> dict:
+    """The keys every subcommand's JSON shares, from an accountant's result."""
+    return {"lower": r.lower, "upper": r.upper, "accountant": r.accountant,
+            "certified": r.certified, "seconds": seconds, "note": r.note}
+
+
 def _query(a, want: str) -> dict:
     """``tightdp epsilon`` (want="epsilon": eps at --delta) and ``tightdp delta``
     (want="delta": delta at --epsilon): one accountant, one query, its bracket."""
     from . import _validate as v
     from .accountants.registry import make_accountant
 
+    name = a.accountant or "pld"
+    _check_accountant_flags(a, [name], f"--accountant {name}")
     given = "delta" if want == "epsilon" else "epsilon"
     x = v.delta_value("delta", a.delta) if want == "epsilon" else v.nonnegative("eps",
                                                                                  a.epsilon)
     q, steps = _setting(a)
     mech = _mechanism(a, q)
+    acc = make_accountant(name, **_acc_opts(a))
     t0 = time.perf_counter()
-    acc = make_accountant(a.accountant, **_acc_opts(a)).compose(mech, steps)
+    acc.compose(mech, steps)
     r = acc.epsilon(x) if want == "epsilon" else acc.delta(x)
     value = float(r.epsilon) if want == "epsilon" else float(r.delta)
-    out = {want: value, "lower": r.lower, "upper": r.upper, given: x,
-           "accountant": r.accountant, "certified": r.certified, "estimate": r.estimate,
-           "seconds": time.perf_counter() - t0, "steps": steps, "sampling_rate": q,
-           "noise_multiplier": a.noise_multiplier, "sampling": a.sampling, "note": r.note,
-           "details": r.details}
+    sec = time.perf_counter() - t0
+    out = {want: value, given: x, **_result_row(r, sec), "estimate": r.estimate,
+           "steps": steps, "sampling_rate": q, "noise_multiplier": a.noise_multiplier,
+           "sampling": a.sampling, "details": r.details}
     if not a.json:
         kind = "certified upper bound" if r.certified else "approximation (not a bound)"
         shown = _up(value) if r.certified else value
         print(f"{want} = {_fmt(shown)}  ({kind}; accountant {r.accountant})")
-        print(_table([[_down(r.lower), shown, _up(r.upper), x, out["seconds"]]],
+        print(_table([[_down(r.lower), shown, _up(r.upper), x, sec]],
                      ["lower", want, "upper", given, "seconds"]))
         if r.note:
             print(f"note: {r.note}")
@@ -269,53 +422,89 @@ def _cmd_compare(a) -> dict:
     from . import _validate as v
     from .accountants.registry import ACCOUNTANTS, make_accountant
 
+    head = a.accountant or "pld"
     delta = v.delta_value("delta", a.delta)
     q, steps = _setting(a)
     mech = _mechanism(a, q)
+    # every accountant built first: a bad option is an error, not one refusing row
+    accs = {name: make_accountant(name, **_acc_opts(a)) for name in ACCOUNTANTS}
+    t_all = time.perf_counter()
     rows, results = [], []
-    for name in ACCOUNTANTS:
+    for name, acc in accs.items():
         t0 = time.perf_counter()
         try:
-            r = make_accountant(name, **_acc_opts(a)).compose(mech, steps).epsilon(delta)
-        except ValueError as err:
-            results.append({"accountant": name, "error": str(err)})
-            rows.append([name, None, None, None, "n/a", time.perf_counter() - t0])
+            r = acc.compose(mech, steps).epsilon(delta)
+        except ValueError as err:  # the accountant refuses this setting (or its budget)
+            sec = time.perf_counter() - t0
+            status = "refused: " + _short(str(err), 60)
+            results.append({"accountant": name, "epsilon": None, "delta": delta,
+                            "lower": None, "upper": None, "certified": False,
+                            "seconds": sec, "note": str(err), "status": status,
+                            "error": str(err)})
+            rows.append([name, None, None, None, "no", sec, status])
             continue
         sec = time.perf_counter() - t0
-        results.append({"accountant": name, "epsilon": r.epsilon, "lower": r.lower,
-                        "upper": r.upper, "certified": r.certified, "seconds": sec,
-                        "note": r.note})
+        status = _status(r)
+        results.append({"accountant": name, "epsilon": float(r.epsilon), "delta": delta,
+                        **_result_row(r, sec), "status": status})
         rows.append([name, _up(r.epsilon) if r.certified else r.epsilon, _down(r.lower),
-                     _up(r.upper), "yes" if r.certified else "no", sec])
+                     _up(r.upper), "yes" if r.certified else "no", sec, status])
     if not a.json:
         print(f"eps at delta={delta:g}: q={q}, sigma={a.noise_multiplier}, steps={steps}")
         print(_table(rows, ["accountant", "epsilon", "lower", "upper", "certified",
-                            "seconds"]))
-    return {"delta": delta, "steps": steps, "sampling_rate": q,
-            "noise_multiplier": a.noise_multiplier, "results": results}
+                            "seconds", "notes"]))
+    headline = next(row for row in results if row["accountant"] == head)
+    return {**headline, "steps": steps, "sampling_rate": q,
+            "noise_multiplier": a.noise_multiplier, "sampling": a.sampling,
+            "total_seconds": time.perf_counter() - t_all, "results": results}
+
+
+def _calibrate_flags(a) -> None:
+    """The flags --solve-for leaves unknown or unused are errors, and it needs the others."""
+    unknown = {"noise-multiplier": (("noise_multiplier", "--noise-multiplier"),),
+               "steps": (("steps", "--steps"), ("epochs", "--epochs")),
+               "sampling-rate": (("sampling_rate", "--sampling-rate"),
+                                 ("batch_size", "--batch-size"),
+                                 ("dataset_size", "--dataset-size"),
+                                 ("epochs", "--epochs"))}[a.solve_for]
+    for attr, option in unknown:
+        if getattr(a, attr) is not None:
+            if attr == "epochs" and a.solve_for == "sampling-rate":
+                _fail("--epochs needs the sampling rate, the unknown of --solve-for "
+                      "sampling-rate; give --steps")
+            _fail(f"{option} is the unknown of --solve-for {a.solve_for}; leave it out")
+    if a.solve_for != "noise-multiplier" and a.noise_multiplier is None:
+        _fail(f"--solve-for {a.solve_for} needs --noise-multiplier")
 
 
 def _cmd_calibrate(a) -> dict:
     from .calibrate import calibrate_noise, calibrate_sampling_rate, calibrate_steps
 
-    acc = a.accountant if a.accountant in ("pld", "prv", "rdp") else "pld"
-    rtol = a.rtol or 1e-3
+    acc = a.accountant or "pld"
+    _calibrate_flags(a)
+    rtol = 1e-3 if a.rtol is None else a.rtol
+    budget = _budget(a)
     if a.solve_for == "noise-multiplier":
         q, steps = _setting(a)
         if q is None:
-            _fail("--sampling-rate must be given, in (0, 1]")
-        r = calibrate_noise(a.epsilon, a.delta, q, steps, accountant=acc, rtol=rtol)
+            _fail("--solve-for noise-multiplier needs --sampling-rate (or --batch-size and "
+                  "--dataset-size)")
+        r = calibrate_noise(a.epsilon, a.delta, q, steps, accountant=acc, rtol=rtol, **budget)
     elif a.solve_for == "steps":
-        if a.noise_multiplier is None or a.sampling_rate is None:
-            _fail("--solve-for steps needs --noise-multiplier and --sampling-rate")
-        r = calibrate_steps(a.epsilon, a.delta, a.sampling_rate, a.noise_multiplier,
-                            accountant=acc, rtol=rtol)
+        q = _rate(a)
+        if q is None:
+            _fail("--solve-for steps needs --sampling-rate (or --batch-size and "
+                  "--dataset-size)")
+        r = calibrate_steps(a.epsilon, a.delta, q, a.noise_multiplier, accountant=acc,
+                            rtol=rtol, **budget)
     else:
-        if a.noise_multiplier is None or a.steps is None:
-            _fail("--solve-for sampling-rate needs --noise-multiplier and --steps")
+        if a.steps is None:
+            _fail("--solve-for sampling-rate needs --steps")
         r = calibrate_sampling_rate(a.epsilon, a.delta, a.noise_multiplier, a.steps,
-                                    accountant=acc, rtol=rtol)
-    out = r.as_dict()
+                                    accountant=acc, rtol=rtol, **budget)
+    out = {**r.as_dict(), "upper": r.epsilon, "certified": True,
+           "note": f"epsilon is the certified upper bound ({r.accountant} accountant) at the "
+                   f"calibrated setting; it meets the target {r.target_epsilon:g}"}
     if not a.json:
         # noise shown rounded up, a sampling rate down: the printed setting still meets the
         # target
@@ -332,23 +521,53 @@ def _cmd_calibrate(a) -> dict:
 def _cmd_group(a) -> dict:
     from .group import group_epsilon
 
-    q, steps = _setting(a)
-    sampling = "fixed_batch" if a.sampling == "fixed-batch" else a.sampling
-    if sampling not in ("poisson", "fixed_batch"):
+    if a.sampling not in ("poisson", "fixed-batch"):
         _fail("--sampling must be poisson or fixed-batch for group")
-    r = group_epsilon(a.group_size, a.noise_multiplier, steps, a.delta, sampling=sampling,
-                      sampling_rate=q if sampling == "poisson" else None,
-                      batch_size=a.batch_size, dataset_size=a.dataset_size,
-                      rtol=a.rtol or 1e-3)
+    q, steps = _setting(a)
+    fixed = a.sampling == "fixed-batch"
+    if fixed and (a.batch_size is None or a.dataset_size is None):
+        _fail("--sampling fixed-batch needs --batch-size (>= 1) and --dataset-size (>= B)")
+    if not fixed and q is None:
+        _fail("--sampling-rate must be given, in (0, 1]")
+    r = group_epsilon(a.group_size, a.noise_multiplier, steps, a.delta,
+                      sampling="fixed_batch" if fixed else "poisson",
+                      sampling_rate=None if fixed else q,
+                      batch_size=a.batch_size if fixed else None,
+                      dataset_size=a.dataset_size if fixed else None,
+                      rtol=1e-3 if a.rtol is None else a.rtol, conversion=a.conversion,
+                      **_budget(a))
     out = r.as_dict()
     if not a.json:
         print(f"group of {r.group_size}: epsilon = {_fmt(_up(r.epsilon))} (certified upper "
               "bound)")
-        print(_table([[_down(r.lower), _up(r.epsilon), _up(r.conversion), r.linear_reference,
-                       _up(r.example_epsilon), r.seconds]],
-                     ["lower", "epsilon", "conversion (Lemma 1.1)", "k * eps_1",
-                      "eps_1", "seconds"]))
+        row = [_down(r.lower), _up(r.epsilon), r.linear_reference, _up(r.example_epsilon),
+               r.seconds]
+        head = ["lower", "epsilon", "k * eps_1", "eps_1", "seconds"]
+        if a.conversion:
+            row.insert(2, _up(r.conversion))
+            head.insert(2, "conversion (Lemma 1.1)")
+        print(_table([row], head))
+        if r.note:
+            print(f"note: {r.note}")
     return out
+
+
+def _check_output(path: str) -> None:
+    """--output must be a .png file that can be written: checked before any work."""
+    import os
+
+    if not path.lower().endswith(".png"):
+        _fail(f"--output must be a .png file, got {path!r}")
+    full = os.path.abspath(path)
+    parent = os.path.dirname(full)
+    if os.path.isdir(full):
+        _fail(f"--output {path!r} is a directory")
+    if not os.path.isdir(parent):
+        _fail(f"--output {path!r}: directory {parent!r} does not exist")
+    if os.path.exists(full) and not os.access(full, os.W_OK):
+        _fail(f"--output {path!r} exists and is not writable")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        _fail(f"--output {path!r}: directory {parent!r} is not writable")
 
 
 def _cmd_plot(a) -> dict:
@@ -356,34 +575,69 @@ def _cmd_plot(a) -> dict:
 
     from . import _validate as v
     from .accountants.registry import make_accountant
-    from .plotting import _plt, plot_epsilon_vs_steps, plot_privacy_curve, plot_tradeoff
 
+    _check_output(a.output)
+    if a.kind == "steps":
+        if a.accountant is not None:
+            _fail("--accountant does not apply to --kind steps: use --accountants")
+        names = [x.strip() for x in (a.accountants or "pld,rdp").split(",") if x.strip()]
+        from .accountants.registry import ACCOUNTANTS
+
+        bad = [x for x in names if x not in ACCOUNTANTS]
+        if bad or not names:
+            _fail(f"--accountants must be a comma list of {', '.join(ACCOUNTANTS)}, got "
+                  f"{a.accountants!r}")
+        _check_accountant_flags(a, names, f"--accountants {','.join(names)}")
+    else:
+        if a.accountants is not None:
+            _fail(f"--accountants applies only to --kind steps, not --kind {a.kind}: use "
+                  "--accountant")
+        names = [a.accountant or "pld"]
+        _check_accountant_flags(a, names, f"--accountant {names[0]}")
+    delta = v.delta_value("delta", a.delta if a.delta is not None else 1e-5)
     q, steps = _setting(a)
     mech = _mechanism(a, q)
-    plt = _plt()
-    acc = make_accountant(a.accountant, **_acc_opts(a)).compose(mech, steps)
-    if a.kind == "curve":
-        ax = plot_privacy_curve(acc)
-    elif a.kind == "tradeoff":
-        ax = plot_tradeoff(acc)
-    else:
-        delta = v.delta_value("delta", a.delta if a.delta is not None else 1e-5)
+    opts = _acc_opts(a)
+    for name in names:  # the options are checked before the plotting starts
+        make_accountant(name, **opts)
+    try:
+        from .plotting import _plt, plot_epsilon_vs_steps, plot_privacy_curve, plot_tradeoff
+
+        plt = _plt()
+    except ImportError as err:
+        _fail(str(err))
+    t0 = time.perf_counter()
+    if a.kind == "steps":
         grid = sorted({max(1, int(round(steps * f))) for f in np.linspace(0.05, 1, 12)})
-        ax = plot_epsilon_vs_steps(lambda: mech, grid, delta,
-                                   accountants=[s.strip() for s in a.accountants.split(",")])
+        ax = plot_epsilon_vs_steps(lambda: mech, grid, delta, accountants=names, **opts)
+        acc = make_accountant(names[0], **opts).compose(mech, steps)
+    else:
+        acc = make_accountant(names[0], **opts).compose(mech, steps)
+        ax = plot_privacy_curve(acc) if a.kind == "curve" else plot_tradeoff(acc)
     ax.set_title(f"q={q}, sigma={a.noise_multiplier}, steps={steps}")
     ax.figure.tight_layout()
     ax.figure.savefig(a.output, dpi=120)
     plt.close(ax.figure)
+    r = acc.epsilon(delta)
+    sec = time.perf_counter() - t0
     if not a.json:
         print(f"wrote {a.output}")
-    return {"output": a.output, "kind": a.kind}
+        kind = "certified upper bound" if r.certified else "approximation (not a bound)"
+        shown = _up(r.epsilon) if r.certified else r.epsilon
+        print(f"epsilon = {_fmt(shown)} at delta={delta:g}  ({kind}; accountant "
+              f"{r.accountant})")
+    return {"epsilon": float(r.epsilon), "delta": delta, **_result_row(r, sec),
+            "steps": steps, "sampling_rate": q, "noise_multiplier": a.noise_multiplier,
+            "sampling": a.sampling, "output": a.output, "kind": a.kind}
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     p = _Parser(prog="tightdp", description="Tight differential-privacy accounting with "
                 "certified bounds.", epilog=EXAMPLES,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"tightdp {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def add(name: str, help_: str) -> argparse.ArgumentParser:
@@ -403,44 +657,63 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("compare", "every accountant on one setting: value, bracket, certified, time")
     _mechanism_options(s)
     s.add_argument("--delta", type=_float, required=True, help="delta in (0, 1)")
-    _accountant_options(s)
+    _accountant_options(s, "the headline row of the JSON output (default pld); every "
+                           "accountant runs, each with its own options")
 
     s = add("calibrate", "smallest noise (or most steps, or largest rate) meeting (eps, delta)")
-    g = s.add_argument_group("DP-SGD setting")
-    g.add_argument("--sampling-rate", type=_float, help="q in (0, 1]")
+    g = s.add_argument_group("DP-SGD setting (Poisson sampling)")
+    g.add_argument("--sampling-rate", type=_float,
+                   help="q in (0, 1]; or --batch-size and --dataset-size (q = B/n)")
     g.add_argument("--noise-multiplier", type=_float, help="sigma (for --solve-for steps/"
                    "sampling-rate)")
     g.add_argument("--steps", type=_int, help="number of steps")
     g.add_argument("--epochs", type=_float, help="epochs instead of --steps")
-    g.add_argument("--dataset-size", type=_int)
-    g.add_argument("--batch-size", type=_int)
+    g.add_argument("--dataset-size", type=_int, help="n (with --batch-size)")
+    g.add_argument("--batch-size", type=_int, help="B (with --dataset-size)")
     s.add_argument("--epsilon", type=_float, required=True, help="target eps > 0")
     s.add_argument("--delta", type=_float, required=True, help="delta in (0, 1)")
     s.add_argument("--solve-for", default="noise-multiplier",
-                   choices=["noise-multiplier", "steps", "sampling-rate"])
-    s.add_argument("--accountant", default="pld", choices=["pld", "prv", "rdp"])
+                   choices=["noise-multiplier", "steps", "sampling-rate"],
+                   help="the unknown (default noise-multiplier); do not give it as an option")
+    s.add_argument("--accountant", choices=["pld", "prv", "rdp"],
+                   help="a certifying accountant (default pld)")
     s.add_argument("--rtol", type=_float, help="relative precision (default 1e-3)")
-    s.add_argument("--json", action="store_true", help="print one JSON object")
+    _budget_options(s)
 
     s = add("group", "group-level eps of DP-SGD (Ganesh): groups of up to k examples")
     _mechanism_options(s)
     s.add_argument("--group-size", type=_int, required=True, help="k >= 1")
     s.add_argument("--delta", type=_float, required=True, help="delta in (0, 1)")
     s.add_argument("--rtol", type=_float, help="relative bracket width (default 1e-3)")
-    s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.add_argument("--conversion", action="store_true",
+                   help="also compute the Lemma 1.1 conversion baseline (costly: it needs "
+                        "the example-level curve at very small delta)")
+    _budget_options(s)
 
     s = add("plot", "draw the privacy curve, the trade-off curve or eps against steps (PNG)")
     _mechanism_options(s)
     s.add_argument("--kind", default="curve", choices=["curve", "tradeoff", "steps"])
-    s.add_argument("--delta", type=_float, help="delta for --kind steps (default 1e-5)")
-    s.add_argument("--accountants", default="pld,rdp", help="for --kind steps: comma list")
+    s.add_argument("--delta", type=_float,
+                   help="delta of the eps reported (and of --kind steps), default 1e-5")
+    s.add_argument("--accountants",
+                   help="--kind steps only: comma list of accountants (default pld,rdp)")
     s.add_argument("--output", required=True, help="PNG file to write")
-    _accountant_options(s)
+    _accountant_options(s, "--kind curve/tradeoff: the accountant (default pld)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``tightdp`` command; returns the exit status."""
+    """Entry point of the ``tightdp`` command. Returns 0 on success; bad input or a refused
+    query raises ``SystemExit(2)`` after one line on stderr, Ctrl-C ``SystemExit(130)``.
+    Other exceptions are bugs and propagate with their traceback."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        sys.stderr.write("tightdp: interrupted\n")
+        raise SystemExit(130) from None
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     a = parser.parse_args(argv)
     import numpy
@@ -448,12 +721,16 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {"epsilon": _cmd_epsilon, "delta": _cmd_delta, "compare": _cmd_compare,
                 "calibrate": _cmd_calibrate, "group": _cmd_group, "plot": _cmd_plot}
     try:
+        _budget(a)  # --max-memory / --max-seconds checked before anything else
         with numpy.errstate(all="ignore"):
             out = handlers[a.command](a)
-    except ValueError as err:
+    except ValueError as err:  # bad input, a refusal, BudgetExceeded: one line
         _fail(str(err))
+    except MemoryError:
+        _fail("out of memory: lower --max-memory (the budget the accountants plan for, "
+              "default 2GB) or ask for a coarser result")
     if getattr(a, "json", False):
-        print(json.dumps(_clean(out)))
+        print(json.dumps(_clean(out), allow_nan=False))
     return 0
 
 

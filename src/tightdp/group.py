@@ -47,6 +47,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from . import _validate as v
+from ._budget import Budget
 from .accountants.base import plain_dict
 from .accountants.pld import PLDAccountant
 from .mechanisms import Gaussian, Mechanism, MixtureOfGaussians, PoissonSubsampled
@@ -177,7 +178,8 @@ class GroupResult:
 
     ``epsilon`` is the certified upper bound (``= upper``); ``lower`` the certified lower
     bound of the true group eps. ``conversion`` is the Lemma 1.1 baseline (a certified but
-    looser upper bound; ``inf`` when it could not be certified); ``linear_reference`` is
+    looser upper bound; ``inf`` when it could not be certified; None unless asked for with
+    ``conversion=True``); ``linear_reference`` is
     ``k * example_epsilon``, the paper's "lower bound" line, a heuristic reference, not a
     certified bound (see the module docstring).
     """
@@ -372,20 +374,27 @@ class _Budget(Exception):
 
 
 @functools.lru_cache(maxsize=8)
-def _example_level(s: str, sigma: float, q, b, n, steps: int, rtol: float
-                   ) -> tuple[PLDAccountant, ChernoffCurve]:
-    """Example-level accountant and moment curve, shared by calls for several group sizes
-    (the accountant caches its discretizations and compositions)."""
+def _example_accountant(s: str, sigma: float, q, b, n, steps: int, rtol: float,
+                        max_memory, max_seconds) -> PLDAccountant:
+    """Example-level accountant, shared by calls for several group sizes (the accountant
+    caches its discretizations and compositions)."""
     mech1 = _accounting_mechanism(1, s, sigma, q, b, n)
-    acc1 = PLDAccountant(rtol, max_points=CONVERSION_MAX_POINTS).compose(mech1, steps)
-    return acc1, ChernoffCurve(mech1, steps)
+    return PLDAccountant(rtol, max_points=CONVERSION_MAX_POINTS, max_memory=max_memory,
+                         max_seconds=max_seconds).compose(mech1, steps)
+
+
+@functools.lru_cache(maxsize=8)
+def _example_chernoff(s: str, sigma: float, q, b, n, steps: int) -> ChernoffCurve:
+    """Example-level moment curve of the conversion baseline (shared like the accountant)."""
+    return ChernoffCurve(_accounting_mechanism(1, s, sigma, q, b, n), steps)
 
 
 def group_epsilon(group_size: int, noise_multiplier: float, steps: int, delta: float,
                   sampling: str = "poisson", sampling_rate: float | None = None,
                   batch_size: int | None = None, dataset_size: int | None = None,
-                  rtol: float = 1e-3, baselines: bool = True,
-                  refine_conversion: bool = True) -> GroupResult:
+                  rtol: float = 1e-3, baselines: bool = True, conversion: bool = False,
+                  refine_conversion: bool = True, *, max_memory=None,
+                  max_seconds=None) -> GroupResult:
     """Certified group-level (eps, delta) of ``steps`` rounds of DP-SGD (Ganesh, Thm 3.1 /
     Thm 3.3), under add-up-to-k and remove-up-to-k adjacency (the max of both).
 
@@ -400,11 +409,17 @@ def group_epsilon(group_size: int, noise_multiplier: float, steps: int, delta: f
         ``batch_size`` B >= k and ``dataset_size`` n >= B (guarantee for every dataset of at
         least n examples).
     rtol : relative width of the certified bracket (PLDAccountant).
-    baselines : also compute the example-level eps, the Lemma 1.1 conversion and the linear
-        reference (k = 1 needs no extra work).
+    baselines : also compute the example-level eps and the linear reference (k = 1 needs no
+        extra work).
+    conversion : also compute the Lemma 1.1 conversion baseline (with ``baselines``). Off by
+        default: it needs the example-level curve at very small delta, which costs far more
+        than the group query itself (about 0.9 GB and 3 s for k = 8, T = 2000); without it
+        ``conversion`` and its two companions are None.
     refine_conversion : tighten the conversion baseline with PLD queries at the small
         example-level delta it needs (slower; without it the example-level curve there is the
         moment bound of :class:`ChernoffCurve`, still certified).
+    max_memory, max_seconds : the budget of each accountant query (see
+        :mod:`tightdp._budget`; default 2 GB and 60 s).
 
     Returns
     -------
@@ -412,7 +427,7 @@ def group_epsilon(group_size: int, noise_multiplier: float, steps: int, delta: f
 
     Examples
     --------
-    >>> r = group_epsilon(2, 1.0, 100, 1e-6, sampling_rate=0.01, rtol=1e-2)
+    >>> r = group_epsilon(2, 1.0, 100, 1e-6, sampling_rate=0.01, rtol=1e-2, conversion=True)
     >>> r.lower <= r.epsilon <= r.conversion
     True
     """
@@ -423,9 +438,15 @@ def group_epsilon(group_size: int, noise_multiplier: float, steps: int, delta: f
     steps = v.count("steps", steps, minimum=0)
     delta = v.delta_value("delta", delta)
     rtol = v.positive("rtol", rtol)
+    for name, flag in (("baselines", baselines), ("conversion", conversion),
+                       ("refine_conversion", refine_conversion)):
+        if not isinstance(flag, bool):
+            raise ValueError(f"{name} must be True or False, got {flag!r}")
+    budget = Budget.make(max_memory, max_seconds)  # validated once, passed on as numbers
+    mem, sec = budget.max_memory, budget.max_seconds
 
     mech = _accounting_mechanism(k, s, sigma, q, b, n)
-    acc = PLDAccountant(rtol).compose(mech, steps)
+    acc = PLDAccountant(rtol, max_memory=mem, max_seconds=sec).compose(mech, steps)
     r = acc.epsilon(delta)
     notes = [r.note] if r.note else []
     sens, probs = sensitivity_distribution(k, s, q, b, n)
@@ -435,12 +456,15 @@ def group_epsilon(group_size: int, noise_multiplier: float, steps: int, delta: f
     if baselines:
         if k == 1 or steps == 0:
             ex_eps, ex_lo = float(r.upper), float(r.lower)
-            conv, conv_e, conv_d = float(r.upper), float(r.upper), delta
+            if conversion:
+                conv, conv_e, conv_d = float(r.upper), float(r.upper), delta
         else:
-            acc1, chern = _example_level(s, sigma, q, b, n, steps, rtol)
+            acc1 = _example_accountant(s, sigma, q, b, n, steps, rtol, mem, sec)
             r1 = acc1.epsilon(delta)
             ex_eps, ex_lo = float(r1.upper), float(r1.lower)
             details["example"] = r1.details
+        if conversion and k > 1 and steps > 0:
+            chern = _example_chernoff(s, sigma, q, b, n, steps)
             conv, conv_e, conv_d, cinfo = group_conversion_epsilon(
                 chern.epsilon, k, delta,
                 refine=(lambda d1: acc1.epsilon(d1).upper) if refine_conversion else None)

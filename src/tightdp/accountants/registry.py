@@ -6,38 +6,50 @@ from collections.abc import Callable
 
 from .base import Accountant
 
-__all__ = ["ACCOUNTANTS", "make_accountant", "CERTIFYING"]
+__all__ = ["ACCOUNTANTS", "make_accountant", "CERTIFYING", "OPTIONS"]
+
+
+def _opt(o: dict, key: str, default):
+    """Option ``key`` of ``o``, ``default`` only when it is absent or None: 0 is a value (the
+    accountant's own validation then rejects it, naming the option), not "use the default"."""
+    x = o.get(key)
+    return default if x is None else x
+
+
+def _budget(o: dict) -> dict:
+    """The resource budget options every accountant takes (None: the default budget)."""
+    return {"max_memory": o.get("max_memory"), "max_seconds": o.get("max_seconds")}
 
 
 def _pld(o: dict) -> Accountant:
     from .pld import PLDAccountant
-    return PLDAccountant(rtol=o.get("rtol") or 1e-3)
+    return PLDAccountant(rtol=_opt(o, "rtol", 1e-3), **_budget(o))
 
 
 def _rdp(o: dict) -> Accountant:
     from .rdp import RDPAccountant
-    return RDPAccountant()
+    return RDPAccountant(**_budget(o))
 
 
 def _gdp(o: dict) -> Accountant:
     from .gdp import GDPAccountant
-    return GDPAccountant()
+    return GDPAccountant(**_budget(o))
 
 
 def _fft(o: dict) -> Accountant:
     from .fft import FFTAccountant
-    return FFTAccountant(L=o.get("L") or 12.0, n=o.get("n") or 10**6)
+    return FFTAccountant(L=_opt(o, "L", 12.0), n=_opt(o, "n", 10**6), **_budget(o))
 
 
 def _prv(o: dict) -> Accountant:
     from .prv import PRVAccountant
-    return PRVAccountant(eps_error=o.get("eps_error") or 0.01,
-                         delta_error=o.get("delta_error") or 1e-9)
+    return PRVAccountant(eps_error=_opt(o, "eps_error", 0.01),
+                         delta_error=_opt(o, "delta_error", 1e-9), **_budget(o))
 
 
 def _spa(o: dict) -> Accountant:
     from .spa import SaddlePointAccountant
-    return SaddlePointAccountant(method=o.get("spa_method") or "msd1")
+    return SaddlePointAccountant(method=_opt(o, "spa_method", "msd1"), **_budget(o))
 
 
 #: name -> (factory, one-line description)
@@ -56,11 +68,29 @@ ACCOUNTANTS: dict[str, tuple[Callable[[dict], Accountant], str]] = {
 #: accountants whose headline number is a certified upper bound
 CERTIFYING = ("pld", "prv", "rdp")
 
+#: the options each accountant uses (besides ``max_memory`` and ``max_seconds``, which all take)
+OPTIONS: dict[str, tuple[str, ...]] = {
+    "pld": ("rtol",), "prv": ("eps_error", "delta_error"), "rdp": (), "fft": ("L", "n"),
+    "spa": ("spa_method",), "gdp": (),
+}
+_BUDGET_OPTIONS = ("max_memory", "max_seconds")
+
 
 def make_accountant(name: str, **options) -> Accountant:
-    """A fresh accountant by name (see :data:`ACCOUNTANTS`); options: rtol, L, n,
-    eps_error, delta_error, spa_method."""
+    """A fresh accountant by name (see :data:`ACCOUNTANTS`).
+
+    Options: ``rtol`` (pld), ``eps_error`` and ``delta_error`` (prv), ``L`` and ``n`` (fft),
+    ``spa_method`` (spa), and ``max_memory`` / ``max_seconds`` (all). An option that is None
+    means the accountant's default; any other value, 0 included, is passed on and validated by
+    the accountant. One dictionary of options can serve several accountants (each takes the
+    ones it uses); an option no accountant knows is an error.
+    """
     key = str(name).strip().lower()
     if key not in ACCOUNTANTS:
         raise ValueError(f"accountant must be one of {', '.join(ACCOUNTANTS)}, got {name!r}")
+    known = {o for opts in OPTIONS.values() for o in opts} | set(_BUDGET_OPTIONS)
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ValueError(f"unknown accountant option {unknown[0]!r}; the options are "
+                         f"{', '.join(sorted(known))}")
     return ACCOUNTANTS[key][0](options)
