@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from . import _validate as v
-from ._budget import Budget
+from ._budget import Budget, BudgetExceeded
 from .accountants.registry import CERTIFYING, make_accountant
 from .mechanisms import Gaussian, PoissonSubsampled
 
@@ -58,10 +58,30 @@ def _precision(accountant: str, target: float, rtol: float, budget: dict) -> dic
     return {"rtol": rtol, **budget}
 
 
-def _budget(max_memory, max_seconds) -> dict:
-    """The budget options of every accountant query of a search, validated once."""
-    b = Budget.make(max_memory, max_seconds)
-    return {"max_memory": b.max_memory, "max_seconds": b.max_seconds}
+class _OutOfTime(Exception):
+    """The search's time budget is used up."""
+
+
+class _Clock:
+    """The budget of a whole search: memory per query, and one time budget shared by all
+    queries (each query gets what is left, so the search as a whole ends in time)."""
+
+    def __init__(self, max_memory, max_seconds):
+        b = Budget.make(max_memory, max_seconds)
+        self.max_memory = b.max_memory
+        self.deadline = b.deadline()
+
+    def options(self) -> dict:
+        left = self.deadline.max_seconds - self.deadline.elapsed
+        if left <= 0.02 * self.deadline.max_seconds:
+            raise _OutOfTime
+        return {"max_memory": self.max_memory, "max_seconds": left}
+
+    def note(self, lo, hi) -> dict:
+        return {"converged": False,
+                "note": f"max_seconds={self.deadline.max_seconds:g} ended the search with the "
+                        f"answer in [{lo:.6g}, {hi:.6g}]; the setting returned meets the target "
+                        "(certified); raise max_seconds for a tighter one"}
 
 
 def _check(accountant: str, target: float, delta: float) -> tuple[float, float]:
@@ -78,14 +98,16 @@ def calibrate_noise(target_epsilon: float, delta: float, sampling_rate: float, s
     """Smallest noise multiplier whose certified eps at ``delta`` is <= ``target_epsilon``.
 
     Bisection on ``log sigma`` until the bracket of sigma is within ``rtol / 4`` relative;
-    the upper end (a sigma that provably meets the target) is returned. ``max_memory`` and
-    ``max_seconds`` are the budget of each accountant query (see :mod:`tightdp._budget`).
+    the upper end (a sigma that provably meets the target) is returned. ``max_memory`` is the
+    budget of each accountant query, ``max_seconds`` that of the whole search (see
+    :mod:`tightdp._budget`; past it, the smallest sigma found to meet the target is returned
+    with ``details["converged"] = False`` and a note).
     """
     target, delta = _check(accountant, target_epsilon, delta)
     q = v.probability_open_closed("sampling_rate", sampling_rate)
     steps = v.count("steps", steps, minimum=1)
     rtol = v.positive("rtol", rtol)
-    budget = _budget(max_memory, max_seconds)
+    clock = _Clock(max_memory, max_seconds)
     t0 = time.perf_counter()
     evals = 0
     cache: dict[float, object] = {}
@@ -95,8 +117,32 @@ def calibrate_noise(target_epsilon: float, delta: float, sampling_rate: float, s
         if sigma not in cache:
             evals += 1
             cache[sigma] = dpsgd_bracket(q, sigma, steps, delta, accountant,
-                                         **_precision(accountant, target, rtol / 4, budget))
+                                         **_precision(accountant, target, rtol / 4,
+                                                      clock.options()))
         return cache[sigma]
+
+    try:
+        return _noise_search(upper, target, delta, q, steps, accountant, rtol, sigma_max,
+                             t0, lambda: evals)
+    except _OutOfTime:
+        ok = [x for x, r in cache.items() if r.epsilon <= target]
+        if not ok:
+            raise BudgetExceeded(
+                f"max_seconds: the search found no noise multiplier meeting eps={target} at "
+                f"delta={delta} within max_seconds={clock.deadline.max_seconds:g}; raise "
+                "max_seconds or rtol") from None
+        hi = min(ok)
+        bad = [x for x, r in cache.items() if r.epsilon > target and x < hi]
+        r = cache[hi]
+        return CalibrationResult(hi, q, steps, delta, target, r.epsilon, r.lower, accountant,
+                                 evals, time.perf_counter() - t0,
+                                 {"sigma_infeasible_below": max(bad, default=0.0),
+                                  **clock.note(max(bad, default=0.0), hi)})
+
+
+def _noise_search(upper, target, delta, q, steps, accountant, rtol, sigma_max, t0, evals
+                  ) -> CalibrationResult:
+    """The bisection of :func:`calibrate_noise` on the certified upper bound ``upper``."""
 
     # initial bracket from the GDP/CLT heuristic, then expand geometrically
     lo, hi = 0.5, 2.0
@@ -115,8 +161,8 @@ def calibrate_noise(target_epsilon: float, delta: float, sampling_rate: float, s
         else:
             lo = mid
     r = upper(hi)
-    return CalibrationResult(hi, q, steps, delta, target, r.epsilon, r.lower, accountant, evals,
-                             time.perf_counter() - t0, {"sigma_infeasible_below": lo})
+    return CalibrationResult(hi, q, steps, delta, target, r.epsilon, r.lower, accountant,
+                             evals(), time.perf_counter() - t0, {"sigma_infeasible_below": lo})
 
 
 def calibrate_steps(target_epsilon: float, delta: float, sampling_rate: float,
@@ -124,72 +170,85 @@ def calibrate_steps(target_epsilon: float, delta: float, sampling_rate: float,
                     max_steps: int = 10**8, max_memory=None, max_seconds=None
                     ) -> CalibrationResult:
     """Largest number of steps whose certified eps at ``delta`` is <= ``target_epsilon``
-    (integer bisection; 0 steps always meets any target). ``max_memory`` and ``max_seconds``
-    are the budget of each accountant query."""
+    (integer bisection; 0 steps always meets any target). ``max_memory`` is the budget of
+    each accountant query, ``max_seconds`` that of the whole search (past it, the largest
+    count found to meet the target is returned, with ``details["converged"] = False``)."""
     target, delta = _check(accountant, target_epsilon, delta)
     q = v.probability_open_closed("sampling_rate", sampling_rate)
     sigma = v.positive("noise_multiplier", noise_multiplier)
-    budget = _budget(max_memory, max_seconds)
+    clock = _Clock(max_memory, max_seconds)
     t0 = time.perf_counter()
-    evals = 0
+    cache: dict[int, object] = {}
 
     def ok(t: int) -> bool:
-        nonlocal evals
-        evals += 1
-        return dpsgd_bracket(q, sigma, t, delta, accountant,
-                             **_precision(accountant, target, rtol, budget)).epsilon <= target
+        if t not in cache:
+            cache[t] = dpsgd_bracket(q, sigma, t, delta, accountant,
+                                     **_precision(accountant, target, rtol, clock.options()))
+        return cache[t].epsilon <= target
 
+    details: dict = {}
     lo, hi = 0, 1
-    while ok(hi):
-        lo, hi = hi, hi * 2
-        if hi > max_steps:
-            lo = hi = max_steps
-            break
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    r = dpsgd_bracket(q, sigma, max(lo, 1), delta, accountant,
-                      **_precision(accountant, target, rtol, budget)) if lo else None
+    try:
+        while ok(hi):
+            lo, hi = hi, hi * 2
+            if hi > max_steps:
+                lo = hi = max_steps
+                break
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if ok(mid):
+                lo = mid
+            else:
+                hi = mid
+    except _OutOfTime:
+        details = clock.note(lo, hi)
+    r = cache.get(lo)
     eps = r.epsilon if r is not None else 0.0
     return CalibrationResult(sigma, q, lo, delta, target, eps, r.lower if r else 0.0,
-                             accountant, evals, time.perf_counter() - t0)
+                             accountant, len(cache), time.perf_counter() - t0, details)
 
 
 def calibrate_sampling_rate(target_epsilon: float, delta: float, noise_multiplier: float,
                             steps: int, *, accountant: str = "pld", rtol: float = 1e-3,
                             max_memory=None, max_seconds=None) -> CalibrationResult:
     """Largest Poisson sampling rate whose certified eps at ``delta`` is <= target
-    (bisection on log q, to ``rtol / 4`` relative). ``max_memory`` and ``max_seconds`` are
-    the budget of each accountant query."""
+    (bisection on log q, to ``rtol / 4`` relative). ``max_memory`` is the budget of each
+    accountant query, ``max_seconds`` that of the whole search (past it, the largest rate
+    found to meet the target is returned, with ``details["converged"] = False``)."""
     target, delta = _check(accountant, target_epsilon, delta)
     sigma = v.positive("noise_multiplier", noise_multiplier)
     steps = v.count("steps", steps, minimum=1)
-    budget = _budget(max_memory, max_seconds)
+    clock = _Clock(max_memory, max_seconds)
     t0 = time.perf_counter()
-    evals = 0
+    cache: dict[float, object] = {}
 
     def up(q: float) -> float:
-        nonlocal evals
-        evals += 1
-        return dpsgd_bracket(q, sigma, steps, delta, accountant,
-                             **_precision(accountant, target, rtol / 4, budget)).epsilon
+        if q not in cache:
+            cache[q] = dpsgd_bracket(q, sigma, steps, delta, accountant,
+                                     **_precision(accountant, target, rtol / 4,
+                                                  clock.options()))
+        return cache[q].epsilon
 
-    if up(1.0) <= target:
-        lo = hi = 1.0
-    else:
-        lo, hi = 1e-9, 1.0
-        if up(lo) > target:
-            raise ValueError(f"even sampling_rate=1e-9 exceeds eps={target}; add noise")
-        while hi / lo - 1 > rtol / 4:
-            mid = math.sqrt(lo * hi)
-            if up(mid) <= target:
-                lo = mid
-            else:
-                hi = mid
-    r = dpsgd_bracket(lo, sigma, steps, delta, accountant,
-                      **_precision(accountant, target, rtol / 4, budget))
+    details: dict = {}
+    lo = hi = 1.0
+    try:
+        if up(1.0) > target:
+            lo = 1e-9
+            if up(lo) > target:
+                raise ValueError(f"even sampling_rate=1e-9 exceeds eps={target}; add noise")
+            while hi / lo - 1 > rtol / 4:
+                mid = math.sqrt(lo * hi)
+                if up(mid) <= target:
+                    lo = mid
+                else:
+                    hi = mid
+    except _OutOfTime:
+        if lo not in cache or cache[lo].epsilon > target:
+            raise BudgetExceeded(
+                f"max_seconds: the search found no sampling rate meeting eps={target} at "
+                f"delta={delta} within max_seconds={clock.deadline.max_seconds:g}; raise "
+                "max_seconds or rtol") from None
+        details = clock.note(lo, hi)
+    r = cache[lo]
     return CalibrationResult(sigma, lo, steps, delta, target, r.epsilon, r.lower, accountant,
-                             evals + 1, time.perf_counter() - t0)
+                             len(cache), time.perf_counter() - t0, details)
