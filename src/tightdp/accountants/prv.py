@@ -64,6 +64,7 @@ import time
 import numpy as np
 
 from .. import _validate as v
+from .._budget import BudgetExceeded
 from ..pld.compose import MAX_POINTS, ComposedPLD, compose
 from ..pld.discretize import loss_range
 from ..pld.grid import DiscretePLD
@@ -127,7 +128,12 @@ class PRVAccountant(Accountant):
         super().__init__(max_memory=max_memory, max_seconds=max_seconds)
         self.eps_error = v.positive("eps_error", eps_error)
         self.delta_error = v.delta_value("delta_error", delta_error)
-        self.max_points = v.count("max_points", max_points, minimum=64)
+        # the FFT may not exceed max_points nor what the memory budget holds (at the PLD
+        # accountant's measured bytes per grid point): checked before every allocation
+        from .pld import BYTES_PER_POINT
+
+        self.max_points = min(v.count("max_points", max_points, minimum=64),
+                              self.budget.max_items(BYTES_PER_POINT))
 
     # --- building blocks -------------------------------------------------------------------
     def mesh(self, delta_error: float, t: float | None = None) -> float:
@@ -460,8 +466,9 @@ def _compose_windowed(pieces, log_tail: float, max_points: int, lam: float = 0.0
     i_hi = min(int(math.ceil(a_hi / h)) + 1, hi_max)
     n = i_hi - i_lo + 1
     if n > max_points:
-        raise ValueError(f"the composition needs an FFT of {n} points (> max_points="
-                         f"{max_points}); use a larger eps_error or max_points")
+        raise BudgetExceeded(f"eps_error: the composition needs an FFT of {n} points "
+                             f"(> {max_points}, the smaller of max_points and what max_memory "
+                             "holds); use a larger eps_error, max_points or max_memory")
     n_fft = sfft.next_fast_len(n, real=True)
     # spread the extra points over both sides, never beyond the support of the sum
     extra = n_fft - n

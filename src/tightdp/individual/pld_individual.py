@@ -65,6 +65,7 @@ from scipy import fft as sfft
 from scipy.special import ndtri
 
 from .. import _validate as v
+from .._budget import Budget, BudgetExceeded
 from ..mechanisms.basic import Gaussian
 from ..mechanisms.loss import LocationMixtureLoss
 from ..mechanisms.subsampling import PoissonSubsampled
@@ -130,7 +131,7 @@ class _Direction:
     """Precomputed transforms of the bucket PLDs for one direction of the pair."""
 
     def __init__(self, plds: list[DiscretePLD], t_max: int, d: float, log_tail: float,
-                 workers: int | None):
+                 workers: int | None, max_bytes: float = math.inf):
         self.d = d
         # Chernoff exponents of the bucket laws (window placement and the mass outside it)
         ts = np.geomspace(2e-2, 40.0, 12)
@@ -159,9 +160,17 @@ class _Direction:
         i_hi = int(math.ceil((hi - s_min) / d)) + 1
         n = i_hi - i_lo + 1
         if n > MAX_POINTS:
-            raise ValueError(f"the window needs {n} grid points (> {MAX_POINTS}); use a larger "
-                             "rtol or grid_step")
+            raise BudgetExceeded(f"rtol: the window needs {n} grid points (> {MAX_POINTS}); "
+                                 "use a larger rtol or grid_step")
         K = sfft.next_fast_len(n, real=True)
+        # what the per-bucket spectra below hold (five (B, K/2) float arrays and one FFT
+        # buffer), checked before they are allocated
+        need = 8.0 * (5 * len(plds) * (K // 2 + 1) + 3 * K)
+        if need > max_bytes:
+            raise BudgetExceeded(
+                f"n_buckets: {len(plds)} buckets x a window of {K} points need about "
+                f"{need / 1e9:.3g} GB (over max_memory={max_bytes / 1e9:.3g} GB); use fewer "
+                "buckets, a larger rtol or grid_step, or raise max_memory")
         self.K, self.i_lo = K, i_lo
         kh = K // 2 + 1
         B = len(plds)
@@ -511,13 +520,18 @@ class IndividualPLDAccountant(NormHistory):
     rtol : relative accuracy asked of the certified accountant that chooses the grid step.
     grid_step : fix the PLD grid step instead (skips that accountant run).
     progress : print progress to stderr.
+    max_memory, max_seconds : the budget of one :meth:`epsilons` query (see
+        :mod:`tightdp._budget`): sizes are checked before allocating (refusal naming what
+        drives the cost) and chunks of examples are sized to fit.
     """
 
     def __init__(self, sampling_rate: float, noise_multiplier: float, clip_norm: float,
                  n_examples: int, *, n_buckets: int = 100, rtol: float = 1e-3,
                  grid_step: float | None = None, progress: bool = False,
-                 workers: int | None = None, chunk_size: int = 4096):
+                 workers: int | None = None, chunk_size: int = 4096, max_memory=None,
+                 max_seconds=None):
         super().__init__(sampling_rate, noise_multiplier, clip_norm, n_examples, n_buckets)
+        self.budget = Budget.make(max_memory, max_seconds)
         self.rtol = v.positive("rtol", rtol)
         self.grid_step = None if grid_step is None else v.positive("grid_step", grid_step)
         self.progress = bool(progress)
@@ -531,8 +545,9 @@ class IndividualPLDAccountant(NormHistory):
             return self.grid_step
         from ..accountants.pld import PLDAccountant
 
-        acc = PLDAccountant(self.rtol).compose(PoissonSubsampled(Gaussian(self.sigma), self.q),
-                                               t_max)
+        acc = PLDAccountant(self.rtol, max_memory=self.budget.max_memory,
+                            max_seconds=self.budget.max_seconds)
+        acc.compose(PoissonSubsampled(Gaussian(self.sigma), self.q), t_max)
         r = acc.epsilon(delta)
         self.details["worst_case"] = {"epsilon": r.epsilon, "lower": r.lower,
                                       "upper": r.upper, "steps": t_max}
@@ -553,7 +568,8 @@ class IndividualPLDAccountant(NormHistory):
             loss = mech.privacy_losses()[direction]
             lo, hi = _loss_range(loss, log_tail)
             plds.append(connect_the_dots(loss, d, lo, hi).trimmed())
-        return _Direction(plds, t_max, d, LOG_WINDOW_TAIL, self.workers)
+        return _Direction(plds, t_max, d, LOG_WINDOW_TAIL, self.workers,
+                          0.5 * self.budget.max_memory)
 
     def epsilons(self, delta: float) -> np.ndarray:
         """Per-example eps at ``delta`` (array of shape ``(N,)``): a certified upper bound on
@@ -591,7 +607,10 @@ class IndividualPLDAccountant(NormHistory):
             eps_dir = np.empty(idx_act.size)
             info[f"max_frequencies_{direction}"] = int(kk.max())
             info[f"median_frequencies_{direction}"] = int(np.median(kk))
-            cs = self.chunk_size
+            # a chunk's evaluator holds about six (chunk, frequencies) complex arrays: at most
+            # a quarter of the memory budget
+            cs = max(1, min(self.chunk_size, int(0.25 * self.budget.max_memory
+                                                 / (96.0 * max(int(kk.max()), 1)))))
             for s in range(0, order.size, cs):
                 sel = order[s:s + cs]
                 ev = _Evaluator(dr, cnt[sel], int(kk[sel].max()), tau[sel],
@@ -609,7 +628,8 @@ class IndividualPLDAccountant(NormHistory):
 def individual_epsilons(grad_norms, sampling_rate: float, noise_multiplier: float,
                         clip_norm: float, delta: float, *, n_buckets: int = 100,
                         rtol: float = 1e-3, grid_step: float | None = None,
-                        progress: bool = False) -> np.ndarray:
+                        progress: bool = False, max_memory=None, max_seconds=None
+                        ) -> np.ndarray:
     """Individual eps of every example of a DP-SGD run (paper 000, Sec. 5, App. D).
 
     Parameters
@@ -618,7 +638,8 @@ def individual_epsilons(grad_norms, sampling_rate: float, noise_multiplier: floa
         charged the clipping norm).
     sampling_rate, noise_multiplier, clip_norm : ``q``, ``sigma``, ``C`` of DP-SGD.
     delta : target delta in ``[1e-9, 1)``.
-    n_buckets, rtol, grid_step, progress : see :class:`IndividualPLDAccountant`.
+    n_buckets, rtol, grid_step, progress, max_memory, max_seconds : see
+        :class:`IndividualPLDAccountant`.
 
     Returns
     -------
@@ -632,6 +653,7 @@ def individual_epsilons(grad_norms, sampling_rate: float, noise_multiplier: floa
                          f"{g.shape}")
     acc = IndividualPLDAccountant(sampling_rate, noise_multiplier, clip_norm, g.shape[0],
                                   n_buckets=n_buckets, rtol=rtol, grid_step=grid_step,
-                                  progress=progress)
+                                  progress=progress, max_memory=max_memory,
+                                  max_seconds=max_seconds)
     acc.step_many(g)
     return acc.epsilons(delta)

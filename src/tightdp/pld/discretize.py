@@ -189,6 +189,8 @@ def _lowered_chords(loss: PrivacyLoss, upper: DiscretePLD, bins: _Bins, d: float
     are computed as ``pi_j^CTD - [(c_{j+1} - c_j) - e^d (c_j - c_{j-1})] / (e^d - 1)``.
     """
     g, pb, qb, log_rho = bins.g, bins.pb, bins.qb, bins.log_rho
+    if d > 700.0 or g[-1] > 700.0 or g[0] < -700.0:  # e^g beyond the float range
+        return None
     em1 = math.expm1(d)
     ed = math.exp(d)
     n = g.size - 1  # nodes 0 .. n-1: the grid's last point is not used
