@@ -82,14 +82,15 @@ def tail_estimate_73(q: float, sigma: float, count: int, L: float) -> float:
 class _Curve:
     """delta(eps) of one composed direction, the Riemann sum (5.2), and its derivative (5.3).
 
-    A few eps are summed directly (one pass over the grid points above each eps); many eps
-    (vectors, Newton's iterations) use suffix sums, built once on first need."""
+    A few eps (at most 4, e.g. each Newton iteration) are summed directly (one pass over the
+    grid points above each eps); many eps use suffix sums, built once on first need. The
+    choice depends on the query only, never on earlier queries, so a query's answer does not
+    depend on what was asked before (nor on a pickled copy's history)."""
 
     def __init__(self, pld: DiscretePLD):
         self.ys = pld.ys
         self.p = pld.probs
         self.inf_mass = pld.inf_mass
-        self.calls = 0
         self.s0: np.ndarray | None = None
 
     def _suffix(self) -> None:
@@ -104,8 +105,7 @@ class _Curve:
         (5.3): ``-sum_{x_l > eps} e^{eps - x_l} C_l dx``."""
         eps = np.asarray(eps, dtype=float)
         idx = np.searchsorted(self.ys, eps, side="right")
-        self.calls += 1
-        if self.s0 is None and eps.size <= 4 and self.calls <= 2:
+        if eps.size <= 4:
             flat_e, flat_i = np.atleast_1d(eps).ravel(), np.atleast_1d(idx).ravel()
             d = np.empty(flat_e.shape)
             dd = np.empty(flat_e.shape)
