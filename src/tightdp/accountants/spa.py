@@ -48,7 +48,7 @@ import numpy as np
 from scipy.special import erfcx, log_ndtr
 
 from .. import _validate as v
-from ..cgf import cgf_and_abs3, cgf_supported, loss_sup
+from ..cgf import cgf_and_abs3, cgf_supported, loss_sup, max_tilt
 from ..mechanisms.base import Mechanism
 from ..mechanisms.loss import GaussianLoss
 from .base import Accountant, DeltaResult, EpsilonResult
@@ -165,9 +165,12 @@ class _Direction:
         self.name = name
         self.gaussian_only = all(isinstance(loss, GaussianLoss) for loss, _ in parts)
         self.sup = sum(c * loss_sup(loss) for loss, c in parts)
+        # the largest tilt whose quadrature node sets stay bounded (cgf.MAX_NODES nodes,
+        # blocked temporaries: memory well under 1 GB); beyond it only certified bounds at
+        # the cap are reported ("beyond the supported tilt range")
         self.t_cap = _T_MAX if all(
             isinstance(loss, GaussianLoss) or not hasattr(loss, "kernel") for loss, _ in parts
-        ) else _T_MAX_QUAD
+        ) else min(max_tilt(loss, _T_MAX_QUAD) for loss, _ in parts if hasattr(loss, "kernel"))
         # tolerance for certified use of the numerical CGF: quadrature and summation error
         # (verified below 1e-13 absolute per step in the tests) with a wide safety factor.
         self.k_margin = 0.0 if self.gaussian_only else sum(c for _, c in parts) * 1e-11
@@ -235,6 +238,7 @@ def _grids(lo: float, hi: float, cap: float, npts: int) -> list[np.ndarray]:
     """Tilt grids for bracketing: ``[lo, hi]``, then below ``lo`` down to ``_T_MIN``, then
     upwards to ``cap`` in chunks of a factor ~4 (so that large tilts, whose quadrature node
     sets are expensive, are only visited when a root lies there)."""
+    hi = min(hi, cap)  # never beyond the supported tilts
     key = (lo, hi, cap, npts)
     if key not in _GRID_CACHE:
         grids = [np.geomspace(lo, hi, npts)]
@@ -430,9 +434,12 @@ class SaddlePointAccountant(Accountant):
             names = ["remove", "add"]
             sym = all(m.symmetric for m, _ in self.terms)
             idx = [0] if sym else [0, 1]
-            self._cache["dirs"] = [
-                _Direction([(m.privacy_losses()[i], c) for m, c in self.terms],
-                           "both (symmetric)" if sym else names[i]) for i in idx]
+            try:
+                self._cache["dirs"] = [
+                    _Direction([(m.privacy_losses()[i], c) for m, c in self.terms],
+                               "both (symmetric)" if sym else names[i]) for i in idx]
+            except ValueError as e:
+                raise ValueError(f"SaddlePointAccountant: {e}; use PLDAccountant") from None
         return self._cache["dirs"]
 
     # --- delta(eps) --------------------------------------------------------------------------
@@ -546,7 +553,7 @@ class SaddlePointAccountant(Accountant):
         ks = d.K(t, 4)
         eps_t = d.eps_of_t(t, ks)
         _, _, fb, cm1 = d.log_delta_at(t, None, method, ks)
-        out = {"eps": float(eps_t[0]), "t": float(t[0]), "fallback": bool(fb[0]),
+        out = {"eps": min(float(eps_t[0]), d.sup), "t": float(t[0]), "fallback": bool(fb[0]),
                "correction": float(cm1[0]),
                "beyond": not bool(ok[0]), "upper": None, "lower": None, "name": d.name}
         if not self.bounds:
@@ -585,7 +592,8 @@ class SaddlePointAccountant(Accountant):
                                     upper=False)
             if x_lo is not None:
                 out["lower"] = max(x_lo, 0.0)
-        out["upper"] = max(upper, 0.0)
+        # delta(eps) = 0 at and above the essential supremum of the composed loss
+        out["upper"] = min(max(upper, 0.0), d.sup)
         return out
 
     def epsilon(self, delta: float) -> EpsilonResult:
