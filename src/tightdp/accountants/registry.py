@@ -26,7 +26,7 @@ def _gdp(o: dict) -> Accountant:
 
 def _fft(o: dict) -> Accountant:
     from .fft import FFTAccountant
-    return FFTAccountant(L=o.get("L") or 12.0, n=o.get("n") or 10**6)
+    return FFTAccountant(L=o.get("L"), n=o.get("n"))  # unset L: widened as needed
 
 
 def _prv(o: dict) -> Accountant:
