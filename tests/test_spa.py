@@ -487,3 +487,17 @@ def test_laplace_mixture_beyond_tilt_cap_still_certified():
     assert r.upper <= sup + 1e-9
     # the top atom P(Y = sup) = (1 - q) e^{-eps0}/2 + q/2 = 1/4: delta(eps) >= (1 - e^{eps-sup})/4
     assert r.upper >= sup + math.log1p(-4e-5)
+
+
+def test_time_budget_refuses_cleanly():
+    """Past max_seconds a query is refused with one line naming max_seconds (checked before
+    every CGF evaluation; e.g. sampling with replacement with batch 50 over 10^12 steps costs
+    ~1 s per evaluation and took 80 s before)."""
+    from tightdp._budget import BudgetExceeded
+
+    acc = SaddlePointAccountant(max_seconds=1e-4).compose(
+        PoissonSubsampled(Gaussian(1.0), 0.01), 10**12)
+    with pytest.raises(BudgetExceeded, match=r"^max_seconds: .*pld accountant"):
+        acc.epsilon(1e-5)
+    r = SaddlePointAccountant().compose(PoissonSubsampled(Gaussian(1.0), 0.01), 10**12)
+    assert math.isfinite(r.epsilon(1e-5).upper)

@@ -164,6 +164,7 @@ class _Direction:
     def __init__(self, parts: list[tuple[object, int]], name: str):
         self.parts = parts  # (loss, count)
         self._memo: dict = {}
+        self.deadline = None  # the running query's clock (set by the accountant)
         self.name = name
         self.gaussian_only = all(isinstance(loss, GaussianLoss) for loss, _ in parts)
         self.sup = sum(c * loss_sup(loss) for loss, c in parts)
@@ -186,6 +187,9 @@ class _Direction:
         hit = self._memo.get(key)
         if hit is not None:
             return hit
+        if self.deadline is not None:
+            self.deadline.check("max_seconds", "the CGF quadrature of these mechanisms is slow "
+                                "(wide mixtures); raise max_seconds or use the pld accountant")
         out = np.zeros((6, t.size))
         for loss, c in self.parts:
             out += c * cgf_and_abs3(loss, t)
@@ -442,6 +446,9 @@ class SaddlePointAccountant(Accountant):
                                "both (symmetric)" if sym else names[i]) for i in idx]
             except ValueError as e:
                 raise ValueError(f"SaddlePointAccountant: {e}; use PLDAccountant") from None
+        deadline = self.budget.deadline()
+        for d in self._cache["dirs"]:
+            d.deadline = deadline
         return self._cache["dirs"]
 
     # --- delta(eps) --------------------------------------------------------------------------
