@@ -52,10 +52,10 @@ from scipy.fft import next_fast_len
 from scipy.special import logsumexp
 
 from .. import _validate as v
-from ..cgf import cgf, cgf_supported, loss_sup, max_tilt
+from ..cgf import MAX_NODES, cgf, cgf_supported, loss_sup, node_count
 from ..mechanisms.base import Mechanism
 from ..mechanisms.basic import Gaussian
-from ..mechanisms.loss import DiscreteLoss, GaussianLoss
+from ..mechanisms.loss import DiscreteLoss, GaussianLoss, LocationMixtureLoss
 from ..mechanisms.subsampling import PoissonSubsampled
 from ..pld.compose import compose_fixed_window
 from ..pld.grid import DiscretePLD
@@ -77,12 +77,16 @@ MAX_L = 500.0
 #: estimated peak bytes per grid point of one run (single-step weights, spectra, composed
 #: law, suffix sums; measured ~70-130 B per point of the 3n of a query with the error estimate)
 BYTES_PER_POINT = 100.0
+#: estimated peak bytes per grid point and mixture component of the discretization (measured
+#: ~26 B on sampling with replacement, 52 components)
+BYTES_PER_COMPONENT = 30.0
 #: the default domain is widened until the estimated mass above L is below this fraction of
 #: delta; a result whose mass above L exceeds TAIL_REFUSE times delta is refused
 TAIL_WIDEN, TAIL_REFUSE = 1e-3, 1e-2
 #: tilts of the Chernoff bound on the mass above L (quadrature CGFs up to _LAM_QUAD)
 _LAMS = np.geomspace(1e-3, 1e4, 141)
 _LAM_QUAD = 64.0
+_QUAD_WORK = 2e7
 #: most successive widenings of one query
 _MAX_WIDEN = 6
 
@@ -102,6 +106,17 @@ def tail_estimate_73(q: float, sigma: float, count: int, L: float) -> float:
     lam = L / 2.0
     return math.exp(min(count * q * q * (lam + 1.0) * lam / ((1.0 - q) * sigma * sigma)
                         - L * L / 2.0, 700.0))
+
+
+def _quad_cap(loss) -> float:
+    """The largest tilt (64, 32, ..., 4) at which the CGF quadrature of a location-mixture
+    loss costs at most ``_QUAD_WORK`` node-component evaluations (0 if none: the Chernoff
+    bound then uses the discretized law)."""
+    comps = loss.a.size + loss.b.size
+    for t in (_LAM_QUAD, 32.0, 16.0, 8.0, 4.0):
+        if node_count(loss, t) <= MAX_NODES and node_count(loss, t) * comps <= _QUAD_WORK:
+            return t
+    return 0.0
 
 
 class _Curve:
@@ -219,8 +234,24 @@ class FFTAccountant(Accountant):
             raise ValueError(f"n must be an even integer in [2, {MAX_N}], got {n!r}")
 
     def _bytes(self, n: int) -> float:
-        """Estimated peak memory of one query with ``n`` points (and ``2n`` for err(L, n))."""
-        return BYTES_PER_POINT * n * (3 if self.error_estimate else 1) + 50e6
+        """Estimated peak memory of one query with ``n`` points (and ``2n`` for err(L, n)):
+        the arrays kept per point, and the discretization's temporaries per point and
+        mixture component (the inverse and density of a location mixture)."""
+        comps = 0
+        for m, _ in self.terms:
+            for loss in m.privacy_losses():
+                if isinstance(loss, LocationMixtureLoss):
+                    comps = max(comps, loss.a.size + loss.b.size)
+        top = 2 * n if self.error_estimate else n
+        return BYTES_PER_POINT * n * (3 if self.error_estimate else 1) \
+            + BYTES_PER_COMPONENT * comps * top + 50e6
+
+    def _check_n(self, n: int) -> None:
+        """The memory of a query with the recorded mechanisms on ``n`` points, before any
+        allocation (wide mixtures need temporaries per point and component)."""
+        self.budget.check_memory(self._bytes(n), "n",
+                                 f"use fewer points than n={n} (or error_estimate=False), or "
+                                 "the pld accountant")
 
     # --- composition -------------------------------------------------------------------------
     def _single(self, mech: Mechanism, direction: int, L: float, n: int) -> DiscretePLD:
@@ -327,15 +358,18 @@ class FFTAccountant(Accountant):
                 tot += k * logsumexp(lp[None, :] + _LAMS[:, None] * loss.y[pos][None, :],
                                      axis=1)
             elif self._exact_cgf(loss):
-                cap = min(_LAM_QUAD, max_tilt(loss, _LAM_QUAD))
-                ok = _LAMS <= cap
+                ok = _LAMS <= _quad_cap(loss)
                 vals = np.full(_LAMS.size, np.inf)
                 vals[ok] = cgf(loss, _LAMS[ok])[0]
                 tot += k * vals
             else:
+                # the discretized law, with the step's mass above the window put at its edge
                 pld = self._single(m, direction, L, n)
                 pos = pld.probs > 0
                 ys, lw = pld.ys[pos], np.log(pld.probs[pos])
+                above = pld.meta["mass_above"]
+                if above > 0:
+                    ys, lw = np.append(ys, L), np.append(lw, math.log(above))
                 if ys.size:
                     tot += k * np.array([logsumexp(lw + t * ys) for t in _LAMS])
         self._cache[key] = (tot, sup)
@@ -347,11 +381,7 @@ class FFTAccountant(Accountant):
             return True
         if loss.inf_mass > 0 or cgf_supported(loss) is not None:
             return False
-        try:
-            max_tilt(loss, 4.0)
-        except ValueError:
-            return False
-        return True
+        return _quad_cap(loss) > 0
 
     def _log_tail(self, L: float, n: int, at: float) -> float:
         """log of the estimated P-mass of the composed loss above ``at`` (max over the
@@ -487,6 +517,7 @@ class FFTAccountant(Accountant):
             return DeltaResult(z, eps, None, None, self.name, False, estimate=z, note=_NOTE)
         deadline = self.budget.deadline()
         L, n = self.L, self.n
+        self._check_n(n)
         top = float(np.max(e))
         extra = ""
         if top >= L - 4 * L / n and (self.auto_L or not self.allow_truncation):
@@ -551,6 +582,7 @@ class FFTAccountant(Accountant):
                                  note=_NOTE)
         deadline = self.budget.deadline()
         L, n = self.L, self.n
+        self._check_n(n)
         need = self._needed_L(L, n, math.log(TAIL_WIDEN * delta))
         extra = ""
         if self.auto_L and need > L:
