@@ -23,10 +23,12 @@ import pytest
 
 from conftest import case_by_id
 from tightdp import (
+    ApproxDP,
     Gaussian,
     Laplace,
     MixtureOfGaussians,
     PoissonSubsampled,
+    PureDP,
     SampledWithoutReplacement,
     SampledWithReplacement,
 )
@@ -471,3 +473,11 @@ def test_newton_does_not_overshoot():
     r = acc.epsilon(1e-5)
     assert abs(r.epsilon - _gdp_eps(1e-5, math.sqrt(3) / 0.5)) < 1e-3
     assert float(acc.delta(r.epsilon).delta) == pytest.approx(1e-5, rel=1e-9)
+
+
+def test_bounded_loss_beyond_its_supremum_is_not_refused():
+    """Pure DP composed 3 times has loss at most 3: delta(50) is exactly 0 (and the mass at
+    +inf for approximate DP, 1 - (1 - 1e-3)^3), on any domain containing the supremum."""
+    assert float(FFTAccountant(12.0, 100_000).compose(PureDP(1.0), 3).delta(50.0).delta) == 0.0
+    r = FFTAccountant(12.0, 100_000).compose(ApproxDP(1.0, 1e-3), 3).delta(50.0)
+    assert float(r.delta) == pytest.approx(1 - (1 - 1e-3) ** 3, rel=1e-12)

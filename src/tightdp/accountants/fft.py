@@ -383,6 +383,14 @@ class FFTAccountant(Accountant):
             return False
         return _quad_cap(loss) > 0
 
+    def _sup(self, direction: int) -> float:
+        """Essential supremum of the finite part of the composed loss (``inf`` if unbounded)."""
+        tot = 0.0
+        for m, k in self.terms:
+            s = loss_sup(m.privacy_losses()[direction])
+            tot += k * s if s > -math.inf else 0.0
+        return tot
+
     def _log_tail(self, L: float, n: int, at: float) -> float:
         """log of the estimated P-mass of the composed loss above ``at`` (max over the
         directions): the Chernoff bound on the tilt grid; ``-inf`` at or above the total
@@ -518,7 +526,8 @@ class FFTAccountant(Accountant):
         deadline = self.budget.deadline()
         L, n = self.L, self.n
         self._check_n(n)
-        top = float(np.max(e))
+        # at and above the supremum of a bounded composed loss delta(eps) is the mass at +inf
+        top = min(float(np.max(e)), max(self._sup(dr) for dr in self._directions()))
         extra = ""
         if top >= L - 4 * L / n and (self.auto_L or not self.allow_truncation):
             grown = self._try_grow(max(top + 1.0, L))
@@ -526,14 +535,15 @@ class FFTAccountant(Accountant):
                 extra = "; eps beyond L: truncated, increase L"
             else:
                 L, n = grown
-        for _ in range(_MAX_WIDEN):
+        for attempt in range(_MAX_WIDEN + 1):
             self._use_window(L)
             est, _ = self._delta(e, L, n)
             floor = np.maximum(est, 1e-300)
             log_tail = self._log_tail(L, n, L)
             if bool(np.all(log_tail <= math.log(TAIL_REFUSE) + np.log(floor))):
                 break
-            if not self.auto_L or self.allow_truncation and L >= MAX_L:
+            if not self.auto_L or attempt == _MAX_WIDEN or (self.allow_truncation
+                                                            and L >= MAX_L):
                 extra = self._refuse_or_note(L, n, "the estimated mass of the composed loss "
                                              "above L is not small against delta")
                 break
@@ -591,7 +601,7 @@ class FFTAccountant(Accountant):
                 extra = "; the answer lies beyond L: truncated, increase L"
             else:
                 L, n = grown
-        for _ in range(_MAX_WIDEN):
+        for attempt in range(_MAX_WIDEN + 1):
             self._use_window(L)
             eps, slope, its = self._newton(delta, L, n)
             tail_ok = self._log_tail(L, n, L) <= math.log(TAIL_REFUSE * delta)
@@ -600,7 +610,8 @@ class FFTAccountant(Accountant):
                 break
             why = ("the answer eps lies at or beyond L" if not inside else
                    "the estimated mass of the composed loss above L is not small against delta")
-            if not self.auto_L or self.allow_truncation and L >= MAX_L:
+            if not self.auto_L or attempt == _MAX_WIDEN or (self.allow_truncation
+                                                            and L >= MAX_L):
                 extra = self._refuse_or_note(L, n, why)
                 break
             grown = self._try_grow(max(1.5 * L, need))
