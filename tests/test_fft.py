@@ -23,10 +23,12 @@ import pytest
 
 from conftest import case_by_id
 from tightdp import (
+    ApproxDP,
     Gaussian,
     Laplace,
     MixtureOfGaussians,
     PoissonSubsampled,
+    PureDP,
     SampledWithoutReplacement,
     SampledWithReplacement,
 )
@@ -45,9 +47,9 @@ TABLE2 = {2.0: (0.0422160172923, 3.32e-1), 6.0: (0.0496014103158, 3.32e-6),
 PAPER_MECH = PoissonSubsampled(Gaussian(1.5), 0.01)
 
 
-def fa_delta(L: float, n: int, eps: float = 1.0) -> float:
-    acc = FFTAccountant(L, n, error_estimate=False, method="density").compose(PAPER_MECH,
-                                                                               10_000)
+def fa_delta(L: float, n: int, eps: float = 1.0, allow_truncation: bool = False) -> float:
+    acc = FFTAccountant(L, n, error_estimate=False, method="density",
+                        allow_truncation=allow_truncation).compose(PAPER_MECH, 10_000)
     r = acc.delta(eps)
     assert r.certified is False and r.lower is None and r.upper is None
     return float(r.delta)
@@ -66,8 +68,11 @@ def test_table1_rows_large(n):
 
 
 def test_table2_L2_row():
-    # L = 2 truncates the answer (true delta 0.0496): the published value is reproduced
-    assert abs(fa_delta(2.0, 3_200_000) - TABLE2[2.0][0]) <= 1e-11
+    # L = 2 truncates the answer (true delta 0.0496): the published value is reproduced when
+    # truncation is allowed explicitly, and refused (naming L) otherwise
+    assert abs(fa_delta(2.0, 3_200_000, allow_truncation=True) - TABLE2[2.0][0]) <= 1e-11
+    with pytest.raises(ValueError, match=r"^L: .*\[-2, 2\]"):
+        fa_delta(2.0, 20_000)
 
 
 @pytest.mark.slow
@@ -83,7 +88,8 @@ def test_table2_tail_estimate_column(L):
     ours = tail_estimate_73(0.01, 1.5, 10_000, L)
     e = math.floor(math.log10(published))
     assert math.floor(ours / 10 ** (e - 2) + 1e-9) == round(published / 10 ** (e - 2))
-    acc = FFTAccountant(L, 20_000, error_estimate=False).compose(PAPER_MECH, 10_000)
+    acc = FFTAccountant(L, 20_000, error_estimate=False, allow_truncation=L < 3).compose(
+        PAPER_MECH, 10_000)
     assert acc.delta(1.0).details["tail_estimate_73"] == pytest.approx(ours, rel=1e-12)
 
 
@@ -168,7 +174,13 @@ def _check_case(cid: str, L: float, n: int) -> None:
     for mech, k in _mechanism(case["mechanism"]):
         acc.compose(mech, k)
     q = case["query"]
-    r = acc.delta(q["eps"]) if q["type"] == "delta_at_eps" else acc.epsilon(q["delta"])
+    try:
+        r = acc.delta(q["eps"]) if q["type"] == "delta_at_eps" else acc.epsilon(q["delta"])
+    except ValueError as e:
+        # refused only where the answer really lies beyond the domain [-L, L]
+        assert str(e).startswith("L: ") and q["type"] == "eps_at_delta", (cid, str(e))
+        assert case["lower"] > L, (cid, case["lower"])
+        return
     val = float(r.delta) if q["type"] == "delta_at_eps" else float(r.epsilon)
     err = r.details["error_estimate"]
     assert r.certified is False and r.lower is None and r.upper is None
@@ -370,3 +382,102 @@ def test_bad_queries_and_riemann_args():
         riemann(loss, -2.0, 1000)
     with pytest.raises(ValueError):
         loss_density(Laplace(1.0).privacy_losses()[0], np.zeros(3))
+
+
+# --- the domain: widened, or refused, never a capped number (issue 14) ----------------------
+def _gdp_delta(eps: float, mu: float) -> float:
+    """mu-GDP: delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) (Dong, Roth, Su
+    2022, Cor. 2.13), in mpmath."""
+    with mp.workdps(60):
+        e, m = mp.mpf(eps), mp.mpf(mu)
+        return float(mp.ncdf(-e / m + m / 2) - mp.exp(e) * mp.ncdf(-e / m - m / 2))
+
+
+def _gdp_eps(delta: float, mu: float) -> float:
+    with mp.workdps(60):
+        return float(mp.findroot(lambda e: mp.log(_gdp_delta(e, mu)) - mp.log(delta),
+                                 (mp.mpf(0.01), mp.mpf(mu * mu / 2 + 12 * mu)),
+                                 solver="anderson"))
+
+
+@pytest.mark.parametrize("sigma", [0.05, 0.1, 0.5])
+@pytest.mark.parametrize("steps", [1, 3])
+def test_gaussian_against_gdp_truth_or_refusal(sigma, steps):
+    """One or a few Gaussian steps with small sigma (mu = sqrt(k)/sigma up to 35): with the
+    default domain the answer is within its own error estimate of the mu-GDP truth, or the
+    query is refused naming L -- never a number far below the truth (before: 0 for 284)."""
+    mu = math.sqrt(steps) / sigma
+    for kind, arg, truth in (("eps", 1e-5, _gdp_eps(1e-5, mu)),
+                             ("delta", 1.0, _gdp_delta(1.0, mu))):
+        acc = FFTAccountant().compose(Gaussian(sigma), steps)
+        try:
+            r = acc.epsilon(arg) if kind == "eps" else acc.delta(arg)
+        except ValueError as e:
+            assert str(e).startswith("L: ") and "pld accountant" in str(e)
+            assert sigma < 0.5  # the feasible cases are answered
+            continue
+        val = float(r.epsilon if kind == "eps" else r.delta)
+        assert r.certified is False
+        assert abs(val - truth) <= r.details["error_estimate"], (kind, val, truth)
+        assert r.details["grid_step"] == pytest.approx(2 * 12.0 / 10**6)
+        if kind == "eps":
+            assert val < r.details["L"]
+
+
+def test_widening_is_recorded_and_explicit_L_refused():
+    r = FFTAccountant().compose(Gaussian(0.5), 3).epsilon(1e-5)  # truth 20.125
+    assert r.details["L_widened_from"] == 12.0 and r.details["L"] > 20.2
+    assert r.details["n"] == pytest.approx(r.details["L"] / 12.0 * 10**6, rel=1e-9)
+    with pytest.raises(ValueError, match=r"^L: .*\[-12, 12\].*leave L unset"):
+        FFTAccountant(12.0, 100_000).compose(Gaussian(0.5), 3).epsilon(1e-5)
+    with pytest.raises(ValueError, match=r"^L: .*\[-12, 12\]"):
+        FFTAccountant(12.0, 100_000).compose(Gaussian(1.0), 2).delta(15.0)
+    # the published behaviour on request: the truncated number, with a note
+    t = FFTAccountant(12.0, 100_000, allow_truncation=True).compose(Gaussian(0.5), 3)
+    r = t.epsilon(1e-5)
+    assert "truncated" in r.note and r.epsilon < 12.0
+
+
+def test_one_step_sigma_005_refused_with_the_needed_domain():
+    """The brief's example (sigma = 0.05, one step: eps(1e-5) = 284.2 by mu-GDP): the domain
+    it needs at the default grid step is over the memory budget, so the query is refused with
+    one line naming L, the needed L and n, and the alternative."""
+    from tightdp._budget import BudgetExceeded
+
+    with pytest.raises(BudgetExceeded) as err:
+        FFTAccountant().compose(Gaussian(0.05)).epsilon(1e-5)
+    msg = str(err.value)
+    assert msg.startswith("L: ") and "\n" not in msg
+    need = float(msg.split("needs L >= ")[1].split()[0])
+    assert need > _gdp_eps(1e-5, 20.0) > 284.0
+    assert "n >= " in msg and "pld accountant" in msg
+
+
+def test_n_checked_against_the_memory_budget():
+    from tightdp._budget import BudgetExceeded
+
+    with pytest.raises(BudgetExceeded, match=r"^n: .*max_memory"):
+        FFTAccountant(n=10**9)
+    with pytest.raises(BudgetExceeded, match=r"^n: "):
+        FFTAccountant(n=4_000_000, max_memory="1GB")
+    FFTAccountant(n=4_000_000, max_memory="1GB", error_estimate=False)  # one run fits
+    # the widening respects the budget too (with the default 2 GB this is answered at L = 59)
+    with pytest.raises(BudgetExceeded, match=r"^L: "):
+        FFTAccountant(max_memory="1GB").compose(Gaussian(0.5), 10).epsilon(1e-5)
+
+
+def test_newton_does_not_overshoot():
+    """delta(eps) is not convex in eps: from eps_0 = 0 a plain Newton step lands beyond the
+    root (here at 22.0 for a root at 20.1); the bracketed iteration finds the root."""
+    acc = FFTAccountant(30.0, 2_500_000, error_estimate=False).compose(Gaussian(0.5), 3)
+    r = acc.epsilon(1e-5)
+    assert abs(r.epsilon - _gdp_eps(1e-5, math.sqrt(3) / 0.5)) < 1e-3
+    assert float(acc.delta(r.epsilon).delta) == pytest.approx(1e-5, rel=1e-9)
+
+
+def test_bounded_loss_beyond_its_supremum_is_not_refused():
+    """Pure DP composed 3 times has loss at most 3: delta(50) is exactly 0 (and the mass at
+    +inf for approximate DP, 1 - (1 - 1e-3)^3), on any domain containing the supremum."""
+    assert float(FFTAccountant(12.0, 100_000).compose(PureDP(1.0), 3).delta(50.0).delta) == 0.0
+    r = FFTAccountant(12.0, 100_000).compose(ApproxDP(1.0, 1e-3), 3).delta(50.0)
+    assert float(r.delta) == pytest.approx(1 - (1 - 1e-3) ** 3, rel=1e-12)

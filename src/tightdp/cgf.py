@@ -48,7 +48,7 @@ from scipy.special import logsumexp
 from .mechanisms.loss import DiscreteLoss, GaussianLoss, LocationMixtureLoss, PrivacyLoss
 
 __all__ = ["cgf", "cgf_and_abs3", "tilted_abs_third_moment", "cgf_supported",
-           "loss_sup"]
+           "loss_sup", "max_tilt", "node_count", "MAX_NODES"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 #: half-width (in standard deviations of the kernel) of the integration domain beyond the
@@ -56,6 +56,12 @@ _LOG_2PI = math.log(2.0 * math.pi)
 _R = 14.0
 
 _NODE_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: most quadrature nodes of one node set (16 bytes each when kept); beyond it the tilt range
+#: is not supported (see :func:`max_tilt`)
+MAX_NODES = 4_000_000
+#: most elements of one temporary (tilts x nodes, or nodes x components) array: 2^22
+#: doubles = 32 MB, so that evaluating or building a node set needs well under 1 GB
+_BLOCK = 1 << 22
 
 
 def cgf_supported(loss: PrivacyLoss) -> str | None:
@@ -109,6 +115,25 @@ def _gauss_nodes(loss: LocationMixtureLoss, t_max: float) -> tuple[np.ndarray, n
     ``h = min(0.5, pi^2 / (45 spread_P), pi^2 / (spread_Q (45 + 0.35 t)))``; 0.5 keeps the
     rule's error for the Gaussian factor below ``e^{-2 pi^2 / h^2} = e^{-79}``.
     """
+    lo, hi, n = _gauss_layout(loss, t_max)
+    if n > MAX_NODES:
+        raise ValueError(f"t = {t_max:.3g} is beyond the range where the CGF quadrature of this "
+                         f"privacy loss is supported (it would need more than {MAX_NODES:.0e} "
+                         "nodes)")
+    u = np.linspace(lo, hi, n)
+    h = (hi - lo) / (n - 1)
+    a, b = loss.a / loss.s, loss.b / loss.s
+    lp = _rows_lse(u, loss.lpw, a)
+    lq = _rows_lse(u, loss.lqw, b)
+    w = math.log(h) - 0.5 * _LOG_2PI + lp
+    # trapezoid end weights are halved (negligible mass there anyway)
+    w[0] -= math.log(2.0)
+    w[-1] -= math.log(2.0)
+    return lp - lq, w
+
+
+def _gauss_layout(loss: LocationMixtureLoss, t_max: float) -> tuple[float, float, int]:
+    """(first node, last node, number of nodes) of :func:`_gauss_nodes`, without allocating."""
     s = loss.s
     a, b = loss.a / s, loss.b / s
     a_spread, b_spread = a.max() - a.min(), b.max() - b.min()
@@ -121,23 +146,58 @@ def _gauss_nodes(loss: LocationMixtureLoss, t_max: float) -> tuple[np.ndarray, n
     d_hi = max(a.max(), (t + 1) * a.max() - t * b.min())
     d_lo = min(a.min(), (t + 1) * a.min() - t * b.max())
     lo, hi = d_lo - _R, d_hi + _R
-    n = int(math.ceil((hi - lo) / h)) + 1
-    if n > 4_000_000:
-        raise ValueError(f"t = {t_max:.3g} is beyond the range where the CGF quadrature of this "
-                         "privacy loss is supported (it would need more than 4e6 nodes)")
-    u = np.linspace(lo, hi, n)
-    h = (hi - lo) / (n - 1)
-    uu = u[:, None]
-    lp = logsumexp(loss.lpw - 0.5 * (uu - a) ** 2, axis=1)
-    lq = logsumexp(loss.lqw - 0.5 * (uu - b) ** 2, axis=1)
-    w = math.log(h) - 0.5 * _LOG_2PI + lp
-    # trapezoid end weights are halved (negligible mass there anyway)
-    w[0] -= math.log(2.0)
-    w[-1] -= math.log(2.0)
-    return lp - lq, w
+    return lo, hi, int(math.ceil((hi - lo) / h)) + 1
+
+
+def _rows_lse(u: np.ndarray, lw: np.ndarray, locs: np.ndarray) -> np.ndarray:
+    """``logsumexp(lw - (u_i - locs)^2 / 2)`` for each node ``u_i``, in blocks of nodes so that
+    the temporary ``(nodes, components)`` arrays stay below ``_BLOCK`` elements (row-wise
+    reductions: the same numbers as one block)."""
+    rows = max(_BLOCK // max(locs.size, 1), 1)
+    if u.size <= rows:
+        return logsumexp(lw - 0.5 * (u[:, None] - locs) ** 2, axis=1)
+    out = np.empty(u.size)
+    for i in range(0, u.size, rows):
+        uu = u[i:i + rows, None]
+        out[i:i + rows] = logsumexp(lw - 0.5 * (uu - locs) ** 2, axis=1)
+    return out
 
 
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(32)
+
+
+def _laplace_pieces(loss: LocationMixtureLoss, t_max: float) -> tuple[np.ndarray, np.ndarray]:
+    """The kinks of a Laplace-kernel mixture and the number of Gauss-Legendre pieces between
+    consecutive kinks for tilts up to ``t_max`` (see :func:`_laplace_nodes`)."""
+    k = np.unique(np.concatenate([loss.a, loss.b]))
+    m = np.ceil((t_max + 1) * 2 * np.diff(k) / loss.s / 4.0).astype(np.int64)
+    return k, m
+
+
+def node_count(loss: PrivacyLoss, t_max: float) -> int:
+    """Number of quadrature nodes :func:`cgf` builds for tilts up to ``t_max`` (before
+    trimming), computed without building them (0 for closed forms and finite laws)."""
+    if not isinstance(loss, LocationMixtureLoss):
+        return 0
+    b = float(_bucket(np.asarray(t_max)))
+    if loss.kernel.name == "gaussian":
+        return _gauss_layout(loss, b)[2]
+    _, m = _laplace_pieces(loss, b)
+    return int(m.sum()) * _GL_X.size + 2
+
+
+def max_tilt(loss: PrivacyLoss, cap: float = 2048.0) -> float:
+    """The largest tilt up to ``cap`` whose node set stays within ``MAX_NODES`` nodes (the
+    tilts :func:`cgf` evaluates without refusing); ``cap`` for closed forms and finite laws.
+    Raises ValueError if not even the first range ``[0, 4]`` fits."""
+    t = float(cap)
+    while node_count(loss, t) > MAX_NODES:
+        if t <= 4.0:
+            raise ValueError("the CGF quadrature of this privacy loss would need more than "
+                             f"{MAX_NODES:.0e} nodes even for t <= 4 (scale too small "
+                             "against its sensitivity)")
+        t = float(_bucket(np.asarray(t))) / 2.0
+    return t
 
 
 def _laplace_nodes(loss: LocationMixtureLoss, t_max: float) -> tuple[np.ndarray, np.ndarray]:
@@ -145,22 +205,33 @@ def _laplace_nodes(loss: LocationMixtureLoss, t_max: float) -> tuple[np.ndarray,
     locations), exact tails (beyond the outermost kink ``P`` and ``Q`` are both multiples of
     ``e^{-|x|/s}``, so the loss is constant there and the P-mass of the tail is closed form)."""
     s = loss.s
-    k = np.unique(np.concatenate([loss.a, loss.b]))
+    k, pieces = _laplace_pieces(loss, t_max)
+    count = int(pieces.sum()) * _GL_X.size + 2
+    if count > MAX_NODES:
+        raise ValueError(f"t = {t_max:.3g} is beyond the range where the CGF quadrature of this "
+                         f"privacy loss is supported (it would need more than {MAX_NODES:.0e} "
+                         "nodes)")
+    rows = max(_BLOCK // max(loss.a.size, loss.b.size, 1), 1)
+
+    def lse(xx, lw, locs):
+        return logsumexp(lw - np.abs(xx - locs) / s, axis=1)
 
     def lp_lq(x):
-        xx = np.asarray(x, dtype=float)[:, None]
-        lp = logsumexp(loss.lpw - np.abs(xx - loss.a) / s, axis=1) - math.log(2 * s)
-        lq = logsumexp(loss.lqw - np.abs(xx - loss.b) / s, axis=1) - math.log(2 * s)
-        return lp, lq
+        x = np.asarray(x, dtype=float)
+        lp, lq = np.empty(x.size), np.empty(x.size)
+        for i in range(0, x.size, rows):  # row-wise reductions in blocks: same numbers
+            xx = x[i:i + rows, None]
+            lp[i:i + rows] = lse(xx, loss.lpw, loss.a)
+            lq[i:i + rows] = lse(xx, loss.lqw, loss.b)
+        return lp - math.log(2 * s), lq - math.log(2 * s)
 
     ys, ws = [], []
     lp, lq = lp_lq(k[[0, -1]])
     # P-mass of the tails: P(x_end) * s
     ys.extend([lp[0] - lq[0], lp[1] - lq[1]])
     ws.extend([lp[0] + math.log(s), lp[1] + math.log(s)])
-    for x0, x1 in zip(k[:-1], k[1:], strict=True):
+    for x0, x1, m in zip(k[:-1], k[1:], pieces.tolist(), strict=True):
         # the loss has slope at most 2/s: split so that t * (loss range per piece) <= 4
-        m = int(math.ceil((t_max + 1) * 2 * (x1 - x0) / s / 4.0))
         edges = np.linspace(x0, x1, m + 1)
         half = 0.5 * np.diff(edges)
         mid = 0.5 * (edges[:-1] + edges[1:])
@@ -242,8 +313,14 @@ def _node_cumulants(y: np.ndarray, w: np.ndarray, t: np.ndarray, order: int,
     """K and its derivatives from nodes: cumulants of the tilted law ``e^{t y_i + w_i - K}``.
 
     Returns rows ``K, K', ..., K^(order)`` and, if ``abs3``, one more row
-    ``E|Y_t - K'(t)|^3``.
+    ``E|Y_t - K'(t)|^3``. Evaluated in blocks of tilts so that the ``(tilts, nodes)``
+    temporaries stay below ``_BLOCK`` elements (each tilt's row is computed alone: the same
+    numbers as one block).
     """
+    rows = max(_BLOCK // max(y.size, 1), 1)
+    if t.size > rows:
+        return np.concatenate([_node_cumulants(y, w, t[i:i + rows], order, abs3)
+                               for i in range(0, t.size, rows)], axis=1)
     lw = w[None, :] + t[:, None] * y[None, :]
     mx = lw.max(axis=1)
     p = np.exp(lw - mx[:, None])

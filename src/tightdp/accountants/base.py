@@ -113,6 +113,13 @@ class Accountant:
         self._cache: dict = {}
         self.budget = Budget.make(max_memory, max_seconds)
 
+    def __getstate__(self) -> dict:
+        """Pickle/deepcopy state without the query cache (a cache is not state: it is rebuilt
+        on the next query, which then returns what a fresh accountant would)."""
+        state = self.__dict__.copy()
+        state["_cache"] = {}
+        return state
+
     def compose(self, mechanism: Mechanism, count: int = 1) -> Accountant:
         """Record ``count`` sequential applications of ``mechanism``; returns self."""
         if not isinstance(mechanism, Mechanism):

@@ -15,8 +15,8 @@ Riemann sums are not bounded rigorously. Every result therefore has ``certified=
 * ``tail_estimate`` -- the P-mass of the composed loss beyond ``L`` (Sec. 7.2): the
   estimate (7.3), ``exp(k q^2 (L/2+1)(L/2) / ((1-q) sigma^2)) e^{-L^2/2}``, where every term
   is a Poisson-subsampled Gaussian (``tail_estimate_73``), and the Chernoff bound
-  ``min_lam exp(sum_i k_i alpha_i(lam) - lam L)`` (``tail_chernoff``; exact ``alpha`` for
-  Gaussian terms, else from the discretized single-step law); the larger of the two;
+  ``min_lam exp(sum_i k_i K_i(lam) - lam L)`` (``tail_chernoff``; ``K_i`` the exact CGF of
+  step i, :mod:`tightdp.cgf`, else that of the discretized single-step law); the larger;
 * ``err_L_n`` -- the discretisation error estimate (7.4), ``err(L, n) = 2 |I_n - I_2n|``
   (the same algorithm with ``2n`` points on the same ``[-L, L]``);
 * ``mass_defect`` -- ``|1 - prod_i (w_i / m_i)^{k_i}|`` where ``w_i`` is the sum of the
@@ -31,6 +31,13 @@ estimate the note says so.
 
 For ``eps(delta)`` the same estimates are also given in eps units.
 
+The domain: the accountant never returns a number it knows is capped by ``[-L, L]``. With the
+default ``L`` it widens the domain itself (keeping the grid step, within the memory budget)
+until the estimated mass of the composed loss above ``L`` is small against delta and the
+answer lies inside; with an explicit ``L`` too small, or when the needed domain is over the
+budget or beyond ``L = 500``, the query is refused with a ValueError naming ``L``
+(``allow_truncation=True`` restores the published behaviour: the truncated number, noted).
+
 Directions: under add/remove adjacency both the remove and the add pair are composed and
 the maximum is reported (Koskela et al. 2020, Lemma 5 / Thm. 6).
 """
@@ -41,11 +48,14 @@ import math
 import time
 
 import numpy as np
+from scipy.fft import next_fast_len
 from scipy.special import logsumexp
 
 from .. import _validate as v
+from ..cgf import MAX_NODES, cgf, cgf_supported, loss_sup, node_count
 from ..mechanisms.base import Mechanism
 from ..mechanisms.basic import Gaussian
+from ..mechanisms.loss import DiscreteLoss, GaussianLoss, LocationMixtureLoss
 from ..mechanisms.subsampling import PoissonSubsampled
 from ..pld.compose import compose_fixed_window
 from ..pld.grid import DiscretePLD
@@ -58,8 +68,27 @@ __all__ = ["FFTAccountant", "tail_estimate_73"]
 #: composed law would lose more than this relative mass (k * |log(sum of weights / mass)|)
 AUTO_MASS_DEFECT = 1e-4
 
-#: largest number of grid points accepted (the error estimate doubles it)
+#: largest number of grid points accepted (the memory budget usually binds first)
 MAX_N = 1 << 26
+#: default starting domain [-L, L] and number of points
+DEFAULT_L, DEFAULT_N = 12.0, 10**6
+#: largest domain radius
+MAX_L = 500.0
+#: estimated peak bytes per grid point of one run (single-step weights, spectra, composed
+#: law, suffix sums; measured ~70-130 B per point of the 3n of a query with the error estimate)
+BYTES_PER_POINT = 100.0
+#: estimated peak bytes per grid point and mixture component of the discretization (measured
+#: ~26 B on sampling with replacement, 52 components)
+BYTES_PER_COMPONENT = 30.0
+#: the default domain is widened until the estimated mass above L is below this fraction of
+#: delta; a result whose mass above L exceeds TAIL_REFUSE times delta is refused
+TAIL_WIDEN, TAIL_REFUSE = 1e-3, 1e-2
+#: tilts of the Chernoff bound on the mass above L (quadrature CGFs up to _LAM_QUAD)
+_LAMS = np.geomspace(1e-3, 1e4, 141)
+_LAM_QUAD = 64.0
+_QUAD_WORK = 2e7
+#: most successive widenings of one query
+_MAX_WIDEN = 6
 
 _NOTE = ("Fourier accountant (Koskela, Jälkö, Honkela 2020): an approximation on [-L, L] with "
          "n points, not a certified bound; details give its error estimates (7.3) and (7.4)")
@@ -79,17 +108,29 @@ def tail_estimate_73(q: float, sigma: float, count: int, L: float) -> float:
                         - L * L / 2.0, 700.0))
 
 
+def _quad_cap(loss) -> float:
+    """The largest tilt (64, 32, ..., 4) at which the CGF quadrature of a location-mixture
+    loss costs at most ``_QUAD_WORK`` node-component evaluations (0 if none: the Chernoff
+    bound then uses the discretized law)."""
+    comps = loss.a.size + loss.b.size
+    for t in (_LAM_QUAD, 32.0, 16.0, 8.0, 4.0):
+        if node_count(loss, t) <= MAX_NODES and node_count(loss, t) * comps <= _QUAD_WORK:
+            return t
+    return 0.0
+
+
 class _Curve:
     """delta(eps) of one composed direction, the Riemann sum (5.2), and its derivative (5.3).
 
-    A few eps are summed directly (one pass over the grid points above each eps); many eps
-    (vectors, Newton's iterations) use suffix sums, built once on first need."""
+    A few eps (at most 4, e.g. each Newton iteration) are summed directly (one pass over the
+    grid points above each eps); many eps use suffix sums, built once on first need. The
+    choice depends on the query only, never on earlier queries, so a query's answer does not
+    depend on what was asked before (nor on a pickled copy's history)."""
 
     def __init__(self, pld: DiscretePLD):
         self.ys = pld.ys
         self.p = pld.probs
         self.inf_mass = pld.inf_mass
-        self.calls = 0
         self.s0: np.ndarray | None = None
 
     def _suffix(self) -> None:
@@ -104,8 +145,7 @@ class _Curve:
         (5.3): ``-sum_{x_l > eps} e^{eps - x_l} C_l dx``."""
         eps = np.asarray(eps, dtype=float)
         idx = np.searchsorted(self.ys, eps, side="right")
-        self.calls += 1
-        if self.s0 is None and eps.size <= 4 and self.calls <= 2:
+        if eps.size <= 4:
             flat_e, flat_i = np.atleast_1d(eps).ravel(), np.atleast_1d(idx).ravel()
             d = np.empty(flat_e.shape)
             dd = np.empty(flat_e.shape)
@@ -127,8 +167,14 @@ class FFTAccountant(Accountant):
 
     Parameters
     ----------
-    L : truncation radius of the loss domain ``[-L, L]`` (``0 < L <= 500``).
-    n : number of discretisation points, an even integer in ``[2, 2^26]``.
+    L : truncation radius of the loss domain ``[-L, L]`` (``0 < L <= 500``). Left unset
+        (default), the accountant starts from ``L = 12`` and **widens the domain itself**
+        whenever the answer or the mass that matters lies beyond it, keeping the grid step
+        ``2L/n`` (``n`` grows with ``L``) within the memory budget; ``details`` record the
+        ``L`` and ``n`` used. Set explicitly, ``L`` is kept, and a query whose answer lies
+        beyond it is refused with a ValueError naming ``L``.
+    n : number of discretisation points for the starting ``L``, an even integer ``>= 2``
+        (default ``10^6``); its memory is checked against the budget at construction.
     error_estimate : compute ``err(L, n)`` (7.4), which runs the algorithm again with ``2n``
         points (about three times the cost); the tail estimate (7.3) is always given.
     method : discretization, ``"density"`` (Alg. 1 as published: the density sampled at the
@@ -136,6 +182,18 @@ class FFTAccountant(Accountant):
         (default: density, unless the density samples of a mechanism miss more than
         ``AUTO_MASS_DEFECT / k`` of its mass, as for small sigma, then masses; losses with
         atoms always use masses); see :func:`tightdp.pld.riemann.riemann`.
+    allow_truncation : return the published algorithm's number on the given ``[-L, L]`` with a
+        note even where the answer lies beyond the domain, instead of refusing (to reproduce
+        the paper's Table 2, whose ``L = 2`` row is truncated). Default False.
+    max_memory, max_seconds : the budget of one query (see :mod:`tightdp._budget`).
+
+    When is the domain too small? The mass of the composed loss above ``L`` is estimated by
+    the Chernoff bound ``min_lam exp(sum_i k_i K_i(lam) - lam L)`` with the exact cumulant
+    generating functions ``K_i`` of the steps (:mod:`tightdp.cgf`; the discretized law only
+    where none is available); the domain is widened until that mass is below ``TAIL_WIDEN``
+    times the answer (``delta``, or the target ``delta`` of ``epsilon``), and a result whose
+    mass above ``L`` exceeds ``TAIL_REFUSE`` times the answer, or whose ``eps`` reaches the end
+    of the grid, is never returned (unless ``allow_truncation``).
 
     Examples
     --------
@@ -149,28 +207,58 @@ class FFTAccountant(Accountant):
 
     name = "fft"
 
-    def __init__(self, L: float = 12.0, n: int = 10**6, *, error_estimate: bool = True,
-                 method: str = "auto", max_memory=None, max_seconds=None):
+    def __init__(self, L: float | None = None, n: int | None = None, *,
+                 error_estimate: bool = True, method: str = "auto",
+                 allow_truncation: bool = False, max_memory=None, max_seconds=None):
         super().__init__(max_memory=max_memory, max_seconds=max_seconds)
-        self.L = v.positive("L", L)
-        if self.L > 500:
-            raise ValueError(f"L must be in (0, 500], got {L!r}")
-        self.n = v.count("n", n, minimum=2)
-        if self.n % 2 or self.n > MAX_N:
-            raise ValueError(f"n must be an even integer in [2, {MAX_N}], got {n!r}")
+        self.auto_L = L is None
+        self.L = DEFAULT_L if L is None else v.positive("L", L)
+        if self.L > MAX_L:
+            raise ValueError(f"L must be in (0, {MAX_L:g}], got {L!r}")
+        self.n = DEFAULT_N if n is None else v.count("n", n, minimum=2)
+        if self.n % 2:
+            raise ValueError(f"n must be an even integer >= 2, got {n!r}")
         if not isinstance(error_estimate, bool):
             raise ValueError(f"error_estimate must be True or False, got {error_estimate!r}")
         self.error_estimate = error_estimate
         if method not in ("auto", "density", "mass"):
             raise ValueError(f"method must be 'auto', 'density' or 'mass', got {method!r}")
         self.method = method
+        if not isinstance(allow_truncation, bool):
+            raise ValueError(f"allow_truncation must be True or False, got {allow_truncation!r}")
+        self.allow_truncation = allow_truncation
+        # the arrays of n points (and 2n for the error estimate) must fit, before any query
+        self.budget.check_memory(self._bytes(self.n), "n",
+                                 f"use fewer points than n={self.n} or raise max_memory")
+        if self.n > MAX_N:
+            raise ValueError(f"n must be an even integer in [2, {MAX_N}], got {n!r}")
+
+    def _bytes(self, n: int) -> float:
+        """Estimated peak memory of one query with ``n`` points (and ``2n`` for err(L, n)):
+        the arrays kept per point, and the discretization's temporaries per point and
+        mixture component (the inverse and density of a location mixture)."""
+        comps = 0
+        for m, _ in self.terms:
+            for loss in m.privacy_losses():
+                if isinstance(loss, LocationMixtureLoss):
+                    comps = max(comps, loss.a.size + loss.b.size)
+        top = 2 * n if self.error_estimate else n
+        return BYTES_PER_POINT * n * (3 if self.error_estimate else 1) \
+            + BYTES_PER_COMPONENT * comps * top + 50e6
+
+    def _check_n(self, n: int) -> None:
+        """The memory of a query with the recorded mechanisms on ``n`` points, before any
+        allocation (wide mixtures need temporaries per point and component)."""
+        self.budget.check_memory(self._bytes(n), "n",
+                                 f"use fewer points than n={n} (or error_estimate=False), or "
+                                 "the pld accountant")
 
     # --- composition -------------------------------------------------------------------------
-    def _single(self, mech: Mechanism, direction: int, n: int) -> DiscretePLD:
-        key = ("single", mech, direction, n)
+    def _single(self, mech: Mechanism, direction: int, L: float, n: int) -> DiscretePLD:
+        key = ("single", L, mech, direction, n)
         if key not in self._cache:
             loss = mech.privacy_losses()[direction]
-            pld = riemann(loss, self.L, n, self.method)
+            pld = riemann(loss, L, n, self.method)
             if self.method == "auto" and pld.meta["method"] == "density":
                 # Alg. 1 samples the density; where it is nearly singular (small sigma) the
                 # samples miss part of the mass and the k-th power blows that up. Then the
@@ -179,28 +267,28 @@ class FFTAccountant(Accountant):
                 tot = float(pld.probs.sum())
                 miss = abs(math.log(tot / inside)) if tot > 0 and inside > 0 else math.inf
                 if self._terms[mech] * miss > AUTO_MASS_DEFECT:
-                    pld = riemann(loss, self.L, n, "mass")
+                    pld = riemann(loss, L, n, "mass")
                     pld.meta["density_mass_defect"] = miss
             self._cache[key] = pld
         return self._cache[key]
 
-    def _curve(self, direction: int, n: int) -> _Curve:
-        key = ("curve", direction, n)
+    def _curve(self, direction: int, L: float, n: int) -> _Curve:
+        key = ("curve", L, direction, n)
         if key not in self._cache:
-            terms = [(self._single(m, direction, n), k) for m, k in self.terms]
+            terms = [(self._single(m, direction, L, n), k) for m, k in self.terms]
             with np.errstate(over="ignore", invalid="ignore"):
                 pld = compose_fixed_window(terms, -(n // 2), n)
             if not np.all(np.isfinite(pld.probs)):
-                raise ValueError(f"the Fourier accountant overflowed: with n={n} on "
-                                 f"[-{self.L}, {self.L}] the Riemann weights of one step are "
+                raise ValueError(f"n: the Fourier accountant overflowed: with n={n} on "
+                                 f"[-{L:g}, {L:g}] the Riemann weights of one step are "
                                  "too inaccurate for this many compositions; increase n")
             self._cache[key] = _Curve(pld)
         return self._cache[key]
 
-    def _delta(self, eps: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    def _delta(self, eps: np.ndarray, L: float, n: int) -> tuple[np.ndarray, np.ndarray]:
         best, slope = None, None
         for direction in self._directions():
-            dl, dd = self._curve(direction, n).delta(eps)
+            dl, dd = self._curve(direction, L, n).delta(eps)
             if best is None:
                 best, slope = dl, dd
             else:
@@ -208,109 +296,203 @@ class FFTAccountant(Accountant):
                 best, slope = np.where(take, dl, best), np.where(take, dd, slope)
         return best, slope
 
-    def _newton(self, delta: float, n: int) -> tuple[float, float, int]:
-        """eps with delta(eps) = ``delta`` by Newton's method from eps_0 = 0 (Sec. 5.4).
+    def _newton(self, delta: float, L: float, n: int) -> tuple[float, float, int]:
+        """eps with delta(eps) = ``delta`` by Newton's method from eps_0 = 0 with the
+        derivative (5.3) (Sec. 5.4), safeguarded by bisection.
 
-        delta(eps) is convex and decreasing, so the iterates increase monotonically to the
-        root. Returns (eps, delta'(eps), iterations)."""
-        eps = 0.0
-        d0, s0 = self._delta(np.asarray(eps), n)
-        if float(d0) <= delta:
-            return 0.0, float(s0), 0
+        delta(eps) is decreasing but not convex in eps (its second derivative is
+        ``f_Y(eps) + delta'(eps)``, negative where the loss density is small), so a plain
+        Newton step can overshoot the root; every step is kept inside the bracket
+        ``[a, b]`` with ``delta(a) > target >= delta(b)`` and replaced by its midpoint when it
+        leaves it. Returns (eps, delta'(eps), iterations); eps = inf when even the end of the
+        grid has delta above the target."""
+        d0, s0 = (float(x) for x in self._delta(np.asarray(0.0), L, n))
+        if d0 <= delta:
+            return 0.0, s0, 0
         tol = 1e-13 * delta
-        top = float(self._curve(0, n).ys[-1])
+        top = float(self._curve(0, L, n).ys[-1])
+        d_top, s_top = (float(x) for x in self._delta(np.asarray(top), L, n))
+        if d_top > delta:
+            return math.inf, 0.0, 1
+        a, b = 0.0, top
+        eps, d, s = 0.0, d0, s0
         for it in range(1, 201):
-            d, s = (float(a) for a in self._delta(np.asarray(eps), n))
-            if abs(d - delta) <= tol:
-                return eps, s, it
-            if s >= 0:  # flat: no mass above eps on the grid
-                return (math.inf if d > delta else eps), s, it
-            step = (d - delta) / s
-            eps_new = eps - step
-            if eps_new > top:  # beyond the grid, delta there is the mass at +inf only
-                eps_new = top
-                d_top = float(self._delta(np.asarray(top), n)[0])
-                if d_top > delta:
-                    return math.inf, 0.0, it
-            if eps_new <= eps:  # rounding: no progress
+            eps_new = eps - (d - delta) / s if s < 0 else math.nan
+            if not a < eps_new < b:
+                eps_new = 0.5 * (a + b)
+            if eps_new == eps or b - a <= 4e-16 * max(1.0, abs(b)):
                 return eps, s, it
             eps = eps_new
+            d, s = (float(x) for x in self._delta(np.asarray(eps), L, n))
+            if abs(d - delta) <= tol:
+                return eps, s, it
+            if d > delta:
+                a = eps
+            else:
+                b = eps
         return eps, s, 200
 
-    # --- error estimates ---------------------------------------------------------------------
-    def _log_mgf_terms(self, lam: np.ndarray, direction: int) -> np.ndarray:
-        """sum_i k_i log E[e^{lam Y_i}] per direction: exact for Gaussian terms, else from the
-        discretized single-step law (an estimate: the law is truncated to [-L, L))."""
-        out = np.zeros_like(lam)
-        for m, k in self.terms:
-            base = m.base if isinstance(m, PoissonSubsampled) and m.q == 1 else m
-            if isinstance(base, Gaussian):
-                out += k * lam * (lam + 1.0) * base.mu ** 2 / 2.0
-            else:
-                key = ("logw", m, direction)
-                if key not in self._cache:
-                    pld = self._single(m, direction, self.n)
-                    pos = pld.probs > 0
-                    self._cache[key] = (pld.ys[pos], np.log(pld.probs[pos]))
-                ys, lw = self._cache[key]
-                if ys.size:
-                    out += k * np.array([logsumexp(lw + t * ys) for t in lam])
-        return out
+    # --- the mass beyond L: Chernoff with the steps' CGFs ---------------------------------------
+    def _chernoff_table(self, direction: int, L: float, n: int) -> tuple[np.ndarray, float]:
+        """(``sum_i k_i K_i(lam)`` on the tilt grid ``_LAMS``, total supremum of the loss).
 
-    def _tail_estimates(self) -> dict:
-        """Estimates of the P-mass of the composed loss beyond L (Koskela et al. 2020,
-        Sec. 7.2): (7.3) where every term is a Poisson-subsampled Gaussian, and the Chernoff
-        bound ``min_lam exp(sum_i k_i alpha_i(lam) - lam L)`` for every mechanism."""
-        key = ("tails",)
+        ``K_i`` is the exact CGF of the finite part of step i's loss (closed form for
+        Gaussian losses, finite sums for discrete losses, quadrature for location mixtures up
+        to tilt 64, :func:`tightdp.cgf.cgf`); where none is available, the CGF of the
+        discretized single-step law on the current ``[-L, L)`` (an estimate). Entries are
+        ``+inf`` at tilts a term cannot evaluate."""
+        exact = all(self._exact_cgf(m.privacy_losses()[direction]) for m, _ in self.terms)
+        key = ("chernoff", direction) if exact else ("chernoff", L, direction, n)
         if key in self._cache:
             return self._cache[key]
+        tot = np.zeros(_LAMS.size)
+        sup = 0.0
+        for m, k in self.terms:
+            loss = m.privacy_losses()[direction]
+            sup += k * loss_sup(loss) if loss_sup(loss) > -math.inf else 0.0
+            if isinstance(loss, GaussianLoss):
+                tot += k * _LAMS * (_LAMS + 1.0) * loss.mu ** 2 / 2.0
+            elif isinstance(loss, DiscreteLoss):
+                pos = loss.p > 0
+                lp = np.log(loss.p[pos])
+                tot += k * logsumexp(lp[None, :] + _LAMS[:, None] * loss.y[pos][None, :],
+                                     axis=1)
+            elif self._exact_cgf(loss):
+                ok = _LAMS <= _quad_cap(loss)
+                vals = np.full(_LAMS.size, np.inf)
+                vals[ok] = cgf(loss, _LAMS[ok])[0]
+                tot += k * vals
+            else:
+                # the discretized law, with the step's mass above the window put at its edge
+                pld = self._single(m, direction, L, n)
+                pos = pld.probs > 0
+                ys, lw = pld.ys[pos], np.log(pld.probs[pos])
+                above = pld.meta["mass_above"]
+                if above > 0:
+                    ys, lw = np.append(ys, L), np.append(lw, math.log(above))
+                if ys.size:
+                    tot += k * np.array([logsumexp(lw + t * ys) for t in _LAMS])
+        self._cache[key] = (tot, sup)
+        return tot, sup
+
+    @staticmethod
+    def _exact_cgf(loss) -> bool:
+        if isinstance(loss, GaussianLoss | DiscreteLoss):
+            return True
+        if loss.inf_mass > 0 or cgf_supported(loss) is not None:
+            return False
+        return _quad_cap(loss) > 0
+
+    def _sup(self, direction: int) -> float:
+        """Essential supremum of the finite part of the composed loss (``inf`` if unbounded)."""
+        tot = 0.0
+        for m, k in self.terms:
+            s = loss_sup(m.privacy_losses()[direction])
+            tot += k * s if s > -math.inf else 0.0
+        return tot
+
+    def _log_tail(self, L: float, n: int, at: float) -> float:
+        """log of the estimated P-mass of the composed loss above ``at`` (max over the
+        directions): the Chernoff bound on the tilt grid; ``-inf`` at or above the total
+        supremum of a bounded loss."""
+        worst = -math.inf
+        for direction in self._directions():
+            tot, sup = self._chernoff_table(direction, L, n)
+            if at >= sup:
+                continue
+            with np.errstate(invalid="ignore"):
+                worst = max(worst, min(float(np.nanmin(tot - _LAMS * at)), 0.0))
+        return worst
+
+    def _needed_L(self, L: float, n: int, log_target: float) -> float:
+        """Smallest ``L'`` whose estimated mass above ``L'`` is at most ``e^log_target``:
+        ``min_j (K(lam_j) - log_target) / lam_j`` over the tilt grid, capped at the total
+        supremum of a bounded loss (the maximum over the directions)."""
+        need = 0.0
+        for direction in self._directions():
+            tot, sup = self._chernoff_table(direction, L, n)
+            with np.errstate(invalid="ignore"):
+                cand = float(np.nanmin((tot - log_target) / _LAMS))
+            need = max(need, min(cand, sup))
+        return need
+
+    # --- the window ----------------------------------------------------------------------------
+    def _grow(self, L_need: float) -> tuple[float, int]:
+        """The window ``[-L', L']`` with ``L' >= L_need`` and the starting grid step
+        ``2L/n`` (``n' = n L'/L``, an FFT-friendly even length), or a refusal naming ``L``."""
+        d = 2.0 * self.L / self.n
+        n_new = int(math.ceil(L_need / self.L * self.n))
+        n_new = next_fast_len(n_new, real=True)
+        while n_new % 2:
+            n_new = next_fast_len(n_new + 1, real=True)
+        L_new = n_new * d / 2.0
+        domain = f"[-{self.L:g}, {self.L:g}]"
+        if not self.auto_L:
+            raise ValueError(
+                f"L: the answer lies beyond the domain [-L, L] = {domain} (the composed loss "
+                f"has estimated mass above L that matters); it needs L >= {L_need:.4g}; leave "
+                "L unset to widen the domain automatically, or use the pld accountant")
+        if L_new > MAX_L:
+            raise ValueError(
+                f"L: the answer lies beyond the domain {domain}; it needs L >= {L_need:.4g}, "
+                f"beyond the largest L = {MAX_L:g} of the Fourier accountant; use the pld "
+                "accountant")
+        self.budget.check_memory(
+            self._bytes(n_new), "L",
+            f"the answer lies beyond the domain {domain} and keeping the grid step {d:.3g} "
+            f"needs L >= {L_need:.4g} (n >= {n_new}); use the pld accountant")
+        return L_new, n_new
+
+    def _use_window(self, L: float) -> None:
+        """Drop the cached arrays of other windows (one window's arrays are kept)."""
+        for key in [k for k in self._cache if isinstance(k, tuple) and len(k) > 2
+                    and k[0] in ("single", "curve", "chernoff", "logw") and k[1] != L]:
+            del self._cache[key]
+
+    def _try_grow(self, L_need: float) -> tuple[float, int] | None:
+        """:meth:`_grow`, or None where it refuses and ``allow_truncation`` is set."""
+        try:
+            return self._grow(L_need)
+        except ValueError:
+            if not self.allow_truncation:
+                raise
+            return None
+
+    def _refuse_or_note(self, L: float, n: int, why: str) -> str:
+        """A refusal (explicit L, or nothing left to widen), or with ``allow_truncation`` the
+        note that goes with the truncated number."""
+        if self.allow_truncation:
+            return f"; {why}: the estimate is truncated, increase L"
+        raise ValueError(f"L: {why} (domain [-{L:g}, {L:g}], n={n}); "
+                         + ("leave L unset to widen the domain automatically, or use the pld "
+                            "accountant" if not self.auto_L else "use the pld accountant"))
+
+    # --- error estimates ---------------------------------------------------------------------
+    def _tail_estimates(self, L: float, n: int) -> dict:
+        """Estimates of the P-mass of the composed loss beyond L (Koskela et al. 2020,
+        Sec. 7.2): (7.3) where every term is a Poisson-subsampled Gaussian, and the Chernoff
+        bound ``min_lam exp(sum_i k_i K_i(lam) - lam L)`` for every mechanism."""
         out: dict = {}
         pois = [(m, k) for m, k in self.terms if isinstance(m, PoissonSubsampled)
                 and isinstance(m.base, Gaussian) and m.q < 1]
         if len(pois) == len(self.terms):
-            lam = self.L / 2.0
+            lam = L / 2.0
             log73 = sum(k * m.q ** 2 * (lam + 1.0) * lam
                         / ((1.0 - m.q) * (m.base.sigma / m.base.sensitivity) ** 2)
-                        for m, k in pois) - lam * self.L
+                        for m, k in pois) - lam * L
             out["tail_estimate_73"] = math.exp(min(log73, 0.0))
-        if "tail_estimate_73" in out and not self.error_estimate:
-            out["tail_estimate"] = out["tail_estimate_73"]
-            self._cache[key] = out
-            return out
-        worst = -math.inf
-        for direction in self._directions():
-            def f(u: float, direction: int = direction) -> float:
-                lam = np.asarray([math.exp(u)])
-                return float(self._log_mgf_terms(lam, direction)[0]) - math.exp(u) * self.L
-
-            # the exponent is convex in lam, hence unimodal in log lam: golden-section search
-            a, b = math.log(1e-3), math.log(1e3)
-            g = (math.sqrt(5.0) - 1.0) / 2.0
-            c, d = b - g * (b - a), a + g * (b - a)
-            fc, fd = f(c), f(d)
-            for _ in range(25):
-                if fc <= fd:
-                    b, d, fd = d, c, fc
-                    c = b - g * (b - a)
-                    fc = f(c)
-                else:
-                    a, c, fc = c, d, fd
-                    d = a + g * (b - a)
-                    fd = f(d)
-            worst = max(worst, min(fc, fd))
-        out["tail_chernoff"] = math.exp(min(worst, 0.0))
+        out["tail_chernoff"] = math.exp(self._log_tail(L, n, L))
         out["tail_estimate"] = max(out.get("tail_estimate_73", 0.0), out["tail_chernoff"])
-        self._cache[key] = out
         return out
 
-    def _mass_defect(self) -> float:
+    def _mass_defect(self, L: float, n: int) -> float:
         """Relative error of the total mass of the composed law: the Riemann weights of one
         step need not sum to the P-mass they stand for, and the k-th power amplifies it."""
         log_f = 0.0
         for m, k in self.terms:
             worst = 0.0
             for direction in self._directions():
-                p = self._single(m, direction, self.n)
+                p = self._single(m, direction, L, n)
                 inside = 1.0 - p.meta["mass_below"] - p.meta["mass_above"] - p.inf_mass
                 tot = float(p.probs.sum())
                 if inside <= 0 or tot <= 0:
@@ -320,67 +502,139 @@ class FFTAccountant(Accountant):
             log_f += worst
         return abs(math.expm1(min(log_f, 700.0)))
 
-    def _base_details(self) -> dict:
-        details = {"L": self.L, "n": self.n, "grid_step": 2 * self.L / self.n,
-                   **self._tail_estimates(), "mass_defect": self._mass_defect()}
+    def _base_details(self, L: float, n: int) -> dict:
+        details = {"L": L, "n": n, "grid_step": 2 * L / n,
+                   **self._tail_estimates(L, n), "mass_defect": self._mass_defect(L, n)}
+        if L != self.L:
+            details["L_widened_from"] = self.L
         if any(not has_density(m.privacy_losses()[0]) for m, _ in self.terms):
             # atoms are moved to the nearest grid point: every loss by at most d/2
-            details["rounding_shift"] = self.total_count * self.L / self.n
+            details["rounding_shift"] = self.total_count * L / n
         return details
 
     # --- queries -----------------------------------------------------------------------------
     def delta(self, eps) -> DeltaResult:
-        """Estimate of delta(eps) by the Riemann sum (5.2), with error estimates."""
+        """Estimate of delta(eps) by the Riemann sum (5.2), with error estimates.
+
+        The domain is widened (default ``L``) or the query refused (explicit ``L``) where the
+        largest eps or the estimated mass above ``L`` that matters lies beyond ``[-L, L]``."""
         e, scalar = self._eps_array(eps)
         t0 = time.perf_counter()
         if not self.terms:
             z = 0.0 if scalar else np.zeros_like(e)
             return DeltaResult(z, eps, None, None, self.name, False, estimate=z, note=_NOTE)
-        est, _ = self._delta(e, self.n)
-        details = self._base_details()
+        deadline = self.budget.deadline()
+        L, n = self.L, self.n
+        self._check_n(n)
+        # at and above the supremum of a bounded composed loss delta(eps) is the mass at +inf
+        top = min(float(np.max(e)), max(self._sup(dr) for dr in self._directions()))
+        extra = ""
+        if top >= L - 4 * L / n and (self.auto_L or not self.allow_truncation):
+            grown = self._try_grow(max(top + 1.0, L))
+            if grown is None:
+                extra = "; eps beyond L: truncated, increase L"
+            else:
+                L, n = grown
+        for attempt in range(_MAX_WIDEN + 1):
+            self._use_window(L)
+            est, _ = self._delta(e, L, n)
+            floor = np.maximum(est, 1e-300)
+            log_tail = self._log_tail(L, n, L)
+            if bool(np.all(log_tail <= math.log(TAIL_REFUSE) + np.log(floor))):
+                break
+            if not self.auto_L or attempt == _MAX_WIDEN or (self.allow_truncation
+                                                            and L >= MAX_L):
+                extra = self._refuse_or_note(L, n, "the estimated mass of the composed loss "
+                                             "above L is not small against delta")
+                break
+            need = self._needed_L(L, n, math.log(TAIL_WIDEN) + math.log(float(floor.min())))
+            grown = self._try_grow(max(need, 1.5 * L))
+            if grown is None:
+                extra = "; the mass above L is not small against delta: truncated, increase L"
+                break
+            L, n = grown
+            deadline.check("L", "the domain had to be widened; use the pld accountant")
+        details = self._base_details(L, n)
         err = None
         if self.error_estimate:
-            est2, _ = self._delta(e, 2 * self.n)
+            deadline.check("n", f"the error estimate needs a second run with 2n={2 * n} "
+                                "points; set error_estimate=False or use the pld accountant")
+            est2, _ = self._delta(e, L, 2 * n)
             err = 2.0 * np.abs(est - est2)
             details["err_L_n"] = float(err[0]) if scalar else err
         md = details["mass_defect"]
         total = details["tail_estimate"] + (err if err is not None else 0.0)
         total = total + (md / (1.0 - md) * np.abs(est) if md < 1 else np.inf)
         if "rounding_shift" in details:
-            shifted, _ = self._delta(e - details["rounding_shift"], self.n)
+            shifted, _ = self._delta(e - details["rounding_shift"], L, n)
             total = total + np.abs(shifted - est)
         details["error_estimate"] = float(np.max(total)) if scalar else total
         details["seconds"] = time.perf_counter() - t0
-        note = _NOTE
+        note = _NOTE + extra
         if np.any(np.asarray(total) > 0.01 * np.abs(est)):
             note += "; the error estimate exceeds 1% of the estimate: increase n and/or L"
-        if np.any(e >= self.L - 2 * self.L / self.n):
+        if np.any(e >= L - 2 * L / n):
             note += "; eps at or beyond L: the estimate there is meaningless, increase L"
         out = float(est[0]) if scalar else est
         return DeltaResult(out, eps, None, None, self.name, False, estimate=out, note=note,
                            details=details)
 
     def epsilon(self, delta: float) -> EpsilonResult:
-        """Estimate of eps(delta) by Newton's method with (5.3), with error estimates."""
+        """Estimate of eps(delta) by Newton's method with (5.3), with error estimates.
+
+        The domain is widened (default ``L``) or the query refused (explicit ``L``) until the
+        estimated mass of the composed loss above ``L`` is small against ``delta`` and the
+        answer lies inside ``[-L, L]``."""
         delta = v.delta_value("delta", delta)
         t0 = time.perf_counter()
         if not self.terms:
             return EpsilonResult(0.0, delta, None, None, self.name, False, estimate=0.0,
                                  note=_NOTE)
-        eps, slope, its = self._newton(delta, self.n)
-        details = self._base_details()
+        deadline = self.budget.deadline()
+        L, n = self.L, self.n
+        self._check_n(n)
+        need = self._needed_L(L, n, math.log(TAIL_WIDEN * delta))
+        extra = ""
+        if self.auto_L and need > L:
+            grown = self._try_grow(need)
+            if grown is None:
+                extra = "; the answer lies beyond L: truncated, increase L"
+            else:
+                L, n = grown
+        for attempt in range(_MAX_WIDEN + 1):
+            self._use_window(L)
+            eps, slope, its = self._newton(delta, L, n)
+            tail_ok = self._log_tail(L, n, L) <= math.log(TAIL_REFUSE * delta)
+            inside = math.isfinite(eps) and eps < L - 2 * (2 * L / n)
+            if tail_ok and inside:
+                break
+            why = ("the answer eps lies at or beyond L" if not inside else
+                   "the estimated mass of the composed loss above L is not small against delta")
+            if not self.auto_L or attempt == _MAX_WIDEN or (self.allow_truncation
+                                                            and L >= MAX_L):
+                extra = self._refuse_or_note(L, n, why)
+                break
+            grown = self._try_grow(max(1.5 * L, need))
+            if grown is None:
+                extra = f"; {why}: truncated, increase L"
+                break
+            L, n = grown
+            deadline.check("L", "the domain had to be widened; use the pld accountant")
+        details = self._base_details(L, n)
         details["newton_iterations"] = its
-        note = _NOTE
+        note = _NOTE + extra
         tail = details["tail_estimate"]
         eps_err = 0.0
         if self.error_estimate:
-            eps2, _, _ = self._newton(delta, 2 * self.n)
+            deadline.check("n", f"the error estimate needs a second run with 2n={2 * n} "
+                                "points; set error_estimate=False or use the pld accountant")
+            eps2, _, _ = self._newton(delta, L, 2 * n)
             eps_err = 2.0 * abs(eps - eps2) if math.isfinite(eps) and math.isfinite(eps2) \
                 else math.inf
             details["eps_err_L_n"] = eps_err
             if math.isfinite(eps):
-                d1 = float(self._delta(np.asarray(eps), self.n)[0])
-                d2 = float(self._delta(np.asarray(eps), 2 * self.n)[0])
+                d1 = float(self._delta(np.asarray(eps), L, n)[0])
+                d2 = float(self._delta(np.asarray(eps), L, 2 * n)[0])
                 details["err_L_n"] = 2.0 * abs(d1 - d2)
         md = details["mass_defect"]
         d_err = tail + (md / (1.0 - md) * delta if md < 1 else math.inf)
@@ -397,7 +651,7 @@ class FFTAccountant(Accountant):
             note += "; the error estimate exceeds 1% of the estimate: increase n and/or L"
         if not math.isfinite(eps):
             note += "; no eps on the grid reaches this delta, increase L"
-        elif eps >= self.L - 2 * self.L / self.n:
+        elif eps >= L - 2 * L / n:
             note += "; eps reached the end of the grid: increase L"
         return EpsilonResult(eps, delta, None, None, self.name, False, estimate=eps, note=note,
                              details=details)

@@ -38,7 +38,8 @@ def _gdp(o: dict) -> Accountant:
 
 def _fft(o: dict) -> Accountant:
     from .fft import FFTAccountant
-    return FFTAccountant(L=_opt(o, "L", 12.0), n=_opt(o, "n", 10**6), **_budget(o))
+    # unset L (None): the accountant widens its domain as needed
+    return FFTAccountant(L=o.get("L"), n=o.get("n"), **_budget(o))
 
 
 def _prv(o: dict) -> Accountant:

@@ -48,7 +48,7 @@ import numpy as np
 from scipy.special import erfcx, log_ndtr
 
 from .. import _validate as v
-from ..cgf import cgf_and_abs3, cgf_supported, loss_sup
+from ..cgf import cgf_and_abs3, cgf_supported, loss_sup, max_tilt
 from ..mechanisms.base import Mechanism
 from ..mechanisms.loss import GaussianLoss
 from .base import Accountant, DeltaResult, EpsilonResult
@@ -103,13 +103,15 @@ def log_clt_theta(t: np.ndarray, m: np.ndarray, s: np.ndarray) -> np.ndarray:
     ``e^{-m^2/(2s^2)} [erfcx(a_1/sqrt 2) - erfcx(a_2/sqrt 2)] / 2`` with ``a_1 = ts - m/s`` and
     ``a_2 = a_1 + s``.
     """
-    a1 = t * s - m / s
-    a2 = a1 + s
-    l1 = _log_half_erfcx(a1)
-    l2 = _log_half_erfcx(a2)
+    # s = 0 (a tilted law on one atom, e.g. pure DP at a very large tilt) gives -inf/NaN,
+    # handled by the callers; no warning for it
     with np.errstate(divide="ignore", invalid="ignore"):
+        a1 = t * s - m / s
+        a2 = a1 + s
+        l1 = _log_half_erfcx(a1)
+        l2 = _log_half_erfcx(a2)
         diff = l1 + np.log(-np.expm1(np.minimum(l2 - l1, 0.0)))
-    return -0.5 * (m / s) ** 2 + diff
+        return -0.5 * (m / s) ** 2 + diff
 
 
 def saddle_eps(ks: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -162,12 +164,16 @@ class _Direction:
     def __init__(self, parts: list[tuple[object, int]], name: str):
         self.parts = parts  # (loss, count)
         self._memo: dict = {}
+        self.deadline = None  # the running query's clock (set by the accountant)
         self.name = name
         self.gaussian_only = all(isinstance(loss, GaussianLoss) for loss, _ in parts)
         self.sup = sum(c * loss_sup(loss) for loss, c in parts)
+        # the largest tilt whose quadrature node sets stay bounded (cgf.MAX_NODES nodes,
+        # blocked temporaries: memory well under 1 GB); beyond it only certified bounds at
+        # the cap are reported ("beyond the supported tilt range")
         self.t_cap = _T_MAX if all(
             isinstance(loss, GaussianLoss) or not hasattr(loss, "kernel") for loss, _ in parts
-        ) else _T_MAX_QUAD
+        ) else min(max_tilt(loss, _T_MAX_QUAD) for loss, _ in parts if hasattr(loss, "kernel"))
         # tolerance for certified use of the numerical CGF: quadrature and summation error
         # (verified below 1e-13 absolute per step in the tests) with a wide safety factor.
         self.k_margin = 0.0 if self.gaussian_only else sum(c for _, c in parts) * 1e-11
@@ -181,6 +187,9 @@ class _Direction:
         hit = self._memo.get(key)
         if hit is not None:
             return hit
+        if self.deadline is not None:
+            self.deadline.check("max_seconds", "the CGF quadrature of these mechanisms is slow "
+                                "(wide mixtures); raise max_seconds or use the pld accountant")
         out = np.zeros((6, t.size))
         for loss, c in self.parts:
             out += c * cgf_and_abs3(loss, t)
@@ -222,7 +231,7 @@ class _Direction:
         s = np.sqrt(k2)
         lpref = k0 + self.k_margin - t * eps
         lclt = k0 - t * eps + log_clt_theta(t, k1 - eps, s)
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):
             lb = np.minimum(np.log(BERRY_ESSEEN_C * rho) - 1.5 * np.log(k2), 0.0)
         lerr = lpref + _LOG2 + _log_m(t) + lb + _REL_MARGIN
         return lclt, lerr
@@ -235,6 +244,7 @@ def _grids(lo: float, hi: float, cap: float, npts: int) -> list[np.ndarray]:
     """Tilt grids for bracketing: ``[lo, hi]``, then below ``lo`` down to ``_T_MIN``, then
     upwards to ``cap`` in chunks of a factor ~4 (so that large tilts, whose quadrature node
     sets are expensive, are only visited when a root lies there)."""
+    hi = min(hi, cap)  # never beyond the supported tilts
     key = (lo, hi, cap, npts)
     if key not in _GRID_CACHE:
         grids = [np.geomspace(lo, hi, npts)]
@@ -430,9 +440,15 @@ class SaddlePointAccountant(Accountant):
             names = ["remove", "add"]
             sym = all(m.symmetric for m, _ in self.terms)
             idx = [0] if sym else [0, 1]
-            self._cache["dirs"] = [
-                _Direction([(m.privacy_losses()[i], c) for m, c in self.terms],
-                           "both (symmetric)" if sym else names[i]) for i in idx]
+            try:
+                self._cache["dirs"] = [
+                    _Direction([(m.privacy_losses()[i], c) for m, c in self.terms],
+                               "both (symmetric)" if sym else names[i]) for i in idx]
+            except ValueError as e:
+                raise ValueError(f"SaddlePointAccountant: {e}; use PLDAccountant") from None
+        deadline = self.budget.deadline()
+        for d in self._cache["dirs"]:
+            d.deadline = deadline
         return self._cache["dirs"]
 
     # --- delta(eps) --------------------------------------------------------------------------
@@ -546,7 +562,7 @@ class SaddlePointAccountant(Accountant):
         ks = d.K(t, 4)
         eps_t = d.eps_of_t(t, ks)
         _, _, fb, cm1 = d.log_delta_at(t, None, method, ks)
-        out = {"eps": float(eps_t[0]), "t": float(t[0]), "fallback": bool(fb[0]),
+        out = {"eps": min(float(eps_t[0]), d.sup), "t": float(t[0]), "fallback": bool(fb[0]),
                "correction": float(cm1[0]),
                "beyond": not bool(ok[0]), "upper": None, "lower": None, "name": d.name}
         if not self.bounds:
@@ -571,7 +587,8 @@ class SaddlePointAccountant(Accountant):
 
         def log_up(x):
             lclt, lerr = d.log_be(t, np.array([x]), ks2, rho)
-            return float(np.logaddexp(lclt + mg, lerr)[0])
+            with np.errstate(invalid="ignore"):
+                return float(np.logaddexp(lclt + mg, lerr)[0])
 
         def log_lo(x):
             lclt, lerr = d.log_be(t, np.array([x]), ks2, rho)
@@ -585,7 +602,8 @@ class SaddlePointAccountant(Accountant):
                                     upper=False)
             if x_lo is not None:
                 out["lower"] = max(x_lo, 0.0)
-        out["upper"] = max(upper, 0.0)
+        # delta(eps) = 0 at and above the essential supremum of the composed loss
+        out["upper"] = min(max(upper, 0.0), d.sup)
         return out
 
     def epsilon(self, delta: float) -> EpsilonResult:

@@ -33,6 +33,12 @@ class Mechanism:
             self.__dict__["_losses"] = cached
         return cached
 
+    def __getstate__(self) -> dict:
+        """Pickle/deepcopy state without the cached losses (rebuilt on first use)."""
+        state = self.__dict__.copy()
+        state.pop("_losses", None)
+        return state
+
     @property
     def symmetric(self) -> bool:
         rem, add = self.privacy_losses()

@@ -74,12 +74,20 @@ class Laplace(Mechanism):
 
     def _build_losses(self):
         b, s = self.scale, self.sensitivity
-
-        def inverse(y):
-            return (b * y + s) / 2.0
-
-        loss = LocationMixtureLoss("laplace", [s], [1.0], [0.0], [1.0], b, inverse=inverse)
+        loss = LocationMixtureLoss("laplace", [s], [1.0], [0.0], [1.0], b,
+                                   inverse=_LaplaceInverse(b, s))
         return loss, loss
+
+
+class _LaplaceInverse:
+    """The inverse ``x = (b y + s) / 2`` of the Laplace mechanism's loss between its kinks (a
+    module-level callable rather than a closure, so that losses pickle)."""
+
+    def __init__(self, b: float, s: float):
+        self.b, self.s = b, s
+
+    def __call__(self, y):
+        return (self.b * y + self.s) / 2.0
 
 
 class RandomizedResponse(Mechanism):

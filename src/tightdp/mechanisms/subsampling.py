@@ -138,6 +138,24 @@ def _log_em1_plus(y, q: float) -> np.ndarray:
     return np.where(y > 1.0, big, small)
 
 
+class _PoissonGaussianInverse:
+    """The inverse of the Poisson-subsampled Gaussian's loss in closed form (a module-level
+    callable rather than a closure, so that losses pickle): the remove pair solves
+    ``L(x) = log(1-q + q exp((2cx - c^2)/(2s^2))) = y``, the reflected add pair
+    ``L(x) = -log(1-q + q exp((-2cx - c^2)/(2s^2))) = y`` (Koskela et al. 2020, Sec. 6.1)."""
+
+    def __init__(self, q: float, c: float, s: float, add: bool):
+        self.q, self.c, self.add = q, c, add
+        self.lq = math.log(q)
+        self.k = s * s / c
+
+    def __call__(self, y):
+        k, q, lq, c = self.k, self.q, self.lq, self.c
+        if self.add:
+            return -k * (_log_em1_plus(-np.asarray(y, dtype=float), q) - lq) - c / 2
+        return k * (_log_em1_plus(y, q) - lq) + c / 2
+
+
 class PoissonSubsampled(Mechanism):
     """``base`` run on a Poisson sample (each record kept independently w.p. ``q``), under
     add/remove adjacency.
@@ -161,16 +179,8 @@ class PoissonSubsampled(Mechanism):
             return self.base.privacy_losses()
         rem_inv = add_inv = None
         if kern == "gaussian":
-            lq = math.log(q)
-            k = s * s / c
-
-            def rem_inv(y):
-                # L(x) = log(1-q + q exp((2cx - c^2)/(2s^2))) = y
-                return k * (_log_em1_plus(y, q) - lq) + c / 2
-
-            def add_inv(y):
-                # reflected add pair: L(x) = -log(1-q + q exp((-2cx - c^2)/(2s^2))) = y
-                return -k * (_log_em1_plus(-y, q) - lq) - c / 2
+            rem_inv = _PoissonGaussianInverse(q, c, s, add=False)
+            add_inv = _PoissonGaussianInverse(q, c, s, add=True)
 
         remove = LocationMixtureLoss(kern, [0.0, c], [1 - q, q], [0.0], [1.0], s,
                                      inverse=rem_inv)
