@@ -1,4 +1,5 @@
-"""Shared test helpers: the reference cases of ../shared/reference/cases.json."""
+"""Shared test helpers: the reference cases (vendored from the project's shared reference set
+into tests/data/reference_cases.json, so that a clone of this repository alone runs them)."""
 
 from __future__ import annotations
 
@@ -11,24 +12,22 @@ import pytest
 import tightdp as td
 
 ROOT = Path(__file__).resolve().parents[1]
-CASES_PATH = ROOT.parent / "shared" / "reference" / "cases.json"
+CASES_PATH = Path(__file__).resolve().parent / "data" / "reference_cases.json"
 
 #: full-size slow tests when TIGHTDP_SLOW=1; otherwise reduced versions run
 SLOW = os.environ.get("TIGHTDP_SLOW", "") == "1"
 
 
 def load_cases() -> list[dict]:
-    if not CASES_PATH.exists():
-        return []
     return json.loads(CASES_PATH.read_text())["cases"]
 
 
 def case_by_id(cid: str) -> dict:
-    """One reference case; the test is skipped if the reference file or the case is absent."""
+    """One reference case (a missing id is an error in the test, not a skip)."""
     for c in load_cases():
         if c["id"] == cid:
             return c
-    pytest.skip(f"reference case {cid} not available ({CASES_PATH})")
+    raise KeyError(f"reference case {cid} is not in {CASES_PATH}")
 
 
 def mechanism_of(m: dict) -> tuple[list[tuple[td.Mechanism, int]], str]:
@@ -64,10 +63,7 @@ def mechanism_of(m: dict) -> tuple[list[tuple[td.Mechanism, int]], str]:
 
 @pytest.fixture(scope="session")
 def reference_cases() -> list[dict]:
-    cases = load_cases()
-    if not cases:
-        pytest.skip("../shared/reference/cases.json not found")
-    return cases
+    return load_cases()
 
 
 def pytest_collection_modifyitems(config, items):

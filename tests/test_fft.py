@@ -1,7 +1,7 @@
 """Tests of the Fourier accountant (Koskela, Jälkö, Honkela 2020) and its discretizer.
 
 Independent truths used here: the published Tables 1 and 2 of the paper, the rigorous brackets
-of ../shared/reference/cases.json, mpmath quadrature of the hockey-stick integral and of the
+of tests/data/reference_cases.json, mpmath quadrature of the hockey-stick integral and of the
 PLD density (Def. 4), exact circular convolution, and the authors' `fourier_accountant`
 package (when installed).
 

@@ -1,7 +1,7 @@
 """Tests of the mu-GDP functions (tightdp.gdp) and the GDPAccountant.
 
 References: mpmath evaluation of the mu-GDP curve in 60 digits, closed-form reference cases
-(B01, B02, B03, B06, A21 in /work/shared/reference/cases.json) and round trips.
+(B01, B02, B03, B06, A21 in tests/data/reference_cases.json) and round trips.
 """
 
 from __future__ import annotations

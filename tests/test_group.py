@@ -2,7 +2,7 @@
 tightdp.dpsgd.
 
 Independent references: the rigorous brackets and mechanism descriptions of the D-* cases in
-/work/shared/reference/cases.json, the PoissonSubsampled path of PLDAccountant for k = 1,
+tests/data/reference_cases.json, the PoissonSubsampled path of PLDAccountant for k = 1,
 closed-form Gaussian curves (Balle & Wang 2018, Thm 8) for the Lemma 1.1 conversion search,
 scipy's binomial/hypergeometric pmfs computed from factorials in mpmath, and dp_accounting.
 The full-size T = 2000 checks for k >= 2 take minutes on this engine and are marked slow; a

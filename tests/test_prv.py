@@ -1,7 +1,7 @@
 """PRV accountant (Gopi, Lee, Wutschitz 2021) and its mean-preserving discretizer.
 
 Truth comes from outside the code under test: the mu-GDP closed form (Dong, Roth, Su 2019)
-for compositions of Gaussians, the rigorous brackets of ../shared/reference/cases.json, the
+for compositions of Gaussians, the rigorous brackets of tests/data/reference_cases.json, the
 closed-form truncated Gaussian moments evaluated in mpmath, and the certified bounds of the
 PLD accountant (a different discretization: connect-the-dots / dominated pairs).
 """

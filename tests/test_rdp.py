@@ -2,32 +2,26 @@
 
 Numbers are checked against independent computations: mpmath quadrature / exact sums of the
 Rényi divergence from its definition, dp_accounting's RdpAccountant, the reference brackets in
-/work/shared/reference/cases.json and the certified lower bounds of the PLD accountant.
+tests/data/reference_cases.json and the certified lower bounds of the PLD accountant.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import tightdp as t
+from conftest import load_cases
 from tightdp import rdp as R
 
 mp = pytest.importorskip("mpmath")
 
-CASES = Path(os.environ.get("TIGHTDP_REFERENCE", "/work/shared/reference/cases.json"))
-
-
 def _cases() -> dict:
-    if not CASES.exists():
-        pytest.skip("reference cases not available")
-    return {c["id"]: c for c in json.loads(CASES.read_text())["cases"]}
+    return {c["id"]: c for c in load_cases()}
 
 
 # --- independent references -----------------------------------------------------------------

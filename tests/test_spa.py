@@ -2,7 +2,7 @@
 
 References are independent: closed forms (Gaussian CGF, mu-GDP curve), mpmath quadrature of
 the CGF integral and of E[(1 - e^{eps - Y})_+], exact binomial sums for pure DP, and the
-rigorous brackets of ../shared/reference/cases.json.
+rigorous brackets of tests/data/reference_cases.json.
 """
 
 from __future__ import annotations

@@ -56,9 +56,10 @@ PILOT_BINS = 1024
 #: the most points the first composition may use before the measured bracket is known
 FIRST_POINTS = 1 << 18
 #: peak bytes per grid point of a discretization or an FFT composition (measured with
-#: tracemalloc on Gaussian, Laplace, subsampled and mixture losses: 76-225; with room for
-#: the interpreter and the libraries within the budget)
-BYTES_PER_POINT = 384
+#: tracemalloc: 76-225 for the composition and Gaussian/Laplace losses, up to 615 for the
+#: discretization of a subsampled loss at sigma 0.05; with room for the interpreter and the
+#: libraries within the budget)
+BYTES_PER_POINT = 768
 
 
 class PLDAccountant(Accountant):

@@ -196,7 +196,7 @@ class PrivacyLoss:
             while f(b) > log_mass:
                 a, step = b, step * 2
                 b = a + step
-                if b > 1e7:
+                if b > 1e300:  # (was 1e7: losses of 5e7 at sigma 1e-4 were cut there)
                     return b
             for _ in range(80):
                 m = 0.5 * (a + b)
@@ -218,7 +218,7 @@ class PrivacyLoss:
         while f(a) > log_mass:
             b, step = a, step * 2
             a = b - step
-            if a < -1e7:
+            if a < -1e300:
                 return a
         for _ in range(80):
             m = 0.5 * (a + b)

@@ -208,6 +208,9 @@ class PoissonSubsampled(Mechanism):
         kern, c, s = _family(self.base, "PoissonSubsampled")
         if kern != "gaussian":
             raise ValueError(f"no GDP formula for a Poisson-subsampled {kern} mechanism")
+        if (c / s) ** 2 > 700.0:
+            raise ValueError(f"noise_multiplier: the CLT approximation of Bu et al. needs "
+                             f"e^(1/sigma^2) finite, sigma={s / c:g} is too small for it")
         return self.q * math.sqrt(math.expm1((c / s) ** 2)), False
 
 
