@@ -41,7 +41,7 @@ from ..pld.discretize import certified_pair, connect_the_dots, loss_range
 from .base import Accountant, DeltaResult, EpsilonResult, check_bracket
 from .spa import saddle_log_delta
 
-__all__ = ["PLDAccountant"]
+__all__ = ["PLDAccountant", "saddle_point_eps"]
 
 #: below this delta the composition is tilted towards the answer
 TILT_BELOW = 1e-9
@@ -60,6 +60,39 @@ FIRST_POINTS = 1 << 18
 #: discretization of a subsampled loss at sigma 0.05; with room for the interpreter and the
 #: libraries within the budget)
 BYTES_PER_POINT = 768
+
+
+def saddle_point_eps(mgf: LogMgf, log_delta: float) -> tuple[float, float]:
+    """Saddle-point estimate ``(eps, t)`` of the composed curve at ``delta``, by the
+    saddle-point accountant's own SP-MSD0 (Alghamdi et al., eqs. (50), (60);
+    :func:`tightdp.accountants.spa.saddle_log_delta`) on the pilot's CGF: the tilt ``t``
+    whose saddle-point eps has ``log delta_MSD0 = log delta``. Only used to choose a grid
+    step or a tilt; (nan, nan) if it has no answer."""
+    def log_delta_at(t):
+        t = np.atleast_1d(t)
+        k, k1, k2 = mgf.cumulants(t)
+        ks = np.vstack([k, k1, k2, np.zeros_like(k), np.zeros_like(k)])
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            val, eps, _, _ = saddle_log_delta(ks, t, None, "msd0")
+        return val, eps
+
+    ts = np.geomspace(1e-3, 1e4, 25)
+    fs, _ = log_delta_at(ts)
+    below = np.nonzero(np.isfinite(fs) & (fs <= log_delta))[0]
+    if not below.size:
+        return math.nan, math.nan
+    i = int(below[0])
+    t = float(ts[0])
+    if i > 0:  # bisection in log t between the bracketing grid points
+        a, b = math.log(ts[i - 1]), math.log(ts[i])
+        for _ in range(6):
+            m = 0.5 * (a + b)
+            if log_delta_at(math.exp(m))[0][0] <= log_delta:
+                b = m
+            else:
+                a = m
+        t = math.exp(b)
+    return float(log_delta_at(t)[1][0]), t
 
 
 class PLDAccountant(Accountant):
@@ -157,39 +190,6 @@ class PLDAccountant(Accountant):
             self._cache[key] = LogMgf(parts)
         return self._cache[key]
 
-    @staticmethod
-    def _saddle_eps(mgf: LogMgf, log_delta: float) -> tuple[float, float]:
-        """Saddle-point estimate ``(eps, t)`` of the composed curve at ``delta``, by the
-        saddle-point accountant's own SP-MSD0 (Alghamdi et al., eqs. (50), (60);
-        :func:`tightdp.accountants.spa.saddle_log_delta`) on the pilot's CGF: the tilt ``t``
-        whose saddle-point eps has ``log delta_MSD0 = log delta``. Only used to choose a grid
-        step; (nan, nan) if it has no answer."""
-        def log_delta_at(t):
-            t = np.atleast_1d(t)
-            k, k1, k2 = mgf.cumulants(t)
-            ks = np.vstack([k, k1, k2, np.zeros_like(k), np.zeros_like(k)])
-            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                val, eps, _, _ = saddle_log_delta(ks, t, None, "msd0")
-            return val, eps
-
-        ts = np.geomspace(1e-3, 1e4, 25)
-        fs, _ = log_delta_at(ts)
-        below = np.nonzero(np.isfinite(fs) & (fs <= log_delta))[0]
-        if not below.size:
-            return math.nan, math.nan
-        i = int(below[0])
-        t = float(ts[0])
-        if i > 0:  # bisection in log t between the bracketing grid points
-            a, b = math.log(ts[i - 1]), math.log(ts[i])
-            for _ in range(6):
-                m = 0.5 * (a + b)
-                if log_delta_at(math.exp(m))[0][0] <= log_delta:
-                    b = m
-                else:
-                    a = m
-            t = math.exp(b)
-        return float(log_delta_at(t)[1][0]), t
-
     def _grid_step(self, direction_mgfs: list[LogMgf], eps: float | None, log_delta: float,
                    spans: list[float], window_tail: float) -> float:
         """Grid step from the error model (module docstring), capped so that no loss has
@@ -204,7 +204,7 @@ class PLDAccountant(Accountant):
         best, floor = math.inf, self._budget_floor(direction_mgfs, spans, window_tail)
         for mgf in direction_mgfs:
             if eps is None:  # epsilon query: eps and t from the saddle point at delta
-                e, t = self._saddle_eps(mgf, log_delta)
+                e, t = saddle_point_eps(mgf, log_delta)
                 if not (math.isfinite(e) and math.isfinite(t)):
                     continue
                 width = self.rtol * max(e, 1e-3)
@@ -316,7 +316,7 @@ class PLDAccountant(Accountant):
             info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
             return c.epsilon_bound(delta, upper)
         mgf = self._mgf(d, upper, direction, log_tail)
-        e0, _ = self._saddle_eps(mgf, math.log(delta))
+        e0, _ = saddle_point_eps(mgf, math.log(delta))
         if not math.isfinite(e0):  # no saddle point: start from the untilted answer
             c = self._composed(d, upper, direction, log_tail, window_tail)
             info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)

@@ -65,11 +65,12 @@ import numpy as np
 
 from .. import _validate as v
 from .._budget import BudgetExceeded
-from ..pld.compose import MAX_POINTS, ComposedPLD, compose
+from ..pld.compose import MAX_POINTS, ComposedPLD, LogMgf, compose
 from ..pld.discretize import loss_range
 from ..pld.grid import DiscretePLD
 from ..pld.mean_preserving import coupling_log_mgf, mean_preserving
 from .base import Accountant, DeltaResult, EpsilonResult, check_bracket
+from .pld import saddle_point_eps
 
 try:  # circular composition on a window chosen by the caller (the same FFT engine)
     from ..pld.compose import compose_fixed_window
@@ -242,8 +243,8 @@ class PRVAccountant(Accountant):
         one evaluation of the bound on the grid (cached).
 
         Upper (``upper=True``): the first grid point ``e >= 0`` with ``bound(e) <= target``
-        (every eps >= e is then fine, the bound being non-increasing). Lower: the last grid
-        point before it, where ``bound > target``. Either is within one mesh ``h`` of the
+        (the true curve is non-increasing, so it is below target from there on). Lower: the
+        last grid point where ``bound > target``. Either is within one mesh ``h`` of the
         crossing, on the safe side. With ``exact=True`` (estimates only) the crossing inside
         the interval is solved in closed form, the curve of a discrete law being
         ``A - B e^eps`` between grid points (Koskela et al. 2020, eq. (4.2)).
@@ -253,6 +254,14 @@ class PRVAccountant(Accountant):
         if target >= 1:
             return 0.0
         ys, dg = self._grid_curve(c, upper)
+        if not upper:
+            # any eps at which a lower bound on the curve is above target is below the true
+            # eps(target): the last such grid point (the lower curve need not be monotone:
+            # below a tilt's centre the charge for amplified rounding can sink it to 0)
+            above = np.nonzero(dg > target)[0]
+            if above.size == 0:
+                return c.epsilon_bound(target, False) if ys[0] > 0 else 0.0
+            return max(float(ys[int(above[-1])]), 0.0)
         ok = np.nonzero(dg <= target)[0]
         if ok.size == 0:
             return math.inf
@@ -276,14 +285,26 @@ class PRVAccountant(Accountant):
         info: dict = {}
         for direction in self._directions():
             c, plan = self._composed(de, t, direction)
+            comps = [c]
             if delta < _TILT_BELOW:
-                e0 = self._invert(c, delta, True, exact=True)
+                # below the FFT's rounding the untilted answer is noise: tilt towards the
+                # saddle-point estimate of the answer on the discretized laws' own CGF
+                # (Alghamdi et al., eqs. (50), (60)), then once more towards the answer that
+                # tilt gives; every composition gives valid bounds, the best are kept
+                e0, _ = saddle_point_eps(LogMgf(plan["pieces"]), math.log(delta))
+                if not math.isfinite(e0):
+                    e0 = self._invert(c, delta, True, exact=True)
                 if math.isfinite(e0) and e0 > 0:
-                    c, plan = self._composed_for(de, t, direction, e0)
-                    info["tilt"] = max(info.get("tilt", 0.0), c.lam)
-            ups.append(self._invert(c, delta - plan["eta_up"], True) + t)
-            los.append(max(self._invert(c, delta + plan["eta_low"], False) - t, 0.0))
-            ests.append(self._invert(c, delta, True, exact=True))
+                    comps = [self._composed_for(de, t, direction, e0)[0]]
+                    e1 = self._invert(comps[0], delta, True, exact=True)
+                    if math.isfinite(e1) and e1 > 0 and abs(e1 - e0) > 1e-3 * e0:
+                        comps.append(self._composed_for(de, t, direction, e1)[0])
+                    info["tilt"] = max([info.get("tilt", 0.0)] + [x.lam for x in comps])
+            ups.append(min(self._invert(x, delta - plan["eta_up"], True) for x in comps) + t)
+            los.append(max(max(self._invert(x, delta + plan["eta_low"], False) for x in comps)
+                           - t, 0.0))
+            ests.append(self._invert(comps[-1], delta, True, exact=True))
+            c = comps[-1]
             info["mesh"] = plan["h"]
             info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
             info["coupling_error"] = max(info.get("coupling_error", 0.0), plan["coupling"])
@@ -423,7 +444,7 @@ def _tilt_for(pieces, eps: float) -> float:
     if mean(0.0) >= eps:
         return 0.0
     lo, hi = 0.0, 1.0
-    while mean(hi) < eps and hi < 256.0:
+    while mean(hi) < eps and hi < 2.0 ** 24:
         lo, hi = hi, 2.0 * hi
     for _ in range(30):
         mid = 0.5 * (lo + hi)
