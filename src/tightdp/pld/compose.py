@@ -79,9 +79,16 @@ class LogMgf:
         _, k1, k2 = self(0.0)
         if k1 >= target or not self.parts or target >= self.hi:
             return 0.0 if k1 >= target or not self.parts else 1e4
-        lo, hi = 0.0, math.inf
-        t = (target - k1) / k2 if k2 > 0 else 1.0
-        for _ in range(60):
+        # a bracket [lo, hi] first (K' is increasing), then Newton kept inside it: a Newton
+        # step from a nearly degenerate law (K'' ~ 0 at t = 0, e.g. a tiny sampling rate)
+        # overshoots by orders of magnitude, and the search once stopped at its cap there
+        lo, hi = 0.0, 1.0
+        while self(hi)[1] < target:
+            lo, hi = hi, 4.0 * hi
+            if hi > 1e6:
+                return 1e6
+        t = 0.5 * (lo + hi)
+        for _ in range(100):
             _, k1, k2 = self(t)
             if k1 < target:
                 lo = t
@@ -89,9 +96,9 @@ class LogMgf:
                 hi = t
             nt = t + (target - k1) / k2 if k2 > 0 else math.inf
             if not (lo < nt < hi):
-                nt = 0.5 * (lo + hi) if math.isfinite(hi) else 2.0 * max(t, 1e-3)
-            if abs(nt - t) <= 1e-10 * max(1.0, t) or nt > 1e6:
-                return min(nt, 1e6)
+                nt = 0.5 * (lo + hi)
+            if abs(nt - t) <= 1e-10 * max(1.0, t) or hi - lo <= 1e-12 * max(1.0, hi):
+                return nt
             t = nt
         return t
 
@@ -326,6 +333,17 @@ class ComposedPLD:
         if above.size and above[-1] == ys.size - 1:
             return math.inf
         i = int(above[-1]) + 1 if above.size else 0
+        if i == 0 and not upper:
+            # no grid point has the lower curve above delta. Any eps at which it is above
+            # delta is below the true eps(delta); below the window the curve is
+            # S0 - e^{eps - y_0} T + extra(eps), not monotone (the extra charges grow below
+            # a tilt's centre): try the crossing of its first two terms, else 0
+            if s0[0] > delta and t[0] > 0:
+                e = float(ys[0]) + math.log((s0[0] - delta) / t[0])
+                e -= 1e-9 * max(1.0, abs(e))
+                if e > 0 and float(self.delta_bound(np.asarray(e), False)) > delta:
+                    return e
+            return 0.0
         if i == 0:
             lo, hi = float(ys[0]) - 1.0, float(ys[0])
             if float(self.delta_bound(np.asarray(lo), upper)) <= delta:
