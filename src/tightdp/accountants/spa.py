@@ -596,7 +596,12 @@ class SaddlePointAccountant(Accountant):
 
         x_up = _root_decreasing(log_up, log_delta, float(eps_t[0]), float(t[0]), upper=True)
         if x_up is not None:
-            upper = min(upper, x_up)
+            # an upper bound on eps(delta) is an eps >= 0 at which the bound on the curve is
+            # <= delta, checked there: a root below 0 (a saddle point at a negative eps, as
+            # for delta near 1) says nothing unless the bound at 0 is <= delta too
+            x_up = max(x_up, 0.0)
+            if log_up(x_up) <= log_delta:
+                upper = min(upper, x_up)
         if math.isfinite(log_lo(float(eps_t[0]))):
             x_lo = _root_decreasing(log_lo, log_delta, float(eps_t[0]), float(t[0]),
                                     upper=False)
