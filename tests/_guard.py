@@ -27,7 +27,7 @@ HARD_LIMIT = int(os.environ.get("TIGHTDP_EDGES_HARD_LIMIT", 4 * 10**9))
 MAX_BYTES = 2 * 10**9
 MAX_SECONDS = 60.0
 #: the guard's own timeout (a call slower than this is killed and reported "timeout")
-GUARD_SECONDS = float(os.environ.get("TIGHTDP_EDGES_GUARD_SECONDS", 90))
+GUARD_SECONDS = float(os.environ.get("TIGHTDP_EDGES_GUARD_SECONDS", 65))
 
 
 def _limit_memory(limit: int = HARD_LIMIT) -> None:
@@ -113,8 +113,8 @@ def _serve() -> None:
     """The worker's loop: pickled specs on stdin, pickled outcomes on the original stdout
     (``sys.stdout`` goes to stderr so that prints cannot corrupt the channel)."""
     import pickle
-    import tracemalloc
     import traceback
+    import tracemalloc
     _quiet_threads()
     _limit_memory()
     chan_in = sys.stdin.buffer
