@@ -166,17 +166,33 @@ def test_oracle_inverse_consistent():
         assert abs(oracle.gaussian_delta(sigma, steps, e) / mp.mpf(delta) - 1) < 1e-20
 
 
-@pytest.mark.parametrize("cid", ["A21", "A22", "B01", "B02", "B03"])
+#: closed-form cases of ../shared/reference/cases.json (public reference brackets), vendored
+#: so that the oracle check runs without the shared directory: id -> (mechanism, query,
+#: lower, upper)
+REFERENCE = {
+    "A21": ({"q": 1.0, "sigma": 20.0, "steps": 100}, {"type": "eps_at_delta", "delta": 1e-05},
+            1.9930914044151193, 1.9930914044151198),
+    "A22": ({"q": 0.01, "sigma": 1.0, "steps": 1}, {"type": "delta_at_eps", "eps": 0.5},
+            2.2145190131530614e-07, 2.214519013153062e-07),
+    "B01": ({"sigma": 1.0, "steps": 1}, {"type": "eps_at_delta", "delta": 1e-05},
+            4.377178095681224, 4.377178095681225),
+    "B02": ({"sigma": 5.0, "steps": 100}, {"type": "delta_at_eps", "eps": 1.0},
+            0.50986166005467, 0.5098616600546703),
+    "B03": ({"sigma": 5.0, "steps": 100}, {"type": "eps_at_delta", "delta": 1e-06},
+            10.997151214220649, 10.997151214220652),
+}
+
+
+@pytest.mark.parametrize("cid", sorted(REFERENCE))
 def test_oracle_reference_cases(cid):
     """The oracle falls inside the public reference brackets (closed-form cases)."""
-    c = case_by_id(cid)
-    m, qy = c["mechanism"], c["query"]
+    m, qy, lower, upper = REFERENCE[cid]
     q = m.get("q", 1.0)
     if qy["type"] == "eps_at_delta":
-        if q == 1.0 or m["steps"] > 1:
-            assert q == 1.0
+        if q == 1.0:
             x = oracle.gaussian_epsilon(m["sigma"], m["steps"], qy["delta"])
         else:
+            assert m["steps"] == 1
             x = oracle.subsampled_epsilon(q, m["sigma"], qy["delta"])
     else:
         if q == 1.0:
@@ -185,8 +201,15 @@ def test_oracle_reference_cases(cid):
             assert m["steps"] == 1
             x = oracle.subsampled_delta(q, m["sigma"], qy["eps"])
     x = float(x)
-    assert c["lower"] * (1 - 1e-15) <= x <= c["upper"] * (1 + 1e-15), (cid, x, c["lower"],
-                                                                        c["upper"])
+    assert lower * (1 - 1e-15) <= x <= upper * (1 + 1e-15), (cid, x, lower, upper)
+
+
+def test_vendored_reference_matches_shared():
+    """The vendored brackets are those of ../shared/reference/cases.json (skipped without
+    it)."""
+    for cid, (_, qy, lower, upper) in REFERENCE.items():
+        c = case_by_id(cid)
+        assert (c["query"], c["lower"], c["upper"]) == (qy, lower, upper), cid
 
 
 @pytest.mark.parametrize("q,sigma,delta", [(0.01, 1.0, 1e-5), (0.1, 0.7, 1e-8),
@@ -297,9 +320,10 @@ def check_cli(r: dict, what: str) -> dict | None:
     within 60 s and 2 GB; returns the parsed JSON or None for a refusal."""
     assert r["status"] == "ok", f"{what}: timeout after {r['seconds']:.0f} s"
     err = r["stderr"].strip()
+    last = err.splitlines()[-1] if err else ""
     assert "Traceback" not in err and "MemoryError" not in err, \
-        f"{what}: exit {r['returncode']}, stderr ends {err[-400:]!r}"
-    assert r["returncode"] in (0, 2), f"{what}: exit {r['returncode']}: {err[-400:]!r}"
+        f"{what}: exit {r['returncode']} with a traceback ending {last[:300]!r}"
+    assert r["returncode"] in (0, 2), f"{what}: exit {r['returncode']}: {last[:300]!r}"
     assert r["seconds"] < MAX_SECONDS, f"{what}: took {r['seconds']:.1f} s"
     if r["max_rss_bytes"] is not None:
         assert r["max_rss_bytes"] < MAX_BYTES, \
