@@ -280,7 +280,8 @@ def test_one_step_small_delta(guard, acc, mech, delta):
 
 def test_fft_one_gaussian_step_sigma_0_05(guard):
     """FFT on one Gaussian step sigma = 0.05 at delta = 1e-5 (exact 284.39...): a refusal or
-    a value within its own stated error estimate of the truth -- never 11.98 or 0."""
+    a positive value within its own (finite) stated error estimate of the truth -- never
+    11.98 or 0 (today: 0 with error estimate inf)."""
     exact = float(oracle.gaussian_epsilon(0.05, 1, 1e-5))
     assert abs(exact - 284.39184949774245) < 1e-9
     out = guard.run({"kind": "epsilon", "accountant": "fft", "mech": ("gauss", 0.05),
@@ -289,7 +290,10 @@ def test_fft_one_gaussian_step_sigma_0_05(guard):
     if out["status"] == "ok":
         r = out["result"]
         err = r.get("details", {}).get("error_estimate")
-        assert err is not None and abs(r["epsilon"] - exact) <= err, \
+        # an answer of 0 (or any value) with an infinite error estimate is no answer: refuse
+        assert err is not None and math.isfinite(err) and r["epsilon"] > 0, \
+            f"fft eps {r['epsilon']!r} with error estimate {err!r}: not an answer"
+        assert abs(r["epsilon"] - exact) <= err, \
             f"fft eps {r['epsilon']!r} +- {err!r} excludes the exact {exact!r}"
 
 
