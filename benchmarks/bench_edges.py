@@ -116,7 +116,13 @@ def verdict(out: dict, kind: str, low: float | None, high: float | None) -> str:
     if out["status"] != "ok":
         if out["status"] == "refused":
             msg = out.get("error", "")
-            return "refused" if "\n" not in msg.strip() else "refused (multi-line)"
+            if "\n" in msg.strip():
+                return "refused (multi-line)"
+            if out["seconds"] >= MAX_SECONDS:
+                return "refused, slow"
+            if out["peak_bytes"] is not None and out["peak_bytes"] >= MAX_BYTES:
+                return "refused, >2GB"
+            return "refused"
         return {"MemoryError": "memory", "killed (memory)": "killed (memory)",
                 "timeout": "timeout"}.get(out["status"], "error")
     flags = []

@@ -261,6 +261,30 @@ def test_reproducer_exact(guard, cid, acc, mech, kind, arg, exact):
     assert out["status"] == "ok", f"{cid} {acc}: refused {out.get('error')}"
 
 
+#: found by the sweep of benchmarks/bench_edges.py (not in the issue's list): certified
+#: upper bounds below the exact value
+SWEEP_FINDINGS = [
+    # PRV's upper bound stops at ~709.8 (= log of the largest double) on one subsampled step
+    # whose true eps is in the thousands
+    ("sub-q1e-3-s0.01-d1e-10", "prv", ("sub", 1e-3, 0.01), 1, 1e-10, 5512.051161423397),
+    ("sub-q1e-9-s0.01-d1e-300", "prv", ("sub", 1e-9, 0.01), 1, 1e-300, 8626.809350704742),
+    # the saddle-point accountant's certified moments bound is 0 at delta = 0.999
+    ("gauss-s0.01-T1e6-d0.999", "spa", ("gauss", 0.01), 10**6, 0.999, 4999690975.769367),
+]
+
+
+@pytest.mark.parametrize("cid,acc,mech,steps,delta,exact", SWEEP_FINDINGS,
+                         ids=[f"{r[0]}-{r[1]}" for r in SWEEP_FINDINGS])
+def test_sweep_finding_exact(guard, cid, acc, mech, steps, delta, exact):
+    if mech[0] == "gauss":
+        o = oracle.gaussian_epsilon(mech[1], steps, delta)
+    else:
+        o = oracle.subsampled_epsilon(mech[1], mech[2], delta)
+    assert abs(float(o) - exact) <= 1e-14 * exact
+    run_checked(guard, {"kind": "epsilon", "accountant": acc, "mech": mech, "steps": steps,
+                        "arg": delta}, exact, exact, f"{cid} {acc}")
+
+
 # one step at delta 1e-25 and 1e-30 (sigma = 1; Gaussian and q = 0.01), every accountant
 _SMALL_DELTA = [(mech, d) for mech in (("gauss", 1.0), ("sub", 0.01, 1.0))
                 for d in (1e-25, 1e-30)]
