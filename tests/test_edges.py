@@ -266,23 +266,34 @@ def test_reproducer_exact(guard, cid, acc, mech, kind, arg, exact):
 SWEEP_FINDINGS = [
     # PRV's upper bound stops at ~709.8 (= log of the largest double) on one subsampled step
     # whose true eps is in the thousands
-    ("sub-q1e-3-s0.01-d1e-10", "prv", ("sub", 1e-3, 0.01), 1, 1e-10, 5512.051161423397),
-    ("sub-q1e-9-s0.01-d1e-300", "prv", ("sub", 1e-9, 0.01), 1, 1e-300, 8626.809350704742),
+    ("sub-q1e-3-s0.01-d1e-10", "prv", ("sub", 1e-3, 0.01), 1, "epsilon", 1e-10,
+     5512.051161423397),
+    ("sub-q1e-9-s0.01-d1e-300", "prv", ("sub", 1e-9, 0.01), 1, "epsilon", 1e-300,
+     8626.809350704742),
     # the saddle-point accountant's certified moments bound is 0 at delta = 0.999
-    ("gauss-s0.01-T1e6-d0.999", "spa", ("gauss", 0.01), 10**6, 0.999, 4999690975.769367),
+    ("gauss-s0.01-T1e6-d0.999", "spa", ("gauss", 0.01), 10**6, "epsilon", 0.999,
+     4999690975.769367),
+    # PLD's certified upper eps 2.94e-6, 20% below the exact 3.658e-6 (huge sigma, tiny delta)
+    ("sub-q1e-3-s1e4-d1e-300", "pld", ("sub", 1e-3, 1e4), 1, "epsilon", 1e-300,
+     3.6578113995746942e-06),
+    # PLD's certified upper delta(0) 3.8292488e-10 below the exact q (2 Phi(1/2) - 1)
+    ("sub-q1e-9-s1-delta0", "pld", ("sub", 1e-9, 1.0), 1, "delta", 0.0,
+     3.8292492254802623e-10),
 ]
 
 
-@pytest.mark.parametrize("cid,acc,mech,steps,delta,exact", SWEEP_FINDINGS,
+@pytest.mark.parametrize("cid,acc,mech,steps,kind,arg,exact", SWEEP_FINDINGS,
                          ids=[f"{r[0]}-{r[1]}" for r in SWEEP_FINDINGS])
-def test_sweep_finding_exact(guard, cid, acc, mech, steps, delta, exact):
+def test_sweep_finding_exact(guard, cid, acc, mech, steps, kind, arg, exact):
     if mech[0] == "gauss":
-        o = oracle.gaussian_epsilon(mech[1], steps, delta)
+        fn = oracle.gaussian_epsilon if kind == "epsilon" else oracle.gaussian_delta
+        o = fn(mech[1], steps, arg)
     else:
-        o = oracle.subsampled_epsilon(mech[1], mech[2], delta)
+        fn = oracle.subsampled_epsilon if kind == "epsilon" else oracle.subsampled_delta
+        o = fn(mech[1], mech[2], arg)
     assert abs(float(o) - exact) <= 1e-14 * exact
-    run_checked(guard, {"kind": "epsilon", "accountant": acc, "mech": mech, "steps": steps,
-                        "arg": delta}, exact, exact, f"{cid} {acc}")
+    run_checked(guard, {"kind": kind, "accountant": acc, "mech": mech, "steps": steps,
+                        "arg": arg}, exact, exact, f"{cid} {acc}")
 
 
 # one step at delta 1e-25 and 1e-30 (sigma = 1; Gaussian and q = 0.01), every accountant
