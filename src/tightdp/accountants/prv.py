@@ -65,7 +65,7 @@ import numpy as np
 
 from .. import _validate as v
 from .._budget import BudgetExceeded
-from ..pld.compose import MAX_POINTS, ComposedPLD, LogMgf, compose
+from ..pld.compose import MAX_POINTS, ComposedPLD, LogMgf, compose, round_rel
 from ..pld.discretize import loss_range
 from ..pld.grid import DiscretePLD
 from ..pld.mean_preserving import coupling_log_mgf, mean_preserving
@@ -515,4 +515,5 @@ def _compose_windowed(pieces, log_tail: float, max_points: int, lam: float = 0.0
     else:
         log_above, log_below = t_above, t_below
     return ComposedPLD(h, res.offset, res.probs, inf_mass, lam, log_scale, log_above,
-                       log_below, log_fold, log_noise=res.meta["log_noise"])
+                       log_below, log_fold, log_noise=res.meta["log_noise"],
+                       round_rel=round_rel(pieces))

@@ -196,6 +196,9 @@ class ComposedPLD:
     log_fold: float  # log bound on tilted mass folded into the window
     shift: float = 0.0
     log_noise: float = -math.inf  # log bound on the FFT's rounding error per point (tilted)
+    #: rounding of the single-step laws, relative to the mass from eps's grid point up (see
+    #: :meth:`delta_bound`)
+    round_rel: float = 0.0
 
     @property
     def ys(self) -> np.ndarray:
@@ -303,12 +306,17 @@ class ComposedPLD:
         with np.errstate(over="ignore", invalid="ignore"):
             val = s0[idx] - np.exp(np.minimum(eps - ys[safe], 0.0)) * t[idx]
         val = np.where(idx >= ys.size, 0.0, val)
+        # the single-step laws' masses are split between grid points by ratios of P- and
+        # Q-masses computed to a relative ~u: each step may move about u of the mass near eps
+        # across it (absolute, not relative to delta: it mattered at q = 1e-9, where delta(0)
+        # is 4e-10 and the bulk of the mass sits at 0)
+        rnd = self.round_rel * s0[np.maximum(idx - 1, 0)]
         if upper:
             # round toward more loss: a relative 1e-10 covers the floating-point rounding
-            # of the sums (the FFT's own rounding is discussed in the README)
-            val = np.maximum(val, 0.0) * (1 + 1e-10)
+            # of the sums; the FFT's own rounding is in _extra (_noise)
+            val = np.maximum(val, 0.0) * (1 + 1e-10) + rnd
             return np.clip(val + self._extra(eps, upper), 0.0, 1.0)
-        return np.clip((val + self._extra(eps, upper)) * (1 - 1e-10), 0.0, 1.0)
+        return np.clip((val + self._extra(eps, upper) - rnd) * (1 - 1e-10), 0.0, 1.0)
 
     def epsilon_bound(self, delta: float, upper: bool) -> float:
         """Smallest eps >= 0 at which the bound on delta(eps) is <= delta: a monotone search
@@ -319,11 +327,12 @@ class ComposedPLD:
             start, ys, s0, t = self._sums(upper, start)
             # the bound just right of each grid point: atoms above y_m are those with index > m
             val = s0[1:] - math.exp(-self.d) * t[1:]
+            rnd = self.round_rel * s0[:-1]  # as in delta_bound
             if upper:
-                d_grid = np.clip(np.maximum(val, 0.0) * (1 + 1e-10) + self._extra(ys, True), 0,
-                                 1)
+                d_grid = np.clip(np.maximum(val, 0.0) * (1 + 1e-10) + rnd
+                                 + self._extra(ys, True), 0, 1)
             else:
-                d_grid = np.clip((val + self._extra(ys, False)) * (1 - 1e-10), 0.0, 1.0)
+                d_grid = np.clip((val + self._extra(ys, False) - rnd) * (1 - 1e-10), 0.0, 1.0)
             # the crossing is located from the right: the curve is monotone, and for a tilted
             # law the values far below the tilt centre carry amplified rounding noise
             above = np.nonzero(d_grid > delta)[0]
@@ -352,13 +361,14 @@ class ComposedPLD:
             lo, hi = float(ys[i - 1]), float(ys[i])
         if t[i] > 0:
             # solve (S0 - e^{eps - y_i} T + extra) * (1 +- 1e-10) = delta on (lo, hi]
+            rnd = self.round_rel * s0[max(i - 1, 0)]
             if upper:
-                ex = float(self._extra(np.asarray(hi), True))
+                ex = float(self._extra(np.asarray(hi), True)) + rnd
                 ratio = (max(s0[i], 0.0) - (delta - ex) / (1 + 1e-10)) / t[i]
             else:
                 # the subtracted fold term taken at its largest over the interval: a smaller
                 # curve, so the eps found is still a lower bound
-                ex = float(np.min(self._extra(np.array([lo, hi]), False)))
+                ex = float(np.min(self._extra(np.array([lo, hi]), False))) - rnd
                 ratio = (s0[i] + ex - delta / (1 - 1e-10)) / t[i]
             if ratio > 0 and math.isfinite(ratio):
                 e = float(ys[i]) + math.log(ratio)
@@ -443,11 +453,17 @@ def compose(terms: list[tuple[DiscretePLD, int]], *, log_tail: float = -80.0,
         log_below = ch_o.log_bound(bot, -1) if inside_lo else -math.inf
     log_fold = float(np.logaddexp(lt_hi, lt_lo))
     return ComposedPLD(d, i_lo, res, inf_mass, lam, log_scale, log_above, log_below, log_fold,
-                       S, log_noise)
+                       S, log_noise, round_rel(terms))
 
 
 #: unit roundoff of float64
 _U = 2.0 ** -53
+
+
+def round_rel(terms) -> float:
+    """The rounding allowance of :attr:`ComposedPLD.round_rel` for a composition of
+    ``terms`` ((pld, count) pairs): 16 u per composed step."""
+    return 16.0 * _U * sum(int(k) for _, k in terms)
 #: constant of the FFT's pointwise error bound ``c u log2(N) sum |x|`` (every output of an
 #: N-point transform is a sum over ``log2 N`` levels of butterflies, each adding a relative
 #: error of at most a few ``u`` with accurately tabulated twiddle factors)
