@@ -28,6 +28,7 @@ import numpy as np
 from scipy import fft as sfft
 from scipy.special import logsumexp
 
+from .._budget import BudgetExceeded
 from .grid import DiscretePLD, atom_cumulants, tail_sums
 
 __all__ = ["ComposedPLD", "LogMgf", "compose"]
@@ -436,8 +437,8 @@ def compose(terms: list[tuple[DiscretePLD, int]], *, log_tail: float = -80.0,
     i_hi = int(math.ceil((a_hi - S) / d))
     n = i_hi - i_lo + 1
     if n > max_points:
-        raise ValueError(f"the composition needs an FFT of {n} points (> {max_points}); "
-                         "ask for a looser tolerance")
+        raise BudgetExceeded(f"the composition needs an FFT of {n} points (> {max_points}); "
+                             "ask for a looser tolerance")
     N = sfft.next_fast_len(n, real=True)
     res, log_noise = _circular_product(tilted, N, i_lo, workers)
     res = res[:n]
