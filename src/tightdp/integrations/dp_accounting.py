@@ -35,6 +35,7 @@ multiplier) gives epsilon = inf and delta = 1, said in the result's note.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,6 +49,7 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
 
 from .. import _validate as v
 from ..accountants.base import Accountant, DeltaResult, EpsilonResult
+from ..accountants.rdp import RDPAccountant
 from ..accountants.registry import CERTIFYING, make_accountant
 from ..mechanisms import (
     DiscreteLaplace,
@@ -126,8 +128,12 @@ class DpEventComposition:
 
     terms: list[tuple[Mechanism, int]] = field(default_factory=list)
     non_private: bool = False
+    #: called on every mechanism met (even with count 0); raises ValueError to refuse it
+    check: Callable[[Mechanism], None] | None = field(default=None, repr=False, compare=False)
 
     def add(self, mechanism: Mechanism, count: int) -> None:
+        if self.check is not None:
+            self.check(mechanism)
         if count:
             self.terms.append((mechanism, count))
 
@@ -188,7 +194,7 @@ def _effective_sigma(event):
         return _positive_or_zero(event, "noise_multiplier", event.noise_multiplier)
     if isinstance(event, _ev.SelfComposedDpEvent):
         s = _effective_sigma(event.event)
-        if s is None or event.count <= 0:
+        if s is None or not event.count >= 1:
             return None
         return s / math.sqrt(event.count)
     if isinstance(event, _ev.ComposedDpEvent) and event.events:
@@ -236,7 +242,6 @@ def _convert(event, count: int, rel: NeighboringRelation, rdp_ok: bool,
              out: DpEventComposition) -> None:
     """Add what ``count`` applications of ``event`` amount to onto ``out``; raise
     :class:`_Refused` naming the innermost event that cannot be accounted."""
-    name = type(event).__name__
     if not isinstance(event, _ev.DpEvent):
         raise _Refused(event, f"expected a dp_accounting DpEvent, got {event!r}")
     if isinstance(event, _ev.NoOpDpEvent):
@@ -247,15 +252,25 @@ def _convert(event, count: int, rel: NeighboringRelation, rdp_ok: bool,
         return
     if isinstance(event, _ev.SelfComposedDpEvent):
         k = event.count
-        if isinstance(k, bool) or not float(k).is_integer() or k < 0:
-            raise _Refused(event, f"SelfComposedDpEvent.count must be a whole number >= 0, "
-                                  f"got {k!r}")
+        if isinstance(k, bool) or not float(k).is_integer() or k < 1:
+            raise _Refused(event, f"SelfComposedDpEvent.count must be a whole number >= 1 (as "
+                                  f"dp_accounting's ledger requires), got {k!r}")
         _convert(event.event, count * int(k), rel, rdp_ok, out)
         return
     if isinstance(event, _ev.ComposedDpEvent):
         for e in event.events:
             _convert(e, count, rel, rdp_ok, out)
         return
+    try:
+        _convert_leaf(event, count, rel, rdp_ok, out)
+    except ValueError as err:  # a mechanism's or the accountant's own refusal
+        raise _Refused(event, str(err)) from None
+
+
+def _convert_leaf(event, count: int, rel: NeighboringRelation, rdp_ok: bool,
+                  out: DpEventComposition) -> None:
+    """:func:`_convert` for an event that is not a composition."""
+    name = type(event).__name__
     if isinstance(event, _ev.GaussianDpEvent):
         s = _positive_or_zero(event, "noise_multiplier", event.noise_multiplier)
         if s == 0.0:
@@ -437,7 +452,7 @@ def from_dp_event(event, neighboring="add_or_remove_one", *, accountant: str = "
     """
     rel = _relation(neighboring)
     rdp_ok = _check_accountant(accountant) == "rdp"
-    out = DpEventComposition()
+    out = DpEventComposition(check=RDPAccountant().supports if rdp_ok else None)
     try:
         _convert(event, 1, rel, rdp_ok, out)
     except _Refused as err:
@@ -489,17 +504,12 @@ class TightdpAccountant(_pa.PrivacyAccountant):
         return self._acc
 
     def _maybe_compose(self, event, count: int, do_compose: bool):
-        out = DpEventComposition()
+        out = DpEventComposition(check=self._acc.supports)
         try:
             _convert(event, count, self.neighboring_relation, self._name == "rdp", out)
-            if self._name == "rdp":
-                for mech, _ in out.terms:
-                    self._acc.supports(mech)
         except _Refused as err:
             return self.CompositionErrorDetails(invalid_event=err.event,
                                                 error_message=err.message)
-        except ValueError as err:  # the accountant's own refusal (e.g. no RDP formula)
-            return self.CompositionErrorDetails(invalid_event=event, error_message=str(err))
         if do_compose:
             self._non_private = self._non_private or out.non_private
             for mech, k in out.terms:
