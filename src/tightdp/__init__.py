@@ -25,6 +25,7 @@ from .individual import (
 )
 from .mechanisms import (
     ApproxDP,
+    DiscreteLaplace,
     DiscreteLoss,
     Gaussian,
     GaussianLoss,
@@ -69,6 +70,7 @@ __all__ = [
     "DiscreteLoss",
     "Gaussian",
     "Laplace",
+    "DiscreteLaplace",
     "RandomizedResponse",
     "PureDP",
     "ApproxDP",
