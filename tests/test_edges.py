@@ -605,3 +605,27 @@ def test_property_subsampled_epsilon_full(guard, acc, q, sigma, steps, delta):
 @given(q=RATE, sigma=SIGMA, steps=FEW, eps=EPS)
 def test_property_subsampled_delta_full(guard, acc, q, sigma, steps, eps):
     _sub_delta(guard, acc, q, sigma, steps, eps)
+
+
+# --------------------------------------------------------------------------------------
+# certified and tight: the default accountant's bracket at the one-step edges is usable
+# --------------------------------------------------------------------------------------
+
+#: (q, sigma, delta): one step; the pld bracket must hold the exact value and be within
+#: 1% of it (a bracket of [0, inf] is sound but useless: the rounding allowance once charged
+#: the window's top atom and turned q=0.01 at 1e-25 into [0, inf])
+TIGHT_ONE_STEP = [(1.0, 1.0, 1e-30), (1.0, 100.0, 1e-300), (0.1, 0.7, 1e-20),
+                  (0.01, 1.0, 1e-25), (0.01, 1.0, 1e-30), (1.0, 0.01, 0.1), (0.01, 0.05, 1e-5),
+                  (0.01, 1e-4, 1e-5), (5.451380292467541e-05, 0.5574656454510795, 1e-12)]
+
+
+@pytest.mark.parametrize("q,sigma,delta", TIGHT_ONE_STEP)
+def test_pld_one_step_bracket_is_tight(q, sigma, delta):
+    import tightdp as td
+
+    exact = float(oracle.subsampled_epsilon(q, sigma, delta) if q < 1
+                  else oracle.gaussian_epsilon(sigma, 1, delta))
+    mech = td.PoissonSubsampled(td.Gaussian(sigma), q) if q < 1 else td.Gaussian(sigma)
+    r = td.PLDAccountant().compose(mech, 1).epsilon(delta)
+    assert r.lower <= exact * (1 + 1e-9) and r.upper >= exact * (1 - 1e-9), (r, exact)
+    assert r.upper <= exact * 1.01 and r.lower >= exact * 0.99, (r, exact)

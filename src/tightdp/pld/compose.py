@@ -312,6 +312,7 @@ class ComposedPLD:
         # across it (absolute, not relative to delta: it mattered at q = 1e-9, where delta(0)
         # is 4e-10 and the bulk of the mass sits at 0)
         rnd = self.round_rel * np.maximum(s0[np.maximum(idx - 1, 0)], 0.0)
+        rnd = np.where(idx >= ys.size, 0.0, rnd)  # no mass above the window's last point
         if upper:
             # round toward more loss: a relative 1e-10 covers the floating-point rounding
             # of the sums; the FFT's own rounding is in _extra (_noise)
@@ -329,6 +330,7 @@ class ComposedPLD:
             # the bound just right of each grid point: atoms above y_m are those with index > m
             val = s0[1:] - math.exp(-self.d) * t[1:]
             rnd = self.round_rel * np.maximum(s0[:-1], 0.0)  # as in delta_bound
+            rnd[-1] = 0.0
             if upper:
                 d_grid = np.clip(np.maximum(val, 0.0) * (1 + 1e-10) + rnd
                                  + self._extra(ys, True), 0, 1)
