@@ -467,6 +467,7 @@ def test_calibrate_spec_scales_every_noise_to_the_target(tmp_path, capsys):
     assert s >= s_star * (1 - 1e-12)  # a certified bound meeting the target: never below
     assert s <= s_star * (1 + 3e-3)   # bisection to 2.5e-4 and a bracket of 1e-3
     assert out["epsilon"] <= target and out["certified"] is True and out["steps"] == 6
+    assert out["state"]["accountant"] == acc.to_dict()["accountant"]
     calibrated = state.from_dict(out["state"])
     assert [m.sigma for m, _ in calibrated.terms] == [2.0 * s, 4.0 * s, 3.0 * s]
     assert calibrated.epsilon(delta).upper == out["epsilon"]

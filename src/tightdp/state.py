@@ -508,11 +508,17 @@ def calibrate_scale(acc: Accountant, target_epsilon: float, delta: float, *,
 
     Bisection on ``log s`` until the bracket is within ``rtol / 4`` relative; the upper end,
     a factor whose certified upper bound meets the target, is returned. Only a factor whose
-    bound was computed and meets the target is ever returned; a query the accountant refuses
-    counts as not meeting it. Noise added to a Gaussian (or any log-concave location) mechanism
-    is a post-processing, so eps decreases in ``s`` and the bisection finds the smallest such
-    factor. ``acc`` must certify an upper bound (pld, prv or rdp); its options and memory budget
-    are kept, ``max_seconds`` (default: the accountant's) bounds the whole search.
+    bound was computed and meets the target is ever returned (so the answer is certified
+    whatever the shape of eps in ``s``); a query the accountant refuses counts as not meeting
+    it. That the factor is also the smallest (to ``rtol``) rests on eps decreasing in ``s``:
+    the pair of a location mechanism with more noise has a larger trade-off function (for the
+    Gaussian it is a post-processing -- rescale and add independent noise; for the Laplace
+    mechanism its hockey-stick divergence decreases in ``scale / sensitivity``), hence is a
+    post-processing of the pair with less noise by Blackwell's theorem (Blackwell 1953,
+    "Equivalent comparisons of experiments"; Dong, Roth, Su 2022, "Gaussian differential
+    privacy", Sec. 2), and the same kernel carries every subsampling mixture along.
+    ``acc`` must certify an upper bound (pld, prv or rdp); its options and memory budget are
+    kept, ``max_seconds`` (default: the accountant's) bounds the whole search.
     """
     from .accountants.registry import CERTIFYING
     from .calibrate import _Clock, _OutOfTime
@@ -592,5 +598,8 @@ def calibrate_scale(acc: Accountant, target_epsilon: float, delta: float, *,
         details = clock.note(lo if lo is not None else 0.0, hi)
     r, scaled = cache[hi]
     details.setdefault("scale_infeasible_below", lo)
+    out = to_dict(scaled)  # with the accountant's own budget, not the search's time left
+    out["accountant"]["options"].update(max_memory=int(acc.budget.max_memory),
+                                        max_seconds=float(acc.budget.max_seconds))
     return ScaleCalibration(hi, delta, target, float(r.epsilon), r.lower, acc.name,
-                            len(cache), time.perf_counter() - t0, details, to_dict(scaled))
+                            len(cache), time.perf_counter() - t0, details, out)
