@@ -300,6 +300,7 @@ BAD = {
                        "field 'q' appears twice"),
     "not an object": (_text(lambda t: "[1, 2]"), "the document", "must be a JSON object"),
     "not UTF-8": (lambda d: ("BYTES", b"\xff\xfe{"), "", "not UTF-8"),
+    "a huge string": (_set(SIG, "x" * 100_000), SIG, "must be a real number"),
 }
 
 
@@ -323,7 +324,7 @@ def test_malformed_file_one_line_naming_the_field(tmp_path, capsys, case):
     with pytest.raises(ValueError) as e:
         td.load(path)
     msg = str(e.value)
-    assert "\n" not in msg and msg.startswith(f"{path}: ")
+    assert "\n" not in msg and msg.startswith(f"{path}: ") and len(msg) < 500 + len(str(path))
     assert f"{path}: {field}" in msg and said in msg, msg
     # the command line: exit status 2, one line on stderr naming the file and the field
     with pytest.raises(SystemExit) as ex:

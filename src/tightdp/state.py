@@ -113,7 +113,17 @@ def _kind(value) -> str:
         return "an object"
     if isinstance(value, list):
         return "a list"
-    return repr(value)
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+#: the longest error message (a hand-edited file may hold a value of any length)
+_MAX_MESSAGE = 400
+
+
+def _capped(message: str) -> str:
+    msg = _one_line(message)
+    return msg if len(msg) <= _MAX_MESSAGE else msg[:_MAX_MESSAGE - 3] + "..."
 
 
 def _string(value, path: str, choices: tuple[str, ...]) -> str:
@@ -349,6 +359,13 @@ def from_dict(doc: object) -> Accountant:
     """An accountant from a document written by :func:`to_dict` (or by hand): every field
     checked, the composition composed. A ValueError's one line names the field by its JSON
     path (``composition[1].params.sigma``) and the accepted range."""
+    try:
+        return _from_dict(doc)
+    except ValueError as err:
+        raise ValueError(_capped(str(err))) from None
+
+
+def _from_dict(doc: object) -> Accountant:
     d = _object(doc, "the document", _TOP)
     if d["format"] != FORMAT:
         _fail(f"format must be {FORMAT!r}, got {_kind(d['format'])}")
