@@ -49,6 +49,7 @@ def _mixture():
 MECHANISM = st.one_of(
     _gaussian(), _laplace(),
     st.builds(td.RandomizedResponse, _f(0.05, 1.0), st.integers(2, 5)),
+    st.builds(td.DiscreteLaplace, _f(0.05, 3.0), st.integers(1, 4)),
     st.builds(td.PureDP, _f(0.0, 2.0)),
     st.builds(td.ApproxDP, _f(0.0, 2.0), _f(0.0, 1e-3)),
     st.builds(td.PoissonSubsampled, st.one_of(_gaussian(), _laplace()), _f(1e-3, 1.0)),
@@ -243,6 +244,10 @@ BAD = {
     "sigma a string": (_set(SIG, "1.0"), SIG, "must be a real number, got '1.0'"),
     "sigma a boolean": (_set(SIG, True), SIG, "must be a real number"),
     "sigma missing": (_set(SIG, ...), SIG, "is missing (required"),
+    "discrete Laplace sensitivity 0": (
+        _set("composition[3]", {"mechanism": "DiscreteLaplace", "params": {
+            "noise_parameter": 0.5, "sensitivity": 0}, "count": 1}),
+        "composition[3].params.sensitivity", "must be an integer >= 1, got 0"),
     "q = 2": (_set("composition[0].params.q", 2), "composition[0].params.q",
               "must be in (0, 1], got 2"),
     "q = 0": (_set("composition[0].params.q", 0.0), "composition[0].params.q",

@@ -25,6 +25,7 @@ from .individual import (
 )
 from .mechanisms import (
     ApproxDP,
+    DiscreteLaplace,
     DiscreteLoss,
     Gaussian,
     GaussianLoss,
@@ -70,6 +71,7 @@ __all__ = [
     "DiscreteLoss",
     "Gaussian",
     "Laplace",
+    "DiscreteLaplace",
     "RandomizedResponse",
     "PureDP",
     "ApproxDP",

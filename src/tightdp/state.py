@@ -47,6 +47,7 @@ from .accountants.spa import METHODS as SPA_METHODS
 from .accountants.spa import SaddlePointAccountant
 from .mechanisms import (
     ApproxDP,
+    DiscreteLaplace,
     Gaussian,
     Laplace,
     MixtureOfGaussians,
@@ -213,6 +214,13 @@ _MECHANISMS: dict[str, tuple[type, tuple[str, ...], Callable, Callable]] = {
                 lambda d, p: Laplace(_pos(f"{p}.scale", d["scale"]),
                                      _pos(f"{p}.sensitivity", d["sensitivity"])),
                 lambda m: {"scale": float(m.scale), "sensitivity": float(m.sensitivity)}),
+    "DiscreteLaplace": (
+        DiscreteLaplace, ("noise_parameter", "sensitivity"),
+        lambda d, p: DiscreteLaplace(
+            _pos(f"{p}.noise_parameter", d["noise_parameter"]),
+            v.count(f"{p}.sensitivity", d["sensitivity"], minimum=1)),
+        lambda m: {"noise_parameter": float(m.noise_parameter),
+                   "sensitivity": int(m.sensitivity)}),
     "RandomizedResponse": (
         RandomizedResponse, ("noise_parameter", "num_values"),
         lambda d, p: RandomizedResponse(
@@ -470,8 +478,8 @@ def load(path: str | os.PathLike) -> Accountant:
 def scaled_mechanism(mechanism: Mechanism, factor: float) -> Mechanism:
     """``mechanism`` with every noise scale multiplied by ``factor``: the ``sigma`` of a
     Gaussian or mixture of Gaussians, the ``scale`` of a Laplace mechanism, also as the base of
-    a subsampled mechanism. Mechanisms without a noise scale (randomized response, pure and
-    approximate DP) are returned unchanged."""
+    a subsampled mechanism. The others (discrete Laplace, whose noise is an integer law,
+    randomized response, pure and approximate DP) are returned unchanged."""
     m = mechanism
     if type(m) is Gaussian:
         return Gaussian(m.sigma * factor, m.sensitivity)

@@ -163,7 +163,7 @@ class PLDAccountant(Accountant):
         try:
             c = compose(ups if upper else los, lam=lam, max_points=self._max_grid_points(),
                         log_tail=window_tail)
-        except ValueError as err:
+        except BudgetExceeded as err:
             raise BudgetExceeded(f"rtol: {err} (max_memory={self.budget.max_memory:.3g} "
                                  "bytes); raise rtol or max_memory") from None
         if lam == 0.0:  # tilted compositions serve one query each: not kept

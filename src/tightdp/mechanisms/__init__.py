@@ -2,6 +2,7 @@
 
 from .base import Mechanism
 from .basic import ApproxDP, Gaussian, Laplace, PureDP, RandomizedResponse
+from .discrete_laplace import DiscreteLaplace
 from .loss import DiscreteLoss, GaussianLoss, LocationMixtureLoss, PrivacyLoss
 from .mixture import MixtureOfGaussians
 from .subsampling import PoissonSubsampled, SampledWithoutReplacement, SampledWithReplacement
@@ -14,6 +15,7 @@ __all__ = [
     "DiscreteLoss",
     "Gaussian",
     "Laplace",
+    "DiscreteLaplace",
     "RandomizedResponse",
     "PureDP",
     "ApproxDP",

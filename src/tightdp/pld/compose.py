@@ -28,6 +28,7 @@ import numpy as np
 from scipy import fft as sfft
 from scipy.special import logsumexp
 
+from .._budget import BudgetExceeded
 from .grid import DiscretePLD, atom_cumulants, tail_sums
 
 __all__ = ["ComposedPLD", "LogMgf", "compose"]
@@ -310,7 +311,7 @@ class ComposedPLD:
         # Q-masses computed to a relative ~u: each step may move about u of the mass near eps
         # across it (absolute, not relative to delta: it mattered at q = 1e-9, where delta(0)
         # is 4e-10 and the bulk of the mass sits at 0)
-        rnd = self.round_rel * s0[np.maximum(idx - 1, 0)]
+        rnd = self.round_rel * np.maximum(s0[np.maximum(idx - 1, 0)], 0.0)
         if upper:
             # round toward more loss: a relative 1e-10 covers the floating-point rounding
             # of the sums; the FFT's own rounding is in _extra (_noise)
@@ -327,7 +328,7 @@ class ComposedPLD:
             start, ys, s0, t = self._sums(upper, start)
             # the bound just right of each grid point: atoms above y_m are those with index > m
             val = s0[1:] - math.exp(-self.d) * t[1:]
-            rnd = self.round_rel * s0[:-1]  # as in delta_bound
+            rnd = self.round_rel * np.maximum(s0[:-1], 0.0)  # as in delta_bound
             if upper:
                 d_grid = np.clip(np.maximum(val, 0.0) * (1 + 1e-10) + rnd
                                  + self._extra(ys, True), 0, 1)
@@ -361,7 +362,7 @@ class ComposedPLD:
             lo, hi = float(ys[i - 1]), float(ys[i])
         if t[i] > 0:
             # solve (S0 - e^{eps - y_i} T + extra) * (1 +- 1e-10) = delta on (lo, hi]
-            rnd = self.round_rel * s0[max(i - 1, 0)]
+            rnd = self.round_rel * max(float(s0[max(i - 1, 0)]), 0.0)
             if upper:
                 ex = float(self._extra(np.asarray(hi), True)) + rnd
                 ratio = (max(s0[i], 0.0) - (delta - ex) / (1 + 1e-10)) / t[i]
@@ -436,8 +437,8 @@ def compose(terms: list[tuple[DiscretePLD, int]], *, log_tail: float = -80.0,
     i_hi = int(math.ceil((a_hi - S) / d))
     n = i_hi - i_lo + 1
     if n > max_points:
-        raise ValueError(f"the composition needs an FFT of {n} points (> {max_points}); "
-                         "ask for a looser tolerance")
+        raise BudgetExceeded(f"the composition needs an FFT of {n} points (> {max_points}); "
+                             "ask for a looser tolerance")
     N = sfft.next_fast_len(n, real=True)
     res, log_noise = _circular_product(tilted, N, i_lo, workers)
     res = res[:n]

@@ -1,0 +1,8 @@
+"""Drop-in accountants for the training libraries users already have.
+
+Each integration lives in its own module and imports its peer library only when imported:
+
+- :mod:`tightdp.integrations.dp_accounting` -- ``from_dp_event`` and ``TightdpAccountant``, a
+  ``dp_accounting.PrivacyAccountant`` (for dp_accounting, jax-privacy and TensorFlow Privacy
+  code); install with ``pip install tightdp[dp-accounting]``.
+"""

@@ -1,0 +1,602 @@
+"""tightdp behind Google's ``dp_accounting`` interface (and so behind jax-privacy).
+
+Two entry points:
+
+- :func:`from_dp_event` turns a ``DpEvent`` tree into tightdp mechanisms with counts (a
+  :class:`DpEventComposition`), which any tightdp accountant composes.
+- :class:`TightdpAccountant` is a ``dp_accounting.PrivacyAccountant``: code written against
+  dp_accounting (``compose(event)``, ``get_epsilon(delta)``, ``get_delta(eps)``, ``supports``)
+  uses tightdp's certified accountants by changing one constructor. ``get_epsilon`` returns the
+  certified upper bound; :meth:`TightdpAccountant.epsilon_result` the whole bracket.
+
+Neighbouring relations (``dp_accounting.NeighboringRelation``):
+
+- ``ADD_OR_REMOVE_ONE`` (the default): the remove and the add pair of every mechanism, the
+  curve being their maximum (tightdp's default).
+- ``REPLACE_ONE``: one record replaced by an arbitrary other. A record's contribution changes
+  by up to twice the clipping norm, so the Gaussian, Laplace and discrete Laplace mechanisms
+  are accounted with twice the sensitivity; randomized response, sampling without and with
+  replacement with their substitute pairs (worst case over all datasets, Lebeda, Regehr,
+  Kamath, Steinke 2024). Poisson sampling and mixtures of Gaussians under ``REPLACE_ONE`` are
+  refused: we have no dominating pair we can prove for them (dp_accounting accepts Poisson
+  sampling under REPLACE_ONE with the antipodal pair ``(1-q) N(0) + q N(+-1)``; we have no
+  proof that it dominates every pair of replaced records).
+- ``REPLACE_SPECIAL`` (a record replaced by a special "zero" record, Kairouz et al. 2021,
+  Def. 1.1): for the additive-noise mechanisms and Poisson sampling this gives exactly the
+  pairs of add/remove (the remove pair compares the record's contribution with none, the add
+  pair the reverse); it is the relation under which single-epoch tree aggregation is
+  defined. Randomized response and fixed-size sampling are refused under it.
+
+What cannot be accounted is refused with a ``ValueError`` (inside the accountant an
+:class:`UnsupportedDpEventError`, which is also dp_accounting's ``UnsupportedEventError``)
+naming the event; nothing is skipped silently. ``NonPrivateDpEvent`` (and a zero noise
+multiplier) gives epsilon = inf and delta = 1, said in the result's note.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+try:
+    from dp_accounting import dp_event as _ev
+    from dp_accounting import privacy_accountant as _pa
+except ImportError as err:  # pragma: no cover - exercised only without the extra
+    raise ImportError("tightdp.integrations.dp_accounting needs dp_accounting: "
+                      "pip install 'tightdp[dp-accounting]'") from err
+
+from .. import _validate as v
+from ..accountants.base import Accountant, DeltaResult, EpsilonResult
+from ..accountants.rdp import RDPAccountant
+from ..accountants.registry import CERTIFYING, make_accountant
+from ..mechanisms import (
+    DiscreteLaplace,
+    Gaussian,
+    Laplace,
+    Mechanism,
+    MixtureOfGaussians,
+    PoissonSubsampled,
+    RandomizedResponse,
+    SampledWithoutReplacement,
+    SampledWithReplacement,
+)
+
+__all__ = ["from_dp_event", "DpEventComposition", "TightdpAccountant", "ZCDP",
+           "UnsupportedDpEventError", "NeighboringRelation"]
+
+NeighboringRelation = _pa.NeighboringRelation
+_ADD_REMOVE = NeighboringRelation.ADD_OR_REMOVE_ONE
+_REPLACE = NeighboringRelation.REPLACE_ONE
+_SPECIAL = NeighboringRelation.REPLACE_SPECIAL
+
+_NON_PRIVATE_NOTE = ("a non-private event was composed (NonPrivateDpEvent or a zero noise "
+                     "parameter): no finite epsilon exists, delta is 1")
+
+
+class UnsupportedDpEventError(_pa.UnsupportedEventError, ValueError):
+    """A DpEvent tightdp cannot account (unknown, or without an analysis we can certify).
+    Both dp_accounting's ``UnsupportedEventError`` and a ``ValueError``."""
+
+
+class _Refused(Exception):
+    """Internal: the event (the innermost offending one) and why it is refused."""
+
+    def __init__(self, event, message: str):
+        super().__init__(message)
+        self.event = event
+        self.message = message
+
+
+class ZCDP(Mechanism):
+    """A mechanism known only through a Rényi-DP bound: ``(alpha, xi + rho alpha)``-RDP for
+    every order ``alpha > 1`` (``(xi, rho)``-zCDP, Bun & Steinke 2016, "Concentrated
+    differential privacy: simplifications, extensions, and lower bounds", Def. 1.1). Only the
+    RDP accountant can use it: it has no privacy-loss distribution."""
+
+    def __init__(self, rho: float, xi: float = 0.0):
+        self.rho = v.nonnegative("rho", rho)
+        self.xi = v.nonnegative("xi", xi)
+
+    def rdp(self, orders) -> np.ndarray:
+        """``xi + rho * alpha`` at each order (the definition, so exact as a bound)."""
+        return self.xi + self.rho * np.asarray(orders, dtype=float)
+
+    def _build_losses(self):
+        raise ValueError("a zCDP bound (ZCDpEvent) has only a Rényi-DP analysis: use "
+                         "accountant='rdp' (RDPAccountant)")
+
+
+def _relation(neighboring) -> NeighboringRelation:
+    """A neighbouring relation from the enum or its name (case-insensitive)."""
+    if isinstance(neighboring, NeighboringRelation):
+        return neighboring
+    if isinstance(neighboring, str):
+        key = neighboring.strip().upper()
+        if key in NeighboringRelation.__members__:
+            return NeighboringRelation[key]
+    raise ValueError("neighboring must be one of add_or_remove_one, replace_one, "
+                     f"replace_special (or a dp_accounting NeighboringRelation), got "
+                     f"{neighboring!r}")
+
+
+@dataclass
+class DpEventComposition:
+    """What a DpEvent tree amounts to: tightdp mechanisms with their counts, and whether a
+    non-private event was part of it (then no finite epsilon exists)."""
+
+    terms: list[tuple[Mechanism, int]] = field(default_factory=list)
+    non_private: bool = False
+    #: called on every mechanism met (even with count 0); raises ValueError to refuse it
+    check: Callable[[Mechanism], None] | None = field(default=None, repr=False, compare=False)
+
+    def add(self, mechanism: Mechanism, count: int) -> None:
+        if self.check is not None:
+            self.check(mechanism)
+        if count:
+            self.terms.append((mechanism, count))
+
+    def __iter__(self):
+        return iter(self.terms)
+
+    def __len__(self) -> int:
+        return len(self.terms)
+
+    def accountant(self, name: str = "pld", **options) -> Accountant:
+        """A tightdp accountant (by name, see :func:`tightdp.accountants.registry.make_accountant`)
+        with every term composed. Raises ValueError if the composition is non-private."""
+        if self.non_private:
+            raise ValueError("the composition contains a non-private event: epsilon is inf "
+                             "(use epsilon()/delta() for a result saying so)")
+        acc = make_accountant(name, **options)
+        for mech, k in self.terms:
+            acc.compose(mech, k)
+        return acc
+
+    def epsilon(self, delta: float, accountant: str = "pld", **options) -> EpsilonResult:
+        """eps at ``delta`` from a tightdp accountant; inf (stated in the note) if
+        non-private."""
+        if self.non_private:
+            d = v.delta_value("delta", delta)
+            return EpsilonResult(math.inf, d, math.inf, math.inf, accountant, True,
+                                 estimate=math.inf, note=_NON_PRIVATE_NOTE)
+        return self.accountant(accountant, **options).epsilon(delta)
+
+    def delta(self, eps, accountant: str = "pld", **options) -> DeltaResult:
+        """delta at ``eps`` from a tightdp accountant; 1 (stated in the note) if
+        non-private."""
+        if self.non_private:
+            return DeltaResult(1.0, eps, 1.0, 1.0, accountant, True, estimate=1.0,
+                               note=_NON_PRIVATE_NOTE)
+        return self.accountant(accountant, **options).delta(eps)
+
+
+def _positive_or_zero(event, name: str, value) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise _Refused(event, f"{type(event).__name__}.{name} must be a number, got "
+                              f"{value!r}") from None
+    if not (x >= 0.0 and math.isfinite(x)):
+        raise _Refused(event, f"{type(event).__name__}.{name} must be finite and >= 0, got "
+                              f"{value!r}")
+    return x
+
+
+def _effective_sigma(event):
+    """The noise multiplier of the single Gaussian equivalent to a nested composition of
+    Gaussians on the same data (``sigma = (sum sigma_i^-2)^(-1/2)``: the stacked query has
+    L2 sensitivity ``sqrt(sum sigma_i^-2)`` per unit of noise; Mironov, Talwar, Zhang 2019,
+    "Rényi differential privacy of the sampled Gaussian mechanism", Sec. 3), or None if the
+    tree is not made of Gaussians only. 0 means a zero-noise Gaussian inside."""
+    if isinstance(event, _ev.GaussianDpEvent):
+        return _positive_or_zero(event, "noise_multiplier", event.noise_multiplier)
+    if isinstance(event, _ev.SelfComposedDpEvent):
+        s = _effective_sigma(event.event)
+        if s is None or not event.count >= 1:
+            return None
+        return s / math.sqrt(event.count)
+    if isinstance(event, _ev.ComposedDpEvent) and event.events:
+        inv = 0.0
+        for e in event.events:
+            s = _effective_sigma(e)
+            if s is None:
+                return None
+            if s == 0.0:
+                return 0.0
+            inv += s ** -2
+        return inv ** -0.5
+    return None
+
+
+def _base_of(event, who: str):
+    """(kind, parameter) of the mechanism a sampling event runs: ("gaussian", sigma) for a
+    Gaussian or a nested composition of Gaussians, ("laplace", scale) for a Laplace."""
+    inner = event.event
+    if isinstance(inner, _ev.LaplaceDpEvent):
+        return "laplace", _positive_or_zero(inner, "noise_multiplier", inner.noise_multiplier)
+    s = _effective_sigma(inner)
+    if s is None:
+        raise _Refused(inner, f"the event inside {who} must be a GaussianDpEvent (or a "
+                              "composition of them) or a LaplaceDpEvent, got "
+                              f"{type(inner).__name__}")
+    return "gaussian", s
+
+
+def _tree_depth(event) -> int:
+    """Nodes of the released trees holding one record: ``ceil(log2(n + 1))`` for the longest
+    tree of ``n`` steps (Kairouz, McMahan, Song, Thakkar, Thakurta, Xu 2021, "Practical and
+    private (deep) learning without sampling or shuffling", App. D; each record occurs in
+    one leaf of one tree, and in the released nodes above it)."""
+    steps = event.step_counts
+    steps = [steps] if np.isscalar(steps) else list(steps)
+    if not steps or any(not float(s).is_integer() or s < 0 for s in steps):
+        raise _Refused(event, "SingleEpochTreeAggregationDpEvent.step_counts must be a "
+                              f"non-empty list of whole numbers >= 0, got {event.step_counts!r}")
+    n = int(max(steps))
+    return math.ceil(math.log2(n + 1)) if n > 0 else 0
+
+
+def _convert(event, count: int, rel: NeighboringRelation, rdp_ok: bool,
+             out: DpEventComposition) -> None:
+    """Add what ``count`` applications of ``event`` amount to onto ``out``; raise
+    :class:`_Refused` naming the innermost event that cannot be accounted."""
+    if not isinstance(event, _ev.DpEvent):
+        raise _Refused(event, f"expected a dp_accounting DpEvent, got {event!r}")
+    if isinstance(event, _ev.NoOpDpEvent):
+        return
+    if isinstance(event, _ev.NonPrivateDpEvent):
+        if count:
+            out.non_private = True
+        return
+    if isinstance(event, _ev.SelfComposedDpEvent):
+        k = event.count
+        if isinstance(k, bool) or not float(k).is_integer() or k < 1:
+            raise _Refused(event, f"SelfComposedDpEvent.count must be a whole number >= 1 (as "
+                                  f"dp_accounting's ledger requires), got {k!r}")
+        _convert(event.event, count * int(k), rel, rdp_ok, out)
+        return
+    if isinstance(event, _ev.ComposedDpEvent):
+        for e in event.events:
+            _convert(e, count, rel, rdp_ok, out)
+        return
+    try:
+        _convert_leaf(event, count, rel, rdp_ok, out)
+    except ValueError as err:  # a mechanism's or the accountant's own refusal
+        raise _Refused(event, str(err)) from None
+
+
+def _convert_leaf(event, count: int, rel: NeighboringRelation, rdp_ok: bool,
+                  out: DpEventComposition) -> None:
+    """:func:`_convert` for an event that is not a composition."""
+    name = type(event).__name__
+    if isinstance(event, _ev.GaussianDpEvent):
+        s = _positive_or_zero(event, "noise_multiplier", event.noise_multiplier)
+        if s == 0.0:
+            out.non_private = out.non_private or count > 0
+            return
+        out.add(Gaussian(s, 2.0 if rel is _REPLACE else 1.0), count)
+        return
+    if isinstance(event, _ev.LaplaceDpEvent):
+        s = _positive_or_zero(event, "noise_multiplier", event.noise_multiplier)
+        if s == 0.0:
+            out.non_private = out.non_private or count > 0
+            return
+        out.add(Laplace(s, 2.0 if rel is _REPLACE else 1.0), count)
+        return
+    if isinstance(event, _ev.DiscreteLaplaceDpEvent):
+        a = _positive_or_zero(event, "noise_parameter", event.noise_parameter)
+        c = event.sensitivity
+        if isinstance(c, bool) or not float(c).is_integer() or c < 0:
+            raise _Refused(event, f"DiscreteLaplaceDpEvent.sensitivity must be a whole number "
+                                  f">= 0, got {c!r}")
+        if c == 0:
+            return
+        if a == 0.0:
+            out.non_private = out.non_private or count > 0
+            return
+        out.add(DiscreteLaplace(a, int(c) * (2 if rel is _REPLACE else 1)), count)
+        return
+    if isinstance(event, _ev.RandomizedResponseDpEvent):
+        if rel is not _REPLACE:
+            raise _Refused(event, "RandomizedResponseDpEvent needs neighboring relation "
+                                  f"REPLACE_ONE (one input replaced by another), got {rel.name}")
+        k = event.num_buckets
+        if isinstance(k, bool) or not float(k).is_integer() or k < 1:
+            raise _Refused(event, f"RandomizedResponseDpEvent.num_buckets must be a whole "
+                                  f"number >= 1, got {k!r}")
+        if k == 1:
+            return  # one bucket: the output is constant
+        p = _positive_or_zero(event, "noise_parameter", event.noise_parameter)
+        if p > 1.0:
+            raise _Refused(event, f"RandomizedResponseDpEvent.noise_parameter must be in "
+                                  f"[0, 1], got {p!r}")
+        if p == 0.0:
+            out.non_private = out.non_private or count > 0
+            return
+        out.add(RandomizedResponse(noise_parameter=p, num_values=int(k)), count)
+        return
+    if isinstance(event, _ev.MixtureOfGaussiansDpEvent):
+        if rel is _REPLACE:
+            raise _Refused(event, "MixtureOfGaussiansDpEvent is defined for ADD_OR_REMOVE_ONE "
+                                  "(or REPLACE_SPECIAL); REPLACE_ONE is not supported")
+        c = np.asarray(event.sensitivities, dtype=float).ravel()
+        p = np.asarray(event.sampling_probs, dtype=float).ravel()
+        if c.size == 0 or c.shape != p.shape:
+            raise _Refused(event, "MixtureOfGaussiansDpEvent.sensitivities and sampling_probs "
+                                  "must be non-empty and of one length")
+        if np.all(c[p > 0] == 0):
+            return  # the mixture never moves: no privacy cost
+        s = _positive_or_zero(event, "standard_deviation", event.standard_deviation)
+        if s == 0.0:
+            out.non_private = out.non_private or count > 0
+            return
+        try:
+            out.add(MixtureOfGaussians(c, p, s), count)
+        except ValueError as err:
+            raise _Refused(event, f"MixtureOfGaussiansDpEvent: {err}") from None
+        return
+    if isinstance(event, _ev.PoissonSampledDpEvent):
+        if rel is _REPLACE:
+            raise _Refused(event, "PoissonSampledDpEvent under REPLACE_ONE is not supported "
+                                  "(no dominating pair we can certify); use ADD_OR_REMOVE_ONE")
+        kind, s = _base_of(event, "PoissonSampledDpEvent")
+        q = _positive_or_zero(event, "sampling_probability", event.sampling_probability)
+        if q > 1.0:
+            raise _Refused(event, f"PoissonSampledDpEvent.sampling_probability must be in "
+                                  f"[0, 1], got {q!r}")
+        if q == 0.0:
+            return
+        if s == 0.0:
+            out.non_private = out.non_private or count > 0
+            return
+        base = Gaussian(s) if kind == "gaussian" else Laplace(s)
+        out.add(PoissonSubsampled(base, q), count)
+        return
+    if isinstance(event, _ev.SampledWithoutReplacementDpEvent | _ev.SampledWithReplacementDpEvent):
+        if rel is not _REPLACE:
+            raise _Refused(event, f"{name} (a fixed-size batch) needs neighboring relation "
+                                  f"REPLACE_ONE, got {rel.name}")
+        n, m = event.source_dataset_size, event.sample_size
+        for fld, x in (("source_dataset_size", n), ("sample_size", m)):
+            if isinstance(x, bool) or not float(x).is_integer() or x < 0:
+                raise _Refused(event, f"{name}.{fld} must be a whole number >= 0, got {x!r}")
+        n, m = int(n), int(m)
+        if n < 1 or m > n:
+            raise _Refused(event, f"{name}: need 1 <= source_dataset_size and sample_size <= "
+                                  f"source_dataset_size, got {n} and {m}")
+        kind, s = _base_of(event, name)
+        if m == 0:
+            return
+        if s == 0.0:
+            out.non_private = out.non_private or count > 0
+            return
+        if isinstance(event, _ev.SampledWithReplacementDpEvent):
+            if kind != "gaussian":
+                raise _Refused(event.event, "SampledWithReplacementDpEvent supports a Gaussian "
+                                            "inside, got a LaplaceDpEvent")
+            out.add(SampledWithReplacement(Gaussian(s), m, n), count)
+        else:
+            base = Gaussian(s) if kind == "gaussian" else Laplace(s)
+            out.add(SampledWithoutReplacement(base, m / n), count)
+        return
+    if isinstance(event, _ev.SingleEpochTreeAggregationDpEvent):
+        if rel is _ADD_REMOVE:
+            raise _Refused(event, "SingleEpochTreeAggregationDpEvent is defined under "
+                                  "REPLACE_SPECIAL (or REPLACE_ONE), not ADD_OR_REMOVE_ONE "
+                                  "(Kairouz et al. 2021, App. D)")
+        depth = _tree_depth(event)
+        s = _positive_or_zero(event, "noise_multiplier", event.noise_multiplier)
+        if depth == 0:
+            return
+        if s == 0.0:
+            out.non_private = out.non_private or count > 0
+            return
+        sens = math.sqrt(depth) * (2.0 if rel is _REPLACE else 1.0)
+        out.add(Gaussian(s, sens), count)
+        return
+    if isinstance(event, _ev.ZCDpEvent):
+        if not rdp_ok:
+            raise _Refused(event, "ZCDpEvent has only a Rényi-DP analysis: use "
+                                  "accountant='rdp' (RDPAccountant); the PLD, PRV accountants "
+                                  "cannot take it")
+        rho = _positive_or_zero(event, "rho", event.rho)
+        xi = _positive_or_zero(event, "xi", event.xi)
+        if rho == 0.0 and xi == 0.0:
+            return
+        out.add(ZCDP(rho, xi), count)
+        return
+    if isinstance(event, _ev.RepeatAndSelectDpEvent):
+        raise _Refused(event, "RepeatAndSelectDpEvent is not supported (its analysis, "
+                              "Papernot & Steinke 2022, is Rényi-DP only and not implemented "
+                              "in tightdp); use dp_accounting's RdpAccountant for it")
+    if isinstance(event, _ev.TruncatedSubsampledGaussianDpEvent):
+        raise _Refused(event, "TruncatedSubsampledGaussianDpEvent is not supported (tightdp has "
+                              "no certified analysis of truncated Poisson sampling)")
+    raise _Refused(event, f"{name} is not supported by tightdp (unknown or unsupported event)")
+
+
+def _check_accountant(accountant: str) -> str:
+    key = str(accountant).strip().lower()
+    if key not in CERTIFYING:
+        raise ValueError(f"accountant must be one of {', '.join(CERTIFYING)} (the certifying "
+                         f"accountants), got {accountant!r}")
+    return key
+
+
+def from_dp_event(event, neighboring="add_or_remove_one", *, accountant: str = "pld"
+                  ) -> DpEventComposition:
+    """The tightdp composition a ``dp_accounting`` DpEvent tree amounts to.
+
+    Parameters
+    ----------
+    event : a ``dp_accounting.DpEvent`` (any tree of Composed/SelfComposed events).
+    neighboring : ``"add_or_remove_one"`` (default), ``"replace_one"`` or
+        ``"replace_special"``, or a ``dp_accounting.NeighboringRelation``. See the module
+        docstring for what each relation means for each event.
+    accountant : the tightdp accountant the result is meant for (``"pld"``, ``"prv"`` or
+        ``"rdp"``); ZCDpEvent is accepted only for ``"rdp"``.
+
+    Returns
+    -------
+    DpEventComposition
+        ``terms`` (a list of ``(Mechanism, count)``) and ``non_private``; iterate over it or
+        call its ``epsilon``/``delta``/``accountant`` methods.
+
+    Raises
+    ------
+    ValueError
+        naming the event that cannot be accounted (unknown events, events without a
+        certified analysis, events not defined under ``neighboring``).
+    """
+    rel = _relation(neighboring)
+    rdp_ok = _check_accountant(accountant) == "rdp"
+    out = DpEventComposition(check=RDPAccountant().supports if rdp_ok else None)
+    try:
+        _convert(event, 1, rel, rdp_ok, out)
+    except _Refused as err:
+        raise ValueError(f"cannot account {type(err.event).__name__}: {err.message}") from None
+    return out
+
+
+class TightdpAccountant(_pa.PrivacyAccountant):
+    """A ``dp_accounting.PrivacyAccountant`` backed by tightdp's certified accountants.
+
+    Parameters
+    ----------
+    neighboring_relation : ``dp_accounting.NeighboringRelation`` (or its name); default
+        ``ADD_OR_REMOVE_ONE``.
+    accountant : ``"pld"`` (default), ``"prv"`` or ``"rdp"``.
+    rtol : relative width of the certified bracket (pld only; default 1e-3).
+    max_memory, max_seconds : the budget of one query (see :mod:`tightdp._budget`).
+
+    ``get_epsilon(delta)`` is the certified upper bound on epsilon (a float), ``get_delta(eps)``
+    the certified upper bound on delta; :meth:`epsilon_result` and :meth:`delta_result` give
+    the whole result (bracket, note, details). Composition only records events; the work
+    happens at query time.
+
+    Examples
+    --------
+    >>> import dp_accounting
+    >>> acc = TightdpAccountant()
+    >>> ev = dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.0))
+    >>> r = acc.compose(ev, 10_000).epsilon_result(1e-5)
+    >>> r.lower <= 6.1877 <= r.upper
+    True
+    """
+
+    def __init__(self, neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE, *,
+                 accountant: str = "pld", rtol: float | None = None, max_memory=None,
+                 max_seconds=None):
+        super().__init__(_relation(neighboring_relation))
+        self._name = _check_accountant(accountant)
+        if rtol is not None and self._name != "pld":
+            raise ValueError(f"rtol is an option of the pld accountant, not of {self._name!r}")
+        opts = {"rtol": rtol} if self._name == "pld" else {}
+        self._acc = make_accountant(self._name, max_memory=max_memory,
+                                    max_seconds=max_seconds, **opts)
+        self._non_private = False
+
+    @property
+    def tightdp_accountant(self) -> Accountant:
+        """The tightdp accountant holding the composed mechanisms."""
+        return self._acc
+
+    def _maybe_compose(self, event, count: int, do_compose: bool):
+        out = DpEventComposition(check=self._acc.supports)
+        try:
+            _convert(event, count, self.neighboring_relation, self._name == "rdp", out)
+        except _Refused as err:
+            return self.CompositionErrorDetails(invalid_event=err.event,
+                                                error_message=err.message)
+        if do_compose:
+            self._non_private = self._non_private or out.non_private
+            for mech, k in out.terms:
+                self._acc.compose(mech, k)
+        return None
+
+    def compose(self, event, count: int = 1) -> TightdpAccountant:
+        """Account for ``count`` applications of ``event``; returns self. Raises
+        :class:`UnsupportedDpEventError` (a ``ValueError`` and dp_accounting's
+        ``UnsupportedEventError``) naming the offending sub-event, and ValueError if ``count``
+        is not a whole number >= 1."""
+        if not isinstance(event, _ev.DpEvent):
+            raise TypeError(f"event must be a dp_accounting DpEvent, got {type(event)}")
+        count = v.count("count", count, minimum=1)
+        err = self._maybe_compose(event, count, False)
+        if err is not None:
+            raise UnsupportedDpEventError(
+                f"Unsupported event: {type(err.invalid_event).__name__}. Error: "
+                f"[{err.error_message}] caused by subevent {err.invalid_event}.")
+        self._ledger.compose(event, count)
+        self._maybe_compose(event, count, True)
+        return self
+
+    @property
+    def non_private(self) -> bool:
+        """True once a non-private event was composed."""
+        return self._non_private
+
+    def epsilon_result(self, target_delta: float) -> EpsilonResult:
+        """The full tightdp result at ``target_delta`` (bracket, note, details)."""
+        d = float(target_delta)
+        if self._non_private:
+            return EpsilonResult(math.inf, d, math.inf, math.inf, self._name, True,
+                                 estimate=math.inf, note=_NON_PRIVATE_NOTE)
+        if not self._acc.terms:
+            return EpsilonResult(0.0, d, 0.0, 0.0, self._name, True, estimate=0.0,
+                                 note="nothing composed")
+        return self._acc.epsilon(target_delta)
+
+    def delta_result(self, target_epsilon: float) -> DeltaResult:
+        """The full tightdp result at ``target_epsilon`` (bracket, note, details)."""
+        if self._non_private:
+            return DeltaResult(1.0, target_epsilon, 1.0, 1.0, self._name, True, estimate=1.0,
+                               note=_NON_PRIVATE_NOTE)
+        if not self._acc.terms:
+            return DeltaResult(0.0, target_epsilon, 0.0, 0.0, self._name, True, estimate=0.0,
+                               note="nothing composed")
+        return self._acc.delta(target_epsilon)
+
+    def get_epsilon(self, target_delta: float) -> float:
+        """Certified upper bound on epsilon at ``target_delta`` (inf if non-private; at
+        ``target_delta >= 1`` the exact 0; at ``target_delta = 0`` inf, a valid but possibly
+        loose bound)."""
+        d = v.unit_interval("target_delta", target_delta)
+        if self._non_private:
+            return math.inf
+        if not self._acc.terms or d >= 1.0:
+            return 0.0
+        if d == 0.0:
+            return math.inf
+        r = self._acc.epsilon(d)
+        if not r.certified or r.upper is None:  # pragma: no cover - certifying accountants
+            raise ValueError(f"the {self._name} accountant gave no certified upper bound")
+        return float(r.upper)
+
+    def get_delta(self, target_epsilon: float) -> float:
+        """Certified upper bound on delta at ``target_epsilon`` (1 if non-private; 0 at
+        ``target_epsilon = inf``, as no composed mechanism has mass at infinite loss)."""
+        e = float(target_epsilon)
+        if math.isnan(e):
+            raise ValueError("target_epsilon must be a number, got nan")
+        if self._non_private:
+            return 1.0
+        if not self._acc.terms or e == math.inf:
+            return 0.0
+        r = self._acc.delta(e)
+        if not r.certified or r.upper is None:  # pragma: no cover - certifying accountants
+            raise ValueError(f"the {self._name} accountant gave no certified upper bound")
+        return float(min(float(np.asarray(r.upper)), 1.0))
+
+
+# what this module accounts, for the docs and the tests
+SUPPORTED_EVENTS = (
+    "NoOpDpEvent", "NonPrivateDpEvent", "SelfComposedDpEvent", "ComposedDpEvent",
+    "GaussianDpEvent", "LaplaceDpEvent", "DiscreteLaplaceDpEvent",
+    "RandomizedResponseDpEvent", "MixtureOfGaussiansDpEvent", "PoissonSampledDpEvent",
+    "SampledWithoutReplacementDpEvent", "SampledWithReplacementDpEvent",
+    "SingleEpochTreeAggregationDpEvent", "ZCDpEvent (rdp accountant only)",
+)
