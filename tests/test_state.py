@@ -225,6 +225,8 @@ def _set(path: str, value):
             obj = obj[k]
         if value is ...:
             del obj[keys[-1]]
+        elif isinstance(obj, list) and keys[-1] == len(obj):
+            obj.append(value)
         else:
             obj[keys[-1]] = value
         return d
