@@ -40,6 +40,7 @@ from .mechanisms import (
     SampledWithoutReplacement,
     SampledWithReplacement,
 )
+from .state import load, save
 
 __version__ = "0.1.0"
 
@@ -81,4 +82,6 @@ __all__ = [
     "dpsgd_epsilon",
     "group_epsilon",
     "GroupResult",
+    "save",
+    "load",
 ]

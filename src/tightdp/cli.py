@@ -7,6 +7,7 @@ Examples
   tightdp epsilon ... --accountant fft --sampling without-replacement
   tightdp compare --sampling-rate 0.01 --noise-multiplier 1.0 --steps 10000 --delta 1e-5
   tightdp calibrate --sampling-rate 0.01 --steps 10000 --delta 1e-5 --epsilon 3
+  tightdp epsilon --spec composition.json --delta 1e-5
   tightdp group --group-size 8 --sampling-rate 0.01 --noise-multiplier 1 --steps 2000 \\
       --delta 1e-6
   tightdp plot --sampling-rate 0.01 --noise-multiplier 1 --steps 1000 --output curve.png
@@ -34,6 +35,7 @@ EXAMPLES = """examples:
       --accountant prv --eps-error 0.01
   tightdp compare --sampling-rate 0.01 --noise-multiplier 1.0 --steps 10000 --delta 1e-5
   tightdp calibrate --sampling-rate 0.01 --steps 10000 --delta 1e-5 --epsilon 3
+  tightdp epsilon --spec composition.json --delta 1e-5   (any composition: tightdp.save)
   tightdp group --group-size 8 --sampling poisson --sampling-rate 0.01 \\
       --noise-multiplier 1 --steps 2000 --delta 1e-6
   tightdp plot --sampling-rate 0.01 --noise-multiplier 1 --steps 1000 --delta 1e-5 \\
@@ -104,25 +106,105 @@ def _memory(text: str) -> int:
         raise argparse.ArgumentTypeError(str(err).removeprefix("max_memory ")) from None
 
 
-def _mechanism_options(p: argparse.ArgumentParser, noise: bool = True) -> None:
-    g = p.add_argument_group("DP-SGD setting")
+def _mechanism_options(p: argparse.ArgumentParser, noise: bool = True, spec: bool = False
+                       ) -> None:
+    """The DP-SGD options; with ``spec``, also ``--spec FILE`` as their alternative (then
+    --noise-multiplier is checked as required by the command, and --sampling defaults to None
+    so that giving it with --spec is seen)."""
+    g = p.add_argument_group("DP-SGD setting" + (" (or --spec FILE)" if spec else ""))
     g.add_argument("--sampling-rate", type=_float,
                    help="q in (0, 1] (Poisson rate); or give --batch-size and --dataset-size "
                         "(q = B/n), not both")
     if noise:
-        g.add_argument("--noise-multiplier", type=_float, required=True,
+        g.add_argument("--noise-multiplier", type=_float, required=not spec,
                        help="sigma > 0: noise std / clip norm")
     g.add_argument("--steps", type=_int, help="number of steps >= 0")
     g.add_argument("--epochs", type=_float,
                    help="epochs instead of --steps (steps = ceil(epochs / sampling rate))")
     g.add_argument("--dataset-size", type=_int, help="n (with --batch-size)")
     g.add_argument("--batch-size", type=_int, help="B (with --dataset-size)")
-    g.add_argument("--sampling", default="poisson",
+    g.add_argument("--sampling", default=None if spec else "poisson",
                    choices=["poisson", "without-replacement", "with-replacement",
                             "fixed-batch"],
                    help="how batches are drawn (default poisson, add/remove adjacency); "
                         "with-replacement and fixed-batch need --batch-size and "
                         "--dataset-size")
+    if spec:
+        _spec_option(p)
+
+
+def _spec_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument_group("composition file").add_argument(
+        "--spec", metavar="FILE",
+        help="a composition of any mechanisms as a JSON state file (tightdp.save; see the "
+             "README): instead of the DP-SGD options")
+
+
+#: the DP-SGD options --spec replaces: (attribute, option)
+_SPEC_CONFLICTS = (("sampling_rate", "--sampling-rate"), ("noise_multiplier", "--noise-multiplier"),
+                   ("steps", "--steps"), ("epochs", "--epochs"), ("batch_size", "--batch-size"),
+                   ("dataset_size", "--dataset-size"), ("sampling", "--sampling"),
+                   ("solve_for", "--solve-for"))
+
+
+def _spec_fail(path: str, message: str) -> None:
+    """One line naming the file (not run through :func:`_fail`'s option renaming: a file
+    called sigma.json must stay sigma.json)."""
+    msg = " ".join(str(message).split()) or "invalid file"
+    sys.stderr.write(f"tightdp: error: --spec {path}: {msg}\n")
+    raise SystemExit(2)
+
+
+def _load_spec(a):
+    """(document, accountant) of --spec FILE, every field checked; the DP-SGD options it
+    replaces are an error naming them."""
+    from .state import from_dict, read_document
+
+    given = [opt for attr, opt in _SPEC_CONFLICTS if getattr(a, attr, None) is not None]
+    if given:
+        _fail(f"--spec gives the whole composition; leave out {', '.join(given)}")
+    try:
+        with open(a.spec, "rb") as f:
+            raw = f.read()
+    except OSError as err:
+        _spec_fail(a.spec, f"cannot read the file: {err.strerror or err}")
+    try:
+        doc = read_document(raw)
+        return doc, from_dict(doc)
+    except ValueError as err:
+        _spec_fail(a.spec, str(err))
+
+
+#: CLI attribute -> the option of a state file's accountant it overrides
+_SPEC_OVERRIDES = (("rtol", "rtol"), ("eps_error", "eps_error"), ("delta_error", "delta_error"),
+                   ("L", "L"), ("n", "n"), ("spa_method", "method"),
+                   ("max_memory", "max_memory"), ("max_seconds", "max_seconds"))
+
+
+def _spec_accountant(a, doc, file_acc):
+    """The accountant of ``epsilon``/``delta --spec``: ``--accountant NAME`` with its options
+    from the command line, or else the file's accountant with its options, each accountant
+    option given on the command line replacing the file's."""
+    from .accountants.registry import make_accountant
+    from .state import from_dict
+
+    if a.accountant is not None:
+        name = a.accountant
+        _check_accountant_flags(a, [name], f"--accountant {name}")
+        acc = make_accountant(name, **_acc_opts(a))
+    else:
+        name = file_acc.name
+        _check_accountant_flags(a, [name], f"the {name} accountant of --spec")
+        make_accountant(name, **_acc_opts(a))  # the options given, checked by their names
+        opts = dict(doc["accountant"]["options"])
+        for attr, key in _SPEC_OVERRIDES:
+            if getattr(a, attr, None) is not None:
+                opts[key] = getattr(a, attr)
+        acc = from_dict({**doc, "accountant": {"name": name, "options": opts},
+                         "composition": []})
+    for mech, k in file_acc.terms:
+        acc.compose(mech, k)
+    return acc
 
 
 def _budget_options(p: argparse.ArgumentParser) -> None:
@@ -383,22 +465,36 @@ def _query(a, want: str) -> dict:
     from . import _validate as v
     from .accountants.registry import make_accountant
 
-    name = a.accountant or "pld"
-    _check_accountant_flags(a, [name], f"--accountant {name}")
     given = "delta" if want == "epsilon" else "epsilon"
-    x = v.delta_value("delta", a.delta) if want == "epsilon" else v.nonnegative("eps",
-                                                                                 a.epsilon)
-    q, steps = _setting(a)
-    mech = _mechanism(a, q)
-    acc = make_accountant(name, **_acc_opts(a))
-    t0 = time.perf_counter()
-    acc.compose(mech, steps)
+    if a.spec is not None:
+        doc, file_acc = _load_spec(a)
+        x = v.delta_value("delta", a.delta) if want == "epsilon" else v.nonnegative(
+            "eps", a.epsilon)
+        acc = _spec_accountant(a, doc, file_acc)
+        q = steps = None
+        t0 = time.perf_counter()
+    else:
+        if a.noise_multiplier is None:
+            _fail("the following arguments are required: --noise-multiplier (or give --spec "
+                  "FILE)")
+        a.sampling = a.sampling or "poisson"
+        name = a.accountant or "pld"
+        _check_accountant_flags(a, [name], f"--accountant {name}")
+        x = v.delta_value("delta", a.delta) if want == "epsilon" else v.nonnegative(
+            "eps", a.epsilon)
+        q, steps = _setting(a)
+        mech = _mechanism(a, q)
+        acc = make_accountant(name, **_acc_opts(a))
+        t0 = time.perf_counter()
+        acc.compose(mech, steps)
     r = acc.epsilon(x) if want == "epsilon" else acc.delta(x)
     value = float(r.epsilon) if want == "epsilon" else float(r.delta)
     sec = time.perf_counter() - t0
     out = {want: value, given: x, **_result_row(r, sec), "estimate": r.estimate,
            "steps": steps, "sampling_rate": q, "noise_multiplier": a.noise_multiplier,
            "sampling": a.sampling, "details": r.details}
+    if a.spec is not None:  # the composition is the file's: its total count of steps
+        out.update(steps=acc.total_count, spec=a.spec)
     if not a.json:
         kind = "certified upper bound" if r.certified else "approximation (not a bound)"
         shown = _up(value) if r.certified else value
@@ -477,9 +573,56 @@ def _calibrate_flags(a) -> None:
         _fail(f"--solve-for {a.solve_for} needs --noise-multiplier")
 
 
+def _calibrate_spec(a) -> dict:
+    """``calibrate --spec FILE``: the smallest common factor of every noise scale in the
+    file's composition (:func:`tightdp.state.calibrate_scale`) meeting --epsilon at --delta."""
+    from . import _validate as v
+    from .accountants.registry import CERTIFYING, make_accountant
+    from .calibrate import _precision
+    from .state import calibrate_scale, from_dict
+
+    doc, file_acc = _load_spec(a)
+    target = v.positive("target_epsilon", a.epsilon)
+    delta = v.delta_value("delta", a.delta)
+    rtol = v.positive("rtol", 1e-3 if a.rtol is None else a.rtol)
+    budget = _budget(a)
+    if a.accountant is not None:
+        acc = make_accountant(a.accountant, **_precision(a.accountant, target, rtol / 4, {
+            "max_memory": budget["max_memory"], "max_seconds": budget["max_seconds"]}))
+    else:
+        if file_acc.name not in CERTIFYING:
+            _fail(f"--spec: the file's accountant ({file_acc.name}) does not certify an upper "
+                  f"bound; give --accountant {' or '.join(CERTIFYING)}")
+        opts = dict(doc["accountant"]["options"])
+        if a.max_memory is not None:
+            opts["max_memory"] = a.max_memory
+        acc = from_dict({**doc, "accountant": {"name": file_acc.name, "options": opts},
+                         "composition": []})
+    for mech, k in file_acc.terms:
+        acc.compose(mech, k)
+    r = calibrate_scale(acc, target, delta, rtol=rtol, max_seconds=a.max_seconds)
+    out = {**r.as_dict(), "upper": r.epsilon, "certified": True,
+           "noise_multiplier": None, "sampling_rate": None, "steps": acc.total_count,
+           "spec": a.spec,
+           "note": f"every noise scale of the composition multiplied by scale; epsilon is the "
+                   f"certified upper bound ({r.accountant} accountant) there, meeting the "
+                   f"target {r.target_epsilon:g}; state is the calibrated composition"}
+    if not a.json:
+        scale = _up(r.scale)  # shown rounded up: the printed factor still meets the target
+        print(f"scale: {_fmt(scale)}  (multiplies every noise scale of {a.spec})")
+        print(_table([[scale, _up(r.epsilon), _down(r.lower), r.target_epsilon, r.delta,
+                       r.seconds]],
+                     ["scale", "epsilon (certified)", "lower", "target", "delta",
+                      "seconds"]))
+    return out
+
+
 def _cmd_calibrate(a) -> dict:
     from .calibrate import calibrate_noise, calibrate_sampling_rate, calibrate_steps
 
+    if a.spec is not None:
+        return _calibrate_spec(a)
+    a.solve_for = a.solve_for or "noise-multiplier"
     acc = a.accountant or "pld"
     _calibrate_flags(a)
     rtol = 1e-3 if a.rtol is None else a.rtol
@@ -644,13 +787,15 @@ def build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_, description=help_, epilog=EXAMPLES,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
 
-    s = add("epsilon", "eps at a given delta for DP-SGD, with its certified bracket")
-    _mechanism_options(s)
+    s = add("epsilon", "eps at a given delta for DP-SGD (or any composition: --spec FILE), "
+                       "with its certified bracket")
+    _mechanism_options(s, spec=True)
     s.add_argument("--delta", type=_float, required=True, help="delta in (0, 1)")
     _accountant_options(s)
 
-    s = add("delta", "delta at a given eps for DP-SGD, with its certified bracket")
-    _mechanism_options(s)
+    s = add("delta", "delta at a given eps for DP-SGD (or any composition: --spec FILE), "
+                     "with its certified bracket")
+    _mechanism_options(s, spec=True)
     s.add_argument("--epsilon", type=_float, required=True, help="eps >= 0")
     _accountant_options(s)
 
@@ -672,12 +817,15 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--batch-size", type=_int, help="B (with --dataset-size)")
     s.add_argument("--epsilon", type=_float, required=True, help="target eps > 0")
     s.add_argument("--delta", type=_float, required=True, help="delta in (0, 1)")
-    s.add_argument("--solve-for", default="noise-multiplier",
+    s.add_argument("--solve-for", default=None,
                    choices=["noise-multiplier", "steps", "sampling-rate"],
                    help="the unknown (default noise-multiplier); do not give it as an option")
+    _spec_option(s)
     s.add_argument("--accountant", choices=["pld", "prv", "rdp"],
                    help="a certifying accountant (default pld)")
-    s.add_argument("--rtol", type=_float, help="relative precision (default 1e-3)")
+    s.add_argument("--rtol", type=_float, help="relative precision (default 1e-3); with "
+                   "--spec, of the scale factor (the accountant keeps the file's precision "
+                   "unless --accountant is given)")
     _budget_options(s)
 
     s = add("group", "group-level eps of DP-SGD (Ganesh): groups of up to k examples")
