@@ -166,7 +166,7 @@ def test_oracle_inverse_consistent():
         assert abs(oracle.gaussian_delta(sigma, steps, e) / mp.mpf(delta) - 1) < 1e-20
 
 
-#: closed-form cases of ../shared/reference/cases.json (public reference brackets), vendored
+#: closed-form cases of tests/data/reference_cases.json (public reference brackets), copied
 #: so that the oracle check runs without the shared directory: id -> (mechanism, query,
 #: lower, upper)
 REFERENCE = {
@@ -205,8 +205,8 @@ def test_oracle_reference_cases(cid):
 
 
 def test_vendored_reference_matches_shared():
-    """The vendored brackets are those of ../shared/reference/cases.json (skipped without
-    it)."""
+    """The brackets above are those of the vendored reference cases
+    (tests/data/reference_cases.json)."""
     for cid, (_, qy, lower, upper) in REFERENCE.items():
         c = case_by_id(cid)
         assert (c["query"], c["lower"], c["upper"]) == (qy, lower, upper), cid

@@ -7,13 +7,12 @@ rigorous brackets of tests/data/reference_cases.json.
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from conftest import load_cases
 from tightdp import (
     ApproxDP,
     Gaussian,
@@ -29,13 +28,8 @@ from tightdp.cgf import cgf, tilted_abs_third_moment
 
 mp = pytest.importorskip("mpmath")
 
-CASES_PATH = Path(__file__).resolve().parents[2] / "shared" / "reference" / "cases.json"
-
-
 def _cases() -> dict:
-    if not CASES_PATH.exists():
-        pytest.skip("reference cases not available")
-    return {c["id"]: c for c in json.loads(CASES_PATH.read_text())["cases"]}
+    return {c["id"]: c for c in load_cases()}
 
 
 # ------------------------------------------------------------------------------------------------
