@@ -1,0 +1,260 @@
+"""tightdp.integrations.opacus: TightAccountant inside real Opacus training loops."""
+
+from __future__ import annotations
+
+import copy
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+opacus = pytest.importorskip("opacus")
+
+from opacus import PrivacyEngine  # noqa: E402
+from opacus.accountants import RDPAccountant, create_accountant  # noqa: E402
+from opacus.accountants.utils import get_noise_multiplier as opacus_noise  # noqa: E402
+
+import tightdp  # noqa: E402
+from tightdp.integrations.opacus import (  # noqa: E402
+    TightAccountant,
+    convert_state_dict,
+    get_noise_multiplier,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+DELTA = 1e-5
+N_DATA, BATCH = 200, 10  # q = 1 / len(loader) = 0.05, 20 steps per epoch
+
+
+def _setup(seed: int = 0, accountant: str = "tightdp"):
+    torch.manual_seed(seed)
+    x = torch.randn(N_DATA, 5)
+    y = (x[:, 0] > 0).long()
+    data = torch.utils.data.TensorDataset(x, y)
+    loader = torch.utils.data.DataLoader(data, batch_size=BATCH)
+    model = torch.nn.Linear(5, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    return PrivacyEngine(accountant=accountant), model, opt, loader
+
+
+def _train(model, opt, loader, epochs: int, on_step=None) -> int:
+    steps = 0
+    loss_fn = torch.nn.CrossEntropyLoss()
+    for _ in range(epochs):
+        for xb, yb in loader:
+            opt.zero_grad()
+            loss_fn(model(xb), yb).backward()
+            opt.step()
+            steps += 1
+            if on_step is not None:
+                on_step(steps)
+    return steps
+
+
+def _private(engine, model, opt, loader, sigma: float):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return engine.make_private(module=model, optimizer=opt, data_loader=loader,
+                                   noise_multiplier=sigma, max_grad_norm=1.0)
+
+
+def _dpacc_schedule(runs, optimistic: bool, grid: float = 1e-4) -> float:
+    """eps of a schedule with dp_accounting's PLD (pessimistic or optimistic rounding)."""
+    pld_mod = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
+    total = None
+    for sigma, q, n in runs:
+        p = pld_mod.from_gaussian_mechanism(sigma, pessimistic_estimate=not optimistic,
+                                            value_discretization_interval=grid,
+                                            sampling_prob=q).self_compose(n)
+        total = p if total is None else total.compose(p)
+    return total.get_epsilon_for_delta(DELTA)
+
+
+def test_registered_with_opacus():
+    assert isinstance(create_accountant("tightdp"), TightAccountant)
+    assert isinstance(PrivacyEngine(accountant="tightdp").accountant, TightAccountant)
+    assert TightAccountant.mechanism() == "tightdp"
+
+
+def test_training_loop_matches_dpsgd_and_beats_rdp():
+    engine, model, opt, loader = _setup()
+    model, opt, loader = _private(engine, model, opt, loader, 1.1)
+    steps = _train(model, opt, loader, epochs=8)
+    q = 1 / len(loader)
+    assert 100 <= steps <= 300
+    assert engine.accountant.history == [(1.1, q, steps)]
+    assert len(engine.accountant) == 1
+    eps = engine.get_epsilon(DELTA)
+    ours = tightdp.dpsgd_epsilon(q, 1.1, steps, DELTA)
+    assert isinstance(eps, float) and eps == ours.epsilon
+    r = engine.accountant.get_epsilon_result(DELTA)
+    assert r.certified and r.lower <= eps == r.upper
+    rdp = RDPAccountant()
+    rdp.history = list(engine.accountant.history)
+    assert eps <= rdp.get_epsilon(DELTA)
+    # independent: dp_accounting's optimistic estimate is below our upper bound and its
+    # pessimistic one above our lower bound
+    run = [(1.1, q, steps)]
+    assert r.lower <= _dpacc_schedule(run, optimistic=False)
+    assert _dpacc_schedule(run, optimistic=True) <= r.upper
+
+
+def test_make_private_with_epsilon_meets_target():
+    engine, model, opt, loader = _setup(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, opt, loader = engine.make_private_with_epsilon(
+            module=model, optimizer=opt, data_loader=loader, target_epsilon=2.0,
+            target_delta=DELTA, epochs=5, max_grad_norm=1.0)
+    steps = _train(model, opt, loader, epochs=5)
+    q = 1 / len(loader)
+    assert engine.accountant.history == [(opt.noise_multiplier, q, steps)]
+    eps = engine.get_epsilon(DELTA)
+    assert eps == tightdp.dpsgd_epsilon(q, opt.noise_multiplier, steps, DELTA).epsilon
+    assert eps <= 2.0
+    # Opacus' search stops within its epsilon_tolerance 0.01 of the target
+    assert eps >= 2.0 - 0.011
+
+
+def test_noise_schedule_is_composed_exactly():
+    engine, model, opt, loader = _setup(2)
+    model, opt, loader = _private(engine, model, opt, loader, 0.9)
+
+    def schedule(step):
+        if step == 60:
+            opt.noise_multiplier = 1.6
+
+    steps = _train(model, opt, loader, epochs=6, on_step=schedule)
+    q = 1 / len(loader)
+    assert engine.accountant.history == [(0.9, q, 60), (1.6, q, steps - 60)]
+    r = engine.accountant.get_epsilon_result(DELTA)
+    hand = (tightdp.PLDAccountant(1e-3)
+            .compose(tightdp.PoissonSubsampled(tightdp.Gaussian(0.9), q), 60)
+            .compose(tightdp.PoissonSubsampled(tightdp.Gaussian(1.6), q), steps - 60)
+            .epsilon(DELTA))
+    assert (r.lower, r.upper) == (hand.lower, hand.upper)
+    assert engine.get_epsilon(DELTA) == hand.epsilon
+    # not averaged: strictly between the all-0.9 and the all-1.6 runs
+    hi = tightdp.dpsgd_epsilon(q, 0.9, steps, DELTA)
+    lo = tightdp.dpsgd_epsilon(q, 1.6, steps, DELTA)
+    assert lo.upper < r.lower and r.upper < hi.lower
+    runs = [(0.9, q, 60), (1.6, q, steps - 60)]
+    assert r.lower <= _dpacc_schedule(runs, optimistic=False)
+    assert _dpacc_schedule(runs, optimistic=True) <= r.upper
+
+
+def test_checkpoint_round_trip_mid_training(tmp_path):
+    # uninterrupted reference run of 2 + 2 epochs
+    engine, model, opt, loader = _setup(3)
+    model, opt, loader = _private(engine, model, opt, loader, 1.0)
+    n1 = _train(model, opt, loader, epochs=2)
+    mid_eps = engine.get_epsilon(DELTA)
+    path = tmp_path / "ckpt.pt"
+    engine.save_checkpoint(path=path, module=model, optimizer=opt)
+    n2 = _train(model, opt, loader, epochs=2)
+    full_eps = engine.get_epsilon(DELTA)
+    assert full_eps > mid_eps
+
+    # resume in a fresh engine from the checkpoint and run the remaining 2 epochs
+    engine2, model2, opt2, loader2 = _setup(3)
+    model2, opt2, loader2 = _private(engine2, model2, opt2, loader2, 1.0)
+    engine2.load_checkpoint(path=path, module=model2, optimizer=opt2)
+    assert isinstance(engine2.accountant, TightAccountant)
+    assert engine2.get_epsilon(DELTA) == mid_eps
+    assert _train(model2, opt2, loader2, epochs=2) == n2
+    assert engine2.accountant.history == engine.accountant.history
+    assert engine2.get_epsilon(DELTA) == full_eps
+    assert engine.accountant.history[0][2] == n1 + n2
+
+
+def test_opacus_rdp_state_converts_explicitly():
+    rdp = RDPAccountant()
+    for sigma, n in [(1.0, 30), (1.3, 50)]:
+        for _ in range(n):
+            rdp.step(noise_multiplier=sigma, sample_rate=0.02)
+    state = copy.deepcopy(rdp.state_dict())
+    ours = TightAccountant()
+    with pytest.raises(ValueError, match="convert_state_dict"):
+        ours.load_state_dict(state)
+    ours.load_state_dict(convert_state_dict(state))
+    assert ours.history == rdp.history
+    hand = (tightdp.PLDAccountant(1e-3)
+            .compose(tightdp.PoissonSubsampled(tightdp.Gaussian(1.0), 0.02), 30)
+            .compose(tightdp.PoissonSubsampled(tightdp.Gaussian(1.3), 0.02), 50)
+            .epsilon(DELTA))
+    assert ours.get_epsilon(DELTA) == hand.epsilon <= rdp.get_epsilon(DELTA)
+    # state_dict of ours round-trips
+    again = TightAccountant()
+    again.load_state_dict(copy.deepcopy(ours.state_dict()))
+    assert again.history == ours.history and again.get_epsilon(DELTA) == hand.epsilon
+
+
+@pytest.mark.parametrize("state, field", [
+    ({"history": [(-1.0, 0.1, 5)], "mechanism": "rdp"}, "noise_multiplier"),
+    ({"history": [(1.0, 2.0, 5)], "mechanism": "prv"}, "sample_rate"),
+    ({"history": [(1.0, 0.1, 0)], "mechanism": "rdp"}, "num_steps"),
+    ({"history": [(1.0, 0.1, 2.5)], "mechanism": "rdp"}, "num_steps"),
+    ({"history": [(1.0, 0.1)], "mechanism": "rdp"}, "triple"),
+    ({"history": "nonsense", "mechanism": "rdp"}, "history"),
+    ({"history": [], "mechanism": "foo"}, "mechanism"),
+    ({"mechanism": "rdp"}, "history"),
+])
+def test_malformed_states_are_refused(state, field):
+    with pytest.raises(ValueError, match=field):
+        convert_state_dict(state)
+    if state.get("mechanism") == "rdp" and "history" in state:
+        fixed = {**state, "mechanism": "tightdp"}
+        with pytest.raises(ValueError, match=field):
+            TightAccountant().load_state_dict(fixed)
+
+
+def test_step_and_query_validation():
+    acc = TightAccountant()
+    assert acc.get_epsilon(DELTA) == 0.0
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        acc.step(noise_multiplier=float("nan"), sample_rate=0.1)
+    with pytest.raises(ValueError, match="sample_rate"):
+        acc.step(noise_multiplier=1.0, sample_rate=0.0)
+    with pytest.raises(ValueError, match="delta"):
+        acc.get_epsilon(1.5)
+    with pytest.raises(ValueError, match="rtol"):
+        TightAccountant(rtol=-1)
+    acc.step(noise_multiplier=0.0, sample_rate=0.1)
+    assert acc.get_epsilon(DELTA) == float("inf")
+
+
+def test_get_noise_multiplier_meets_target_and_is_tight():
+    target, q, steps = 2.0, 0.01, 300
+    sigma = get_noise_multiplier(target_epsilon=target, target_delta=DELTA, sample_rate=q,
+                                 steps=steps)
+    assert sigma == get_noise_multiplier(target_epsilon=target, target_delta=DELTA,
+                                         sample_rate=q, epochs=3)
+    acc = TightAccountant()
+    acc.history = [(sigma, q, steps)]
+    assert acc.get_epsilon(DELTA) <= target
+    # dp_accounting's PLD at a fine grid: the pessimistic estimate meets the target at sigma;
+    # at 0.995 sigma even its optimistic estimate (and our certified lower bound) misses it,
+    # so sigma is within 0.5% of the smallest sigma that meets the target
+    assert _dpacc_schedule([(sigma, q, steps)], optimistic=False, grid=1e-5) <= target
+    assert _dpacc_schedule([(0.995 * sigma, q, steps)], optimistic=True, grid=1e-5) > target
+    assert tightdp.dpsgd_epsilon(q, 0.995 * sigma, steps, DELTA).lower > target
+    # Opacus' own search through the registry, with our accountant, is certified too and
+    # (with its epsilon_tolerance) no tighter than ours
+    theirs = opacus_noise(target_epsilon=target, target_delta=DELTA, sample_rate=q,
+                          steps=steps, accountant="tightdp")
+    acc.history = [(theirs, q, steps)]
+    assert acc.get_epsilon(DELTA) <= target
+    assert sigma <= theirs * 1.001
+    with pytest.raises(ValueError, match="epochs or steps"):
+        get_noise_multiplier(target_epsilon=target, target_delta=DELTA, sample_rate=q)
+
+
+def test_readme_section_runs(capsys):
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"## For Opacus users\n.*?```python\n(.*?)```", text, re.S)
+    assert block, "README has no Opacus section"
+    exec(compile(block.group(1), "README.md", "exec"), {})
+    out = capsys.readouterr().out.split()
+    assert len(out) >= 2
