@@ -23,6 +23,12 @@ from tightdp.integrations.opacus import (  # noqa: E402
     get_noise_multiplier,
 )
 
+try:
+    import dp_accounting  # noqa: F401
+    HAVE_DPACC = True
+except ImportError:  # a peer: its cross-checks are skipped, the rest runs
+    HAVE_DPACC = False
+
 ROOT = Path(__file__).resolve().parents[1]
 DELTA = 1e-5
 N_DATA, BATCH = 200, 10  # q = 1 / len(loader) = 0.05, 20 steps per epoch
@@ -62,7 +68,7 @@ def _private(engine, model, opt, loader, sigma: float):
 
 def _dpacc_schedule(runs, optimistic: bool, grid: float = 1e-4) -> float:
     """eps of a schedule with dp_accounting's PLD (pessimistic or optimistic rounding)."""
-    pld_mod = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
+    from dp_accounting.pld import privacy_loss_distribution as pld_mod
     total = None
     for sigma, q, n in runs:
         p = pld_mod.from_gaussian_mechanism(sigma, pessimistic_estimate=not optimistic,
@@ -97,6 +103,8 @@ def test_training_loop_matches_dpsgd_and_beats_rdp():
     # independent: dp_accounting's optimistic estimate is below our upper bound and its
     # pessimistic one above our lower bound
     run = [(1.1, q, steps)]
+    if not HAVE_DPACC:
+        return
     assert r.lower <= _dpacc_schedule(run, optimistic=False)
     assert _dpacc_schedule(run, optimistic=True) <= r.upper
 
@@ -141,6 +149,8 @@ def test_noise_schedule_is_composed_exactly():
     lo = tightdp.dpsgd_epsilon(q, 1.6, steps, DELTA)
     assert lo.upper < r.lower and r.upper < hi.lower
     runs = [(0.9, q, 60), (1.6, q, steps - 60)]
+    if not HAVE_DPACC:
+        return
     assert r.lower <= _dpacc_schedule(runs, optimistic=False)
     assert _dpacc_schedule(runs, optimistic=True) <= r.upper
 
@@ -210,6 +220,16 @@ def test_malformed_states_are_refused(state, field):
             TightAccountant().load_state_dict(fixed)
 
 
+def test_numpy_history_entries_are_accepted():
+    np = pytest.importorskip("numpy")
+    state = {"history": [(np.float64(1.0), np.float32(0.25), np.int64(40))],
+             "mechanism": "prv"}
+    acc = TightAccountant()
+    acc.load_state_dict(convert_state_dict(state))
+    assert acc.history == [(1.0, 0.25, 40)]
+    assert acc.get_epsilon(DELTA) == tightdp.dpsgd_epsilon(0.25, 1.0, 40, DELTA).epsilon
+
+
 def test_step_and_query_validation():
     acc = TightAccountant()
     assert acc.get_epsilon(DELTA) == 0.0
@@ -237,8 +257,10 @@ def test_get_noise_multiplier_meets_target_and_is_tight():
     # dp_accounting's PLD at a fine grid: the pessimistic estimate meets the target at sigma;
     # at 0.995 sigma even its optimistic estimate (and our certified lower bound) misses it,
     # so sigma is within 0.5% of the smallest sigma that meets the target
-    assert _dpacc_schedule([(sigma, q, steps)], optimistic=False, grid=1e-5) <= target
-    assert _dpacc_schedule([(0.995 * sigma, q, steps)], optimistic=True, grid=1e-5) > target
+    if HAVE_DPACC:
+        assert _dpacc_schedule([(sigma, q, steps)], optimistic=False, grid=1e-5) <= target
+        assert _dpacc_schedule([(0.995 * sigma, q, steps)], optimistic=True,
+                               grid=1e-5) > target
     assert tightdp.dpsgd_epsilon(q, 0.995 * sigma, steps, DELTA).lower > target
     # Opacus' own search through the registry, with our accountant, is certified too and
     # (with its epsilon_tolerance) no tighter than ours

@@ -19,6 +19,7 @@ schedules are composed exactly, never averaged. ``get_epsilon`` is the certified
 from __future__ import annotations
 
 import math
+import numbers
 from collections import OrderedDict
 from typing import Any
 
@@ -49,8 +50,8 @@ def _check_entry(where: str, entry: Any) -> tuple[float, float, int]:
     sigma, q, n = entry
     sigma = v.nonnegative(f"{where} noise_multiplier", sigma)
     q = v.probability_open_closed(f"{where} sample_rate", q)
-    if isinstance(n, bool) or not isinstance(n, int) and not (
-            isinstance(n, float) and n.is_integer()):
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) and not (
+            isinstance(n, numbers.Real) and float(n).is_integer()):
         raise ValueError(f"{where} num_steps must be an integer >= 1, got {n!r}")
     n = v.count(f"{where} num_steps", int(n), minimum=1)
     return sigma, q, n
