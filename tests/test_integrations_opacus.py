@@ -201,6 +201,26 @@ def test_opacus_rdp_state_converts_explicitly():
     assert again.history == ours.history and again.get_epsilon(DELTA) == hand.epsilon
 
 
+def test_rdp_checkpoint_file_resumes_under_tightdp(tmp_path):
+    engine, model, opt, loader = _setup(4, accountant="rdp")
+    model, opt, loader = _private(engine, model, opt, loader, 1.2)
+    steps = _train(model, opt, loader, epochs=2)
+    path = tmp_path / "rdp.pt"
+    engine.save_checkpoint(path=path, module=model, optimizer=opt)
+    q = 1 / len(loader)
+
+    engine2, model2, opt2, loader2 = _setup(4)
+    model2, opt2, loader2 = _private(engine2, model2, opt2, loader2, 1.2)
+    with pytest.raises(ValueError, match="convert_state_dict"):
+        engine2.load_checkpoint(path=path, module=model2, optimizer=opt2)
+    state = torch.load(path, weights_only=False)["privacy_accountant_state_dict"]
+    engine2.accountant.load_state_dict(convert_state_dict(state))
+    assert engine2.accountant.history == [(1.2, q, steps)]
+    eps = engine2.get_epsilon(DELTA)
+    assert eps == tightdp.dpsgd_epsilon(q, 1.2, steps, DELTA).epsilon
+    assert eps <= engine.get_epsilon(DELTA)  # Opacus' RDP bound for the same steps
+
+
 @pytest.mark.parametrize("state, field", [
     ({"history": [(-1.0, 0.1, 5)], "mechanism": "rdp"}, "noise_multiplier"),
     ({"history": [(1.0, 2.0, 5)], "mechanism": "prv"}, "sample_rate"),
