@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tightdp as td
@@ -16,6 +17,16 @@ CASES_PATH = Path(__file__).resolve().parent / "data" / "reference_cases.json"
 
 #: full-size slow tests when TIGHTDP_SLOW=1; otherwise reduced versions run
 SLOW = os.environ.get("TIGHTDP_SLOW", "") == "1"
+
+
+def same(a, b) -> bool:
+    """Equal bit for bit (NaN equal to NaN, arrays elementwise, None to None)."""
+    if a is None or b is None:
+        return a is b
+    if isinstance(a, str | bool):
+        return a == b
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return x.shape == y.shape and bool(np.all((x == y) | (np.isnan(x) & np.isnan(y))))
 
 
 def load_cases() -> list[dict]:

@@ -15,6 +15,7 @@ import pickle
 import numpy as np
 import pytest
 
+from conftest import same as _same
 from tightdp import (
     GDPAccountant,
     PLDAccountant,
@@ -67,16 +68,6 @@ ACCOUNTANTS = {
 }
 
 _FIELDS = ("epsilon", "delta", "lower", "upper", "estimate", "certified", "note")
-
-
-def _same(a, b) -> bool:
-    """Equal bit for bit (NaN equal to NaN, arrays elementwise, None to None)."""
-    if a is None or b is None:
-        return a is b
-    if isinstance(a, str | bool):
-        return a == b
-    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    return x.shape == y.shape and bool(np.all((x == y) | (np.isnan(x) & np.isnan(y))))
 
 
 def _assert_same_result(r1, r2) -> None:

@@ -21,6 +21,7 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 import tightdp as td
+from conftest import same as _same
 from tightdp import cli, state
 from tightdp.accountants.fft import FFTAccountant
 
@@ -71,16 +72,6 @@ ACCOUNTANTS = {
     "gdp": lambda: td.GDPAccountant(max_memory="500MB"),
     "spa": lambda: td.SaddlePointAccountant("msd0", bounds=True),
 }
-
-
-def _same(a, b) -> bool:
-    """Equal bit for bit (NaN equal to NaN, arrays elementwise, None to None)."""
-    if a is None or b is None:
-        return a is b
-    if isinstance(a, str | bool):
-        return a == b
-    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    return x.shape == y.shape and bool(np.all((x == y) | (np.isnan(x) & np.isnan(y))))
 
 
 def _answers(acc) -> list:
