@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from tightdp.group import group_epsilon, sensitivity_distribution
+from tightdp.dpsgd.group import group_epsilon, sensitivity_distribution
 
 T, Q, SIGMA, DELTA = 2000, 0.01, 1.0, 1e-6
 

@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from tightdp.group import group_mechanism
+from tightdp.dpsgd.group import group_mechanism
 from tightdp.pld.discretize import loss_range
 
 

@@ -13,7 +13,7 @@ Run: ``python examples/gdp_vs_rdp_filter.py``
 
 from __future__ import annotations
 
-from tightdp.gdp import gdp_mu
+from tightdp.curves.gdp import gdp_mu
 from tightdp.individual import GDPFilter, RDPFilter
 
 

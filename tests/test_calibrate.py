@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tightdp.calibrate import (
+from tightdp.dpsgd.calibrate import (
     calibrate_noise,
     calibrate_sampling_rate,
     calibrate_steps,

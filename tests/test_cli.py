@@ -124,6 +124,7 @@ def test_help_has_examples():
 # cheap settings: every query below is a few milliseconds of accounting
 
 from tightdp import cli  # noqa: E402
+from tightdp import results as acc_results  # noqa: E402
 from tightdp._budget import Budget  # noqa: E402
 from tightdp.accountants import base as acc_base  # noqa: E402
 
@@ -368,7 +369,7 @@ def test_plot_output_checked_before_any_work(capsys, built, tmp_path, output, fr
 def test_json_infinity_is_null_with_a_flag(capsys, monkeypatch):
     # an eps that is +inf (a delta below the mass at infinity) must not be the string "inf"
     def infinite(self, delta):
-        return acc_base.EpsilonResult(math.inf, delta, 1.0, math.inf, "pld", True,
+        return acc_results.EpsilonResult(math.inf, delta, 1.0, math.inf, "pld", True,
                                       details={"curve": [1.0, math.inf, -math.inf]})
 
     monkeypatch.setattr(td.PLDAccountant, "epsilon", infinite)

@@ -430,7 +430,7 @@ def test_cli_calibrate_epsilon_1e6():
 def test_calibrate_noise_delta_1e_30_one_step(guard):
     """calibrate_noise at delta = 1e-30, one step (q = 0.01, target eps 3): the returned
     noise must meet the target exactly (oracle), within 60 s / 2 GB."""
-    out = guard.run({"kind": "call", "target": "tightdp.calibrate:calibrate_noise",
+    out = guard.run({"kind": "call", "target": "tightdp.dpsgd.calibrate:calibrate_noise",
                      "args": (3.0, 1e-30, 0.01, 1)})
     check_cost(out)
     if out["status"] == "ok":
@@ -483,7 +483,7 @@ def test_spa_laplace_0_01(guard):
 def test_group_epsilon_quick_start_no_conversion_by_default(guard):
     """The README's quick-start group_epsilon call does not compute the RDP-conversion
     baseline unless asked (``conversion=``): ``conversion is None``; within 60 s / 2 GB."""
-    out = guard.run({"kind": "call", "target": "tightdp.group:group_epsilon",
+    out = guard.run({"kind": "call", "target": "tightdp.dpsgd.group:group_epsilon",
                      "args": (8, 1.0, 2000, 1e-6), "kwargs": {"sampling_rate": 0.01}})
     check_cost(out)
     assert out["status"] == "ok", out.get("error")

@@ -33,8 +33,8 @@ from tightdp import (
     SampledWithReplacement,
 )
 from tightdp.accountants.fft import FFTAccountant, tail_estimate_73
+from tightdp.losses import LocationMixtureLoss
 from tightdp.mechanisms.base import Mechanism
-from tightdp.mechanisms.loss import LocationMixtureLoss
 from tightdp.pld.compose import compose_fixed_window
 from tightdp.pld.grid import DiscretePLD
 from tightdp.pld.riemann import loss_density, riemann

@@ -1,4 +1,4 @@
-"""Tests of the mu-GDP functions (tightdp.gdp) and the GDPAccountant.
+"""Tests of the mu-GDP functions (tightdp.curves.gdp) and the GDPAccountant.
 
 References: mpmath evaluation of the mu-GDP curve in 60 digits, closed-form reference cases
 (B01, B02, B03, B06, A21 in tests/data/reference_cases.json) and round trips.
@@ -13,7 +13,7 @@ import pytest
 
 import tightdp as t
 from conftest import case_by_id
-from tightdp.gdp import compose_mu, gdp_delta, gdp_epsilon, gdp_log_delta, gdp_mu
+from tightdp.curves.gdp import compose_mu, gdp_delta, gdp_epsilon, gdp_log_delta, gdp_mu
 
 mp = pytest.importorskip("mpmath")
 

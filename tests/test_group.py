@@ -1,4 +1,4 @@
-"""Tests for tightdp.group (Ganesh: group-level DP-SGD via mixtures of Gaussians) and
+"""Tests for tightdp.dpsgd.group (Ganesh: group-level DP-SGD via mixtures of Gaussians) and
 tightdp.dpsgd.
 
 Independent references: the rigorous brackets and mechanism descriptions of the D-* cases in
@@ -19,7 +19,7 @@ import pytest
 import tightdp
 from conftest import case_by_id
 from tightdp import Gaussian, MixtureOfGaussians, PLDAccountant, PoissonSubsampled
-from tightdp.group import (
+from tightdp.dpsgd.group import (
     ChernoffCurve,
     group_conversion_epsilon,
     group_epsilon,

@@ -12,7 +12,6 @@ import pytest
 from scipy import fft as sfft
 
 from tightdp import Gaussian, PLDAccountant, PoissonSubsampled, SaddlePointAccountant
-from tightdp.cgf import cgf
 from tightdp.individual import (
     GDPFilter,
     GDPOdometer,
@@ -24,6 +23,7 @@ from tightdp.individual import (
     rdp_to_epsilon,
 )
 from tightdp.individual.pld_individual import _Evaluator
+from tightdp.losses.cgf import cgf
 
 DELTA = 1e-5
 
@@ -127,7 +127,7 @@ def test_rdp_filter_counts_and_conversion():
     assert n == math.floor(r.budget * 2 * sigma ** 2 / a * (1 + 1e-14))
     # GDP admits more steps for the same (eps, delta) (App. C.4)
     g = GDPFilter.__new__(GDPFilter)
-    from tightdp.gdp import gdp_mu
+    from tightdp.curves.gdp import gdp_mu
 
     g.__init__(gdp_mu(eps, DELTA))
     m = 0

@@ -23,7 +23,6 @@ from tightdp import (
     RDPAccountant,
     SaddlePointAccountant,
 )
-from tightdp.accountants.base import DeltaResult, EpsilonResult
 from tightdp.accountants.fft import FFTAccountant
 from tightdp.individual import (
     GDPFilter,
@@ -44,6 +43,7 @@ from tightdp.mechanisms import (
     SampledWithoutReplacement,
     SampledWithReplacement,
 )
+from tightdp.results import DeltaResult, EpsilonResult
 
 MECHANISMS = {
     "Gaussian": lambda: Gaussian(1.0),
@@ -119,7 +119,7 @@ def test_accountant_pickles_before_and_after_queries(name, mech):
 
 def test_results_pickle():
     from tightdp import group_epsilon
-    from tightdp.calibrate import calibrate_noise
+    from tightdp.dpsgd.calibrate import calibrate_noise
 
     er = EpsilonResult(1.0, 1e-5, 0.9, 1.1, "x", True, estimate=1.0, note="n",
                        details={"a": np.arange(3.0)})

@@ -27,7 +27,7 @@ from tightdp import (
     RandomizedResponse,
 )
 from tightdp.accountants import prv as prv_module
-from tightdp.mechanisms.loss import DiscreteLoss
+from tightdp.losses import DiscreteLoss
 from tightdp.pld.mean_preserving import coupling_log_mgf, gamma_constants, mean_preserving
 
 

@@ -1,4 +1,4 @@
-"""Tests of the Rényi-DP formulas (tightdp.rdp) and the RDPAccountant.
+"""Tests of the Rényi-DP formulas (tightdp.curves.rdp) and the RDPAccountant.
 
 Numbers are checked against independent computations: mpmath quadrature / exact sums of the
 Rényi divergence from its definition, dp_accounting's RdpAccountant, the reference brackets in
@@ -16,7 +16,7 @@ import pytest
 
 import tightdp as t
 from conftest import load_cases
-from tightdp import rdp as R
+from tightdp.curves import rdp as R
 
 mp = pytest.importorskip("mpmath")
 

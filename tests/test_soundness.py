@@ -452,7 +452,7 @@ def test_bad_regime_inputs_raise_value_error():
 
 # --- 7. calibration for a small target finishes in seconds -------------------------------------
 def test_calibration_small_epsilon_is_fast():
-    from tightdp.calibrate import calibrate_noise
+    from tightdp.dpsgd.calibrate import calibrate_noise
 
     t0 = time.perf_counter()
     c = calibrate_noise(0.01, 1e-5, sampling_rate=0.01, steps=1000, rtol=1e-2)

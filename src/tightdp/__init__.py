@@ -11,9 +11,9 @@ from .accountants import (
     RDPAccountant,
     SaddlePointAccountant,
 )
-from .dpsgd import dpsgd_epsilon
-from .gdp import gdp_delta, gdp_epsilon, gdp_mu
-from .group import GroupResult, group_epsilon
+from .curves.gdp import gdp_delta, gdp_epsilon, gdp_mu
+from .dpsgd.epsilon import dpsgd_epsilon
+from .dpsgd.group import GroupResult, group_epsilon
 from .individual import (
     GDPFilter,
     GDPOdometer,

@@ -319,7 +319,7 @@ def _mechanism(a, q):
         _fail(f"--sampling {a.sampling} needs --batch-size (>= 1) and --dataset-size (>= B)")
     if a.sampling == "with-replacement":
         return SampledWithReplacement(Gaussian(sigma), a.batch_size, a.dataset_size)
-    from .group import group_mechanism
+    from .dpsgd.group import group_mechanism
 
     return group_mechanism(1, sigma, "fixed_batch", batch_size=a.batch_size,
                            dataset_size=a.dataset_size)
@@ -578,7 +578,7 @@ def _calibrate_spec(a) -> dict:
     file's composition (:func:`tightdp.state.calibrate_scale`) meeting --epsilon at --delta."""
     from . import _validate as v
     from .accountants.registry import CERTIFYING, make_accountant
-    from .calibrate import _precision
+    from .dpsgd.calibrate import _precision
     from .state import calibrate_scale, from_dict
 
     doc, file_acc = _load_spec(a)
@@ -618,7 +618,7 @@ def _calibrate_spec(a) -> dict:
 
 
 def _cmd_calibrate(a) -> dict:
-    from .calibrate import calibrate_noise, calibrate_sampling_rate, calibrate_steps
+    from .dpsgd.calibrate import calibrate_noise, calibrate_sampling_rate, calibrate_steps
 
     if a.spec is not None:
         return _calibrate_spec(a)
@@ -662,7 +662,7 @@ def _cmd_calibrate(a) -> dict:
 
 
 def _cmd_group(a) -> dict:
-    from .group import group_epsilon
+    from .dpsgd.group import group_epsilon
 
     if a.sampling not in ("poisson", "fixed-batch"):
         _fail("--sampling must be poisson or fixed-batch for group")

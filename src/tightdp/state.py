@@ -546,7 +546,7 @@ def calibrate_scale(acc: Accountant, target_epsilon: float, delta: float, *,
     kept, ``max_seconds`` (default: the accountant's) bounds the whole search.
     """
     from .accountants.registry import CERTIFYING
-    from .calibrate import _Clock, _OutOfTime
+    from .dpsgd.calibrate import _Clock, _OutOfTime
 
     if acc.name not in CERTIFYING:
         raise ValueError(f"accountant must certify an upper bound ({', '.join(CERTIFYING)}) "

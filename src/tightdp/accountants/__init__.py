@@ -1,6 +1,7 @@
 """Accountants: each composes mechanisms and answers delta(eps) and eps(delta)."""
 
-from .base import Accountant, DeltaResult, EpsilonResult
+from ..results import DeltaResult, EpsilonResult
+from .base import Accountant
 from .fft import FFTAccountant
 from .gdp import GDPAccountant
 from .pld import PLDAccountant

@@ -16,7 +16,7 @@ Riemann sums are not bounded rigorously. Every result therefore has ``certified=
   estimate (7.3), ``exp(k q^2 (L/2+1)(L/2) / ((1-q) sigma^2)) e^{-L^2/2}``, where every term
   is a Poisson-subsampled Gaussian (``tail_estimate_73``), and the Chernoff bound
   ``min_lam exp(sum_i k_i K_i(lam) - lam L)`` (``tail_chernoff``; ``K_i`` the exact CGF of
-  step i, :mod:`tightdp.cgf`, else that of the discretized single-step law); the larger;
+  step i, :mod:`tightdp.losses.cgf`, else that of the discretized single-step law); the larger;
 * ``err_L_n`` -- the discretisation error estimate (7.4), ``err(L, n) = 2 |I_n - I_2n|``
   (the same algorithm with ``2n`` points on the same ``[-L, L]``);
 * ``mass_defect`` -- ``|1 - prod_i (w_i / m_i)^{k_i}|`` where ``w_i`` is the sum of the
@@ -52,15 +52,16 @@ from scipy.fft import next_fast_len
 from scipy.special import logsumexp
 
 from .. import _validate as v
-from ..cgf import MAX_NODES, cgf, cgf_supported, loss_sup, node_count
+from ..losses import DiscreteLoss, GaussianLoss, LocationMixtureLoss
+from ..losses.cgf import MAX_NODES, cgf, cgf_supported, loss_sup, node_count
 from ..mechanisms.base import Mechanism
 from ..mechanisms.basic import Gaussian
-from ..mechanisms.loss import DiscreteLoss, GaussianLoss, LocationMixtureLoss
 from ..mechanisms.subsampling import PoissonSubsampled
 from ..pld.compose import compose_fixed_window
 from ..pld.grid import DiscretePLD
 from ..pld.riemann import has_density, riemann
-from .base import Accountant, DeltaResult, EpsilonResult
+from ..results import DeltaResult, EpsilonResult
+from .base import Accountant
 
 __all__ = ["FFTAccountant", "tail_estimate_73"]
 
@@ -189,7 +190,7 @@ class FFTAccountant(Accountant):
 
     When is the domain too small? The mass of the composed loss above ``L`` is estimated by
     the Chernoff bound ``min_lam exp(sum_i k_i K_i(lam) - lam L)`` with the exact cumulant
-    generating functions ``K_i`` of the steps (:mod:`tightdp.cgf`; the discretized law only
+    generating functions ``K_i`` of the steps (:mod:`tightdp.losses.cgf`; the discretized law only
     where none is available); the domain is widened until that mass is below ``TAIL_WIDEN``
     times the answer (``delta``, or the target ``delta`` of ``epsilon``), and a result whose
     mass above ``L`` exceeds ``TAIL_REFUSE`` times the answer, or whose ``eps`` reaches the end
@@ -338,7 +339,7 @@ class FFTAccountant(Accountant):
 
         ``K_i`` is the exact CGF of the finite part of step i's loss (closed form for
         Gaussian losses, finite sums for discrete losses, quadrature for location mixtures up
-        to tilt 64, :func:`tightdp.cgf.cgf`); where none is available, the CGF of the
+        to tilt 64, :func:`tightdp.losses.cgf.cgf`); where none is available, the CGF of the
         discretized single-step law on the current ``[-L, L)`` (an estimate). Entries are
         ``+inf`` at tilts a term cannot evaluate."""
         exact = all(self._exact_cgf(m.privacy_losses()[direction]) for m, _ in self.terms)

@@ -15,9 +15,10 @@ import math
 import numpy as np
 
 from .. import _validate as v
-from ..gdp import gdp_delta, gdp_epsilon
+from ..curves.gdp import gdp_delta, gdp_epsilon
 from ..mechanisms.base import Mechanism
-from .base import Accountant, DeltaResult, EpsilonResult
+from ..results import DeltaResult, EpsilonResult
+from .base import Accountant
 
 __all__ = ["GDPAccountant"]
 

@@ -38,7 +38,8 @@ from .. import _validate as v
 from .._budget import BudgetExceeded
 from ..pld.compose import MAX_POINTS, ComposedPLD, LogMgf, compose
 from ..pld.discretize import certified_pair, connect_the_dots, loss_range
-from .base import Accountant, DeltaResult, EpsilonResult, check_bracket
+from ..results import DeltaResult, EpsilonResult, check_bracket
+from .base import Accountant
 from .spa import saddle_log_delta
 
 __all__ = ["PLDAccountant", "saddle_point_eps"]

@@ -69,7 +69,8 @@ from ..pld.compose import MAX_POINTS, ComposedPLD, LogMgf, compose, round_rel
 from ..pld.discretize import loss_range
 from ..pld.grid import DiscretePLD
 from ..pld.mean_preserving import coupling_log_mgf, mean_preserving
-from .base import Accountant, DeltaResult, EpsilonResult, check_bracket
+from ..results import DeltaResult, EpsilonResult, check_bracket
+from .base import Accountant
 from .pld import saddle_point_eps
 
 try:  # circular composition on a window chosen by the caller (the same FFT engine)

@@ -1,7 +1,8 @@
 """The Rényi-DP (moments) accountant: the baseline every paper compares against.
 
 Each mechanism supplies its Rényi divergence on an order grid (``mechanism.rdp(orders)``, see
-:mod:`tightdp.rdp`); composition adds the curves order by order (Mironov 2017, Prop. 1) and the
+:mod:`tightdp.curves.rdp`); composition adds the curves order by order (Mironov 2017,
+Prop. 1) and the
 query converts the total to (eps, delta) with the best of the classic and the Canonne, Kamath,
 Steinke (2020) conversions at the best order. The result is a certified upper bound (no lower
 bound); under add/remove adjacency every supplied curve bounds both directions.
@@ -12,9 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate as v
+from ..curves.rdp import DEFAULT_ORDERS, check_orders, delta_from_rdp, eps_from_rdp
 from ..mechanisms.base import Mechanism
-from ..rdp import DEFAULT_ORDERS, check_orders, delta_from_rdp, eps_from_rdp
-from .base import Accountant, DeltaResult, EpsilonResult
+from ..results import DeltaResult, EpsilonResult
+from .base import Accountant
 
 __all__ = ["RDPAccountant"]
 
@@ -26,7 +28,7 @@ class RDPAccountant(Accountant):
 
     Parameters
     ----------
-    orders : Rényi orders (> 1) to use instead of :data:`tightdp.rdp.DEFAULT_ORDERS`
+    orders : Rényi orders (> 1) to use instead of :data:`tightdp.curves.rdp.DEFAULT_ORDERS`
         (which contain dp_accounting's default orders, a finer fractional grid and integers up
         to 10^4).
     extra_orders : orders added to the grid (default or ``orders``).

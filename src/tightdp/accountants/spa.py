@@ -48,10 +48,11 @@ import numpy as np
 from scipy.special import erfcx, log_ndtr
 
 from .. import _validate as v
-from ..cgf import cgf_and_abs3, cgf_supported, loss_sup, max_tilt
+from ..losses import GaussianLoss
+from ..losses.cgf import cgf_and_abs3, cgf_supported, loss_sup, max_tilt
 from ..mechanisms.base import Mechanism
-from ..mechanisms.loss import GaussianLoss
-from .base import Accountant, DeltaResult, EpsilonResult
+from ..results import DeltaResult, EpsilonResult
+from .base import Accountant
 
 __all__ = ["SaddlePointAccountant"]
 

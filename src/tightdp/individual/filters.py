@@ -32,8 +32,8 @@ import math
 import numpy as np
 
 from .. import _validate as v
-from ..gdp import _log_delta, gdp_delta, gdp_epsilon
-from ..rdp import eps_from_rdp, gaussian_rdp
+from ..curves.gdp import _log_delta, gdp_delta, gdp_epsilon
+from ..curves.rdp import eps_from_rdp, gaussian_rdp
 
 __all__ = [
     "GDPFilter",
@@ -58,8 +58,9 @@ def _margin(n_steps) -> np.ndarray:
 def _curve_eps(mu, delta: float) -> np.ndarray:
     """Exact mu-GDP eps(delta) (eq. (2.3) inverted), elementwise over ``mu`` (0 where mu = 0).
 
-    Few values: :func:`tightdp.gdp.gdp_epsilon` each. Many values: a vectorized bisection on
-    the log of the same curve (``tightdp.gdp._log_delta``, evaluated elementwise), keeping the
+    Few values: :func:`tightdp.curves.gdp.gdp_epsilon` each. Many values: a vectorized
+    bisection on the log of the same curve (``tightdp.curves.gdp._log_delta``, evaluated
+    elementwise), keeping the
     upper end of the bracket, so each result is >= the exact root."""
     mu = np.asarray(mu, dtype=float)
     out = np.zeros(mu.shape)
@@ -398,7 +399,7 @@ class IndividualGDPFilter:
 # ------------------------------------------------------------------------------------------
 def rdp_to_epsilon(rdp: float, order: float, delta: float) -> float:
     """(eps, delta) from (order, rdp)-RDP: paper 000, eq. (C.3) (Lemma 4; Canonne, Kamath,
-    Steinke 2020, Prop. 12), through :func:`tightdp.rdp.eps_from_rdp` (which also takes the
+    Steinke 2020, Prop. 12), through :func:`tightdp.curves.rdp.eps_from_rdp` (which also takes the
     classic conversion of Mironov 2017, Prop. 3, when better)."""
     a = float(order)
     if not a > 1:

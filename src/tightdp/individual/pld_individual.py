@@ -66,8 +66,8 @@ from scipy.special import ndtri
 
 from .. import _validate as v
 from .._budget import Budget, BudgetExceeded
+from ..losses import LocationMixtureLoss
 from ..mechanisms.basic import Gaussian
-from ..mechanisms.loss import LocationMixtureLoss
 from ..mechanisms.subsampling import PoissonSubsampled
 from ..pld.compose import MAX_POINTS
 from ..pld.discretize import connect_the_dots, loss_range

@@ -15,7 +15,7 @@ clipped gradient-norm ratio rounded *up* to the bucket grid ``c_b = b / B`` (App
     K_i(t) = sum_b n_{i,b} K_b(t)
 
 with ``K_b`` the CGF (eq. (23)) of the privacy loss of ``PoissonSubsampled(Gaussian(sigma, c_b),
-q)``, computed by :mod:`tightdp.cgf`, one per direction (remove and add). With it the
+q)``, computed by :mod:`tightdp.losses.cgf`, one per direction (remove and add). With it the
 saddle-point eps of :class:`~tightdp.SaddlePointAccountant` is computed per example and per
 direction -- the saddle point of eq. (50), SP-MSD0 (eqs. (7)/(60)), SP-MSD1 (eq. (61)) or SP-CLT
 (eqs. (8)/(66), Prop. 6), evaluated by the same function
@@ -40,7 +40,7 @@ the CGF quadrature made relative (``1e-11 (T_i + K_i(t))``).
 How it is vectorized
 --------------------
 1. Brackets. Per direction the bucket CGFs and their first four derivatives are evaluated
-   exactly (quadrature of :mod:`tightdp.cgf`) at the accountant's bracketing tilts (those of
+   exactly (quadrature of :mod:`tightdp.losses.cgf`) at the accountant's bracketing tilts (those of
    ``spa._solve_increasing``: 33 points from 1e-4 to 64, then down to 1e-12, then up to the
    tilt cap 2048, or 1e12 for Gaussian losses). One matrix product with the counts gives every
    example's ``K_i, ..., K_i''''`` there, hence the saddle-point function
@@ -95,9 +95,9 @@ from ..accountants.spa import (
     saddle_eps,
     saddle_log_delta,
 )
-from ..cgf import cgf
+from ..losses import GaussianLoss
+from ..losses.cgf import cgf
 from ..mechanisms.basic import Gaussian
-from ..mechanisms.loss import GaussianLoss
 from ..mechanisms.subsampling import PoissonSubsampled
 from .pld_individual import NormHistory
 

@@ -49,7 +49,7 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
                       "pip install 'tightdp[dp-accounting]'") from err
 
 from .. import _validate as v
-from ..accountants.base import Accountant, DeltaResult, EpsilonResult
+from ..accountants.base import Accountant
 from ..accountants.rdp import RDPAccountant
 from ..accountants.registry import CERTIFYING, make_accountant
 from ..mechanisms import (
@@ -63,6 +63,7 @@ from ..mechanisms import (
     SampledWithoutReplacement,
     SampledWithReplacement,
 )
+from ..results import DeltaResult, EpsilonResult
 
 __all__ = ["from_dp_event", "DpEventComposition", "TightdpAccountant", "ZCDP",
            "UnsupportedDpEventError", "NeighboringRelation"]

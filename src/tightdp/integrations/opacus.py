@@ -27,10 +27,10 @@ from opacus.accountants import IAccountant, register_accountant
 
 from .. import _validate as v
 from .._budget import Budget
-from ..accountants.base import EpsilonResult
 from ..accountants.pld import PLDAccountant
-from ..calibrate import calibrate_noise
+from ..dpsgd.calibrate import calibrate_noise
 from ..mechanisms import Gaussian, PoissonSubsampled
+from ..results import EpsilonResult
 
 __all__ = ["TightAccountant", "convert_state_dict", "get_noise_multiplier", "register",
            "MECHANISM"]
@@ -178,7 +178,8 @@ def get_noise_multiplier(*, target_epsilon: float, target_delta: float, sample_r
                          rtol: float = 1e-3, max_memory=None, max_seconds=None) -> float:
     """Smallest noise multiplier (to relative ``rtol / 4``) whose certified eps at
     ``target_delta`` after the given epochs or steps of Poisson-subsampled DP-SGD is at most
-    ``target_epsilon`` -- Opacus' signature, backed by :func:`tightdp.calibrate.calibrate_noise`
+    ``target_epsilon`` -- Opacus' signature, backed by
+    :func:`tightdp.dpsgd.calibrate.calibrate_noise`
     (it never overshoots the target). ``steps = int(epochs / sample_rate)`` as in Opacus."""
     if (steps is None) == (epochs is None):
         raise ValueError("get_noise_multiplier takes either epochs or steps (exactly one)")

@@ -1,9 +1,9 @@
 """Mechanisms and their privacy loss random variables."""
 
+from ..losses import DiscreteLoss, GaussianLoss, LocationMixtureLoss, PrivacyLoss
 from .base import Mechanism
 from .basic import ApproxDP, Gaussian, Laplace, PureDP, RandomizedResponse
 from .discrete_laplace import DiscreteLaplace
-from .loss import DiscreteLoss, GaussianLoss, LocationMixtureLoss, PrivacyLoss
 from .mixture import MixtureOfGaussians
 from .subsampling import PoissonSubsampled, SampledWithoutReplacement, SampledWithReplacement
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .loss import PrivacyLoss
+from ..losses import PrivacyLoss
 
 __all__ = ["Mechanism"]
 

@@ -7,8 +7,8 @@ import math
 import numpy as np
 
 from .. import _validate as v
+from ..losses import DiscreteLoss, GaussianLoss, LocationMixtureLoss
 from .base import Mechanism
-from .loss import DiscreteLoss, GaussianLoss, LocationMixtureLoss
 
 __all__ = ["Gaussian", "Laplace", "RandomizedResponse", "PureDP", "ApproxDP"]
 
@@ -38,7 +38,7 @@ class Gaussian(Mechanism):
 
     def rdp(self, orders) -> np.ndarray:
         """Rényi DP at ``orders`` (> 1): ``alpha mu^2 / 2`` (Mironov 2017, Prop. 7)."""
-        from ..rdp import gaussian_rdp
+        from ..curves.rdp import gaussian_rdp
         return gaussian_rdp(orders, self.mu)
 
     def gdp(self) -> tuple[float, bool]:
@@ -68,8 +68,8 @@ class Laplace(Mechanism):
 
     def rdp(self, orders) -> np.ndarray:
         """Rényi DP at ``orders`` (> 1), exact (Mironov 2017, Table 2); see
-        :func:`tightdp.rdp.laplace_rdp`."""
-        from ..rdp import laplace_rdp
+        :func:`tightdp.curves.rdp.laplace_rdp`."""
+        from ..curves.rdp import laplace_rdp
         return laplace_rdp(orders, self.sensitivity / self.scale)
 
     def _build_losses(self):
@@ -118,8 +118,9 @@ class RandomizedResponse(Mechanism):
         return math.log1p((1 - p) * k / p)
 
     def rdp(self, orders) -> np.ndarray:
-        """Rényi DP at ``orders`` (> 1), exact; see :func:`tightdp.rdp.randomized_response_rdp`."""
-        from ..rdp import randomized_response_rdp
+        """Rényi DP at ``orders`` (> 1), exact; see
+        :func:`tightdp.curves.rdp.randomized_response_rdp`."""
+        from ..curves.rdp import randomized_response_rdp
         return randomized_response_rdp(orders, self.noise_parameter, self.num_values)
 
     def _build_losses(self):
@@ -144,8 +145,8 @@ class PureDP(Mechanism):
 
     def rdp(self, orders) -> np.ndarray:
         """Rényi DP at ``orders`` (> 1) of the dominating pair; see
-        :func:`tightdp.rdp.pure_dp_rdp`."""
-        from ..rdp import pure_dp_rdp
+        :func:`tightdp.curves.rdp.pure_dp_rdp`."""
+        from ..curves.rdp import pure_dp_rdp
         return pure_dp_rdp(orders, self.eps)
 
     def _build_losses(self):

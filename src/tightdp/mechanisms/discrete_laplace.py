@@ -7,8 +7,8 @@ import math
 import numpy as np
 
 from .. import _validate as v
+from ..losses import DiscreteLoss
 from .base import Mechanism
-from .loss import DiscreteLoss
 
 __all__ = ["DiscreteLaplace"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate as v
+from ..losses import DiscreteLoss, LocationMixtureLoss
 from .base import Mechanism
-from .loss import DiscreteLoss, LocationMixtureLoss
 
 __all__ = ["MixtureOfGaussians"]
 

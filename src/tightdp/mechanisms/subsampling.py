@@ -7,9 +7,10 @@ import math
 import numpy as np
 
 from .. import _validate as v
+from .._numerics import table_start
+from ..losses import LocationMixtureLoss
 from .base import Mechanism
 from .basic import Gaussian, Laplace
-from .loss import LocationMixtureLoss, table_start
 
 __all__ = ["PoissonSubsampled", "SampledWithoutReplacement", "SampledWithReplacement"]
 
@@ -189,8 +190,9 @@ class PoissonSubsampled(Mechanism):
 
     def rdp(self, orders) -> np.ndarray:
         """Rényi DP at ``orders`` (> 1), valid for both directions: Gaussian base only
-        (Mironov, Talwar, Zhang 2019); see :func:`tightdp.rdp.poisson_subsampled_gaussian_rdp`."""
-        from ..rdp import poisson_subsampled_gaussian_rdp
+        (Mironov, Talwar, Zhang 2019); see
+        :func:`tightdp.curves.rdp.poisson_subsampled_gaussian_rdp`."""
+        from ..curves.rdp import poisson_subsampled_gaussian_rdp
         if self.q == 1.0:
             return self.base.rdp(orders)
         kern, c, s = _family(self.base, "PoissonSubsampled")
@@ -257,9 +259,9 @@ class SampledWithoutReplacement(Mechanism):
         """Rényi DP at ``orders`` (> 1): Wang, Balle, Kasiviswanathan (2019), Thm. 9, with the
         base pair ``(B(c), B(-c))`` (distance ``2c``), and for the Gaussian also the
         Poisson-subsampled bound with shift ``2c``; see
-        :func:`tightdp.rdp.sampled_without_replacement_gaussian_rdp` and
-        :func:`tightdp.rdp.sampled_without_replacement_rdp`."""
-        from ..rdp import (
+        :func:`tightdp.curves.rdp.sampled_without_replacement_gaussian_rdp` and
+        :func:`tightdp.curves.rdp.sampled_without_replacement_rdp`."""
+        from ..curves.rdp import (
             laplace_rdp,
             sampled_without_replacement_gaussian_rdp,
             sampled_without_replacement_rdp,

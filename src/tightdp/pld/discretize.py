@@ -1,4 +1,4 @@
-"""Discretizers: turn a :class:`~tightdp.mechanisms.loss.PrivacyLoss` into a
+"""Discretizers: turn a :class:`~tightdp.losses.PrivacyLoss` into a
 :class:`~tightdp.pld.grid.DiscretePLD` on the grid ``j * d``.
 
 The certified discretizers live here, one per side of the bracket. All have a per-step
@@ -52,7 +52,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..mechanisms.loss import PrivacyLoss
+from ..losses import PrivacyLoss
 from .grid import DiscretePLD
 
 __all__ = ["certified_pair", "connect_the_dots", "dominated", "loss_range"]

@@ -69,7 +69,7 @@ import math
 import numpy as np
 from scipy.special import logsumexp
 
-from ..mechanisms.loss import PrivacyLoss, _finite_sf_log
+from ..losses import PrivacyLoss
 from .grid import DiscretePLD
 
 __all__ = ["mean_preserving", "coupling_log_mgf", "gamma_constants"]
@@ -156,7 +156,7 @@ def mean_preserving(loss: PrivacyLoss, h: float, lo: float, hi: float) -> Discre
     probs[1:] += u_est
     # clipped tails: P(Y <= lo) on lo, P(hi < Y < inf) on hi
     p_below = float(loss.p_cdf(np.asarray(g[0])))
-    p_above = math.exp(_finite_sf_log(loss, float(g[-1])))
+    p_above = math.exp(loss.log_finite_sf(float(g[-1])))
     probs[0] += p_below
     probs[-1] += p_above
     probs = np.maximum(probs, 0.0)

@@ -23,7 +23,7 @@ Two ways to obtain the weights:
 ``"mass"``
     the P-mass of the bin ``(x_i - dx/2, x_i + dx/2]`` (the midpoint rule integrated exactly;
     same ``O(dx^2)`` per-bin error for smooth densities). Works for every
-    :class:`~tightdp.mechanisms.loss.PrivacyLoss`, including losses with atoms (Laplace,
+    :class:`~tightdp.losses.PrivacyLoss`, including losses with atoms (Laplace,
     randomized response), which Koskela et al. (Sec. 9) leave to future work.
 """
 
@@ -35,7 +35,8 @@ import math
 import numpy as np
 
 from .. import _validate as v
-from ..mechanisms.loss import GaussianLoss, LocationMixtureLoss, PrivacyLoss, table_start
+from .._numerics import table_start
+from ..losses import GaussianLoss, LocationMixtureLoss, PrivacyLoss
 from .grid import DiscretePLD
 
 __all__ = ["riemann", "loss_density", "has_density"]

@@ -46,11 +46,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import logsumexp
 
-from . import _validate as v
-from ._budget import Budget
-from .accountants.base import plain_dict
-from .accountants.pld import PLDAccountant
-from .mechanisms import Gaussian, Mechanism, MixtureOfGaussians, PoissonSubsampled
+from .. import _validate as v
+from .._budget import Budget
+from ..accountants.pld import PLDAccountant
+from ..mechanisms import Gaussian, Mechanism, MixtureOfGaussians, PoissonSubsampled
+from ..results import plain_dict
 
 __all__ = [
     "GroupResult",
@@ -237,7 +237,7 @@ class ChernoffCurve:
 
     def __init__(self, mechanism: Mechanism, steps: int, grid_step: float = 2e-3,
                  log_tail: float = math.log(1e-300)):
-        from .pld.discretize import connect_the_dots, loss_range
+        from ..pld.discretize import connect_the_dots, loss_range
         self.steps = steps
         self.lams = np.geomspace(1e-3, 2e3, 1500)
         lc = self.lams * np.log(self.lams / (self.lams + 1)) - np.log1p(self.lams)

@@ -12,12 +12,12 @@ Its derivatives are the cumulants of the exponentially tilted loss ``Y_t`` whose
 
 How each loss is handled:
 
-* :class:`~tightdp.mechanisms.loss.GaussianLoss` ``(mu)``: closed form,
+* :class:`~tightdp.losses.GaussianLoss` ``(mu)``: closed form,
   ``K(t) = mu^2 t (t + 1) / 2``.
-* :class:`~tightdp.mechanisms.loss.DiscreteLoss` (pure DP, randomized response, ...): the
+* :class:`~tightdp.losses.DiscreteLoss` (pure DP, randomized response, ...): the
   finite sum ``log sum_i p_i e^{t y_i}`` in log space. A P-mass at ``+inf`` (approximate DP
   with ``delta > 0``) makes ``K(t) = +inf`` for every ``t > 0``.
-* :class:`~tightdp.mechanisms.loss.LocationMixtureLoss` with the Gaussian kernel (Poisson
+* :class:`~tightdp.losses.LocationMixtureLoss` with the Gaussian kernel (Poisson
   subsampled Gaussian, mixtures of Gaussians): the integral over the output ``x`` of
   ``P(x)^{t+1} Q(x)^{-t}`` by the trapezoidal rule in log space. The integrand is analytic
   in a strip around the real axis whose half-width is ``pi / (spread of the locations /
@@ -45,7 +45,10 @@ import weakref
 import numpy as np
 from scipy.special import logsumexp
 
-from .mechanisms.loss import DiscreteLoss, GaussianLoss, LocationMixtureLoss, PrivacyLoss
+from .base import PrivacyLoss
+from .discrete import DiscreteLoss
+from .gaussian import GaussianLoss
+from .mixture import LocationMixtureLoss
 
 __all__ = ["cgf", "cgf_and_abs3", "tilted_abs_third_moment", "cgf_supported",
            "loss_sup", "max_tilt", "node_count", "MAX_NODES"]

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import math
 
-from . import _validate as v
-from .accountants.base import EpsilonResult
-from .accountants.pld import PLDAccountant
+from .. import _validate as v
+from ..accountants.pld import PLDAccountant
+from ..results import EpsilonResult
 from .group import _accounting_mechanism, _check_setting
 
 __all__ = ["dpsgd_epsilon"]

@@ -1,21 +1,5 @@
-"""Privacy loss random variables (PLRVs), the one thing every mechanism has to provide.
-
-For an ordered pair of output distributions (P, Q) the privacy loss of an output o is
-``Y(o) = log P(o)/Q(o)``. A :class:`PrivacyLoss` describes the law of ``Y`` under P and
-under Q, the way ``scipy.stats`` describes a distribution: CDF and survival function, each
-with a log-space variant that stays accurate where probabilities are 1e-300, plus the mass
-``P(Y = +inf)`` (outputs Q cannot produce) and ``Q(Y = -inf)``.
-
-Everything the accountants need is derived from these four functions:
-
-* the hockey-stick divergence of one application, ``delta(eps) = P(Y > eps) - e^eps Q(Y > eps)``
-  (Koskela et al. 2020, Lemma 5 / eq. (4.2); Gopi et al. 2021, Prop. 2.4);
-* the probabilities of loss bins ``P(a < Y <= b)`` and ``Q(a < Y <= b)`` from which the
-  discretizers build dominating and dominated pairs on a grid (``tightdp.pld.discretize``).
-
-Conventions: ``p_sf`` includes the mass at +inf; ``q_cdf`` includes Q's mass at -inf;
-``p_cdf`` and ``q_sf`` are over finite losses only.
-"""
+"""Privacy loss of a pair of location mixtures (Gaussian or Laplace kernel): the law of every
+subsampled and mixture-of-Gaussians mechanism here."""
 
 from __future__ import annotations
 
@@ -25,218 +9,12 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import log_ndtr, logsumexp
 
-__all__ = [
-    "table_start",
-    "PrivacyLoss",
-    "LocationMixtureLoss",
-    "DiscreteLoss",
-    "GaussianLoss",
-]
+from .._numerics import lse_last
+from .base import PrivacyLoss
+
+__all__ = ["LocationMixtureLoss", "KERNELS"]
 
 _LOG_HALF = math.log(0.5)
-
-
-def _lse_last(x: np.ndarray) -> np.ndarray:
-    """logsumexp over the last axis (rows of -inf give -inf), without scipy's per-call
-    overhead; fast paths for one and two components."""
-    m = x.shape[-1]
-    if m == 1:
-        return x[..., 0].copy()
-    if m == 2:
-        return np.logaddexp(x[..., 0], x[..., 1])
-    mx = x.max(axis=-1)
-    ms = np.where(np.isfinite(mx), mx, 0.0)
-    with np.errstate(divide="ignore"):
-        return ms + np.log(np.exp(x - ms[..., None]).sum(axis=-1))
-
-
-def _log_sub_exp(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """log(e^a - e^b) for a >= b, elementwise; -inf where they are equal."""
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        d = b - a
-        out = a + np.log(-np.expm1(np.minimum(d, 0.0)))
-    out = np.where(np.isneginf(b), a, out)
-    return np.where(np.isneginf(a) | (d >= 0), -np.inf, out)
-
-
-def table_start(tab_x: np.ndarray, tab_l: np.ndarray, y: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Start of a monotone inversion ``L(x) = y`` from a table ``tab_l = L(tab_x)``
-    (``tab_l`` made non-decreasing first): the bracketing table cell ``[a, b]`` of each ``y``
-    and the linear interpolate inside it, for a Newton/bisection polish."""
-    j = np.clip(np.searchsorted(tab_l, y, side="left"), 1, tab_x.size - 1)
-    a, b = tab_x[j - 1], tab_x[j]
-    dl = tab_l[j] - tab_l[j - 1]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        frac = np.where(dl > 0, (y - tab_l[j - 1]) / dl, 0.5)
-    return a, b, a + np.clip(frac, 0.0, 1.0) * (b - a)
-
-
-class PrivacyLoss:
-    """Law of the privacy loss ``Y = log P(o)/Q(o)`` under P and under Q.
-
-    Subclasses implement the four log-space functions and set ``inf_mass``,
-    ``neg_inf_mass`` and ``support`` (closure of the finite loss values).
-    """
-
-    #: P(Y = +inf): the mass of outputs that only P can produce.
-    inf_mass: float = 0.0
-    #: Q(Y = -inf): the mass of outputs that only Q can produce.
-    neg_inf_mass: float = 0.0
-    #: smallest and largest finite loss value (may be -inf / +inf for unbounded losses).
-    support: tuple[float, float] = (-math.inf, math.inf)
-
-    # --- to implement -------------------------------------------------------------------------
-    def logp_cdf(self, y: np.ndarray) -> np.ndarray:
-        """log P(Y <= y) over finite losses."""
-        raise NotImplementedError
-
-    def logp_sf(self, y: np.ndarray) -> np.ndarray:
-        """log P(Y > y), including the mass at +inf."""
-        raise NotImplementedError
-
-    def logq_cdf(self, y: np.ndarray) -> np.ndarray:
-        """log Q(Y <= y), including Q's mass at -inf."""
-        raise NotImplementedError
-
-    def logq_sf(self, y: np.ndarray) -> np.ndarray:
-        """log Q(Y > y)."""
-        raise NotImplementedError
-
-    # --- derived ------------------------------------------------------------------------------
-    def p_cdf(self, y):
-        return np.exp(self.logp_cdf(np.asarray(y, dtype=float)))
-
-    def p_sf(self, y):
-        return np.exp(self.logp_sf(np.asarray(y, dtype=float)))
-
-    def q_cdf(self, y):
-        return np.exp(self.logq_cdf(np.asarray(y, dtype=float)))
-
-    def q_sf(self, y):
-        return np.exp(self.logq_sf(np.asarray(y, dtype=float)))
-
-    def bin_masses(self, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """P- and Q-probabilities of the loss bins ``(edges[i], edges[i+1]]``.
-
-        Each difference is taken on the side (CDF or survival function) where it is small,
-        so that tail bins keep their relative accuracy.
-        """
-        e = np.asarray(edges, dtype=float)
-        lpc, lps = self.logp_cdf(e), self.logp_sf(e)
-        lqc, lqs = self.logq_cdf(e), self.logq_sf(e)
-        return (self._diff(lpc, lps, finite_top=math.log1p(-self.inf_mass)
-                           if self.inf_mass < 1 else -math.inf),
-                self._diff(lqc, lqs, finite_top=0.0))
-
-    def log_q_bin_masses(self, edges: np.ndarray) -> np.ndarray:
-        """log of the Q-probabilities of the bins ``(edges[i], edges[i+1]]``: where the loss
-        is large they are far below the smallest float (Q-mass ~ P-mass e^-y) while their
-        ratio to the P-mass, which the discretizers need, is of order one."""
-        e = np.asarray(edges, dtype=float)
-        return self._log_diff(self.logq_cdf(e), self.logq_sf(e))
-
-    @staticmethod
-    def _log_diff(lc: np.ndarray, ls: np.ndarray) -> np.ndarray:
-        # log mass of (a, b]: cdf(b) - cdf(a) = sf(a) - sf(b); use sf where the bin is in the
-        # upper half of the distribution, cdf elsewhere.
-        lo_c, hi_c = lc[:-1], lc[1:]
-        lo_s, hi_s = ls[:-1], ls[1:]
-        use_sf = lo_s < _LOG_HALF
-        with np.errstate(invalid="ignore"):
-            m = np.where(use_sf, _log_sub_exp(lo_s, hi_s), _log_sub_exp(hi_c, lo_c))
-        return np.where(np.isnan(m), -np.inf, m)
-
-    @classmethod
-    def _diff(cls, lc: np.ndarray, ls: np.ndarray, finite_top: float) -> np.ndarray:
-        return np.maximum(np.exp(cls._log_diff(lc, ls)), 0.0)
-
-    def delta(self, eps) -> np.ndarray:
-        """Hockey-stick divergence of one application, ``P(Y > eps) - e^eps Q(Y > eps)``.
-
-        Koskela et al. (2020), Lemma 5; evaluated in log space so that values down to 1e-300
-        keep their relative accuracy.
-        """
-        eps = np.asarray(eps, dtype=float)
-        lp = self.logp_sf(eps)
-        lq = self.logq_sf(eps)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            r = np.where(np.isneginf(lp), -np.inf, eps + lq - lp)
-            val = np.exp(lp) * -np.expm1(np.minimum(r, 0.0))
-        return np.where(np.isneginf(lp), 0.0, np.maximum(val, 0.0))
-
-    def cgf(self, t, order: int = 0) -> np.ndarray:
-        """Cumulant generating function ``K(t) = log E_P[e^{tY}]`` and its derivatives up to
-        ``order`` (at most 4), shape ``(order + 1,) + shape(t)``: Alghamdi et al., *The
-        Saddle-Point Accountant*, eq. (23); see :func:`tightdp.cgf.cgf`."""
-        from ..cgf import cgf
-
-        return cgf(self, t, order)
-
-    def loss_quantile(self, log_mass: float, upper: bool) -> float:
-        """A loss value ``y`` with ``P(Y > y) <= e^log_mass`` (upper) or
-        ``P(Y <= y) <= e^log_mass`` (lower), found by a monotone search.
-
-        The returned point is on the safe side: the tail beyond it holds at most the mass asked.
-        Returns the support's end if that is finite and already satisfies the condition.
-        """
-        lo, hi = self.support
-        if upper:
-            # finite mass above hi is zero; the +inf mass cannot be cut by any finite y
-            def f(y):
-                return float(_finite_sf_log(self, y))
-
-            if math.isfinite(hi):
-                return hi
-            a = 0.0 if not math.isfinite(lo) else lo
-            step = 1.0
-            b = a + step
-            while f(b) > log_mass:
-                a, step = b, step * 2
-                b = a + step
-                if b > 1e300:  # (was 1e7: losses of 5e7 at sigma 1e-4 were cut there)
-                    return b
-            for _ in range(80):
-                m = 0.5 * (a + b)
-                if f(m) > log_mass:
-                    a = m
-                else:
-                    b = m
-                if b - a < 1e-9 * max(1.0, abs(b)):
-                    break
-            return b
-        def f(y):
-            return float(self.logp_cdf(np.asarray(y)))
-
-        if math.isfinite(lo):
-            return lo
-        b = 0.0 if not math.isfinite(hi) else hi
-        step = 1.0
-        a = b - step
-        while f(a) > log_mass:
-            b, step = a, step * 2
-            a = b - step
-            if a < -1e300:
-                return a
-        for _ in range(80):
-            m = 0.5 * (a + b)
-            if f(m) > log_mass:
-                b = m
-            else:
-                a = m
-            if b - a < 1e-9 * max(1.0, abs(a)):
-                break
-        return a
-
-
-def _finite_sf_log(loss: PrivacyLoss, y: float) -> float:
-    """log P(y < Y < inf): the survival function without the mass at +inf."""
-    ls = float(loss.logp_sf(np.asarray(y)))
-    if loss.inf_mass <= 0:
-        return ls
-    return float(_log_sub_exp(np.asarray(ls), np.asarray(math.log(loss.inf_mass))))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -502,8 +280,8 @@ class LocationMixtureLoss(PrivacyLoss):
             return sign * self._lse.log_ratio(sign * x)
         x = np.asarray(x, dtype=float)[..., None]
         k = self.kernel.logpdf
-        return (_lse_last(self.lpw + k((x - self.a) / self.s))
-                - _lse_last(self.lqw + k((x - self.b) / self.s)))
+        return (lse_last(self.lpw + k((x - self.a) / self.s))
+                - lse_last(self.lqw + k((x - self.b) / self.s)))
 
     def _limits(self) -> tuple[float, float]:
         s = self.s
@@ -667,8 +445,8 @@ class LocationMixtureLoss(PrivacyLoss):
                     c, sf = self.kernel.logcdf(z), self.kernel.logsf(z)
                 c += lw
                 sf += lw
-                lc[i:i + _BLOCK] = _lse_last(c)
-                ls[i:i + _BLOCK] = _lse_last(sf)
+                lc[i:i + _BLOCK] = lse_last(c)
+                ls[i:i + _BLOCK] = lse_last(sf)
         lc, ls = lc.reshape(np.shape(x)), ls.reshape(np.shape(x))
         if n > 16:
             self.__dict__[key] = (x, lc, ls)
@@ -714,80 +492,3 @@ class LocationMixtureLoss(PrivacyLoss):
         base = self._mix(x, "q")[1]
         return np.where(np.isneginf(x), self._lse_q, np.where(np.isposinf(x), -np.inf,
                         base))
-
-
-class GaussianLoss(PrivacyLoss):
-    """PLRV of the Gaussian mechanism with ``mu = sensitivity / sigma``.
-
-    Under P the loss is N(mu^2/2, mu^2), under Q it is N(-mu^2/2, mu^2) (Balle & Wang 2018;
-    Koskela et al. 2020, Sec. 6.1 with q = 1).
-    """
-
-    def __init__(self, mu: float):
-        self.mu = float(mu)
-        self.support = (-math.inf, math.inf)
-
-    def _z(self, y, sign):
-        mu = self.mu
-        return (np.asarray(y, dtype=float) - sign * mu * mu / 2) / mu
-
-    def logp_cdf(self, y):
-        return log_ndtr(self._z(y, 1))
-
-    def logp_sf(self, y):
-        return log_ndtr(-self._z(y, 1))
-
-    def logq_cdf(self, y):
-        return log_ndtr(self._z(y, -1))
-
-    def logq_sf(self, y):
-        return log_ndtr(-self._z(y, -1))
-
-
-class DiscreteLoss(PrivacyLoss):
-    """PLRV of a pair of discrete distributions, given by its atoms.
-
-    Parameters
-    ----------
-    losses : finite loss values of the atoms
-    p_masses, q_masses : P- and Q-mass of each atom (``q = p * exp(-loss)`` for a true pair)
-    inf_mass : P-mass of outputs Q cannot produce
-    neg_inf_mass : Q-mass of outputs P cannot produce
-    """
-
-    def __init__(self, losses, p_masses, q_masses, inf_mass: float = 0.0,
-                 neg_inf_mass: float = 0.0):
-        y = np.asarray(losses, dtype=float)
-        p = np.asarray(p_masses, dtype=float)
-        q = np.asarray(q_masses, dtype=float)
-        order = np.argsort(y)
-        y, p, q = y[order], p[order], q[order]
-        keep = (p > 0) | (q > 0)
-        self.y, self.p, self.q = y[keep], p[keep], q[keep]
-        self.inf_mass = float(inf_mass)
-        self.neg_inf_mass = float(neg_inf_mass)
-        self.support = (float(self.y[0]), float(self.y[-1])) if self.y.size else (0.0, 0.0)
-        self._pc = np.concatenate([[0.0], np.cumsum(self.p)])
-        self._ps = np.concatenate([np.cumsum(self.p[::-1])[::-1], [0.0]])
-        self._qc = np.concatenate([[0.0], np.cumsum(self.q)])
-        self._qs = np.concatenate([np.cumsum(self.q[::-1])[::-1], [0.0]])
-
-    def _idx(self, y):
-        return np.searchsorted(self.y, np.asarray(y, dtype=float), side="right")
-
-    @staticmethod
-    def _log(x):
-        with np.errstate(divide="ignore"):
-            return np.log(x)
-
-    def logp_cdf(self, y):
-        return self._log(self._pc[self._idx(y)])
-
-    def logp_sf(self, y):
-        return self._log(self._ps[self._idx(y)] + self.inf_mass)
-
-    def logq_cdf(self, y):
-        return self._log(self._qc[self._idx(y)] + self.neg_inf_mass)
-
-    def logq_sf(self, y):
-        return self._log(self._qs[self._idx(y)])

@@ -13,10 +13,10 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 
-from . import _validate as v
-from ._budget import Budget, BudgetExceeded
-from .accountants.registry import CERTIFYING, make_accountant
-from .mechanisms import Gaussian, PoissonSubsampled
+from .. import _validate as v
+from .._budget import Budget, BudgetExceeded
+from ..accountants.registry import CERTIFYING, make_accountant
+from ..mechanisms import Gaussian, PoissonSubsampled
 
 __all__ = ["CalibrationResult", "calibrate_noise", "calibrate_steps", "calibrate_sampling_rate",
            "dpsgd_bracket"]

@@ -17,7 +17,7 @@ import math
 import numpy as np
 from scipy.special import erfcx, log_ndtr
 
-from . import _validate as v
+from .. import _validate as v
 
 __all__ = ["gdp_delta", "gdp_log_delta", "gdp_epsilon", "gdp_mu", "compose_mu"]
 

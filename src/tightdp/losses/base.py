@@ -1,0 +1,186 @@
+"""Privacy loss random variables (PLRVs), the one thing every mechanism has to provide.
+
+For an ordered pair of output distributions (P, Q) the privacy loss of an output o is
+``Y(o) = log P(o)/Q(o)``. A :class:`PrivacyLoss` describes the law of ``Y`` under P and
+under Q, the way ``scipy.stats`` describes a distribution: CDF and survival function, each
+with a log-space variant that stays accurate where probabilities are 1e-300, plus the mass
+``P(Y = +inf)`` (outputs Q cannot produce) and ``Q(Y = -inf)``.
+
+Everything the accountants need is derived from these four functions:
+
+* the hockey-stick divergence of one application, ``delta(eps) = P(Y > eps) - e^eps Q(Y > eps)``
+  (Koskela et al. 2020, Lemma 5 / eq. (4.2); Gopi et al. 2021, Prop. 2.4);
+* the probabilities of loss bins ``P(a < Y <= b)`` and ``Q(a < Y <= b)`` from which the
+  discretizers build dominating and dominated pairs on a grid (``tightdp.pld.discretize``).
+
+Conventions: ``p_sf`` includes the mass at +inf; ``q_cdf`` includes Q's mass at -inf;
+``p_cdf`` and ``q_sf`` are over finite losses only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._numerics import log_sub_exp
+
+__all__ = ["PrivacyLoss"]
+
+_LOG_HALF = math.log(0.5)
+
+
+class PrivacyLoss:
+    """Law of the privacy loss ``Y = log P(o)/Q(o)`` under P and under Q.
+
+    Subclasses implement the four log-space functions and set ``inf_mass``,
+    ``neg_inf_mass`` and ``support`` (closure of the finite loss values).
+    """
+
+    #: P(Y = +inf): the mass of outputs that only P can produce.
+    inf_mass: float = 0.0
+    #: Q(Y = -inf): the mass of outputs that only Q can produce.
+    neg_inf_mass: float = 0.0
+    #: smallest and largest finite loss value (may be -inf / +inf for unbounded losses).
+    support: tuple[float, float] = (-math.inf, math.inf)
+
+    # --- to implement -------------------------------------------------------------------------
+    def logp_cdf(self, y: np.ndarray) -> np.ndarray:
+        """log P(Y <= y) over finite losses."""
+        raise NotImplementedError
+
+    def logp_sf(self, y: np.ndarray) -> np.ndarray:
+        """log P(Y > y), including the mass at +inf."""
+        raise NotImplementedError
+
+    def logq_cdf(self, y: np.ndarray) -> np.ndarray:
+        """log Q(Y <= y), including Q's mass at -inf."""
+        raise NotImplementedError
+
+    def logq_sf(self, y: np.ndarray) -> np.ndarray:
+        """log Q(Y > y)."""
+        raise NotImplementedError
+
+    # --- derived ------------------------------------------------------------------------------
+    def p_cdf(self, y):
+        return np.exp(self.logp_cdf(np.asarray(y, dtype=float)))
+
+    def p_sf(self, y):
+        return np.exp(self.logp_sf(np.asarray(y, dtype=float)))
+
+    def q_cdf(self, y):
+        return np.exp(self.logq_cdf(np.asarray(y, dtype=float)))
+
+    def q_sf(self, y):
+        return np.exp(self.logq_sf(np.asarray(y, dtype=float)))
+
+    def bin_masses(self, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """P- and Q-probabilities of the loss bins ``(edges[i], edges[i+1]]``.
+
+        Each difference is taken on the side (CDF or survival function) where it is small,
+        so that tail bins keep their relative accuracy.
+        """
+        e = np.asarray(edges, dtype=float)
+        lpc, lps = self.logp_cdf(e), self.logp_sf(e)
+        lqc, lqs = self.logq_cdf(e), self.logq_sf(e)
+        return (self._diff(lpc, lps, finite_top=math.log1p(-self.inf_mass)
+                           if self.inf_mass < 1 else -math.inf),
+                self._diff(lqc, lqs, finite_top=0.0))
+
+    def log_q_bin_masses(self, edges: np.ndarray) -> np.ndarray:
+        """log of the Q-probabilities of the bins ``(edges[i], edges[i+1]]``: where the loss
+        is large they are far below the smallest float (Q-mass ~ P-mass e^-y) while their
+        ratio to the P-mass, which the discretizers need, is of order one."""
+        e = np.asarray(edges, dtype=float)
+        return self._log_diff(self.logq_cdf(e), self.logq_sf(e))
+
+    @staticmethod
+    def _log_diff(lc: np.ndarray, ls: np.ndarray) -> np.ndarray:
+        # log mass of (a, b]: cdf(b) - cdf(a) = sf(a) - sf(b); use sf where the bin is in the
+        # upper half of the distribution, cdf elsewhere.
+        lo_c, hi_c = lc[:-1], lc[1:]
+        lo_s, hi_s = ls[:-1], ls[1:]
+        use_sf = lo_s < _LOG_HALF
+        with np.errstate(invalid="ignore"):
+            m = np.where(use_sf, log_sub_exp(lo_s, hi_s), log_sub_exp(hi_c, lo_c))
+        return np.where(np.isnan(m), -np.inf, m)
+
+    @classmethod
+    def _diff(cls, lc: np.ndarray, ls: np.ndarray, finite_top: float) -> np.ndarray:
+        return np.maximum(np.exp(cls._log_diff(lc, ls)), 0.0)
+
+    def delta(self, eps) -> np.ndarray:
+        """Hockey-stick divergence of one application, ``P(Y > eps) - e^eps Q(Y > eps)``.
+
+        Koskela et al. (2020), Lemma 5; evaluated in log space so that values down to 1e-300
+        keep their relative accuracy.
+        """
+        eps = np.asarray(eps, dtype=float)
+        lp = self.logp_sf(eps)
+        lq = self.logq_sf(eps)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            r = np.where(np.isneginf(lp), -np.inf, eps + lq - lp)
+            val = np.exp(lp) * -np.expm1(np.minimum(r, 0.0))
+        return np.where(np.isneginf(lp), 0.0, np.maximum(val, 0.0))
+
+    def loss_quantile(self, log_mass: float, upper: bool) -> float:
+        """A loss value ``y`` with ``P(Y > y) <= e^log_mass`` (upper) or
+        ``P(Y <= y) <= e^log_mass`` (lower), found by a monotone search.
+
+        The returned point is on the safe side: the tail beyond it holds at most the mass asked.
+        Returns the support's end if that is finite and already satisfies the condition.
+        """
+        lo, hi = self.support
+        if upper:
+            # finite mass above hi is zero; the +inf mass cannot be cut by any finite y
+            def f(y):
+                return float(self.log_finite_sf(y))
+
+            if math.isfinite(hi):
+                return hi
+            a = 0.0 if not math.isfinite(lo) else lo
+            step = 1.0
+            b = a + step
+            while f(b) > log_mass:
+                a, step = b, step * 2
+                b = a + step
+                if b > 1e300:  # (was 1e7: losses of 5e7 at sigma 1e-4 were cut there)
+                    return b
+            for _ in range(80):
+                m = 0.5 * (a + b)
+                if f(m) > log_mass:
+                    a = m
+                else:
+                    b = m
+                if b - a < 1e-9 * max(1.0, abs(b)):
+                    break
+            return b
+        def f(y):
+            return float(self.logp_cdf(np.asarray(y)))
+
+        if math.isfinite(lo):
+            return lo
+        b = 0.0 if not math.isfinite(hi) else hi
+        step = 1.0
+        a = b - step
+        while f(a) > log_mass:
+            b, step = a, step * 2
+            a = b - step
+            if a < -1e300:
+                return a
+        for _ in range(80):
+            m = 0.5 * (a + b)
+            if f(m) > log_mass:
+                b = m
+            else:
+                a = m
+            if b - a < 1e-9 * max(1.0, abs(a)):
+                break
+        return a
+
+    def log_finite_sf(self, y: float) -> float:
+        """log P(y < Y < inf): the survival function without the mass at +inf."""
+        ls = float(self.logp_sf(np.asarray(y)))
+        if self.inf_mass <= 0:
+            return ls
+        return float(log_sub_exp(np.asarray(ls), np.asarray(math.log(self.inf_mass))))
