@@ -3,9 +3,14 @@ scalar solvers. One home for each: a module that needs one of these imports it f
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import numpy as np
 
-__all__ = ["lse_last", "log_sub_exp", "table_start"]
+__all__ = ["lse_last", "log_sub_exp", "table_start", "MACHINE_EPSILON", "UNIT_ROUNDOFF",
+           "BracketError", "expand_bracket", "secant_walk", "grow_until", "bisect", "secant_start",
+           "newton_bracketed", "bracket_on_grids"]
 
 
 def lse_last(x: np.ndarray) -> np.ndarray:
@@ -44,3 +49,222 @@ def table_start(tab_x: np.ndarray, tab_l: np.ndarray, y: np.ndarray
     with np.errstate(divide="ignore", invalid="ignore"):
         frac = np.where(dl > 0, (y - tab_l[j - 1]) / dl, 0.5)
     return a, b, a + np.clip(frac, 0.0, 1.0) * (b - a)
+
+
+# --- floating-point constants --------------------------------------------------------------
+#: the spacing of doubles at 1, ``2**-52`` (``np.finfo(float).eps``)
+MACHINE_EPSILON = 2.0 ** -52
+#: the unit roundoff of round-to-nearest doubles, ``2**-53`` (half the machine epsilon): the
+#: relative error of one correctly rounded operation
+UNIT_ROUNDOFF = 2.0 ** -53
+
+
+# --- safeguarded scalar solvers --------------------------------------------------------------
+# One family for every monotone root search of the package. Each function keeps its root on
+# the side the caller asks for, so a certified bound computed from it stays certified:
+# the bracket ends keep their defining property at every step (``go_right`` holds at the left
+# end and fails at the right end), and the caller chooses which end it returns.
+
+
+class BracketError(ValueError):
+    """No bracket was found before the search left its allowed range; ``last`` holds the
+    last point tried."""
+
+    def __init__(self, message: str, last: float):
+        super().__init__(message)
+        self.last = last
+
+
+def expand_bracket(go_right: Callable[[float], bool], start: float, step: float, *,
+                   limit: float = math.inf, max_steps: int | None = None,
+                   what: str = "the root") -> tuple[float, float]:
+    """Bracket a root by steps that double each time: from ``a = start`` try
+    ``b = a + step``, and while ``go_right(b)`` move ``a`` to ``b`` and double ``step``
+    (``step < 0`` walks to the left). Returns ``(a, b)``: ``b`` the first point where
+    ``go_right`` fails, ``a`` the point before it (``start`` if the first step failed).
+
+    Raises :class:`BracketError` (``last`` = the last point tried) once ``|b| > limit`` or
+    after ``max_steps`` points were tried without ``go_right`` failing."""
+    a = start
+    b = a + step
+    tried = 1
+    while go_right(b):
+        if max_steps is not None and tried >= max_steps:
+            raise BracketError(f"no bracket for {what} in {max_steps} steps", b)
+        a, step = b, step * 2.0
+        b = a + step
+        tried += 1
+        if abs(b) > limit:
+            raise BracketError(f"no bracket for {what} within |x| <= {limit:g}", b)
+    return a, b
+
+
+def secant_walk(fn: Callable[[float], float], level: float, x0: float, slope0: float, *,
+                decreasing: bool, iters: int = 40, rtol: float = 1e-12) -> float:
+    """Secant iteration for ``fn(x) = level`` on a monotone ``fn`` from ``x0`` with the initial
+    slope ``slope0`` (its sign is that of the monotonicity): a new secant slope is adopted
+    only when it has the right sign. Stops when ``|fn(x) - level| < rtol (1 + |level|)``, at
+    a non-finite value, or after ``iters`` steps. The result is *near* the root, on no side
+    in particular: settle it with :func:`expand_bracket` (as
+    :func:`tightdp.curves.saddle.root_decreasing` does)."""
+    x, f = x0, fn(x0)
+    slope = slope0
+    for _ in range(iters):
+        if not math.isfinite(f):
+            break
+        xn = x + (level - f) / slope
+        fnew = fn(xn)
+        if math.isfinite(fnew) and xn != x:
+            s = (fnew - f) / (xn - x)
+            if (s < 0) if decreasing else (s > 0):
+                slope = s
+        x, f = xn, fnew
+        if abs(f - level) < rtol * (1.0 + abs(level)):
+            break
+    return x
+
+
+def grow_until(bad: Callable[[np.ndarray], np.ndarray], x, factor: float = 2.0, *,
+               limit: float = math.inf, max_iter: int = 2000, what: str = "the root"):
+    """Multiply ``x`` by ``factor`` (elementwise, only where ``bad(x)`` holds) until ``bad``
+    holds nowhere: the geometric bracket expansion (``factor > 1`` grows, ``factor < 1``
+    shrinks towards 0). Returns the new ``x`` (a float for a scalar ``x``).
+
+    Raises :class:`BracketError` if ``x`` passes ``limit`` (above it for ``factor > 1``,
+    below it for ``factor < 1``) or ``bad`` still holds after ``max_iter`` steps."""
+    scalar = np.ndim(x) == 0
+    x = float(x) if scalar else np.array(x, dtype=float)
+    for _ in range(max_iter):
+        b = bad(x)
+        if not np.any(b):
+            return x
+        x = x * factor if scalar else np.where(b, x * factor, x)
+        past = (x > limit) if factor > 1 else (x < limit)
+        if np.any(past):
+            raise BracketError(f"no bracket for {what}: the search passed {limit:g}",
+                               float(np.max(x) if factor > 1 else np.min(x)))
+    raise BracketError(f"no bracket for {what} after {max_iter} steps",
+                       float(np.max(x) if factor > 1 else np.min(x)))
+
+
+def bisect(go_right: Callable[[np.ndarray], np.ndarray], lo, hi, *, keep: str,
+           xtol: float, floor: float = 1.0, iters: int = 80):
+    """Bisection of a monotone predicate, elementwise over arrays: ``go_right(m)`` True means
+    the root lies above ``m`` (``lo = m``), else below (``hi = m``). The invariant of the
+    two ends (``go_right`` holds at ``lo``, fails at ``hi``) is kept at every step, so the
+    end the caller ``keep``s (``"lo"`` or ``"hi"``) is on the safe side of the root.
+
+    Stops after ``iters`` halvings or when ``hi - lo <= xtol * max(floor, |kept end|)``
+    everywhere. Returns the kept end (a float for scalar inputs)."""
+    if keep not in ("lo", "hi"):
+        raise ValueError(f"keep must be 'lo' or 'hi', got {keep!r}")
+    scalar = np.ndim(lo) == 0 and np.ndim(hi) == 0
+    lo = np.array(lo, dtype=float)
+    hi = np.array(hi, dtype=float)
+    for _ in range(iters):
+        mid = 0.5 * (lo + hi)
+        right = np.asarray(go_right(float(mid) if scalar else mid), dtype=bool)
+        lo = np.where(right, mid, lo)
+        hi = np.where(right, hi, mid)
+        end = hi if keep == "hi" else lo
+        if np.all(hi - lo <= xtol * np.maximum(floor, np.abs(end))):
+            break
+    end = hi if keep == "hi" else lo
+    return float(end) if scalar else end
+
+
+def secant_start(lo: np.ndarray, hi: np.ndarray, g_lo: np.ndarray, g_hi: np.ndarray,
+                 target, clip: float = 0.05) -> np.ndarray:
+    """The secant (regula falsi) point of the brackets ``[lo, hi]`` for ``g = target``, kept
+    at least ``clip`` of the width away from either end (the midpoint where the secant is
+    undefined): the start of :func:`newton_bracketed`."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = np.clip(np.nan_to_num((target - g_lo) / (g_hi - g_lo), nan=0.5),
+                       clip, 1.0 - clip)
+    return lo + frac * (hi - lo)
+
+
+def newton_bracketed(f: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+                     target, lo: np.ndarray, hi: np.ndarray, x0: np.ndarray, *,
+                     ftol, iters: int = 60, xtol: float = 1e-9, width_tol: float = 1e-14,
+                     secant: bool = False) -> np.ndarray:
+    """Safeguarded Newton iteration for ``g(x) = target`` with ``g`` increasing, elementwise
+    over arrays of brackets ``lo < root <= hi``.
+
+    ``f(x, idx) -> (g, dg/dx)`` at the points ``x`` of the still active elements ``idx``
+    (indices into the arrays). Each evaluation narrows the bracket (``g < target`` moves
+    ``lo``, otherwise ``hi``); a Newton step (with a non-positive or non-finite slope, or
+    leaving the open bracket) is replaced by bisection. With ``secant=True`` the slope from
+    the previous iterate is used where it is positive (superlinear, no derivative needed
+    beyond the first step). An element stops when ``|g - target| <= ftol``, its bracket is
+    narrower than ``width_tol`` or the Newton step is below ``xtol``; the last accepted
+    Newton step is applied. Returns the iterates (a new array)."""
+    x = np.array(x0, dtype=float)
+    lo = np.array(lo, dtype=float)
+    hi = np.array(hi, dtype=float)
+    n = x.size
+    target = np.broadcast_to(np.asarray(target, dtype=float), (n,))
+    ftol = np.broadcast_to(np.asarray(ftol, dtype=float), (n,))
+    act = np.arange(n)
+    x_prev = np.full(n, np.nan)
+    r_prev = np.full(n, np.nan)
+    for _ in range(iters):
+        if act.size == 0:
+            break
+        xa = x[act]
+        g, dg = f(xa, act)
+        r = g - target[act]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if secant:
+                sec = (r - r_prev[act]) / (xa - x_prev[act])
+                dg = np.where(np.isfinite(sec) & (sec > 0), sec, dg)
+                x_prev[act] = xa
+                r_prev[act] = r
+            xn = np.where(dg > 0, xa - r / dg, np.nan)
+        up = ~(r < 0)  # a NaN residual counts as above the target: the bracket still shrinks
+        lo[act] = np.where(up, lo[act], xa)
+        hi[act] = np.where(up, xa, hi[act])
+        inside = (xn > lo[act]) & (xn < hi[act]) & np.isfinite(xn)
+        xn = np.where(inside, xn, 0.5 * (lo[act] + hi[act]))
+        done = (np.abs(r) <= ftol[act]) | (hi[act] - lo[act] < width_tol) | \
+            (inside & (np.abs(xn - xa) < xtol))
+        x[act] = np.where(done & ~inside, xa, xn)
+        act = act[~done]
+    return x
+
+
+def bracket_on_grids(f: Callable[[np.ndarray], np.ndarray], target, grids: list[np.ndarray],
+                     below_grid: int | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Bracket the roots of ``g(x) = target`` (``g`` roughly increasing; one ``target`` per
+    element) on a sequence of grids, each evaluated by one vectorized call ``f(grid) -> g``
+    and only while some element is still unbracketed: an element's bracket is the first grid
+    cell ``[grid[j-1], grid[j]]`` with ``g(grid[j]) >= target`` (non-finite ``g`` counts as
+    below every target).
+
+    Returns ``(lo, hi, g_lo, g_hi, below)``; NaN where no bracket was found; ``below`` is True
+    where the grid number ``below_grid`` (one that descends below the first) is already at or
+    above the target at its first point (the root lies below every grid)."""
+    target = np.atleast_1d(np.asarray(target, dtype=float))
+    n = target.size
+    lo = np.full(n, np.nan)
+    hi = np.full(n, np.nan)
+    g_lo = np.full(n, np.nan)
+    g_hi = np.full(n, np.nan)
+    below = np.zeros(n, dtype=bool)
+    for gi, grid in enumerate(grids):
+        todo = np.flatnonzero(np.isnan(lo))
+        if todo.size == 0:
+            break
+        g = np.asarray(f(grid), dtype=float)
+        g = np.where(np.isfinite(g), g, -np.inf)
+        ge = g[None, :] >= target[todo, None]
+        has = ge.any(axis=1)
+        j = np.argmax(ge, axis=1)  # first grid point at or above the target
+        found = has & (j > 0)
+        idx, jf = todo[found], j[found]
+        lo[idx], hi[idx] = grid[jf - 1], grid[jf]
+        g_lo[idx], g_hi[idx] = g[jf - 1], g[jf]
+        if gi == below_grid:
+            below[todo[has & (j == 0)]] = True
+    return lo, hi, g_lo, g_hi, below
