@@ -18,6 +18,7 @@ import numpy as np
 from scipy.special import erfcx, log_ndtr
 
 from .. import _validate as v
+from .._numerics import BracketError, grow_until
 
 __all__ = ["gdp_delta", "gdp_log_delta", "gdp_epsilon", "gdp_mu", "compose_mu"]
 
@@ -100,9 +101,7 @@ def gdp_epsilon(mu: float, delta: float) -> float:
 
     if f(0.0) <= 0:
         return 0.0
-    hi = max(1.0, mu * mu)
-    while f(hi) > 0:
-        hi *= 2.0
+    hi = grow_until(lambda e: f(e) > 0, max(1.0, mu * mu), 2.0)
     from scipy.optimize import brentq  # lazy: keeps the command's start-up short
 
     return float(brentq(f, 0.0, hi, xtol=1e-300, rtol=1e-15, maxiter=500))
@@ -119,13 +118,11 @@ def gdp_mu(eps: float, delta: float) -> float:
     def f(m: float) -> float:
         return float(_log_delta(m, np.array([eps]))[0]) - ld
 
-    lo, hi = 1.0, 1.0
-    while f(lo) > 0:
-        lo /= 2.0
-        if lo < 1e-300:  # pragma: no cover - delta(eps; mu) -> 0 as mu -> 0
-            raise ValueError("no mu > 0 reaches the requested (eps, delta)")
-    while f(hi) < 0:
-        hi *= 2.0
+    try:
+        lo = grow_until(lambda m: f(m) > 0, 1.0, 0.5, limit=1e-300)
+    except BracketError:  # pragma: no cover - delta(eps; mu) -> 0 as mu -> 0
+        raise ValueError("no mu > 0 reaches the requested (eps, delta)") from None
+    hi = grow_until(lambda m: f(m) < 0, 1.0, 2.0)
     from scipy.optimize import brentq
 
     return float(brentq(f, lo, hi, xtol=1e-300, rtol=1e-15, maxiter=500))

@@ -164,18 +164,29 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
                                                      tilt_grids(lo, hi, cap, npts),
                                                      below_grid=1)
     found = ~np.isnan(lo_t)
+    # one target (the common query) uses the math module's log/exp, numpy's vectorized ones
+    # otherwise: the two may differ in the last bit, and each path keeps the numbers it had
+    log, exp = (_log1, _exp1) if target.size == 1 else (np.log, np.exp)
     u = np.where(below, math.log(T_MIN), math.log(cap))
     idx = np.flatnonzero(found)
     if idx.size:
-        a, b = np.log(lo_t[idx]), np.log(hi_t[idx])
+        a, b = log(lo_t[idx]), log(hi_t[idx])
         u0 = secant_start(a, b, g_lo[idx], g_hi[idx], target[idx])
 
         def fu(uu: np.ndarray, _act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            return f(np.exp(uu))
+            return f(exp(uu))
 
         u[idx] = newton_bracketed(fu, target[idx], a, b, u0, iters=iters,
                                   ftol=rtol * (1.0 + np.abs(target[idx])))
-    return np.exp(u), found | below
+    return exp(u), found | below
+
+
+def _log1(x: np.ndarray) -> np.ndarray:
+    return np.array([math.log(float(x[0]))])
+
+
+def _exp1(x: np.ndarray) -> np.ndarray:
+    return np.array([math.exp(float(x[0]))])
 
 
 def root_decreasing(fn: Callable[[float], float], level: float, x0: float, slope0: float,

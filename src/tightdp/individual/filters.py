@@ -32,6 +32,7 @@ import math
 import numpy as np
 
 from .. import _validate as v
+from .._numerics import MACHINE_EPSILON, bisect, grow_until
 from ..curves.gdp import _log_delta, gdp_delta, gdp_epsilon
 from ..curves.rdp import eps_from_rdp, gaussian_rdp
 
@@ -44,15 +45,14 @@ __all__ = [
     "gaussian_rdp_order",
 ]
 
-_U = 2.0 ** -52
 #: relative slack on the budget accepted at admission (lets ``request(remaining_mu)`` pass)
-_ADMIT_SLACK = 8 * _U
+_ADMIT_SLACK = 8 * MACHINE_EPSILON
 
 
 def _margin(n_steps) -> np.ndarray:
     """Relative bound on the rounding of a sum of ``n_steps`` squares checked against the
     budget (admission slack + one rounding per addition and per square)."""
-    return _ADMIT_SLACK + (np.asarray(n_steps, dtype=float) + 4.0) * 2.0 * _U
+    return _ADMIT_SLACK + (np.asarray(n_steps, dtype=float) + 4.0) * 2.0 * MACHINE_EPSILON
 
 
 def _curve_eps(mu, delta: float) -> np.ndarray:
@@ -77,20 +77,10 @@ def _curve_eps(mu, delta: float) -> np.ndarray:
         return _log_delta(m, e) - ld
 
     lo = np.zeros(m.size)
-    hi = np.maximum(1.0, m * m)
     zero = f(lo) <= 0
-    for _ in range(2000):
-        bad = f(hi) > 0
-        if not bad.any():
-            break
-        hi = np.where(bad, 2.0 * hi, hi)
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        ok = f(mid) <= 0
-        hi = np.where(ok, mid, hi)
-        lo = np.where(ok, lo, mid)
-        if np.all(hi - lo <= 4 * _U * hi):
-            break
+    hi = grow_until(lambda e: f(e) > 0, np.maximum(1.0, m * m), 2.0)
+    hi = bisect(lambda e: ~(f(e) <= 0), lo, hi, keep="hi", xtol=4 * MACHINE_EPSILON,
+                floor=0.0, iters=200)
     flat_out[pos] = np.where(zero, 0.0, hi)
     return out
 

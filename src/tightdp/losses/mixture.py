@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import log_ndtr, logsumexp
 
-from .._numerics import lse_last
+from .._numerics import MACHINE_EPSILON, lse_last
 from .base import PrivacyLoss
 
 __all__ = ["LocationMixtureLoss", "KERNELS"]
@@ -67,7 +67,6 @@ KERNELS = {"gaussian": _Gauss, "laplace": _Laplace}
 #: points per block in the vectorized Newton iterations (keeps the (points x components)
 #: temporaries in cache)
 _BLOCK = 4096
-_EPS = float(np.finfo(float).eps)
 
 
 class _LseForm:
@@ -186,7 +185,7 @@ class _LseForm:
         for _ in range(100):
             gz, d1 = self._g(zc, slope=True)
             f = gz - uc
-            tol = 4 * _EPS * (1.0 + np.abs(uc) + self._gmax + np.abs(zc) * b[-1])
+            tol = 4 * MACHINE_EPSILON * (1.0 + np.abs(uc) + self._gmax + np.abs(zc) * b[-1])
             with np.errstate(divide="ignore", invalid="ignore"):
                 zn = zc - np.maximum(f, 0.0) / d1
             zn = np.where(np.isfinite(zn), zn, zc)
