@@ -9,8 +9,8 @@ from collections.abc import Callable
 import numpy as np
 
 __all__ = ["lse_last", "log_sub_exp", "table_start", "MACHINE_EPSILON", "UNIT_ROUNDOFF",
-           "BracketError", "expand_bracket", "secant_walk", "grow_until", "bisect", "secant_start",
-           "newton_bracketed", "bracket_on_grids"]
+           "BracketError", "walk_out", "expand_bracket", "secant_walk", "grow_until",
+           "bisect", "secant_start", "newton_bracketed", "newton_polish", "bracket_on_grids"]
 
 
 def lse_last(x: np.ndarray) -> np.ndarray:
@@ -75,28 +75,51 @@ class BracketError(ValueError):
         self.last = last
 
 
+def walk_out(bad: Callable, x, step, *, prev=None, limit: float = math.inf,
+             max_steps: int | None = None, what: str = "the root"):
+    """Move ``x`` by ``step`` while ``bad(x)`` holds, doubling ``step`` after every move
+    (elementwise for arrays: only the elements where ``bad`` holds move, the step doubles for
+    all): the additive bracket expansion. ``step < 0`` walks to the left. Returns
+    ``(prev, x)``: ``x`` the first point where ``bad`` fails, ``prev`` the point before it
+    (the given ``prev``, default ``x``, where ``x`` did not move).
+
+    Raises :class:`BracketError` (``last`` = the last point tried) once a point beyond
+    ``|x| > limit`` is reached or ``max_steps`` points were tried with ``bad`` holding."""
+    scalar = np.ndim(x) == 0 and np.ndim(step) == 0
+    if prev is None:
+        prev = x
+    tried = 0
+    while True:
+        b = bad(x)
+        if not np.any(b):
+            return prev, x
+        tried += 1
+        if max_steps is not None and tried >= max_steps:
+            raise BracketError(f"no bracket for {what} in {max_steps} steps",
+                               float(np.max(np.abs(x))))
+        if scalar:
+            prev, x = x, x + step
+        else:
+            prev, x = np.where(b, x, prev), np.where(b, x + step, x)
+        step = step * 2.0
+        if np.any(np.abs(x) > limit):
+            raise BracketError(f"no bracket for {what} within |x| <= {limit:g}",
+                               float(np.max(np.abs(x))) if not scalar else x)
+
+
 def expand_bracket(go_right: Callable[[float], bool], start: float, step: float, *,
                    limit: float = math.inf, max_steps: int | None = None,
                    what: str = "the root") -> tuple[float, float]:
     """Bracket a root by steps that double each time: from ``a = start`` try
     ``b = a + step``, and while ``go_right(b)`` move ``a`` to ``b`` and double ``step``
-    (``step < 0`` walks to the left). Returns ``(a, b)``: ``b`` the first point where
-    ``go_right`` fails, ``a`` the point before it (``start`` if the first step failed).
+    (``step < 0`` walks to the left; :func:`walk_out` from ``start + step``). Returns
+    ``(a, b)``: ``b`` the first point where ``go_right`` fails, ``a`` the point before it
+    (``start`` if the first step failed).
 
     Raises :class:`BracketError` (``last`` = the last point tried) once ``|b| > limit`` or
     after ``max_steps`` points were tried without ``go_right`` failing."""
-    a = start
-    b = a + step
-    tried = 1
-    while go_right(b):
-        if max_steps is not None and tried >= max_steps:
-            raise BracketError(f"no bracket for {what} in {max_steps} steps", b)
-        a, step = b, step * 2.0
-        b = a + step
-        tried += 1
-        if abs(b) > limit:
-            raise BracketError(f"no bracket for {what} within |x| <= {limit:g}", b)
-    return a, b
+    return walk_out(go_right, start + step, 2.0 * step, prev=start, limit=limit,
+                    max_steps=max_steps, what=what)
 
 
 def secant_walk(fn: Callable[[float], float], level: float, x0: float, slope0: float, *,
@@ -231,6 +254,47 @@ def newton_bracketed(f: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.
         x[act] = np.where(done & ~inside, xa, xn)
         act = act[~done]
     return x
+
+
+def newton_polish(f: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+                  target: np.ndarray, lo: np.ndarray, hi: np.ndarray, x0: np.ndarray, *,
+                  iters: int, floor: float = 0.0, ftol: float = 2e-15, xtol: float = 1e-11,
+                  width_tol: float = 1e-15) -> np.ndarray:
+    """Newton polish of a tabulated start for ``g(x) = target`` with ``g`` non-decreasing,
+    elementwise over arrays, inside closed brackets ``[lo, hi]`` (a table cell, e.g. from
+    :func:`table_start`): ``g <= target`` moves ``lo``, otherwise ``hi``; a step leaving the
+    bracket is replaced by bisection.
+
+    ``f(x, idx) -> (g, dg/dx)`` at the points of the still active elements ``idx``. An
+    element stops where its residual is at the rounding level of ``g``
+    (``|g - target| <= ftol (1 + |target|)``; the iterate is kept), the Newton step is below
+    ``xtol max(|x|, floor)`` or the bracket below ``width_tol max(|x|, floor)``. Returns the
+    last iterates (a new array)."""
+    lo = np.array(lo, dtype=float)
+    hi = np.array(hi, dtype=float)
+    x = np.array(x0, dtype=float)
+    out = x.copy()
+    idx = np.arange(x.size)
+    for _ in range(iters):
+        g, d = f(x, idx)
+        r = g - target[idx]
+        below = r <= 0
+        lo[idx] = np.where(below, x, lo[idx])
+        hi[idx] = np.where(below, hi[idx], x)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            xn = x - r / d
+        ok = (xn >= lo[idx]) & (xn <= hi[idx]) & np.isfinite(xn)
+        xn = np.where(ok, xn, 0.5 * (lo[idx] + hi[idx]))
+        small = np.abs(r) <= ftol * (1.0 + np.abs(target[idx]))
+        xn = np.where(small, x, xn)
+        scale = np.maximum(np.abs(xn), floor)
+        done = small | (ok & (np.abs(xn - x) <= xtol * scale)) \
+            | (hi[idx] - lo[idx] <= width_tol * scale)
+        out[idx] = xn
+        if done.all():
+            break
+        idx, x = idx[~done], xn[~done]
+    return out
 
 
 def bracket_on_grids(f: Callable[[np.ndarray], np.ndarray], target, grids: list[np.ndarray],

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import log_ndtr, logsumexp
 
-from .._numerics import MACHINE_EPSILON, lse_last
+from .._numerics import MACHINE_EPSILON, lse_last, walk_out
 from .base import PrivacyLoss
 
 __all__ = ["LocationMixtureLoss", "KERNELS"]
@@ -367,19 +367,10 @@ class LocationMixtureLoss(PrivacyLoss):
         hi = np.full_like(y, c_hi)
         width = c_hi - c_lo + s
         # expand until L(lo) <= y < L(hi)
-        for _ in range(200):
-            bad = self.loss(lo) > y
-            if not bad.any():
-                break
-            lo[bad] -= width
-            width *= 2
-        width = c_hi - c_lo + s
-        for _ in range(200):
-            bad = self.loss(hi) <= y
-            if not bad.any():
-                break
-            hi[bad] += width
-            width *= 2
+        _, lo = walk_out(lambda x: self.loss(x) > y, lo, -width, max_steps=200,
+                         what="the inverse of the loss")
+        _, hi = walk_out(lambda x: self.loss(x) <= y, hi, width, max_steps=200,
+                         what="the inverse of the loss")
         newton = self.kernel is _Gauss
         x = 0.5 * (lo + hi)
         for _ in range(300):
