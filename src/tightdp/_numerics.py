@@ -148,10 +148,12 @@ def secant_walk(fn: Callable[[float], float], level: float, x0: float, slope0: f
 
 
 def grow_until(bad: Callable[[np.ndarray], np.ndarray], x, factor: float = 2.0, *,
-               limit: float | None = None, max_iter: int = 2000, what: str = "the root"):
+               limit: float | None = None, cap: float | None = None, max_iter: int = 2000,
+               what: str = "the root"):
     """Multiply ``x`` by ``factor`` (elementwise, only where ``bad(x)`` holds) until ``bad``
     holds nowhere: the geometric bracket expansion (``factor > 1`` grows, ``factor < 1``
-    shrinks towards 0). Returns the new ``x`` (a float for a scalar ``x``).
+    shrinks towards 0), never beyond ``cap`` (``bad`` must fail there). Returns the new ``x``
+    (a float for a scalar ``x``).
 
     Raises :class:`BracketError` if ``x`` passes ``limit`` (above it for ``factor > 1``,
     below it for ``factor < 1``) or ``bad`` still holds after ``max_iter`` steps."""
@@ -162,6 +164,9 @@ def grow_until(bad: Callable[[np.ndarray], np.ndarray], x, factor: float = 2.0, 
         if not np.any(b):
             return x
         x = x * factor if scalar else np.where(b, x * factor, x)
+        if cap is not None:
+            x = (min(x, cap) if factor > 1 else max(x, cap)) if scalar else \
+                (np.minimum(x, cap) if factor > 1 else np.maximum(x, cap))
         if limit is not None and np.any((x > limit) if factor > 1 else (x < limit)):
             raise BracketError(f"no bracket for {what}: the search passed {limit:g}",
                                float(np.max(x) if factor > 1 else np.min(x)))

@@ -16,7 +16,7 @@ import math
 import numpy as np
 from scipy.special import gammaln, gammasgn, log_ndtr, logsumexp
 
-from .._numerics import MACHINE_EPSILON
+from .._numerics import MACHINE_EPSILON, grow_until
 
 __all__ = [
     "DEFAULT_ORDERS",
@@ -214,9 +214,8 @@ def _log_a_frac(q: float, sigma: float, alpha: float, log_target: float) -> floa
         return _lse(np.array(parts))
 
     # the fewest terms (from a geometric ladder) whose tail is below the target
-    n = int(math.ceil(alpha)) + 64
-    while n < _MAX_TERMS and log_tail(n) > log_target:
-        n = min(_MAX_TERMS, 2 * n)
+    n = int(grow_until(lambda x: x < _MAX_TERMS and log_tail(int(x)) > log_target,
+                       int(math.ceil(alpha)) + 64, 2.0, cap=_MAX_TERMS))
     ltail = log_tail(n)
     i = np.arange(n, dtype=float)
     j = alpha - i
