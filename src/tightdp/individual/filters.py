@@ -33,7 +33,7 @@ import numpy as np
 
 from .. import _validate as v
 from .._numerics import MACHINE_EPSILON, bisect, grow_until
-from ..curves.gdp import _log_delta, gdp_delta, gdp_epsilon
+from ..curves.gdp import gdp_delta, gdp_epsilon, gdp_log_delta_values
 from ..curves.rdp import eps_from_rdp, gaussian_rdp
 
 __all__ = [
@@ -59,9 +59,9 @@ def _curve_eps(mu, delta: float) -> np.ndarray:
     """Exact mu-GDP eps(delta) (eq. (2.3) inverted), elementwise over ``mu`` (0 where mu = 0).
 
     Few values: :func:`tightdp.curves.gdp.gdp_epsilon` each. Many values: a vectorized
-    bisection on the log of the same curve (``tightdp.curves.gdp._log_delta``, evaluated
-    elementwise), keeping the
-    upper end of the bracket, so each result is >= the exact root."""
+    bisection on the log of the same curve
+    (:func:`tightdp.curves.gdp.gdp_log_delta_values`, elementwise), keeping the upper end of
+    the bracket, so each result is >= the exact root."""
     mu = np.asarray(mu, dtype=float)
     out = np.zeros(mu.shape)
     flat_mu, flat_out = mu.reshape(-1), out.reshape(-1)
@@ -74,7 +74,7 @@ def _curve_eps(mu, delta: float) -> np.ndarray:
     ld = math.log(delta)
 
     def f(e: np.ndarray) -> np.ndarray:
-        return _log_delta(m, e) - ld
+        return gdp_log_delta_values(m, e) - ld
 
     lo = np.zeros(m.size)
     zero = f(lo) <= 0
