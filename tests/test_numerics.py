@@ -51,8 +51,8 @@ def test_expand_bracket_failure_is_a_clear_error():
     assert e.value.last == 2.0 ** 20 - 1  # the first point past the limit
     assert isinstance(e.value, ValueError)
     with pytest.raises(BracketError, match="in 5 steps") as e:
-        expand_bracket(lambda x: True, 0.0, 1.0, max_steps=5)
-    assert e.value.last == 31.0
+        expand_bracket(lambda x: True, 0.0, 1.0, max_moves=5)
+    assert e.value.last == 63.0  # 1 moved 5 times: 3, 7, 15, 31, 63
 
 
 def test_walk_out_vectorized():
@@ -63,6 +63,18 @@ def test_walk_out_vectorized():
     np.testing.assert_array_equal(out, [0.0, 7.0, 127.0])
     np.testing.assert_array_equal(prev, [0.0, 3.0, 63.0])
     assert np.all(out >= target) and np.all((prev < target) | (out == x))
+
+
+def test_walk_out_clamp_and_return_on_limit():
+    # settling on the safe side by growing steps, never below the bracket end
+    x = np.array([1.0, 1.0])
+    _, out = walk_out(lambda z: z > np.array([0.9, -5.0]), x, np.array([-0.01, -0.01]),
+                      lower=np.array([0.0, -1.0]), max_moves=60, on_limit="return")
+    np.testing.assert_allclose(out, [1.0 - 0.15, -1.0])  # 1 - (1+2+4+8) 0.01; the clamp
+    _, out = walk_out(lambda z: True, 0.0, 1.0, max_moves=3, on_limit="return")
+    assert out == 7.0
+    with pytest.raises(ValueError, match="on_limit"):
+        walk_out(lambda z: True, 0.0, 1.0, on_limit="clip")
 
 
 def test_grow_until():

@@ -76,39 +76,52 @@ class BracketError(ValueError):
 
 
 def walk_out(bad: Callable, x, step, *, prev=None, limit: float = math.inf,
-             max_steps: int | None = None, what: str = "the root"):
+             max_moves: int | None = None, on_limit: str = "raise", lower=None, upper=None,
+             what: str = "the root"):
     """Move ``x`` by ``step`` while ``bad(x)`` holds, doubling ``step`` after every move
     (elementwise for arrays: only the elements where ``bad`` holds move, the step doubles for
-    all): the additive bracket expansion. ``step < 0`` walks to the left. Returns
-    ``(prev, x)``: ``x`` the first point where ``bad`` fails, ``prev`` the point before it
-    (the given ``prev``, default ``x``, where ``x`` did not move).
+    all; ``step`` may be an array): the additive bracket expansion, or the settling of a
+    root on the safe side by steps growing from an ulp. ``step < 0`` walks to the left; the
+    moves never pass ``lower``/``upper`` (optional clamps). Returns ``(prev, x)``: ``x``
+    the first point where ``bad`` fails, ``prev`` the point before it (the given ``prev``,
+    default ``x``, where ``x`` did not move).
 
-    Raises :class:`BracketError` (``last`` = the last point tried) once a point beyond
-    ``|x| > limit`` is reached or ``max_steps`` points were tried with ``bad`` holding."""
+    Raises :class:`BracketError` (``last`` = the last point tried) once a point with
+    ``|x| > limit`` is reached, or when ``bad`` still holds after ``max_moves`` moves -- unless
+    ``on_limit="return"``, which returns the points reached then (the caller checks them)."""
+    if on_limit not in ("raise", "return"):
+        raise ValueError(f"on_limit must be 'raise' or 'return', got {on_limit!r}")
     scalar = np.ndim(x) == 0 and np.ndim(step) == 0
     if prev is None:
         prev = x
-    tried = 0
+    moves = 0
     while True:
         b = bad(x)
         if not np.any(b):
             return prev, x
-        tried += 1
-        if max_steps is not None and tried >= max_steps:
-            raise BracketError(f"no bracket for {what} in {max_steps} steps",
-                               float(np.max(np.abs(x))))
+        if max_moves is not None and moves >= max_moves:
+            if on_limit == "return":
+                return prev, x
+            raise BracketError(f"no bracket for {what} in {max_moves} steps",
+                               x if scalar else float(np.max(np.abs(x))))
+        moves += 1
+        xn = x + step
+        if lower is not None:
+            xn = max(xn, lower) if scalar else np.maximum(xn, lower)
+        if upper is not None:
+            xn = min(xn, upper) if scalar else np.minimum(xn, upper)
         if scalar:
-            prev, x = x, x + step
+            prev, x = x, xn
         else:
-            prev, x = np.where(b, x, prev), np.where(b, x + step, x)
+            prev, x = np.where(b, x, prev), np.where(b, xn, x)
         step = step * 2.0
         if np.any(np.abs(x) > limit):
             raise BracketError(f"no bracket for {what} within |x| <= {limit:g}",
-                               float(np.max(np.abs(x))) if not scalar else x)
+                               x if scalar else float(np.max(np.abs(x))))
 
 
 def expand_bracket(go_right: Callable[[float], bool], start: float, step: float, *,
-                   limit: float = math.inf, max_steps: int | None = None,
+                   limit: float = math.inf, max_moves: int | None = None,
                    what: str = "the root") -> tuple[float, float]:
     """Bracket a root by steps that double each time: from ``a = start`` try
     ``b = a + step``, and while ``go_right(b)`` move ``a`` to ``b`` and double ``step``
@@ -117,9 +130,9 @@ def expand_bracket(go_right: Callable[[float], bool], start: float, step: float,
     (``start`` if the first step failed).
 
     Raises :class:`BracketError` (``last`` = the last point tried) once ``|b| > limit`` or
-    after ``max_steps`` points were tried without ``go_right`` failing."""
+    when ``go_right`` still holds after ``max_moves`` moves of ``b``."""
     return walk_out(go_right, start + step, 2.0 * step, prev=start, limit=limit,
-                    max_steps=max_steps, what=what)
+                    max_moves=max_moves, what=what)
 
 
 def secant_walk(fn: Callable[[float], float], level: float, x0: float, slope0: float, *,

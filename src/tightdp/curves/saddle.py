@@ -31,10 +31,10 @@ from .._numerics import (
     BracketError,
     bisect,
     bracket_on_grids,
-    expand_bracket,
     newton_bracketed,
     secant_start,
     secant_walk,
+    walk_out,
 )
 
 __all__ = ["METHODS", "LABELS", "UNRELIABLE", "T_MIN", "T_MAX_QUAD", "T_MAX",
@@ -195,18 +195,16 @@ def root_decreasing(fn: Callable[[float], float], level: float, x0: float, slope
     ``fn(x) <= level`` if ``upper`` else ``fn(x) > level`` (verified), by secant steps from
     ``x0`` (initial slope ``-slope0``; :func:`tightdp._numerics.secant_walk`), then steps
     away from the root growing from 1e-12 relative until the side is right
-    (:func:`tightdp._numerics.expand_bracket`); None if no such point was found."""
+    (:func:`tightdp._numerics.walk_out`); None if no such point was found."""
     x = secant_walk(fn, level, x0, -max(slope0, 1e-3), decreasing=True)
 
     def wrong_side(y: float) -> bool:
         fy = fn(y)
         return not (math.isfinite(fy) and ((fy <= level) if upper else (fy > level)))
 
-    if not wrong_side(x):
-        return x
     step = 1e-12 * max(1.0, abs(x))
     try:
-        return expand_bracket(wrong_side, x, step if upper else -step, max_steps=59)[1]
+        return walk_out(wrong_side, x, step if upper else -step, max_moves=59)[1]
     except BracketError:
         return None
 

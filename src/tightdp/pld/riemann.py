@@ -103,9 +103,9 @@ def _sorted_inverse(loss: LocationMixtureLoss, y: np.ndarray) -> np.ndarray:
     lo = min(loss.a.min(), loss.b.min()) - 2 * s
     hi = max(loss.a.max(), loss.b.max()) + 2 * s
     _, lo = walk_out(lambda x: not loss.loss(np.asarray([x]))[0] <= y[0], lo, -(hi - lo + s),
-                     max_steps=200, what="the table's left end")
+                     max_moves=200, on_limit="return", what="the table's left end")
     _, hi = walk_out(lambda x: not loss.loss(np.asarray([x]))[0] >= y[-1], hi, hi - lo + s,
-                     max_steps=200, what="the table's right end")
+                     max_moves=200, on_limit="return", what="the table's right end")
     tab_x = np.linspace(lo, hi, 20001)
     tab_l = np.maximum.accumulate(loss.loss(tab_x))
     a, b, x = table_start(tab_x, tab_l, y)
