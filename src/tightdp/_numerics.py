@@ -1,5 +1,24 @@
-"""Numerical helpers shared across the package: log-space arithmetic and the safeguarded
-scalar solvers. One home for each: a module that needs one of these imports it from here."""
+"""Numerical helpers shared across the package: log-space arithmetic, the floating-point
+constants and the safeguarded scalar solvers. One home for each: a module that needs one of
+these imports it from here.
+
+The solver family (every monotone root search of the package uses it, or scipy.optimize):
+
+* bracketing -- :func:`expand_bracket` (additive steps doubling from a start),
+  :func:`walk_out` (the same, vectorized, with clamps; also settles a root on the safe side
+  by steps growing from an ulp), :func:`grow_until` (geometric), :func:`bracket_on_grids`
+  (first cell of a sequence of grids, one vectorized evaluation per grid);
+* refining -- :func:`bisect` (monotone predicate, scalar or vectorized, returning the end on
+  the side the caller needs), :func:`newton_bracketed` (safeguarded Newton or secant inside
+  open brackets, stopping on the residual or the step), :func:`newton_polish` (Newton from a
+  table cell, closed brackets, relative stopping), :func:`secant_walk` (secant steps on a
+  monotone function, unbracketed, to be settled by :func:`walk_out`);
+* :func:`secant_start` (regula falsi start inside a bracket), :func:`table_start`.
+
+Certified callers keep the root on the safe side: the bracket ends keep their defining
+property at every step, and the caller returns the end (or the settled point) whose side is
+safe for the bound it reports.
+"""
 
 from __future__ import annotations
 
