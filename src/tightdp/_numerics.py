@@ -1,11 +1,35 @@
-"""Numerical helpers shared across the package: log-space arithmetic and the safeguarded
-scalar solvers. One home for each: a module that needs one of these imports it from here."""
+"""Numerical helpers shared across the package: log-space arithmetic, the floating-point
+constants and the safeguarded scalar solvers. One home for each: a module that needs one of
+these imports it from here.
+
+The solver family (every monotone root search of the package uses it, or scipy.optimize):
+
+* bracketing -- :func:`expand_bracket` (additive steps doubling from a start),
+  :func:`walk_out` (the same, vectorized, with clamps; also settles a root on the safe side
+  by steps growing from an ulp), :func:`grow_until` (geometric), :func:`bracket_on_grids`
+  (first cell of a sequence of grids, one vectorized evaluation per grid);
+* refining -- :func:`bisect` (monotone predicate, scalar or vectorized, returning the end on
+  the side the caller needs), :func:`newton_bracketed` (safeguarded Newton or secant inside
+  open brackets, stopping on the residual or the step), :func:`newton_polish` (Newton from a
+  table cell, closed brackets, relative stopping), :func:`secant_walk` (secant steps on a
+  monotone function, unbracketed, to be settled by :func:`walk_out`);
+* :func:`secant_start` (regula falsi start inside a bracket), :func:`table_start`.
+
+Certified callers keep the root on the safe side: the bracket ends keep their defining
+property at every step, and the caller returns the end (or the settled point) whose side is
+safe for the bound it reports.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import numpy as np
 
-__all__ = ["lse_last", "log_sub_exp", "table_start"]
+__all__ = ["lse_last", "log_sub_exp", "table_start", "MACHINE_EPSILON", "UNIT_ROUNDOFF",
+           "BracketError", "walk_out", "expand_bracket", "secant_walk", "grow_until",
+           "bisect", "secant_start", "newton_bracketed", "newton_polish", "bracket_on_grids"]
 
 
 def lse_last(x: np.ndarray) -> np.ndarray:
@@ -44,3 +68,303 @@ def table_start(tab_x: np.ndarray, tab_l: np.ndarray, y: np.ndarray
     with np.errstate(divide="ignore", invalid="ignore"):
         frac = np.where(dl > 0, (y - tab_l[j - 1]) / dl, 0.5)
     return a, b, a + np.clip(frac, 0.0, 1.0) * (b - a)
+
+
+# --- floating-point constants --------------------------------------------------------------
+#: the spacing of doubles at 1, ``2**-52`` (``np.finfo(float).eps``)
+MACHINE_EPSILON = 2.0 ** -52
+#: the unit roundoff of round-to-nearest doubles, ``2**-53`` (half the machine epsilon): the
+#: relative error of one correctly rounded operation
+UNIT_ROUNDOFF = 2.0 ** -53
+
+
+# --- safeguarded scalar solvers --------------------------------------------------------------
+# One family for every monotone root search of the package. Each function keeps its root on
+# the side the caller asks for, so a certified bound computed from it stays certified:
+# the bracket ends keep their defining property at every step (``go_right`` holds at the left
+# end and fails at the right end), and the caller chooses which end it returns.
+
+
+class BracketError(ValueError):
+    """No bracket was found before the search left its allowed range; ``last`` holds the
+    last point tried."""
+
+    def __init__(self, message: str, last: float):
+        super().__init__(message)
+        self.last = last
+
+
+def walk_out(bad: Callable, x, step, *, prev=None, limit: float = math.inf,
+             max_moves: int | None = None, on_limit: str = "raise", lower=None, upper=None,
+             what: str = "the root"):
+    """Move ``x`` by ``step`` while ``bad(x)`` holds, doubling ``step`` after every move
+    (elementwise for arrays: only the elements where ``bad`` holds move, the step doubles for
+    all; ``step`` may be an array): the additive bracket expansion, or the settling of a
+    root on the safe side by steps growing from an ulp. ``step < 0`` walks to the left; the
+    moves never pass ``lower``/``upper`` (optional clamps). Returns ``(prev, x)``: ``x``
+    the first point where ``bad`` fails, ``prev`` the point before it (the given ``prev``,
+    default ``x``, where ``x`` did not move).
+
+    Raises :class:`BracketError` (``last`` = the last point tried) once a point with
+    ``|x| > limit`` is reached, or when ``bad`` still holds after ``max_moves`` moves -- unless
+    ``on_limit="return"``, which returns the points reached then (the caller checks them)."""
+    if on_limit not in ("raise", "return"):
+        raise ValueError(f"on_limit must be 'raise' or 'return', got {on_limit!r}")
+    scalar = np.ndim(x) == 0 and np.ndim(step) == 0
+    if prev is None:
+        prev = x
+    moves = 0
+    while True:
+        b = bad(x)
+        if not np.any(b):
+            return prev, x
+        if max_moves is not None and moves >= max_moves:
+            if on_limit == "return":
+                return prev, x
+            raise BracketError(f"no bracket for {what} in {max_moves} steps",
+                               x if scalar else float(np.max(np.abs(x))))
+        moves += 1
+        xn = x + step
+        if lower is not None:
+            xn = max(xn, lower) if scalar else np.maximum(xn, lower)
+        if upper is not None:
+            xn = min(xn, upper) if scalar else np.minimum(xn, upper)
+        if scalar:
+            prev, x = x, xn
+        else:
+            prev, x = np.where(b, x, prev), np.where(b, xn, x)
+        step = step * 2.0
+        if np.any(np.abs(x) > limit):
+            raise BracketError(f"no bracket for {what} within |x| <= {limit:g}",
+                               x if scalar else float(np.max(np.abs(x))))
+
+
+def expand_bracket(go_right: Callable[[float], bool], start: float, step: float, *,
+                   limit: float = math.inf, max_moves: int | None = None,
+                   what: str = "the root") -> tuple[float, float]:
+    """Bracket a root by steps that double each time: from ``a = start`` try
+    ``b = a + step``, and while ``go_right(b)`` move ``a`` to ``b`` and double ``step``
+    (``step < 0`` walks to the left; :func:`walk_out` from ``start + step``). Returns
+    ``(a, b)``: ``b`` the first point where ``go_right`` fails, ``a`` the point before it
+    (``start`` if the first step failed).
+
+    Raises :class:`BracketError` (``last`` = the last point tried) once ``|b| > limit`` or
+    when ``go_right`` still holds after ``max_moves`` moves of ``b``."""
+    return walk_out(go_right, start + step, 2.0 * step, prev=start, limit=limit,
+                    max_moves=max_moves, what=what)
+
+
+def secant_walk(fn: Callable[[float], float], level: float, x0: float, slope0: float, *,
+                decreasing: bool, iters: int = 40, rtol: float = 1e-12) -> float:
+    """Secant iteration for ``fn(x) = level`` on a monotone ``fn`` from ``x0`` with the initial
+    slope ``slope0`` (its sign is that of the monotonicity): a new secant slope is adopted
+    only when it has the right sign. Stops when ``|fn(x) - level| < rtol (1 + |level|)``, at
+    a non-finite value, or after ``iters`` steps. The result is *near* the root, on no side
+    in particular: settle it with :func:`expand_bracket` (as
+    :func:`tightdp.curves.saddle.root_decreasing` does)."""
+    x, f = x0, fn(x0)
+    slope = slope0
+    for _ in range(iters):
+        if not math.isfinite(f):
+            break
+        xn = x + (level - f) / slope
+        fnew = fn(xn)
+        if math.isfinite(fnew) and xn != x:
+            s = (fnew - f) / (xn - x)
+            if (s < 0) if decreasing else (s > 0):
+                slope = s
+        x, f = xn, fnew
+        if abs(f - level) < rtol * (1.0 + abs(level)):
+            break
+    return x
+
+
+def grow_until(bad: Callable[[np.ndarray], np.ndarray], x, factor: float = 2.0, *,
+               limit: float | None = None, cap: float | None = None, max_iter: int = 2000,
+               what: str = "the root"):
+    """Multiply ``x`` by ``factor`` (elementwise, only where ``bad(x)`` holds) until ``bad``
+    holds nowhere: the geometric bracket expansion (``factor > 1`` grows, ``factor < 1``
+    shrinks towards 0), never beyond ``cap`` (``bad`` must fail there). Returns the new ``x``
+    (a float for a scalar ``x``).
+
+    Raises :class:`BracketError` if ``x`` passes ``limit`` (above it for ``factor > 1``,
+    below it for ``factor < 1``) or ``bad`` still holds after ``max_iter`` steps."""
+    scalar = np.ndim(x) == 0
+    x = float(x) if scalar else np.array(x, dtype=float)
+    for _ in range(max_iter):
+        b = bad(x)
+        if not np.any(b):
+            return x
+        x = x * factor if scalar else np.where(b, x * factor, x)
+        if cap is not None:
+            x = (min(x, cap) if factor > 1 else max(x, cap)) if scalar else \
+                (np.minimum(x, cap) if factor > 1 else np.maximum(x, cap))
+        if limit is not None and np.any((x > limit) if factor > 1 else (x < limit)):
+            raise BracketError(f"no bracket for {what}: the search passed {limit:g}",
+                               float(np.max(x) if factor > 1 else np.min(x)))
+    raise BracketError(f"no bracket for {what} after {max_iter} steps",
+                       float(np.max(x) if factor > 1 else np.min(x)))
+
+
+def bisect(go_right: Callable[[np.ndarray], np.ndarray], lo, hi, *, keep: str,
+           xtol: float, floor: float = 1.0, iters: int = 80):
+    """Bisection of a monotone predicate, elementwise over arrays: ``go_right(m)`` True means
+    the root lies above ``m`` (``lo = m``), else below (``hi = m``). The invariant of the
+    two ends (``go_right`` holds at ``lo``, fails at ``hi``) is kept at every step, so the
+    end the caller ``keep``s (``"lo"`` or ``"hi"``) is on the safe side of the root.
+
+    Stops after ``iters`` halvings or when ``hi - lo <= xtol * max(floor, |kept end|)``
+    everywhere. Returns the kept end (a float for scalar inputs)."""
+    if keep not in ("lo", "hi"):
+        raise ValueError(f"keep must be 'lo' or 'hi', got {keep!r}")
+    scalar = np.ndim(lo) == 0 and np.ndim(hi) == 0
+    lo = np.array(lo, dtype=float)
+    hi = np.array(hi, dtype=float)
+    for _ in range(iters):
+        mid = 0.5 * (lo + hi)
+        right = np.asarray(go_right(float(mid) if scalar else mid), dtype=bool)
+        lo = np.where(right, mid, lo)
+        hi = np.where(right, hi, mid)
+        end = hi if keep == "hi" else lo
+        if np.all(hi - lo <= xtol * np.maximum(floor, np.abs(end))):
+            break
+    end = hi if keep == "hi" else lo
+    return float(end) if scalar else end
+
+
+def secant_start(lo: np.ndarray, hi: np.ndarray, g_lo: np.ndarray, g_hi: np.ndarray,
+                 target, clip: float = 0.05) -> np.ndarray:
+    """The secant (regula falsi) point of the brackets ``[lo, hi]`` for ``g = target``, kept
+    at least ``clip`` of the width away from either end (the midpoint where the secant is
+    undefined): the start of :func:`newton_bracketed`."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = np.clip(np.nan_to_num((target - g_lo) / (g_hi - g_lo), nan=0.5),
+                       clip, 1.0 - clip)
+    return lo + frac * (hi - lo)
+
+
+def newton_bracketed(f: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+                     target, lo: np.ndarray, hi: np.ndarray, x0: np.ndarray, *,
+                     ftol, iters: int = 60, xtol: float = 1e-9, width_tol: float = 1e-14,
+                     secant: bool = False) -> np.ndarray:
+    """Safeguarded Newton iteration for ``g(x) = target`` with ``g`` increasing, elementwise
+    over arrays of brackets ``lo < root <= hi``.
+
+    ``f(x, idx) -> (g, dg/dx)`` at the points ``x`` of the still active elements ``idx``
+    (indices into the arrays). Each evaluation narrows the bracket (``g < target`` moves
+    ``lo``, otherwise ``hi``); a Newton step (with a non-positive or non-finite slope, or
+    leaving the open bracket) is replaced by bisection. With ``secant=True`` the slope from
+    the previous iterate is used where it is positive (superlinear, no derivative needed
+    beyond the first step). An element stops when ``|g - target| <= ftol``, its bracket is
+    narrower than ``width_tol`` or the Newton step is below ``xtol``; the last accepted
+    Newton step is applied. Returns the iterates (a new array)."""
+    x = np.array(x0, dtype=float)
+    lo = np.array(lo, dtype=float)
+    hi = np.array(hi, dtype=float)
+    n = x.size
+    target = np.broadcast_to(np.asarray(target, dtype=float), (n,))
+    ftol = np.broadcast_to(np.asarray(ftol, dtype=float), (n,))
+    act = np.arange(n)
+    x_prev = np.full(n, np.nan)
+    r_prev = np.full(n, np.nan)
+    for _ in range(iters):
+        if act.size == 0:
+            break
+        xa = x[act]
+        g, dg = f(xa, act)
+        r = g - target[act]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if secant:
+                sec = (r - r_prev[act]) / (xa - x_prev[act])
+                dg = np.where(np.isfinite(sec) & (sec > 0), sec, dg)
+                x_prev[act] = xa
+                r_prev[act] = r
+            xn = np.where(dg > 0, xa - r / dg, np.nan)
+        up = ~(r < 0)  # a NaN residual counts as above the target: the bracket still shrinks
+        lo[act] = np.where(up, lo[act], xa)
+        hi[act] = np.where(up, xa, hi[act])
+        inside = (xn > lo[act]) & (xn < hi[act]) & np.isfinite(xn)
+        xn = np.where(inside, xn, 0.5 * (lo[act] + hi[act]))
+        done = (np.abs(r) <= ftol[act]) | (hi[act] - lo[act] < width_tol) | \
+            (inside & (np.abs(xn - xa) < xtol))
+        x[act] = np.where(done & ~inside, xa, xn)
+        act = act[~done]
+    return x
+
+
+def newton_polish(f: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+                  target: np.ndarray, lo: np.ndarray, hi: np.ndarray, x0: np.ndarray, *,
+                  iters: int, floor: float = 0.0, ftol: float = 2e-15, xtol: float = 1e-11,
+                  width_tol: float = 1e-15) -> np.ndarray:
+    """Newton polish of a tabulated start for ``g(x) = target`` with ``g`` non-decreasing,
+    elementwise over arrays, inside closed brackets ``[lo, hi]`` (a table cell, e.g. from
+    :func:`table_start`): ``g <= target`` moves ``lo``, otherwise ``hi``; a step leaving the
+    bracket is replaced by bisection.
+
+    ``f(x, idx) -> (g, dg/dx)`` at the points of the still active elements ``idx``. An
+    element stops where its residual is at the rounding level of ``g``
+    (``|g - target| <= ftol (1 + |target|)``; the iterate is kept), the Newton step is below
+    ``xtol max(|x|, floor)`` or the bracket below ``width_tol max(|x|, floor)``. Returns the
+    last iterates (a new array)."""
+    lo = np.array(lo, dtype=float)
+    hi = np.array(hi, dtype=float)
+    x = np.array(x0, dtype=float)
+    out = x.copy()
+    idx = np.arange(x.size)
+    for _ in range(iters):
+        g, d = f(x, idx)
+        r = g - target[idx]
+        below = r <= 0
+        lo[idx] = np.where(below, x, lo[idx])
+        hi[idx] = np.where(below, hi[idx], x)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            xn = x - r / d
+        ok = (xn >= lo[idx]) & (xn <= hi[idx]) & np.isfinite(xn)
+        xn = np.where(ok, xn, 0.5 * (lo[idx] + hi[idx]))
+        small = np.abs(r) <= ftol * (1.0 + np.abs(target[idx]))
+        xn = np.where(small, x, xn)
+        scale = np.maximum(np.abs(xn), floor)
+        done = small | (ok & (np.abs(xn - x) <= xtol * scale)) \
+            | (hi[idx] - lo[idx] <= width_tol * scale)
+        out[idx] = xn
+        if done.all():
+            break
+        idx, x = idx[~done], xn[~done]
+    return out
+
+
+def bracket_on_grids(f: Callable[[np.ndarray], np.ndarray], target, grids: list[np.ndarray],
+                     below_grid: int | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Bracket the roots of ``g(x) = target`` (``g`` roughly increasing; one ``target`` per
+    element) on a sequence of grids, each evaluated by one vectorized call ``f(grid) -> g``
+    and only while some element is still unbracketed: an element's bracket is the first grid
+    cell ``[grid[j-1], grid[j]]`` with ``g(grid[j]) >= target`` (non-finite ``g`` counts as
+    below every target).
+
+    Returns ``(lo, hi, g_lo, g_hi, below)``; NaN where no bracket was found; ``below`` is True
+    where the grid number ``below_grid`` (one that descends below the first) is already at or
+    above the target at its first point (the root lies below every grid)."""
+    target = np.atleast_1d(np.asarray(target, dtype=float))
+    n = target.size
+    lo = np.full(n, np.nan)
+    hi = np.full(n, np.nan)
+    g_lo = np.full(n, np.nan)
+    g_hi = np.full(n, np.nan)
+    below = np.zeros(n, dtype=bool)
+    for gi, grid in enumerate(grids):
+        todo = np.flatnonzero(np.isnan(lo))
+        if todo.size == 0:
+            break
+        g = np.asarray(f(grid), dtype=float)
+        g = np.where(np.isfinite(g), g, -np.inf)
+        ge = g[None, :] >= target[todo, None]
+        has = ge.any(axis=1)
+        j = np.argmax(ge, axis=1)  # first grid point at or above the target
+        found = has & (j > 0)
+        idx, jf = todo[found], j[found]
+        lo[idx], hi[idx] = grid[jf - 1], grid[jf]
+        g_lo[idx], g_hi[idx] = g[jf - 1], g[jf]
+        if gi == below_grid:
+            below[todo[has & (j == 0)]] = True
+    return lo, hi, g_lo, g_hi, below

@@ -36,11 +36,11 @@ import numpy as np
 
 from .. import _validate as v
 from .._budget import BudgetExceeded
+from ..curves.saddle import saddle_point_eps
 from ..pld.compose import MAX_POINTS, ComposedPLD, LogMgf, compose
 from ..pld.discretize import certified_pair, connect_the_dots, loss_range
 from ..results import DeltaResult, EpsilonResult, check_bracket
 from .base import Accountant
-from .spa import saddle_log_delta
 
 __all__ = ["PLDAccountant", "saddle_point_eps"]
 
@@ -61,39 +61,6 @@ FIRST_POINTS = 1 << 18
 #: discretization of a subsampled loss at sigma 0.05; with room for the interpreter and the
 #: libraries within the budget)
 BYTES_PER_POINT = 768
-
-
-def saddle_point_eps(mgf: LogMgf, log_delta: float) -> tuple[float, float]:
-    """Saddle-point estimate ``(eps, t)`` of the composed curve at ``delta``, by the
-    saddle-point accountant's own SP-MSD0 (Alghamdi et al., eqs. (50), (60);
-    :func:`tightdp.accountants.spa.saddle_log_delta`) on the pilot's CGF: the tilt ``t``
-    whose saddle-point eps has ``log delta_MSD0 = log delta``. Only used to choose a grid
-    step or a tilt; (nan, nan) if it has no answer."""
-    def log_delta_at(t):
-        t = np.atleast_1d(t)
-        k, k1, k2 = mgf.cumulants(t)
-        ks = np.vstack([k, k1, k2, np.zeros_like(k), np.zeros_like(k)])
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            val, eps, _, _ = saddle_log_delta(ks, t, None, "msd0")
-        return val, eps
-
-    ts = np.geomspace(1e-3, 1e4, 25)
-    fs, _ = log_delta_at(ts)
-    below = np.nonzero(np.isfinite(fs) & (fs <= log_delta))[0]
-    if not below.size:
-        return math.nan, math.nan
-    i = int(below[0])
-    t = float(ts[0])
-    if i > 0:  # bisection in log t between the bracketing grid points
-        a, b = math.log(ts[i - 1]), math.log(ts[i])
-        for _ in range(6):
-            m = 0.5 * (a + b)
-            if log_delta_at(math.exp(m))[0][0] <= log_delta:
-                b = m
-            else:
-                a = m
-        t = math.exp(b)
-    return float(log_delta_at(t)[1][0]), t
 
 
 class PLDAccountant(Accountant):

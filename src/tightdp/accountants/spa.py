@@ -45,48 +45,37 @@ import math
 import time
 
 import numpy as np
-from scipy.special import erfcx, log_ndtr
 
 from .. import _validate as v
+from ..curves.saddle import (
+    LABELS,
+    METHODS,
+    T_MAX,
+    T_MAX_QUAD,
+    UNRELIABLE,
+    log_clt_theta,
+    log_theta_max,
+    root_decreasing,
+    saddle_eps,
+    saddle_log_delta,
+    solve_tilt,
+)
 from ..losses import GaussianLoss
 from ..losses.cgf import cgf_and_abs3, cgf_supported, loss_sup, max_tilt
 from ..mechanisms.base import Mechanism
 from ..results import DeltaResult, EpsilonResult
 from .base import Accountant
 
-__all__ = ["SaddlePointAccountant"]
+__all__ = ["SaddlePointAccountant", "METHODS", "UNRELIABLE"]
 
-METHODS = ("msd1", "msd0", "clt")
-_LABEL = {"msd0": "SP-MSD0 (eq. (7)/(60))", "msd1": "SP-MSD1 (eq. (61))",
-          "clt": "SP-CLT (eq. (8)/(66), Prop. 6)"}
 #: Berry-Esseen constant for sums of independent, non-identically distributed variables
 #: (Shevtsova 2010, sup-norm distance to the normal CDF <= C * sum beta_3 / B^3).
 BERRY_ESSEEN_C = 0.5600
 #: below this delta the FFT-based accountants lose relative precision
 SMALL_DELTA = 1e-12
-#: above this size of the SP-MSD1 correction terms the approximation is flagged unreliable
-#: (calibrated on DP-SGD against certified PLD brackets: below it the SP-MSD1 error in eps was
-#: under 1e-2, above it errors of 1e-2 .. 1e2 occur)
-UNRELIABLE = 0.3
 _LOG2 = math.log(2.0)
 #: relative safety margin (in log) on the certified bounds' numerically evaluated parts
 _REL_MARGIN = 1e-9
-_SQRT2 = math.sqrt(2.0)
-_T_MIN, _T_MAX_QUAD, _T_MAX = 1e-12, 2048.0, 1e12
-
-
-def _log_m(t: np.ndarray) -> np.ndarray:
-    """log of ``M_t = t^t / (1+t)^{1+t}``, the maximum of ``theta_t`` (paper eq. (42))."""
-    return t * np.log(t) - (1.0 + t) * np.log1p(t)
-
-
-def _log_half_erfcx(a: np.ndarray) -> np.ndarray:
-    """log(erfcx(a / sqrt 2) / 2) = a^2/2 + log Phi(-a), without overflow for any sign of a."""
-    a = np.asarray(a, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        pos = np.log(erfcx(np.maximum(a, 0.0) / _SQRT2)) - _LOG2
-        neg = 0.5 * a * a + log_ndtr(-np.minimum(a, 0.0))
-    return np.where(a >= 0, pos, neg)
 
 
 def _log_diff(la: np.ndarray, lb: np.ndarray) -> np.ndarray:
@@ -94,69 +83,6 @@ def _log_diff(la: np.ndarray, lb: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         d = np.minimum(lb - la, -1e-300)
         return np.where(lb < la, la + np.log(-np.expm1(d)), -np.inf)
-
-
-def log_clt_theta(t: np.ndarray, m: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """``log E[theta_t(Z)]`` for ``Z ~ N(m, s^2)`` (Alghamdi et al., Proposition 6 / eq. (79)).
-
-    ``E[(1 - e^{-Z}) e^{-tZ} 1{Z > 0}] = e^{-tm + t^2 s^2/2} Phi(m/s - ts)
-    - e^{-(t+1)m + (t+1)^2 s^2/2} Phi(m/s - (t+1)s)``, i.e.
-    ``e^{-m^2/(2s^2)} [erfcx(a_1/sqrt 2) - erfcx(a_2/sqrt 2)] / 2`` with ``a_1 = ts - m/s`` and
-    ``a_2 = a_1 + s``.
-    """
-    # s = 0 (a tilted law on one atom, e.g. pure DP at a very large tilt) gives -inf/NaN,
-    # handled by the callers; no warning for it
-    with np.errstate(divide="ignore", invalid="ignore"):
-        a1 = t * s - m / s
-        a2 = a1 + s
-        l1 = _log_half_erfcx(a1)
-        l2 = _log_half_erfcx(a2)
-        diff = l1 + np.log(-np.expm1(np.minimum(l2 - l1, 0.0)))
-        return -0.5 * (m / s) ** 2 + diff
-
-
-def saddle_eps(ks: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """The eps whose saddle point is ``t``: eq. (50) solved for eps,
-    ``eps = K'(t) - 1/t - 1/(1+t)`` (``ks[1]`` is ``K'``)."""
-    return ks[1] - 1.0 / t - 1.0 / (1.0 + t)
-
-
-def saddle_log_delta(ks: np.ndarray, t: np.ndarray, eps: np.ndarray | None, method: str
-                     ) -> tuple[np.ndarray, ...]:
-    """(log delta approximation, eps, fallback flag, size of the MSD1 terms) at tilt ``t``.
-
-    ``ks`` holds the rows ``K, K', K'', K''', K''''`` of the composed CGF at ``t`` (first axis;
-    the rest broadcasts with ``t``); ``eps=None`` means the saddle-point eps of ``t``
-    (eq. (50) solved for eps, :func:`saddle_eps`). SP-MSD0 is eqs. (7)/(60), SP-MSD1
-    eq. (61), SP-CLT eqs. (8)/(66) with Proposition 6 (:func:`log_clt_theta`).
-
-    The size of the two SP-MSD1 correction terms, ``max(|phi4|/(8 phi2^2),
-    5 phi3^2/(24 phi2^3))`` (their difference may cancel), is returned for every method as a
-    diagnostic: where it is not small the tilted loss is far from Gaussian (few effective
-    compositions) and no saddle-point approximation can be trusted."""
-    k0, k1, k2, k3, k4 = ks[0], ks[1], ks[2], ks[3], ks[4]
-    tp = 1.0 + t
-    if eps is None:
-        eps = saddle_eps(ks, t)
-    fallback = np.zeros(np.shape(k0 + t), dtype=bool)
-    phi2 = k2 + 1.0 / t ** 2 + 1.0 / tp ** 2
-    phi3 = k3 - 2.0 / t ** 3 - 2.0 / tp ** 3
-    phi4 = k4 + 6.0 / t ** 4 + 6.0 / tp ** 4
-    term4 = phi4 / (8.0 * phi2 ** 2)
-    term3 = 5.0 * phi3 ** 2 / (24.0 * phi2 ** 3)
-    corr_m1 = term4 - term3
-    size = np.maximum(np.abs(term4), term3)
-    if method == "clt":
-        s = np.sqrt(k2)
-        val = k0 - t * eps + log_clt_theta(t, k1 - eps, s)
-        return val, eps, fallback, size
-    phi = k0 - t * eps - np.log(t) - np.log1p(t)
-    val = phi - 0.5 * np.log(2.0 * math.pi * phi2)
-    if method == "msd1":
-        fallback = ~(corr_m1 > -1.0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            val = np.where(fallback, val, val + np.log1p(np.where(fallback, 0.0, corr_m1)))
-    return val, eps, fallback, size
 
 
 class _Direction:
@@ -172,9 +98,9 @@ class _Direction:
         # the largest tilt whose quadrature node sets stay bounded (cgf.MAX_NODES nodes,
         # blocked temporaries: memory well under 1 GB); beyond it only certified bounds at
         # the cap are reported ("beyond the supported tilt range")
-        self.t_cap = _T_MAX if all(
+        self.t_cap = T_MAX if all(
             isinstance(loss, GaussianLoss) or not hasattr(loss, "kernel") for loss, _ in parts
-        ) else min(max_tilt(loss, _T_MAX_QUAD) for loss, _ in parts if hasattr(loss, "kernel"))
+        ) else min(max_tilt(loss, T_MAX_QUAD) for loss, _ in parts if hasattr(loss, "kernel"))
         # tolerance for certified use of the numerical CGF: quadrature and summation error
         # (verified below 1e-13 absolute per step in the tests) with a wide safety factor.
         self.k_margin = 0.0 if self.gaussian_only else sum(c for _, c in parts) * 1e-11
@@ -221,7 +147,7 @@ class _Direction:
 
     def log_rma(self, t: np.ndarray, eps: np.ndarray, k0: np.ndarray) -> np.ndarray:
         """log of the refined moments bound at tilt t (eq. (43)); valid for every t > 0."""
-        return k0 + self.k_margin - t * eps + _log_m(t)
+        return k0 + self.k_margin - t * eps + log_theta_max(t)
 
     def log_be(self, t, eps, ks, rho) -> tuple[np.ndarray, np.ndarray]:
         """(log SP-CLT, log Berry-Esseen error) at tilt t and eps (Theorem 5, eq. (76)).
@@ -234,163 +160,8 @@ class _Direction:
         lclt = k0 - t * eps + log_clt_theta(t, k1 - eps, s)
         with np.errstate(divide="ignore", invalid="ignore"):
             lb = np.minimum(np.log(BERRY_ESSEEN_C * rho) - 1.5 * np.log(k2), 0.0)
-        lerr = lpref + _LOG2 + _log_m(t) + lb + _REL_MARGIN
+        lerr = lpref + _LOG2 + log_theta_max(t) + lb + _REL_MARGIN
         return lclt, lerr
-
-
-_GRID_CACHE: dict = {}
-
-
-def _grids(lo: float, hi: float, cap: float, npts: int) -> list[np.ndarray]:
-    """Tilt grids for bracketing: ``[lo, hi]``, then below ``lo`` down to ``_T_MIN``, then
-    upwards to ``cap`` in chunks of a factor ~4 (so that large tilts, whose quadrature node
-    sets are expensive, are only visited when a root lies there)."""
-    hi = min(hi, cap)  # never beyond the supported tilts
-    key = (lo, hi, cap, npts)
-    if key not in _GRID_CACHE:
-        grids = [np.geomspace(lo, hi, npts)]
-        if lo > _T_MIN:
-            grids.append(np.geomspace(_T_MIN, lo, 12))
-        if hi < cap:
-            up = np.geomspace(hi, cap, max(9, int(4 * math.log10(cap / hi)) + 2))
-            grids.extend(up[i:i + 3] for i in range(0, up.size - 1, 2))
-        if len(_GRID_CACHE) > 256:
-            _GRID_CACHE.clear()
-        _GRID_CACHE[key] = grids
-    return _GRID_CACHE[key]
-
-
-def _solve_scalar(f, target: float, lo: float, hi: float, cap: float, iters: int,
-                  rtol: float, npts: int) -> tuple[float, bool]:
-    """Scalar version of :func:`_solve_increasing` (same algorithm, Python floats)."""
-    below = False
-    bracket = None
-    for gi, grid in enumerate(_grids(lo, hi, cap, npts)):
-        g, _ = f(grid)
-        g = np.where(np.isfinite(g), g, -np.inf)
-        ge = np.flatnonzero(g >= target)
-        if ge.size:
-            j = int(ge[0])
-            if j > 0:
-                bracket = (math.log(grid[j - 1]), math.log(grid[j]), float(g[j - 1]),
-                           float(g[j]))
-                break
-            if gi == 1:
-                below = True
-                break
-    if bracket is None:
-        return (_T_MIN if below else cap), below
-    a, b, ga, gb = bracket
-    frac = (target - ga) / (gb - ga) if gb > ga else 0.5
-    u = a + min(max(frac, 0.05), 0.95) * (b - a)
-    tol = rtol * (1.0 + abs(target))
-    for _ in range(iters):
-        g, dg = f(np.array([math.exp(u)]))
-        r = float(g[0]) - target
-        if r < 0:
-            a = u
-        else:
-            b = u
-        dgv = float(dg[0])
-        un = u - r / dgv if dgv > 0 and math.isfinite(r) else math.nan
-        inside = a < un < b
-        if not inside:
-            un = 0.5 * (a + b)
-        if abs(r) <= tol or b - a < 1e-14 or (inside and abs(un - u) < 1e-9):
-            if inside:
-                u = un
-            break
-        u = un
-    return math.exp(u), True
-
-
-def _solve_increasing(f, target: np.ndarray, lo: float, hi: float, cap: float,
-                      iters: int = 60, rtol: float = 1e-11, npts: int = 33):
-    """Safeguarded Newton in ``log t`` for ``g(t) = target``, g (roughly) increasing in t.
-
-    ``f(t) -> (g, dg/dlog t)``, vectorized over t. The root is first bracketed on geometric
-    grids of tilts (see :func:`_grids`), each evaluated in one vectorized call; Newton steps
-    that leave the bracket are replaced by bisection; iteration stops when the residual or
-    the step is at the level of rounding. Returns ``(t, ok)``; ok is False where no root was
-    bracketed below ``cap`` (t = cap there). Vectorized over ``target``.
-    """
-    target = np.atleast_1d(np.asarray(target, dtype=float))
-    n = target.size
-    if n == 1:
-        t1, ok1 = _solve_scalar(f, float(target[0]), lo, hi, cap, iters, rtol, npts)
-        return np.array([t1]), np.array([ok1])
-    lo_a = np.full(n, np.nan)
-    hi_a = np.full(n, np.nan)
-    g_lo = np.full(n, np.nan)
-    g_hi = np.full(n, np.nan)
-    below = np.zeros(n, dtype=bool)  # root below the smallest tilt tried
-    for gi, grid in enumerate(_grids(lo, hi, cap, npts)):
-        todo = np.flatnonzero(np.isnan(lo_a))
-        if todo.size == 0:
-            break
-        g, _ = f(grid)
-        g = np.where(np.isfinite(g), g, -np.inf)
-        ge = g[None, :] >= target[todo, None]
-        has = ge.any(axis=1)
-        j = np.argmax(ge, axis=1)  # first grid point at or above the target
-        found = has & (j > 0)
-        idx = todo[found]
-        jf = j[found]
-        lo_a[idx] = np.log(grid[jf - 1])
-        hi_a[idx] = np.log(grid[jf])
-        g_lo[idx] = g[jf - 1]
-        g_hi[idx] = g[jf]
-        if gi == 1:  # the downward grid: already above the target at its smallest tilt
-            below[todo[has & (j == 0)]] = True
-    ok = ~np.isnan(lo_a)
-    u = np.where(below, math.log(_T_MIN), math.log(cap))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        frac = np.clip(np.nan_to_num((target - g_lo) / (g_hi - g_lo), nan=0.5), 0.05, 0.95)
-    u = np.where(ok, lo_a + frac * (hi_a - lo_a), u)
-    act = np.flatnonzero(ok)
-    ok = ok | below
-    for _ in range(iters):
-        if act.size == 0:
-            break
-        g, dg = f(np.exp(u[act]))
-        r = g - target[act]
-        lo_a[act] = np.where(r < 0, u[act], lo_a[act])
-        hi_a[act] = np.where(r >= 0, u[act], hi_a[act])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            un = u[act] - r / dg
-        inside = (un > lo_a[act]) & (un < hi_a[act]) & np.isfinite(un)
-        un = np.where(inside, un, 0.5 * (lo_a[act] + hi_a[act]))
-        done = (np.abs(r) <= rtol * (1.0 + np.abs(target[act]))) | \
-            (hi_a[act] - lo_a[act] < 1e-14) | (inside & (np.abs(un - u[act]) < 1e-9))
-        u[act] = np.where(done & ~inside, u[act], un)
-        act = act[~done]
-    return np.exp(u), ok
-
-
-def _root_decreasing(fn, level: float, x0: float, slope0: float, upper: bool) -> float | None:
-    """A point x near the root of the decreasing function ``fn(x) = level`` on the safe side:
-    ``fn(x) <= level`` if ``upper`` else ``fn(x) > level`` (verified), by secant steps from
-    ``x0`` (initial slope ``-slope0``); None if no such point was found."""
-    x, f = x0, fn(x0)
-    slope = -max(slope0, 1e-3)
-    for _ in range(40):
-        if not math.isfinite(f):
-            break
-        xn = x + (level - f) / slope
-        fnew = fn(xn)
-        if math.isfinite(fnew) and xn != x and (fnew - f) / (xn - x) < 0:
-            slope = (fnew - f) / (xn - x)
-        x, f = xn, fnew
-        if abs(f - level) < 1e-12 * (1.0 + abs(level)):
-            break
-    step = 1e-12 * max(1.0, abs(x))
-    for _ in range(60):
-        if math.isfinite(f) and ((f <= level) if upper else (f > level)):
-            return x
-        x = x + step if upper else x - step
-        f = fn(x)
-        step *= 2.0
-    return None
 
 
 class SaddlePointAccountant(Accountant):
@@ -469,7 +240,7 @@ class SaddlePointAccountant(Accountant):
             ks = d.K(t, 2)
             return d.eps_of_t(t, ks), t * (ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2)
 
-        t, ok = _solve_increasing(f_saddle, e, 1e-4, 64.0, d.t_cap)
+        t, ok = solve_tilt(f_saddle, e, 1e-4, 64.0, d.t_cap)
         ks = d.K(t, 4)
         ld, _, fb, cm1 = d.log_delta_at(t, e, self.method, ks)
         lup = d.log_rma(t, e, ks[0])  # replaced below by the optimal-tilt value
@@ -480,7 +251,7 @@ class SaddlePointAccountant(Accountant):
                 kk = d.K(tt, 2)
                 return kk[1] + np.log(tt) - np.log1p(tt), tt * (kk[2] + 1.0 / (tt * (1 + tt)))
 
-            tr, _ = _solve_increasing(f_rma, e, 1e-4, 64.0, d.t_cap)
+            tr, _ = solve_tilt(f_rma, e, 1e-4, 64.0, d.t_cap)
             lup = d.log_rma(tr, e, d.K(tr, 0)[0])
             lclt, lerr = d.log_be(t, e, ks, d.rho(t))
             mg = d.k_margin + _REL_MARGIN
@@ -522,7 +293,7 @@ class SaddlePointAccountant(Accountant):
         def plain(x):  # JSON-friendly: a float for a scalar query, else a list
             return float(x[0]) if scalar else x.reshape(eps_arr.shape).tolist()
 
-        details = {"method": self.method, "label": _LABEL[self.method],
+        details = {"method": self.method, "label": LABELS[self.method],
                    "directions": [d.name for d in self._dirs()],
                    "saddle_point": [plain(r["t"]) for r in res],
                    "log_delta": plain(ld),
@@ -559,7 +330,7 @@ class SaddlePointAccountant(Accountant):
             phi2 = ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2
             return -ld, t * t * phi2
 
-        t, ok = _solve_increasing(f_approx, tgt, 1e-4, 64.0, d.t_cap)
+        t, ok = solve_tilt(f_approx, tgt, 1e-4, 64.0, d.t_cap)
         ks = d.K(t, 4)
         eps_t = d.eps_of_t(t, ks)
         _, _, fb, cm1 = d.log_delta_at(t, None, method, ks)
@@ -574,9 +345,9 @@ class SaddlePointAccountant(Accountant):
             kk = d.K(tt, 2)
             return tt * kk[1] - kk[0] + np.log1p(tt), tt * (tt * kk[2] + 1.0 / (1.0 + tt))
 
-        tr, _ = _solve_increasing(f_rma, tgt, 1e-4, 64.0, d.t_cap)
+        tr, _ = solve_tilt(f_rma, tgt, 1e-4, 64.0, d.t_cap)
         k0 = d.K(tr, 0)[0]
-        eps_rma = float(((k0 + d.k_margin + _log_m(tr) - log_delta) / tr)[0])
+        eps_rma = float(((k0 + d.k_margin + log_theta_max(tr) - log_delta) / tr)[0])
         upper = eps_rma
 
         # Berry-Esseen bracket (Theorem 5 holds for every tilt): keep the saddle-point tilt
@@ -595,7 +366,7 @@ class SaddlePointAccountant(Accountant):
             lclt, lerr = d.log_be(t, np.array([x]), ks2, rho)
             return float(_log_diff(lclt - mg, lerr)[0])
 
-        x_up = _root_decreasing(log_up, log_delta, float(eps_t[0]), float(t[0]), upper=True)
+        x_up = root_decreasing(log_up, log_delta, float(eps_t[0]), float(t[0]), upper=True)
         if x_up is not None:
             # an upper bound on eps(delta) is an eps >= 0 at which the bound on the curve is
             # <= delta, checked there: a root below 0 (a saddle point at a negative eps, as
@@ -604,7 +375,7 @@ class SaddlePointAccountant(Accountant):
             if log_up(x_up) <= log_delta:
                 upper = min(upper, x_up)
         if math.isfinite(log_lo(float(eps_t[0]))):
-            x_lo = _root_decreasing(log_lo, log_delta, float(eps_t[0]), float(t[0]),
+            x_lo = root_decreasing(log_lo, log_delta, float(eps_t[0]), float(t[0]),
                                     upper=False)
             if x_lo is not None:
                 out["lower"] = max(x_lo, 0.0)
@@ -628,7 +399,7 @@ class SaddlePointAccountant(Accountant):
             lows = [r["lower"] for r in res if r["lower"] is not None]
             lower = max(lows) if lows else None
         note = self._note(res, lower is not None)
-        details = {"method": self.method, "label": _LABEL[self.method],
+        details = {"method": self.method, "label": LABELS[self.method],
                    "directions": {r["name"]: {"epsilon": r["eps"], "saddle_point": r["t"],
                                               "upper": r["upper"], "lower": r["lower"],
                                               "msd1_terms": r["correction"]}
@@ -643,7 +414,7 @@ class SaddlePointAccountant(Accountant):
 
     # --- text --------------------------------------------------------------------------------
     def _note(self, res: list[dict], informative: bool) -> str:
-        parts = [f"saddle-point approximation {_LABEL[self.method]} (Alghamdi et al.); not a "
+        parts = [f"saddle-point approximation {LABELS[self.method]} (Alghamdi et al.); not a "
                  "certified bound"]
         if self.bounds:
             parts.append("upper = certified refined moments bound (eq. (43)) or Berry-Esseen "

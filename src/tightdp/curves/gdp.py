@@ -18,15 +18,19 @@ import numpy as np
 from scipy.special import erfcx, log_ndtr
 
 from .. import _validate as v
+from .._numerics import BracketError, grow_until
 
-__all__ = ["gdp_delta", "gdp_log_delta", "gdp_epsilon", "gdp_mu", "compose_mu"]
+__all__ = ["gdp_delta", "gdp_log_delta", "gdp_log_delta_values", "gdp_epsilon", "gdp_mu",
+           "compose_mu"]
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 _SQRT2 = math.sqrt(2.0)
 
 
-def _log_delta(mu: float, eps: np.ndarray) -> np.ndarray:
-    """log delta(eps) of mu-GDP, accurate where delta is tiny and free of overflow.
+def gdp_log_delta_values(mu, eps: np.ndarray) -> np.ndarray:
+    """log delta(eps) of mu-GDP, accurate where delta is tiny and free of overflow, elementwise
+    over broadcasting arrays ``mu`` (> 0) and ``eps`` (>= 0), without validation (the
+    validated front door is :func:`gdp_log_delta`).
 
     With ``a = -eps/mu + mu/2`` and ``b = a - mu``: for ``a >= 0`` the direct difference
     ``Phi(a) - e^{eps + log Phi(b)}`` (there ``delta >= Phi(0) - ...`` has no cancellation
@@ -60,7 +64,7 @@ def gdp_log_delta(mu: float, eps) -> np.ndarray | float:
     when delta underflows even in log form, i.e. never for finite inputs in practice)."""
     mu = v.positive("mu", mu)
     e = v.eps_values("eps", eps)
-    out = _log_delta(mu, np.atleast_1d(e))
+    out = gdp_log_delta_values(mu, np.atleast_1d(e))
     return float(out[0]) if e.ndim == 0 else out.reshape(e.shape)
 
 
@@ -82,7 +86,7 @@ def gdp_delta(mu: float, eps) -> np.ndarray | float:
     """
     mu = v.positive("mu", mu)
     e = v.eps_values("eps", eps)
-    out = np.exp(_log_delta(mu, np.atleast_1d(e)))
+    out = np.exp(gdp_log_delta_values(mu, np.atleast_1d(e)))
     return float(out[0]) if e.ndim == 0 else out.reshape(e.shape)
 
 
@@ -96,13 +100,11 @@ def gdp_epsilon(mu: float, delta: float) -> float:
     ld = math.log(delta)
 
     def f(e: float) -> float:
-        return float(_log_delta(mu, np.array([e]))[0]) - ld
+        return float(gdp_log_delta_values(mu, np.array([e]))[0]) - ld
 
     if f(0.0) <= 0:
         return 0.0
-    hi = max(1.0, mu * mu)
-    while f(hi) > 0:
-        hi *= 2.0
+    hi = grow_until(lambda e: f(e) > 0, max(1.0, mu * mu), 2.0)
     from scipy.optimize import brentq  # lazy: keeps the command's start-up short
 
     return float(brentq(f, 0.0, hi, xtol=1e-300, rtol=1e-15, maxiter=500))
@@ -117,15 +119,13 @@ def gdp_mu(eps: float, delta: float) -> float:
     ld = math.log(delta)
 
     def f(m: float) -> float:
-        return float(_log_delta(m, np.array([eps]))[0]) - ld
+        return float(gdp_log_delta_values(m, np.array([eps]))[0]) - ld
 
-    lo, hi = 1.0, 1.0
-    while f(lo) > 0:
-        lo /= 2.0
-        if lo < 1e-300:  # pragma: no cover - delta(eps; mu) -> 0 as mu -> 0
-            raise ValueError("no mu > 0 reaches the requested (eps, delta)")
-    while f(hi) < 0:
-        hi *= 2.0
+    try:
+        lo = grow_until(lambda m: f(m) > 0, 1.0, 0.5, limit=1e-300)
+    except BracketError:  # pragma: no cover - delta(eps; mu) -> 0 as mu -> 0
+        raise ValueError("no mu > 0 reaches the requested (eps, delta)") from None
+    hi = grow_until(lambda m: f(m) < 0, 1.0, 2.0)
     from scipy.optimize import brentq
 
     return float(brentq(f, lo, hi, xtol=1e-300, rtol=1e-15, maxiter=500))

@@ -16,6 +16,8 @@ import math
 import numpy as np
 from scipy.special import gammaln, gammasgn, log_ndtr, logsumexp
 
+from .._numerics import MACHINE_EPSILON, grow_until
+
 __all__ = [
     "DEFAULT_ORDERS",
     "check_orders",
@@ -73,19 +75,18 @@ def _log_binom(n, k) -> np.ndarray:
     return gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
 
 
-_U = np.finfo(float).eps
 
 
 def _log_binom_with_err(n: float, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_log_binom` and a bound on its absolute rounding error (8 ulps of each of the
     magnitudes that cancel in it; scipy's ``gammaln`` is accurate to about 2 ulps)."""
     gn, gk, gnk = float(gammaln(n + 1.0)), gammaln(k + 1.0), gammaln(n - k + 1.0)
-    return gn - gk - gnk, 8 * _U * (abs(gn) + np.abs(gk) + np.abs(gnk))
+    return gn - gk - gnk, 8 * MACHINE_EPSILON * (abs(gn) + np.abs(gk) + np.abs(gnk))
 
 
 def _sum_err(n: int) -> float:
     """Relative error bound of numpy's pairwise summation of n non-negative terms."""
-    return (math.log2(max(n, 2)) + 2) * _U
+    return (math.log2(max(n, 2)) + 2) * MACHINE_EPSILON
 
 
 # --- closed forms -----------------------------------------------------------------------------
@@ -155,7 +156,7 @@ def _log_a_int(q: float, sigma: float, alpha: int) -> float:
     lx = _log_expm1(x)
     lc, e_lc = _log_binom_with_err(float(alpha), i)
     lt = lc + a + b + lx
-    err = e_lc + 8 * _U * (np.abs(a) + np.abs(b) + x + np.abs(lx))
+    err = e_lc + 8 * MACHINE_EPSILON * (np.abs(a) + np.abs(b) + x + np.abs(lx))
     ls = _lse(lt + err) + _sum_err(i.size)
     return float(np.logaddexp(0.0, ls))
 
@@ -213,9 +214,8 @@ def _log_a_frac(q: float, sigma: float, alpha: float, log_target: float) -> floa
         return _lse(np.array(parts))
 
     # the fewest terms (from a geometric ladder) whose tail is below the target
-    n = int(math.ceil(alpha)) + 64
-    while n < _MAX_TERMS and log_tail(n) > log_target:
-        n = min(_MAX_TERMS, 2 * n)
+    n = int(grow_until(lambda x: x < _MAX_TERMS and log_tail(int(x)) > log_target,
+                       int(math.ceil(alpha)) + 64, 2.0, cap=_MAX_TERMS))
     ltail = log_tail(n)
     i = np.arange(n, dtype=float)
     j = alpha - i
@@ -225,13 +225,13 @@ def _log_a_frac(q: float, sigma: float, alpha: float, log_target: float) -> floa
     c1 = [j * lq, i * l1q, (j * j - j) / (2 * s2), log_ndtr((j - z0) / sigma)]
     l0, l1 = lc + sum(c0), lc + sum(c1)
     # rounding-error bounds of each log-term (positive terms raised, negative ones lowered)
-    e0 = e_lc + 8 * _U * sum(np.abs(c) for c in c0)
-    e1 = e_lc + 8 * _U * sum(np.abs(c) for c in c1)
+    e0 = e_lc + 8 * MACHINE_EPSILON * sum(np.abs(c) for c in c0)
+    e1 = e_lc + 8 * MACHINE_EPSILON * sum(np.abs(c) for c in c1)
     lt = np.concatenate([l0, l1])
     err = np.concatenate([e0, e1])
     lpos = _lse(lt[~neg] + err[~neg]) + _sum_err(int(np.sum(~neg)))
     lneg = _lse(lt[neg] - err[neg]) - _sum_err(int(np.sum(neg)))
-    return lpos + math.log1p(math.exp(ltail - lpos) - math.exp(lneg - lpos)) + 4 * _U
+    return lpos + math.log1p(math.exp(ltail - lpos) - math.exp(lneg - lpos)) + 4 * MACHINE_EPSILON
 
 
 def _lse(x: np.ndarray) -> float:

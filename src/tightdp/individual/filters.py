@@ -32,7 +32,8 @@ import math
 import numpy as np
 
 from .. import _validate as v
-from ..curves.gdp import _log_delta, gdp_delta, gdp_epsilon
+from .._numerics import MACHINE_EPSILON, bisect, grow_until
+from ..curves.gdp import gdp_delta, gdp_epsilon, gdp_log_delta_values
 from ..curves.rdp import eps_from_rdp, gaussian_rdp
 
 __all__ = [
@@ -44,24 +45,23 @@ __all__ = [
     "gaussian_rdp_order",
 ]
 
-_U = 2.0 ** -52
 #: relative slack on the budget accepted at admission (lets ``request(remaining_mu)`` pass)
-_ADMIT_SLACK = 8 * _U
+_ADMIT_SLACK = 8 * MACHINE_EPSILON
 
 
 def _margin(n_steps) -> np.ndarray:
     """Relative bound on the rounding of a sum of ``n_steps`` squares checked against the
     budget (admission slack + one rounding per addition and per square)."""
-    return _ADMIT_SLACK + (np.asarray(n_steps, dtype=float) + 4.0) * 2.0 * _U
+    return _ADMIT_SLACK + (np.asarray(n_steps, dtype=float) + 4.0) * 2.0 * MACHINE_EPSILON
 
 
 def _curve_eps(mu, delta: float) -> np.ndarray:
     """Exact mu-GDP eps(delta) (eq. (2.3) inverted), elementwise over ``mu`` (0 where mu = 0).
 
     Few values: :func:`tightdp.curves.gdp.gdp_epsilon` each. Many values: a vectorized
-    bisection on the log of the same curve (``tightdp.curves.gdp._log_delta``, evaluated
-    elementwise), keeping the
-    upper end of the bracket, so each result is >= the exact root."""
+    bisection on the log of the same curve
+    (:func:`tightdp.curves.gdp.gdp_log_delta_values`, elementwise), keeping the upper end of
+    the bracket, so each result is >= the exact root."""
     mu = np.asarray(mu, dtype=float)
     out = np.zeros(mu.shape)
     flat_mu, flat_out = mu.reshape(-1), out.reshape(-1)
@@ -74,23 +74,13 @@ def _curve_eps(mu, delta: float) -> np.ndarray:
     ld = math.log(delta)
 
     def f(e: np.ndarray) -> np.ndarray:
-        return _log_delta(m, e) - ld
+        return gdp_log_delta_values(m, e) - ld
 
     lo = np.zeros(m.size)
-    hi = np.maximum(1.0, m * m)
     zero = f(lo) <= 0
-    for _ in range(2000):
-        bad = f(hi) > 0
-        if not bad.any():
-            break
-        hi = np.where(bad, 2.0 * hi, hi)
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        ok = f(mid) <= 0
-        hi = np.where(ok, mid, hi)
-        lo = np.where(ok, lo, mid)
-        if np.all(hi - lo <= 4 * _U * hi):
-            break
+    hi = grow_until(lambda e: f(e) > 0, np.maximum(1.0, m * m), 2.0)
+    hi = bisect(lambda e: ~(f(e) <= 0), lo, hi, keep="hi", xtol=4 * MACHINE_EPSILON,
+                floor=0.0, iters=200)
     flat_out[pos] = np.where(zero, 0.0, hi)
     return out
 

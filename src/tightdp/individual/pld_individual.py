@@ -66,6 +66,7 @@ from scipy.special import ndtri
 
 from .. import _validate as v
 from .._budget import Budget, BudgetExceeded
+from .._numerics import MACHINE_EPSILON
 from ..losses import LocationMixtureLoss
 from ..mechanisms.basic import Gaussian
 from ..mechanisms.subsampling import PoissonSubsampled
@@ -76,7 +77,6 @@ from ..pld.grid import DiscretePLD
 __all__ = ["IndividualPLDAccountant", "NormHistory", "individual_epsilons",
            "sensitivity_grid"]
 
-_U = 2.0 ** -52
 #: smallest target delta accepted (below it the rounding allowance would dominate)
 MIN_DELTA = 1e-9
 #: log of the mass each pure composition may leave outside the FFT window (what leaves it is
@@ -593,7 +593,7 @@ class IndividualPLDAccountant(NormHistory):
         active = tot > 0
         idx_act = np.nonzero(active)[0]
         cnt = counts[idx_act]
-        round_allow = 64 * _U * (1.0 + cnt.sum(axis=1))
+        round_allow = 64 * MACHINE_EPSILON * (1.0 + cnt.sum(axis=1))
         tol = TRUNC_FRACTION * delta
         info = {"grid_step": d, "buckets": int(used.size)}
         for direction in (0, 1):

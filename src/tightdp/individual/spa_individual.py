@@ -19,14 +19,14 @@ q)``, computed by :mod:`tightdp.losses.cgf`, one per direction (remove and add).
 saddle-point eps of :class:`~tightdp.SaddlePointAccountant` is computed per example and per
 direction -- the saddle point of eq. (50), SP-MSD0 (eqs. (7)/(60)), SP-MSD1 (eq. (61)) or SP-CLT
 (eqs. (8)/(66), Prop. 6), evaluated by the same function
-(:func:`tightdp.accountants.spa.saddle_log_delta`) -- and the larger of the two directions is
+(:func:`tightdp.curves.saddle.saddle_log_delta`) -- and the larger of the two directions is
 returned. For an example whose norms are all >= C this is the accountant's answer for
 ``PoissonSubsampled(Gaussian(sigma), q)`` composed ``T`` times.
 
 This is not a bound. The saddle-point value approximates the eps of each example's
 composition (given its norms; the paper's approximative individual accountant of Sec. 5), with
 no guarantee. Where the tilted loss is far from Gaussian (few effective compositions: the
-SP-MSD1 correction terms exceed :data:`tightdp.accountants.spa.UNRELIABLE`, the accountant's
+SP-MSD1 correction terms exceed :data:`tightdp.curves.saddle.UNRELIABLE`, the accountant's
 own diagnostic) the example is flagged unreliable -- here in either direction that was solved,
 not only the one that sets the answer, because an unreliable direction may under-report. The
 certified per-example numbers come from :class:`~tightdp.individual.IndividualPLDAccountant`;
@@ -41,7 +41,7 @@ How it is vectorized
 --------------------
 1. Brackets. Per direction the bucket CGFs and their first four derivatives are evaluated
    exactly (quadrature of :mod:`tightdp.losses.cgf`) at the accountant's bracketing tilts (those of
-   ``spa._solve_increasing``: 33 points from 1e-4 to 64, then down to 1e-12, then up to the
+   ``curves.saddle.solve_tilt``: 33 points from 1e-4 to 64, then down to 1e-12, then up to the
    tilt cap 2048, or 1e12 for Gaussian losses). One matrix product with the counts gives every
    example's ``K_i, ..., K_i''''`` there, hence the saddle-point function
    ``g_i(t) = -log delta_approx(eps(t))`` and the refined-moments optimality function
@@ -84,16 +84,17 @@ import numpy as np
 from scipy import fft as sfft
 
 from .. import _validate as v
-from ..accountants.spa import (
-    _LABEL,
-    _T_MAX,
-    _T_MAX_QUAD,
+from .._numerics import newton_bracketed, secant_start
+from ..curves.saddle import (
+    LABELS,
     METHODS,
+    T_MAX,
+    T_MAX_QUAD,
     UNRELIABLE,
-    _grids,
-    _log_m,
+    log_theta_max,
     saddle_eps,
     saddle_log_delta,
+    tilt_grids,
 )
 from ..losses import GaussianLoss
 from ..losses.cgf import cgf
@@ -113,12 +114,12 @@ INTERP_RTOL = 1e-12
 NOISE_FLOOR = 1e-13
 #: at most this many halvings of a bracketing interval
 MAX_DEPTH = 14
-#: the accountant's convergence tolerance on g (spa._solve_increasing)
+#: the accountant's convergence tolerance on g (curves.saddle.solve_tilt)
 NEWTON_RTOL = 1e-11
 #: relative allowance for the quadrature of the CGF in the certified bound (the accountant
 #: uses 1e-11 per composed step, absolute; here 1e-11 (T_i + K_i(t)), never smaller)
 K_MARGIN = 1e-11
-#: the accountant's bracketing grids (spa._solve_increasing: geomspace(1e-4, 64, 33), then
+#: the accountant's bracketing grids (curves.saddle.solve_tilt: geomspace(1e-4, 64, 33), then
 #: down to 1e-12, then up to the tilt cap in chunks)
 _GRID_LO, _GRID_HI, _GRID_POINTS = 1e-4, 64.0, 33
 #: stride of the coarse pass over the first grid (see IndividualSPAAccountant._bracket)
@@ -237,8 +238,8 @@ class _Table:
     def __init__(self, losses: list, name: str):
         self.losses = losses
         self.name = name
-        self.t_cap = _T_MAX if all(isinstance(x, GaussianLoss) for x in losses) else _T_MAX_QUAD
-        self.grids = _grids(_GRID_LO, _GRID_HI, self.t_cap, _GRID_POINTS)
+        self.t_cap = T_MAX if all(isinstance(x, GaussianLoss) for x in losses) else T_MAX_QUAD
+        self.grids = tilt_grids(_GRID_LO, _GRID_HI, self.t_cap, _GRID_POINTS)
         self._points: dict[int, np.ndarray] = {}
         self._pieces: dict[tuple[float, float], _Piece] = {}
         self.n_pieces = 0
@@ -364,7 +365,7 @@ class IndividualSPAAccountant(NormHistory):
     def _bracket(self, tab: _Table, cnt: np.ndarray, target: float, kind: str) -> dict:
         """Per example, for the saddle-point function (``kind="spa"``) or the refined-moments
         function (``"rma"``): the bracket ``[lo, hi]`` of tilts with ``g(lo) < target <=
-        g(hi)``, as :func:`tightdp.accountants.spa._solve_increasing` finds it: the same grids
+        g(hi)``, as :func:`tightdp.curves.saddle.solve_tilt` finds it: the same grids
         walked in the same order, the first grid point reaching the target, with the exact
         composed CGF at the grid points (one matrix product). On the first (33-point) grid
         the saddle-point function is evaluated at every fourth point first and then inside
@@ -452,50 +453,38 @@ class IndividualSPAAccountant(NormHistory):
             t = np.exp(u)
             return _clenshaw(cf, np.clip((t - a) * scale - 1.0, -1.0, 1.0)), t
 
-        # the accountant's iteration (_solve_increasing): safeguarded Newton in log t from the
-        # secant point of the bracket, stopped at the same tolerances
+        # the accountant's iteration (curves.saddle.solve_tilt): safeguarded Newton in log t
+        # from the secant point of the bracket, stopped at the same tolerances; secant slopes
+        # after the first step
         ends = (c @ pc.ends).reshape(n, 5, 2).transpose(1, 0, 2)  # exact rows at a and b
         ga, gb = _g_spa(ends, np.array([a, b]), self.method).T
         lo_u = np.full(n, math.log(a))
         hi_u = np.full(n, math.log(b))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            frac = np.clip(np.nan_to_num((target - ga) / (gb - ga), nan=0.5), 0.05, 0.95)
-        u = lo_u + frac * (hi_u - lo_u)
-        act = np.arange(n)
-        cur, cf = act, coef  # rows evaluated (a superset of act) and their coefficients
-        u_prev = np.full(n, np.nan)
-        r_prev = np.full(n, np.nan)
-        tol = NEWTON_RTOL * (1.0 + abs(target))
-        for _ in range(60):
-            if act.size == 0:
-                break
+        u0 = secant_start(lo_u, hi_u, ga, gb, target)
+        live = {"cur": np.arange(n), "cf": coef}  # rows evaluated (a superset) and coefficients
+        u_eval = np.full(n, math.log(a))
+
+        def g_and_slope(ua: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            cur, cf = live["cur"], live["cf"]
             if 2 * act.size < cur.size:  # compact (copying coefficients costs an evaluation)
                 cf = cf[:, :, np.searchsorted(cur, act)]
                 cur = act
-            ks, t = rows_at(u[cur], cf)
+                live["cur"], live["cf"] = cur, cf
+            pos = np.searchsorted(cur, act)
+            u_eval[pos] = ua  # the other columns are evaluated and discarded
+            ks, t = rows_at(u_eval[:cur.size], cf)
             if cur.size != act.size:
-                pos = np.searchsorted(cur, act)
                 ks, t = ks[:, pos], t[pos]
-            ua = u[act]
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                r = -saddle_log_delta(ks, t, None, self.method)[0] - target
-                dg = t * t * (ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2)  # d(-ld)/d log t
-                # (the accountant's slope ignores the derivative of the log phi'' and SP-MSD1
-                # terms; from the second step on the secant slope is used, which converges
-                # superlinearly to the same root of the bracket)
-                sec = (r - r_prev[act]) / (ua - u_prev[act])
-                dg = np.where(np.isfinite(sec) & (sec > 0), sec, dg)
-                un = ua - r / dg
-            u_prev[act] = ua
-            r_prev[act] = r
-            lo_u[act] = np.where(r < 0, ua, lo_u[act])
-            hi_u[act] = np.where(r >= 0, ua, hi_u[act])
-            inside = (un > lo_u[act]) & (un < hi_u[act]) & np.isfinite(un)
-            un = np.where(inside, un, 0.5 * (lo_u[act] + hi_u[act]))
-            done = (np.abs(r) <= tol) | (hi_u[act] - lo_u[act] < 1e-14) | \
-                (inside & (np.abs(un - ua) < 1e-9))
-            u[act] = np.where(done & ~inside, ua, un)
-            act = act[~done]
+                g = -saddle_log_delta(ks, t, None, self.method)[0]
+                # d(-ld)/d log t as the accountant's (it ignores the derivative of the log phi''
+                # and SP-MSD1 terms; from the second step on the secant slope is used, which
+                # converges superlinearly to the same root of the bracket)
+                dg = t * t * (ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2)
+            return g, dg
+
+        u = newton_bracketed(g_and_slope, target, lo_u, hi_u, u0, iters=60,
+                             ftol=NEWTON_RTOL * (1.0 + abs(target)), secant=True)
         ks, t = rows_at(u, coef)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             _, _, fb, size = saddle_log_delta(ks, t, None, self.method)
@@ -522,7 +511,7 @@ class IndividualSPAAccountant(NormHistory):
             pc = tab.piece(lo[rows[0]], hi[rows[0]])
             k0 = cnt[rows] @ pc.vals[:, 0, :]  # (n, p+1)
             k0 = k0 + K_MARGIN * (steps[rows, None] + np.abs(k0))
-            e = (k0 + _log_m(pc.t) - log_delta) / pc.t
+            e = (k0 + log_theta_max(pc.t) - log_delta) / pc.t
             best = e.min(axis=1)
             out[rows] = np.maximum(best + 1e-12 * np.abs(best), 0.0)
         return out
@@ -542,7 +531,7 @@ class IndividualSPAAccountant(NormHistory):
                  "unresolved": np.zeros(n_all, dtype=bool)}
         counts = self.counts
         used = np.nonzero(counts[:, 1:].any(axis=0))[0]
-        info: dict = {"method": self.method, "label": _LABEL[self.method]}
+        info: dict = {"method": self.method, "label": LABELS[self.method]}
         if used.size == 0:
             return self._result(eps, delta, upper, reliable, terms, flags, info, t0)
         tables = self._tables(used)
@@ -611,7 +600,7 @@ class IndividualSPAAccountant(NormHistory):
     def _result(self, eps, delta, upper, reliable, terms, flags, info, t0
                 ) -> IndividualSPAResult:
         n_unrel = int((~reliable).sum())
-        parts = [f"saddle-point approximation {_LABEL[self.method]} (Alghamdi et al.) of each "
+        parts = [f"saddle-point approximation {LABELS[self.method]} (Alghamdi et al.) of each "
                  "example's eps given its recorded norms; NOT a certified bound (the certified "
                  "per-example numbers come from IndividualPLDAccountant; the fully adaptive "
                  "guarantee is the individual GDP filter's)",

@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from .._numerics import log_sub_exp
+from .._numerics import BracketError, bisect, expand_bracket, log_sub_exp
 
 __all__ = ["PrivacyLoss"]
 
@@ -131,52 +131,30 @@ class PrivacyLoss:
         Returns the support's end if that is finite and already satisfies the condition.
         """
         lo, hi = self.support
+        end, other = (hi, lo) if upper else (lo, hi)
+        if math.isfinite(end):
+            # upper: finite mass above hi is zero; the +inf mass cannot be cut by any finite y
+            return end
         if upper:
-            # finite mass above hi is zero; the +inf mass cannot be cut by any finite y
-            def f(y):
+            def tail(y: float) -> float:
                 return float(self.log_finite_sf(y))
+        else:
+            def tail(y: float) -> float:
+                return float(self.logp_cdf(np.asarray(y)))
 
-            if math.isfinite(hi):
-                return hi
-            a = 0.0 if not math.isfinite(lo) else lo
-            step = 1.0
-            b = a + step
-            while f(b) > log_mass:
-                a, step = b, step * 2
-                b = a + step
-                if b > 1e300:  # (was 1e7: losses of 5e7 at sigma 1e-4 were cut there)
-                    return b
-            for _ in range(80):
-                m = 0.5 * (a + b)
-                if f(m) > log_mass:
-                    a = m
-                else:
-                    b = m
-                if b - a < 1e-9 * max(1.0, abs(b)):
-                    break
-            return b
-        def f(y):
-            return float(self.logp_cdf(np.asarray(y)))
-
-        if math.isfinite(lo):
-            return lo
-        b = 0.0 if not math.isfinite(hi) else hi
-        step = 1.0
-        a = b - step
-        while f(a) > log_mass:
-            b, step = a, step * 2
-            a = b - step
-            if a < -1e300:
-                return a
-        for _ in range(80):
-            m = 0.5 * (a + b)
-            if f(m) > log_mass:
-                b = m
-            else:
-                a = m
-            if b - a < 1e-9 * max(1.0, abs(a)):
-                break
-        return a
+        # walk outwards from 0 (or the other end of the support) by doubling steps until
+        # the tail beyond is small enough, then bisect, keeping the end on the safe side
+        # (the outer one: the tail beyond it holds at most the mass asked)
+        start = other if math.isfinite(other) else 0.0
+        sign = 1.0 if upper else -1.0
+        try:
+            inner, outer = expand_bracket(lambda y: tail(y) > log_mass, start, sign,
+                                          limit=1e300, what="the loss quantile")
+        except BracketError as e:  # (was 1e7: losses of 5e7 at sigma 1e-4 were cut there)
+            return e.last
+        if upper:
+            return bisect(lambda y: tail(y) > log_mass, inner, outer, keep="hi", xtol=1e-9)
+        return bisect(lambda y: not tail(y) > log_mass, outer, inner, keep="lo", xtol=1e-9)
 
     def log_finite_sf(self, y: float) -> float:
         """log P(y < Y < inf): the survival function without the mass at +inf."""

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import log_ndtr, logsumexp
 
-from .._numerics import lse_last
+from .._numerics import MACHINE_EPSILON, lse_last, walk_out
 from .base import PrivacyLoss
 
 __all__ = ["LocationMixtureLoss", "KERNELS"]
@@ -67,7 +67,6 @@ KERNELS = {"gaussian": _Gauss, "laplace": _Laplace}
 #: points per block in the vectorized Newton iterations (keeps the (points x components)
 #: temporaries in cache)
 _BLOCK = 4096
-_EPS = float(np.finfo(float).eps)
 
 
 class _LseForm:
@@ -186,7 +185,7 @@ class _LseForm:
         for _ in range(100):
             gz, d1 = self._g(zc, slope=True)
             f = gz - uc
-            tol = 4 * _EPS * (1.0 + np.abs(uc) + self._gmax + np.abs(zc) * b[-1])
+            tol = 4 * MACHINE_EPSILON * (1.0 + np.abs(uc) + self._gmax + np.abs(zc) * b[-1])
             with np.errstate(divide="ignore", invalid="ignore"):
                 zn = zc - np.maximum(f, 0.0) / d1
             zn = np.where(np.isfinite(zn), zn, zc)
@@ -200,26 +199,26 @@ class _LseForm:
             cur, zc, uc = cur[keep], zn[keep], uc[keep]
         # settle on the requested side of the root, by rounding only: the first move is the
         # Newton estimate of the remaining distance, then growing multiples of an ulp
-        cur = idx
-        step = None
-        for _ in range(80):
-            zc = z[cur]
-            gz, d1 = self._g(zc, slope=step is None)
+        def wrong_side(zz: np.ndarray, rows: np.ndarray, slope: bool = False):
+            gz, d1 = self._g(zz, slope=slope)
             h = self._h_from_g(gz)
             if below:
-                bad = (gz > u[cur]) | (h > t[cur])
-            else:
-                bad = (gz < u[cur]) | (h < t[cur])
-            if not bad.any():
-                break
-            if step is None:
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    est = np.abs(gz - u[cur]) / d1
-                est = np.where(np.isfinite(est), est, 0.0)
-                step = est + 2 * np.spacing(np.maximum(np.abs(zc), 1e-300))
-            cur, zc, step = cur[bad], zc[bad], step[bad]
-            z[cur] = zc - step if below else zc + step
-            step = step * 2.0
+                return (gz > u[rows]) | (h > t[rows]), gz, d1
+            return (gz < u[rows]) | (h < t[rows]), gz, d1
+
+        zc = z[idx]
+        bad, gz, d1 = wrong_side(zc, idx, slope=True)
+        if not bad.any():
+            return z
+        with np.errstate(divide="ignore", invalid="ignore"):
+            est = np.abs(gz - u[idx]) / d1
+        est = np.where(np.isfinite(est), est, 0.0)
+        step = (est + 2 * np.spacing(np.maximum(np.abs(zc), 1e-300)))[bad]
+        cur = idx[bad]
+        step = -step if below else step
+        z[cur] = zc[bad] + step
+        _, z[cur] = walk_out(lambda zz: wrong_side(zz, cur)[0], z[cur], 2.0 * step,
+                             max_moves=79, on_limit="return")
         return z
 
 
@@ -368,19 +367,10 @@ class LocationMixtureLoss(PrivacyLoss):
         hi = np.full_like(y, c_hi)
         width = c_hi - c_lo + s
         # expand until L(lo) <= y < L(hi)
-        for _ in range(200):
-            bad = self.loss(lo) > y
-            if not bad.any():
-                break
-            lo[bad] -= width
-            width *= 2
-        width = c_hi - c_lo + s
-        for _ in range(200):
-            bad = self.loss(hi) <= y
-            if not bad.any():
-                break
-            hi[bad] += width
-            width *= 2
+        _, lo = walk_out(lambda x: self.loss(x) > y, lo, -width, max_moves=200, on_limit="return",
+                         what="the inverse of the loss")
+        _, hi = walk_out(lambda x: self.loss(x) <= y, hi, width, max_moves=200, on_limit="return",
+                         what="the inverse of the loss")
         newton = self.kernel is _Gauss
         x = 0.5 * (lo + hi)
         for _ in range(300):
@@ -403,13 +393,8 @@ class LocationMixtureLoss(PrivacyLoss):
         # Newton can converge from above to a point whose loss exceeds y by rounding only,
         # leaving lo at the initial bracket end: step down by growing multiples of an ulp
         # instead of falling back to that end (which would be wrong by the whole bracket)
-        step = 4e-16 * np.maximum(1.0, np.abs(x))
-        for _ in range(60):
-            over = self.loss(x) - y > 0
-            if not over.any():
-                break
-            x = np.where(over, np.maximum(x - step, lo), x)
-            step = step * 2.0
+        _, x = walk_out(lambda xx: self.loss(xx) - y > 0, x, -4e-16 * np.maximum(1.0, np.abs(x)),
+                        lower=lo, max_moves=60, on_limit="return")
         # return a point with L(x) <= y (the sup from below), up to rounding
         fx = self.loss(x) - y
         return np.where(fx <= 0, x, lo)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from .. import _validate as v
-from .._numerics import table_start
+from .._numerics import newton_polish, table_start
 from ..losses import LocationMixtureLoss
 from .base import Mechanism
 from .basic import Gaussian, Laplace
@@ -99,30 +99,7 @@ def _symmetric_mixture_inverse(ells: np.ndarray, log_w: np.ndarray, c: float, s:
         tab_l = np.maximum.accumulate(tab_l)
         ya = ay[act]
         lo, hi, x = table_start(tab_t, tab_l, ya)
-        idx = np.arange(ya.size)
-        res = x.copy()
-        for _ in range(100):
-            f, d = loss_and_slope(x)
-            f -= ya[idx]
-            below = f <= 0
-            lo[idx] = np.where(below, x, lo[idx])
-            hi[idx] = np.where(below, hi[idx], x)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                xn = x - f / d
-            ok = (xn >= lo[idx]) & (xn <= hi[idx]) & np.isfinite(xn)
-            xn = np.where(ok, xn, 0.5 * (lo[idx] + hi[idx]))
-            # quadratic convergence: after a Newton step below 1e-11 relative the error is far
-            # below the rounding of the loss itself (stricter tests only chase noise)
-            done = (ok & (np.abs(xn - x) <= 1e-11 * np.abs(xn))) \
-                | (np.abs(f) <= 2e-15 * (1.0 + ya[idx])) \
-                | (hi[idx] - lo[idx] <= 1e-15 * np.abs(xn))
-            xn = np.where(np.abs(f) <= 2e-15 * (1.0 + ya[idx]), x, xn)
-            res[idx] = xn
-            keep = ~done
-            if not keep.any():
-                break
-            idx, x = idx[keep], xn[keep]
-        t[act] = res
+        t[act] = newton_polish(lambda tt, _idx: loss_and_slope(tt), ya, lo, hi, x, iters=100)
         return (k * np.sign(y).ravel() * t).reshape(shape)
 
     return inverse

@@ -52,13 +52,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._numerics import UNIT_ROUNDOFF
 from ..losses import PrivacyLoss
 from .grid import DiscretePLD
 
 __all__ = ["certified_pair", "connect_the_dots", "dominated", "loss_range"]
 
 #: unit roundoff of float64
-_U = 2.0 ** -53
 
 
 def loss_range(loss: PrivacyLoss, log_tail: float) -> tuple[float, float]:
@@ -290,7 +290,7 @@ def _lowered_chords(loss: PrivacyLoss, upper: DiscretePLD, bins: _Bins, d: float
     excess_q = float(np.sum(pi * np.exp(-g[:n]))) - (1.0 - loss.neg_inf_mass)
     cut = max(excess_p, excess_q * math.exp(g[J]), 0.0)
     if cut > 0.0:
-        cut = cut * (1 + 1e-6) + 4 * _U * max(float(np.sum(pi)), 1.0)
+        cut = cut * (1 + 1e-6) + 4 * UNIT_ROUNDOFF * max(float(np.sum(pi)), 1.0)
         if cut > pi[J]:
             return None
         pi[J] -= cut

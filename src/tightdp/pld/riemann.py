@@ -35,7 +35,7 @@ import math
 import numpy as np
 
 from .. import _validate as v
-from .._numerics import table_start
+from .._numerics import newton_polish, table_start, walk_out
 from ..losses import GaussianLoss, LocationMixtureLoss, PrivacyLoss
 from .grid import DiscretePLD
 
@@ -102,40 +102,18 @@ def _sorted_inverse(loss: LocationMixtureLoss, y: np.ndarray) -> np.ndarray:
     s = loss.s
     lo = min(loss.a.min(), loss.b.min()) - 2 * s
     hi = max(loss.a.max(), loss.b.max()) + 2 * s
-    width = hi - lo + s
-    for _ in range(200):
-        if loss.loss(np.asarray([lo]))[0] <= y[0]:
-            break
-        lo -= width
-        width *= 2
-    width = hi - lo + s
-    for _ in range(200):
-        if loss.loss(np.asarray([hi]))[0] >= y[-1]:
-            break
-        hi += width
-        width *= 2
+    _, lo = walk_out(lambda x: not loss.loss(np.asarray([x]))[0] <= y[0], lo, -(hi - lo + s),
+                     max_moves=200, on_limit="return", what="the table's left end")
+    _, hi = walk_out(lambda x: not loss.loss(np.asarray([x]))[0] >= y[-1], hi, hi - lo + s,
+                     max_moves=200, on_limit="return", what="the table's right end")
     tab_x = np.linspace(lo, hi, 20001)
     tab_l = np.maximum.accumulate(loss.loss(tab_x))
     a, b, x = table_start(tab_x, tab_l, y)
-    idx = np.arange(y.size)
-    out = x.copy()
-    for _ in range(60):
-        f = loss.loss(x) - y[idx]
-        below = f <= 0
-        a[idx] = np.where(below, x, a[idx])
-        b[idx] = np.where(below, b[idx], x)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            xn = x - f / loss._slope(x)
-        ok = (xn >= a[idx]) & (xn <= b[idx]) & np.isfinite(xn)
-        xn = np.where(ok, xn, 0.5 * (a[idx] + b[idx]))
-        small = np.abs(f) <= 2e-15 * (1.0 + np.abs(y[idx]))
-        xn = np.where(small, x, xn)
-        done = small | (ok & (np.abs(xn - x) <= 1e-11 * np.maximum(np.abs(xn), s))) \
-            | (b[idx] - a[idx] <= 1e-15 * np.maximum(np.abs(xn), s))
-        out[idx] = xn
-        if done.all():
-            break
-        idx, x = idx[~done], xn[~done]
+
+    def loss_and_slope(xx: np.ndarray, _idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return loss.loss(xx), loss._slope(xx)
+
+    out = newton_polish(loss_and_slope, y, a, b, x, iters=60, floor=s)
     return out
 
 

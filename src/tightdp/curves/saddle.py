@@ -1,0 +1,243 @@
+"""The saddle-point formulas of the privacy curve (Alghamdi, Gomez, Asoodeh, Calmon, Kosut,
+Sankar, *The Saddle-Point Accountant for Differential Privacy*, arXiv:2208.09595, 2022; the
+equation numbers are that paper's), shared by :class:`~tightdp.SaddlePointAccountant`, the PLD
+accountant's grid choice and :class:`~tightdp.IndividualSPAAccountant`.
+
+For a composed privacy loss ``Y`` with CGF ``K(t) = log E[e^{tY}]`` (eq. (23)):
+
+* the saddle point (eq. (50)) is the ``t > 0`` with ``K'(t) = eps + 1/t + 1/(1 + t)``
+  (:func:`saddle_eps` solves it for eps);
+* SP-MSD0 (eqs. (7), (60)), SP-MSD1 (eq. (61)) and SP-CLT (eqs. (8), (66), Proposition 6)
+  approximate ``log delta(eps)`` from ``K`` and its derivatives at the saddle point
+  (:func:`saddle_log_delta`);
+* ``theta_t(x) = (1 - e^{-x})_+ e^{-t x}`` (eq. (38)) has the maximum
+  ``M_t = t^t / (1+t)^{1+t}`` (eq. (42); :func:`log_theta_max`), which gives the certified
+  refined-moments bound ``delta(eps) <= e^{K(t) - t eps} M_t`` for every ``t > 0``.
+
+The tilt solvers (:func:`solve_tilt`, :func:`root_decreasing`) are uses of the safeguarded
+solvers of :mod:`tightdp._numerics`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+from scipy.special import erfcx, log_ndtr
+
+from .._numerics import (
+    BracketError,
+    bisect,
+    bracket_on_grids,
+    newton_bracketed,
+    secant_start,
+    secant_walk,
+    walk_out,
+)
+
+__all__ = ["METHODS", "LABELS", "UNRELIABLE", "T_MIN", "T_MAX_QUAD", "T_MAX",
+           "log_theta_max", "log_clt_theta", "saddle_eps", "saddle_log_delta", "tilt_grids",
+           "solve_tilt", "root_decreasing", "saddle_point_eps"]
+
+#: the saddle-point approximations
+METHODS = ("msd1", "msd0", "clt")
+#: their labels, with the paper's equations
+LABELS = {"msd0": "SP-MSD0 (eq. (7)/(60))", "msd1": "SP-MSD1 (eq. (61))",
+          "clt": "SP-CLT (eq. (8)/(66), Prop. 6)"}
+#: above this size of the SP-MSD1 correction terms the approximation is flagged unreliable
+#: (calibrated on DP-SGD against certified PLD brackets: below it the SP-MSD1 error in eps was
+#: under 1e-2, above it errors of 1e-2 .. 1e2 occur)
+UNRELIABLE = 0.3
+#: the smallest tilt tried; the largest for quadrature CGFs; the largest for closed forms
+T_MIN, T_MAX_QUAD, T_MAX = 1e-12, 2048.0, 1e12
+_LOG2 = math.log(2.0)
+_SQRT2 = math.sqrt(2.0)
+
+
+def log_theta_max(t: np.ndarray) -> np.ndarray:
+    """log of ``M_t = t^t / (1+t)^{1+t}``, the maximum of ``theta_t`` (eq. (42))."""
+    return t * np.log(t) - (1.0 + t) * np.log1p(t)
+
+
+def _log_half_erfcx(a: np.ndarray) -> np.ndarray:
+    """log(erfcx(a / sqrt 2) / 2) = a^2/2 + log Phi(-a), without overflow for any sign of a."""
+    a = np.asarray(a, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        pos = np.log(erfcx(np.maximum(a, 0.0) / _SQRT2)) - _LOG2
+        neg = 0.5 * a * a + log_ndtr(-np.minimum(a, 0.0))
+    return np.where(a >= 0, pos, neg)
+def log_clt_theta(t: np.ndarray, m: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """``log E[theta_t(Z)]`` for ``Z ~ N(m, s^2)`` (Alghamdi et al., Proposition 6 / eq. (79)).
+
+    ``E[(1 - e^{-Z}) e^{-tZ} 1{Z > 0}] = e^{-tm + t^2 s^2/2} Phi(m/s - ts)
+    - e^{-(t+1)m + (t+1)^2 s^2/2} Phi(m/s - (t+1)s)``, i.e.
+    ``e^{-m^2/(2s^2)} [erfcx(a_1/sqrt 2) - erfcx(a_2/sqrt 2)] / 2`` with ``a_1 = ts - m/s`` and
+    ``a_2 = a_1 + s``.
+    """
+    # s = 0 (a tilted law on one atom, e.g. pure DP at a very large tilt) gives -inf/NaN,
+    # handled by the callers; no warning for it
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a1 = t * s - m / s
+        a2 = a1 + s
+        l1 = _log_half_erfcx(a1)
+        l2 = _log_half_erfcx(a2)
+        diff = l1 + np.log(-np.expm1(np.minimum(l2 - l1, 0.0)))
+        return -0.5 * (m / s) ** 2 + diff
+
+
+def saddle_eps(ks: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The eps whose saddle point is ``t``: eq. (50) solved for eps,
+    ``eps = K'(t) - 1/t - 1/(1+t)`` (``ks[1]`` is ``K'``)."""
+    return ks[1] - 1.0 / t - 1.0 / (1.0 + t)
+
+
+def saddle_log_delta(ks: np.ndarray, t: np.ndarray, eps: np.ndarray | None, method: str
+                     ) -> tuple[np.ndarray, ...]:
+    """(log delta approximation, eps, fallback flag, size of the MSD1 terms) at tilt ``t``.
+
+    ``ks`` holds the rows ``K, K', K'', K''', K''''`` of the composed CGF at ``t`` (first axis;
+    the rest broadcasts with ``t``); ``eps=None`` means the saddle-point eps of ``t``
+    (eq. (50) solved for eps, :func:`saddle_eps`). SP-MSD0 is eqs. (7)/(60), SP-MSD1
+    eq. (61), SP-CLT eqs. (8)/(66) with Proposition 6 (:func:`log_clt_theta`).
+
+    The size of the two SP-MSD1 correction terms, ``max(|phi4|/(8 phi2^2),
+    5 phi3^2/(24 phi2^3))`` (their difference may cancel), is returned for every method as a
+    diagnostic: where it is not small the tilted loss is far from Gaussian (few effective
+    compositions) and no saddle-point approximation can be trusted."""
+    k0, k1, k2, k3, k4 = ks[0], ks[1], ks[2], ks[3], ks[4]
+    tp = 1.0 + t
+    if eps is None:
+        eps = saddle_eps(ks, t)
+    fallback = np.zeros(np.shape(k0 + t), dtype=bool)
+    phi2 = k2 + 1.0 / t ** 2 + 1.0 / tp ** 2
+    phi3 = k3 - 2.0 / t ** 3 - 2.0 / tp ** 3
+    phi4 = k4 + 6.0 / t ** 4 + 6.0 / tp ** 4
+    term4 = phi4 / (8.0 * phi2 ** 2)
+    term3 = 5.0 * phi3 ** 2 / (24.0 * phi2 ** 3)
+    corr_m1 = term4 - term3
+    size = np.maximum(np.abs(term4), term3)
+    if method == "clt":
+        s = np.sqrt(k2)
+        val = k0 - t * eps + log_clt_theta(t, k1 - eps, s)
+        return val, eps, fallback, size
+    phi = k0 - t * eps - np.log(t) - np.log1p(t)
+    val = phi - 0.5 * np.log(2.0 * math.pi * phi2)
+    if method == "msd1":
+        fallback = ~(corr_m1 > -1.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            val = np.where(fallback, val, val + np.log1p(np.where(fallback, 0.0, corr_m1)))
+    return val, eps, fallback, size
+
+
+
+def tilt_grids(lo: float, hi: float, cap: float, npts: int) -> list[np.ndarray]:
+    """Tilt grids for bracketing: ``[lo, hi]``, then below ``lo`` down to :data:`T_MIN`, then
+    upwards to ``cap`` in chunks of a factor ~4 (so that large tilts, whose quadrature node
+    sets are expensive, are only visited when a root lies there). Recomputed on each call
+    (a few ``geomspace``: no cache)."""
+    hi = min(hi, cap)  # never beyond the supported tilts
+    grids = [np.geomspace(lo, hi, npts)]
+    if lo > T_MIN:
+        grids.append(np.geomspace(T_MIN, lo, 12))
+    if hi < cap:
+        up = np.geomspace(hi, cap, max(9, int(4 * math.log10(cap / hi)) + 2))
+        grids.extend(up[i:i + 3] for i in range(0, up.size - 1, 2))
+    return grids
+
+
+def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target, lo: float,
+               hi: float, cap: float, iters: int = 60, rtol: float = 1e-11, npts: int = 33
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Solve ``g(t) = target`` for the tilt ``t``, g (roughly) increasing in t: bracketed on
+    the geometric grids of :func:`tilt_grids` (each evaluated in one vectorized call), then
+    safeguarded Newton in ``log t`` (:func:`tightdp._numerics.newton_bracketed`) from the
+    secant point of the bracket, stopped when the residual is below
+    ``rtol (1 + |target|)`` or the step is at the level of rounding.
+
+    ``f(t) -> (g, dg/dlog t)``, vectorized over t. Returns ``(t, ok)``; ok is False where no
+    root was bracketed below ``cap`` (t = cap there); where ``g`` is at or above the target
+    already at :data:`T_MIN`, t = T_MIN and ok is True. Vectorized over ``target``."""
+    target = np.atleast_1d(np.asarray(target, dtype=float))
+    lo_t, hi_t, g_lo, g_hi, below = bracket_on_grids(lambda grid: f(grid)[0], target,
+                                                     tilt_grids(lo, hi, cap, npts),
+                                                     below_grid=1)
+    found = ~np.isnan(lo_t)
+    # one target (the common query) uses the math module's log/exp, numpy's vectorized ones
+    # otherwise: the two may differ in the last bit, and each path keeps the numbers it had
+    log, exp = (_log1, _exp1) if target.size == 1 else (np.log, np.exp)
+    u = np.where(below, math.log(T_MIN), math.log(cap))
+    idx = np.flatnonzero(found)
+    if idx.size:
+        a, b = log(lo_t[idx]), log(hi_t[idx])
+        u0 = secant_start(a, b, g_lo[idx], g_hi[idx], target[idx])
+
+        def fu(uu: np.ndarray, _act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            return f(exp(uu))
+
+        u[idx] = newton_bracketed(fu, target[idx], a, b, u0, iters=iters,
+                                  ftol=rtol * (1.0 + np.abs(target[idx])))
+    return exp(u), found | below
+
+
+def _log1(x: np.ndarray) -> np.ndarray:
+    return np.array([math.log(float(x[0]))])
+
+
+def _exp1(x: np.ndarray) -> np.ndarray:
+    return np.array([math.exp(float(x[0]))])
+
+
+def root_decreasing(fn: Callable[[float], float], level: float, x0: float, slope0: float,
+                    upper: bool) -> float | None:
+    """A point x near the root of the decreasing function ``fn(x) = level`` on the safe side:
+    ``fn(x) <= level`` if ``upper`` else ``fn(x) > level`` (verified), by secant steps from
+    ``x0`` (initial slope ``-slope0``; :func:`tightdp._numerics.secant_walk`), then steps
+    away from the root growing from 1e-12 relative until the side is right
+    (:func:`tightdp._numerics.walk_out`); None if no such point was found."""
+    x = secant_walk(fn, level, x0, -max(slope0, 1e-3), decreasing=True)
+
+    def wrong_side(y: float) -> bool:
+        fy = fn(y)
+        return not (math.isfinite(fy) and ((fy <= level) if upper else (fy > level)))
+
+    step = 1e-12 * max(1.0, abs(x))
+    try:
+        return walk_out(wrong_side, x, step if upper else -step, max_moves=59)[1]
+    except BracketError:
+        return None
+
+
+class HasCumulants(Protocol):
+    """A composed log-MGF with ``cumulants(t) -> (K, K', K'')`` (as ``tightdp.pld``'s)."""
+
+    def cumulants(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+
+def saddle_point_eps(mgf: HasCumulants, log_delta: float) -> tuple[float, float]:
+    """Saddle-point estimate ``(eps, t)`` of the composed curve at ``delta``, by SP-MSD0
+    (eqs. (50), (60); :func:`saddle_log_delta`) on the CGF of ``mgf``: the tilt ``t`` whose
+    saddle-point eps has ``log delta_MSD0 = log delta``, bracketed on a geometric grid and
+    narrowed by 6 bisections in ``log t`` (keeping the end where ``delta_MSD0 <= delta``).
+    Only used to choose a grid step or a tilt; (nan, nan) if it has no answer."""
+    def log_delta_at(t):
+        t = np.atleast_1d(t)
+        k, k1, k2 = mgf.cumulants(t)
+        ks = np.vstack([k, k1, k2, np.zeros_like(k), np.zeros_like(k)])
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            val, eps, _, _ = saddle_log_delta(ks, t, None, "msd0")
+        return val, eps
+
+    ts = np.geomspace(1e-3, 1e4, 25)
+    fs, _ = log_delta_at(ts)
+    below = np.nonzero(np.isfinite(fs) & (fs <= log_delta))[0]
+    if not below.size:
+        return math.nan, math.nan
+    i = int(below[0])
+    t = float(ts[0])
+    if i > 0:  # bisection in log t between the bracketing grid points
+        b = bisect(lambda m: not log_delta_at(math.exp(m))[0][0] <= log_delta,
+                   math.log(ts[i - 1]), math.log(ts[i]), keep="hi", xtol=0.0, iters=6)
+        t = math.exp(b)
+    return float(log_delta_at(t)[1][0]), t

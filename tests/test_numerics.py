@@ -1,0 +1,201 @@
+"""The safeguarded scalar solvers of tightdp._numerics (and the tilt solvers built on them in
+tightdp.curves.saddle): known roots, the end kept on the safe side, clear failures."""
+
+import math
+
+import numpy as np
+import pytest
+
+from tightdp._numerics import (
+    MACHINE_EPSILON,
+    UNIT_ROUNDOFF,
+    BracketError,
+    bisect,
+    bracket_on_grids,
+    expand_bracket,
+    grow_until,
+    newton_bracketed,
+    newton_polish,
+    secant_start,
+    secant_walk,
+    walk_out,
+)
+from tightdp.curves.saddle import root_decreasing, solve_tilt, tilt_grids
+
+
+def test_constants():
+    assert MACHINE_EPSILON == np.finfo(float).eps == 2.0 ** -52
+    assert UNIT_ROUNDOFF == MACHINE_EPSILON / 2
+    assert 1.0 + MACHINE_EPSILON > 1.0 and 1.0 + UNIT_ROUNDOFF == 1.0
+
+
+def test_expand_bracket_doubling_steps():
+    # from 0 by steps 1, 2, 4, 8: the points 1, 3, 7, 15; the root 10 lies in (7, 15]
+    tried = []
+
+    def right(x):
+        tried.append(x)
+        return x < 10.0
+
+    assert expand_bracket(right, 0.0, 1.0) == (7.0, 15.0)
+    assert tried == [1.0, 3.0, 7.0, 15.0]
+    # to the left, and a first step that already fails returns (start, start + step)
+    assert expand_bracket(lambda x: x > -5.0, 0.0, -1.0) == (-3.0, -7.0)
+    assert expand_bracket(lambda x: x < 0.5, 0.0, 1.0) == (0.0, 1.0)
+
+
+def test_expand_bracket_failure_is_a_clear_error():
+    msg = r"no bracket for the quantile within \|x\| <= 1e\+06"
+    with pytest.raises(BracketError, match=msg) as e:
+        expand_bracket(lambda x: True, 0.0, 1.0, limit=1e6, what="the quantile")
+    assert e.value.last == 2.0 ** 20 - 1  # the first point past the limit
+    assert isinstance(e.value, ValueError)
+    with pytest.raises(BracketError, match="in 5 steps") as e:
+        expand_bracket(lambda x: True, 0.0, 1.0, max_moves=5)
+    assert e.value.last == 63.0  # 1 moved 5 times: 3, 7, 15, 31, 63
+
+
+def test_walk_out_vectorized():
+    x = np.zeros(3)
+    target = np.array([-1.0, 5.0, 100.0])
+    prev, out = walk_out(lambda z: z < target, x, 1.0)
+    # every element moves only while it is bad; the step doubles for all: 1, 2, 4, 8, ...
+    np.testing.assert_array_equal(out, [0.0, 7.0, 127.0])
+    np.testing.assert_array_equal(prev, [0.0, 3.0, 63.0])
+    assert np.all(out >= target) and np.all((prev < target) | (out == x))
+
+
+def test_walk_out_clamp_and_return_on_limit():
+    # settling on the safe side by growing steps, never below the bracket end
+    x = np.array([1.0, 1.0])
+    _, out = walk_out(lambda z: z > np.array([0.9, -5.0]), x, np.array([-0.01, -0.01]),
+                      lower=np.array([0.0, -1.0]), max_moves=60, on_limit="return")
+    np.testing.assert_allclose(out, [1.0 - 0.15, -1.0])  # 1 - (1+2+4+8) 0.01; the clamp
+    _, out = walk_out(lambda z: True, 0.0, 1.0, max_moves=3, on_limit="return")
+    assert out == 7.0
+    with pytest.raises(ValueError, match="on_limit"):
+        walk_out(lambda z: True, 0.0, 1.0, on_limit="clip")
+
+
+def test_grow_until():
+    assert grow_until(lambda x: x < 1000.0, 1.0, 2.0) == 1024.0
+    assert grow_until(lambda x: x > 1e-3, 1.0, 0.5) == 2.0 ** -10
+    np.testing.assert_array_equal(grow_until(lambda x: x < np.array([3.0, 0.5]),
+                                             np.ones(2), 2.0), [4.0, 1.0])
+    with pytest.raises(BracketError, match="passed 1e-300"):
+        grow_until(lambda x: True, 1.0, 0.5, limit=1e-300)
+
+
+def test_bisect_known_root_and_safe_side():
+    root = 2.0 ** (1.0 / 3.0)
+    hi = bisect(lambda m: m ** 3 < 2.0, 0.0, 2.0, keep="hi", xtol=1e-15, iters=200)
+    lo = bisect(lambda m: m ** 3 < 2.0, 0.0, 2.0, keep="lo", xtol=1e-15, iters=200)
+    assert lo <= root <= hi and hi - lo <= 2e-15
+    assert hi ** 3 >= 2.0 > lo ** 3
+    # the safe side holds for every root, whatever the tolerance
+    rng = np.random.default_rng(0)
+    r = rng.uniform(-50.0, 50.0, 1000)
+    up = bisect(lambda m: m < r, np.full(r.size, -64.0), np.full(r.size, 64.0), keep="hi",
+                xtol=1e-6)
+    down = bisect(lambda m: m < r, np.full(r.size, -64.0), np.full(r.size, 64.0), keep="lo",
+                  xtol=1e-6)
+    assert np.all(up >= r) and np.all(down < r)
+    assert np.all(up - down <= 1e-6 * np.maximum(1.0, np.abs(up)))
+    with pytest.raises(ValueError, match="keep"):
+        bisect(lambda m: True, 0.0, 1.0, keep="mid", xtol=1e-9)
+
+
+def test_secant_start():
+    x = secant_start(np.array([0.0, 0.0, 0.0]), np.array([1.0, 1.0, 1.0]),
+                     np.array([0.0, 0.0, -np.inf]), np.array([4.0, 4.0, 1.0]),
+                     np.array([1.0, 3.99, 0.5]))
+    np.testing.assert_allclose(x, [0.25, 0.95, 0.5])  # clipped to 5 % of the ends; NaN: mid
+
+
+@pytest.mark.parametrize("secant", [False, True])
+def test_newton_bracketed_known_roots(secant):
+    target = np.array([2.0, 10.0, 1e5, 1.0])
+    lo, hi = np.full(4, -5.0), np.full(4, 20.0)
+
+    def f(x, idx):
+        return np.exp(x), np.exp(x)
+
+    x = newton_bracketed(f, target, lo, hi, 0.5 * (lo + hi), ftol=1e-14 * target,
+                         secant=secant)
+    np.testing.assert_allclose(x, np.log(target), rtol=0, atol=1e-13)
+
+
+def test_newton_bracketed_bad_slope_falls_back_to_bisection():
+    # a slope of the wrong sign: every step is a bisection of the bracket, still converging
+    def f(x, idx):
+        return x ** 3, -np.ones_like(x)
+
+    x = newton_bracketed(f, np.array([5.0]), np.array([0.0]), np.array([4.0]),
+                         np.array([1.0]), ftol=0.0, iters=200)
+    assert abs(x[0] - 5.0 ** (1.0 / 3.0)) < 1e-13
+
+
+def test_newton_polish_known_roots():
+    y = np.array([-8.0, 0.001, 27.0, 1e6])
+
+    def f(x, idx):
+        return x ** 3, 3 * x ** 2
+
+    lo, hi = np.full(4, -3.0), np.full(4, 200.0)
+    x = newton_polish(f, y, lo, hi, np.array([-1.0, 1.0, 1.0, 1.0]), iters=200)
+    np.testing.assert_allclose(x, np.cbrt(y), rtol=1e-13)
+
+
+def test_bracket_on_grids():
+    grids = [np.linspace(1.0, 10.0, 10), np.linspace(0.1, 1.0, 10), np.linspace(10.0, 100.0, 10)]
+    calls = []
+
+    def g(x):
+        calls.append(x.size)
+        return x
+
+    lo, hi, glo, ghi, below = bracket_on_grids(g, np.array([2.5, 50.0, 0.01, 1e4]), grids,
+                                               below_grid=1)
+    np.testing.assert_array_equal(lo[:2], [2.0, 40.0])
+    np.testing.assert_array_equal(hi[:2], [3.0, 50.0])
+    assert np.isnan(lo[2:]).all() and below.tolist() == [False, False, True, False]
+    assert calls == [10, 10, 10]
+
+
+def test_secant_walk_and_root_decreasing_safe_side():
+    fn = lambda x: -x ** 3  # noqa: E731 - decreasing, root of fn = -2 at 2^(1/3)
+    x = secant_walk(fn, -2.0, 1.0, -3.0, decreasing=True)
+    assert abs(x - 2.0 ** (1.0 / 3.0)) < 1e-11
+    up = root_decreasing(fn, -2.0, 1.0, 3.0, upper=True)
+    lo = root_decreasing(fn, -2.0, 1.0, 3.0, upper=False)
+    assert fn(up) <= -2.0 < fn(lo)
+    assert up - lo < 1e-9
+    # no point on the safe side can be reached: None
+    assert root_decreasing(lambda x: 0.0, -1.0, 0.0, 1.0, upper=True) is None
+
+
+def test_solve_tilt():
+    # g(t) = log t (dg/dlog t = 1): the root of g = c is e^c
+    def f(t):
+        return np.log(t), np.ones_like(t)
+
+    for tg in ([0.3], [-2.0, 1.0, 3.5]):
+        t, ok = solve_tilt(f, np.array(tg), 1e-4, 64.0, 1e12)
+        np.testing.assert_allclose(t, np.exp(tg), rtol=1e-10)
+        assert ok.all()
+    t, ok = solve_tilt(f, np.array([40.0]), 1e-4, 64.0, 2048.0)  # e^40 beyond the cap
+    assert t[0] == 2048.0 and not ok[0]
+    t, ok = solve_tilt(f, np.array([-40.0]), 1e-4, 64.0, 2048.0)  # below every tilt tried
+    assert math.isclose(t[0], 1e-12, rel_tol=1e-14) and ok[0]
+
+
+def test_tilt_grids_have_no_hidden_cache():
+    import tightdp.curves.saddle as saddle
+
+    a = tilt_grids(1e-4, 64.0, 2048.0, 33)
+    b = tilt_grids(1e-4, 64.0, 2048.0, 33)
+    assert a is not b and all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert not any(isinstance(v, dict) for k, v in vars(saddle).items()
+                   if k.isupper() and k.startswith("_"))
+    assert a[0][0] == 1e-4 and a[0][-1] == 64.0 and a[1][0] == 1e-12
+    assert math.isclose(a[-1][-1], 2048.0)
