@@ -49,7 +49,6 @@ import time
 
 import numpy as np
 from scipy.fft import next_fast_len
-from scipy.special import logsumexp
 
 from .. import _validate as v
 from ..losses import DiscreteLoss, GaussianLoss, LocationMixtureLoss
@@ -58,7 +57,7 @@ from ..mechanisms.base import Mechanism
 from ..mechanisms.basic import Gaussian
 from ..mechanisms.subsampling import PoissonSubsampled
 from ..pld.compose import compose_fixed_window
-from ..pld.grid import DiscretePLD
+from ..pld.grid import DiscretePLD, atom_log_mgf
 from ..pld.riemann import has_density, riemann
 from ..results import DeltaResult, EpsilonResult
 from .base import Accountant
@@ -356,8 +355,7 @@ class FFTAccountant(Accountant):
             elif isinstance(loss, DiscreteLoss):
                 pos = loss.p > 0
                 lp = np.log(loss.p[pos])
-                tot += k * logsumexp(lp[None, :] + _LAMS[:, None] * loss.y[pos][None, :],
-                                     axis=1)
+                tot += k * atom_log_mgf(loss.y[pos], lp, _LAMS)
             elif self._exact_cgf(loss):
                 ok = _LAMS <= _quad_cap(loss)
                 vals = np.full(_LAMS.size, np.inf)
@@ -372,7 +370,7 @@ class FFTAccountant(Accountant):
                 if above > 0:
                     ys, lw = np.append(ys, L), np.append(lw, math.log(above))
                 if ys.size:
-                    tot += k * np.array([logsumexp(lw + t * ys) for t in _LAMS])
+                    tot += k * atom_log_mgf(ys, lw, _LAMS)
         self._cache[key] = (tot, sup)
         return tot, sup
 
