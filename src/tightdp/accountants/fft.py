@@ -457,6 +457,17 @@ class FFTAccountant(Accountant):
                 raise
             return None
 
+    def _first_window(self, grow: bool, L_need: float, why: str) -> tuple[float, int, str]:
+        """``(L, n, note)`` of a query's first window: the constructor's, or if ``grow``
+        the one :meth:`_try_grow` gives for ``L_need`` (with ``allow_truncation``, where it
+        refuses, the constructor's and the note that the answer is truncated)."""
+        if not grow:
+            return self.L, self.n, ""
+        grown = self._try_grow(L_need)
+        if grown is None:
+            return self.L, self.n, f"; {why}: truncated, increase L"
+        return grown[0], grown[1], ""
+
     def _refuse_or_note(self, L: float, n: int, why: str) -> str:
         """A refusal (explicit L, or nothing left to widen), or with ``allow_truncation`` the
         note that goes with the truncated number."""
@@ -527,13 +538,8 @@ class FFTAccountant(Accountant):
         self._check_n(n)
         # at and above the supremum of a bounded composed loss delta(eps) is the mass at +inf
         top = min(float(np.max(e)), max(self._sup(dr) for dr in self._directions()))
-        extra = ""
-        if top >= L - 4 * L / n and (self.auto_L or not self.allow_truncation):
-            grown = self._try_grow(max(top + 1.0, L))
-            if grown is None:
-                extra = "; eps beyond L: truncated, increase L"
-            else:
-                L, n = grown
+        grow = top >= L - 4 * L / n and (self.auto_L or not self.allow_truncation)
+        L, n, extra = self._first_window(grow, max(top + 1.0, L), "eps beyond L")
         for attempt in range(_MAX_WIDEN + 1):
             self._use_window(L)
             est, _ = self._delta(e, L, n)
@@ -593,13 +599,8 @@ class FFTAccountant(Accountant):
         L, n = self.L, self.n
         self._check_n(n)
         need = self._needed_L(L, n, math.log(TAIL_WIDEN * delta))
-        extra = ""
-        if self.auto_L and need > L:
-            grown = self._try_grow(need)
-            if grown is None:
-                extra = "; the answer lies beyond L: truncated, increase L"
-            else:
-                L, n = grown
+        L, n, extra = self._first_window(self.auto_L and need > L, need,
+                                         "the answer lies beyond L")
         for attempt in range(_MAX_WIDEN + 1):
             self._use_window(L)
             eps, slope, its = self._newton(delta, L, n)

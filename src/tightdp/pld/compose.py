@@ -435,7 +435,11 @@ def tilt(terms, lam: float) -> tuple[list[tuple[DiscretePLD, int]], float]:
     """The finite laws of ``terms`` ((pld, count) pairs on one grid) exponentially tilted by
     ``e^{lam y}`` and normalized (the Esscher transform; ``lam = 0`` only normalizes), and
     ``log_scale = sum_i k_i c_i`` with ``c_i`` the log normalizer of law ``i``: the original
-    composed mass at ``y`` is the tilted one times ``exp(log_scale - lam y)``."""
+    composed mass at ``y`` is the tilted one times ``exp(log_scale - lam y)``.
+
+    The normalizer is scipy's ``logsumexp`` of the tilted log weights: it equals
+    :func:`tightdp.pld.grid.atom_log_mgf` at ``lam`` to within an ulp, but the PLD
+    accountant's numbers (its grid-step search amplifies an ulp) were computed with it."""
     d = terms[0][0].d
     out = []
     log_scale = 0.0
