@@ -117,9 +117,10 @@ def _tilted_weights(ys: np.ndarray, log_p: np.ndarray, t: np.ndarray
     with np.errstate(over="ignore", invalid="ignore"):
         z = log_p[None, :] + t[:, None] * ys[None, :]
     m = z.max(axis=1, keepdims=True)
-    with np.errstate(under="ignore"):
-        w = np.exp(z - m)
-    return m, w
+    with np.errstate(under="ignore", invalid="ignore"):
+        np.subtract(z, m, out=z)
+        np.exp(z, out=z)  # in place: these rows are long, and memory-bound
+    return m, z
 
 
 def atom_log_mgf(ys: np.ndarray, log_p: np.ndarray, t) -> np.ndarray:
