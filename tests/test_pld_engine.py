@@ -231,3 +231,27 @@ def test_querying_does_not_change_state():
     acc.epsilon(1e-9)
     r2 = acc.epsilon(1e-5)
     assert (r1.lower, r1.upper) == (r2.lower, r2.upper)
+
+
+def test_atom_log_mgf_on_a_long_geometric_law_matches_closed_form():
+    """The one discrete log-MGF, on 2^20 + 3 atoms ``y_i = i h`` with ``p_i`` proportional to
+    ``e^{-2 y_i}`` (long enough that it works in blocks of rows): ``K(t) = log S(t - 2) -
+    log S(-2)`` with the geometric sum ``S(a) = (1 - e^{a h n}) / (1 - e^{a h})``, in mpmath;
+    and ``DiscretePLD.log_mgf`` is the same function."""
+    from tightdp.pld.grid import atom_log_mgf
+
+    n, h = (1 << 20) + 3, 1e-5
+    ys = np.arange(n) * h
+    ts = np.array([-3.0, -1.0, 0.0, 1.0, 2.5, 5.0, 10.0, 50.0])
+    with mp.workdps(40):
+        def log_sum(a):  # log sum_{i < n} e^{a i h}
+            return mp.log((1 - mp.exp(a * h * n)) / (1 - mp.exp(a * h)))
+
+        log_z = log_sum(mp.mpf(-2))
+        exact = [float(log_sum(mp.mpf(t) - 2) - log_z) for t in ts]
+    log_p = -2.0 * ys - float(log_z)
+    got = atom_log_mgf(ys, log_p, ts)
+    assert np.allclose(got, exact, rtol=1e-13, atol=1e-13)
+    assert abs(got[2]) <= 1e-13  # K(0) = log of the total mass, 1
+    pld = DiscretePLD(h, 0, np.exp(log_p))
+    assert np.allclose(pld.log_mgf(ts), got, rtol=1e-14, atol=1e-14)

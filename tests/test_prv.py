@@ -26,8 +26,10 @@ from tightdp import (
     PureDP,
     RandomizedResponse,
 )
-from tightdp.accountants import prv as prv_module
+from tightdp._budget import BudgetExceeded
 from tightdp.losses import DiscreteLoss
+from tightdp.pld.compose import compose, compose_grid_chernoff
+from tightdp.pld.discretize import loss_range
 from tightdp.pld.mean_preserving import coupling_log_mgf, gamma_constants, mean_preserving
 
 
@@ -241,13 +243,38 @@ def test_heterogeneous_gaussians_match_gdp():
     assert r.lower <= gdp_eps(1e-6, mu) <= r.upper
 
 
-def test_fallback_to_compose_gives_same_bracket(monkeypatch):
-    mech = PoissonSubsampled(Gaussian(1.0), 0.01)
-    fast = PRVAccountant(eps_error=0.05).compose(mech, 100).epsilon(1e-5)
-    monkeypatch.setattr(prv_module, "compose_fixed_window", None)
-    slow = PRVAccountant(eps_error=0.05).compose(mech, 100).epsilon(1e-5)
-    assert slow.lower <= fast.upper and fast.lower <= slow.upper
-    assert abs(slow.estimate - fast.estimate) < 1e-3
+def test_grid_chernoff_composition_agrees_with_compose():
+    """The PRV accountant's composition (window placed by Chernoff bounds on a fixed grid of
+    t, :func:`compose_grid_chernoff`) and the PLD accountant's (Newton-placed window,
+    :func:`compose`) bound the same discrete law: their brackets on its delta(eps) overlap
+    and are tight, untilted and tilted towards the tail. That law is the mean-preserving
+    discretization (h = 1e-3) of 100 Gaussian losses with mu = 0.1, which the coupling
+    (Hoeffding: P(|S - S~| > 0.05) <= e^-50) and the clipped tails (1e-12 in all) keep
+    within eps +- 0.05 of mu-GDP with mu = 1 (Dong, Roth, Su 2019)."""
+    loss = Gaussian(10.0).privacy_losses()[0]
+    lo, hi = loss_range(loss, math.log(1e-14))
+    pieces = [(mean_preserving(loss, 1e-3, lo, hi), 100)]
+    for lam, eps in ((0.0, np.array([0.5, 1.0, 2.0])), (3.0, np.array([4.0, 5.0]))):
+        a = compose_grid_chernoff(pieces, log_tail=math.log(1e-12), lam=lam)
+        b = compose(pieces, log_tail=math.log(1e-12), lam=lam)
+        assert a.lam == b.lam == lam
+        lo_a, up_a = a.delta_bound(eps, False), a.delta_bound(eps, True)
+        lo_b, up_b = b.delta_bound(eps, False), b.delta_bound(eps, True)
+        assert np.all(lo_a <= up_b) and np.all(lo_b <= up_a)
+        assert np.all(up_a - lo_a <= 1e-6 * up_a) and np.all(up_b - lo_b <= 1e-6 * up_b)
+        for e, low, up in zip(eps, lo_a, up_a, strict=True):
+            assert low <= gdp_delta(e - 0.05, 1.0) + 1e-11
+            assert up >= gdp_delta(e + 0.05, 1.0) - 1e-11
+            assert gdp_delta(e + 0.05, 1.0) < 0.9 * gdp_delta(e - 0.05, 1.0)  # informative
+
+
+def test_grid_chernoff_refuses_over_max_points():
+    loss = Gaussian(1.0).privacy_losses()[0]
+    lo, hi = loss_range(loss, math.log(1e-14))
+    pieces = [(mean_preserving(loss, 1e-3, lo, hi), 100)]
+    with pytest.raises(BudgetExceeded, match=r"^eps_error: .* \(> 1000\)$"):
+        compose_grid_chernoff(pieces, log_tail=-30.0, max_points=1000,
+                              refusal="eps_error: {n} points (> {max_points})")
 
 
 def test_empty_accountant():

@@ -49,7 +49,6 @@ import time
 
 import numpy as np
 from scipy.fft import next_fast_len
-from scipy.special import logsumexp
 
 from .. import _validate as v
 from ..losses import DiscreteLoss, GaussianLoss, LocationMixtureLoss
@@ -58,7 +57,7 @@ from ..mechanisms.base import Mechanism
 from ..mechanisms.basic import Gaussian
 from ..mechanisms.subsampling import PoissonSubsampled
 from ..pld.compose import compose_fixed_window
-from ..pld.grid import DiscretePLD
+from ..pld.grid import DiscretePLD, atom_log_mgf
 from ..pld.riemann import has_density, riemann
 from ..results import DeltaResult, EpsilonResult
 from .base import Accountant
@@ -356,8 +355,7 @@ class FFTAccountant(Accountant):
             elif isinstance(loss, DiscreteLoss):
                 pos = loss.p > 0
                 lp = np.log(loss.p[pos])
-                tot += k * logsumexp(lp[None, :] + _LAMS[:, None] * loss.y[pos][None, :],
-                                     axis=1)
+                tot += k * atom_log_mgf(loss.y[pos], lp, _LAMS)
             elif self._exact_cgf(loss):
                 ok = _LAMS <= _quad_cap(loss)
                 vals = np.full(_LAMS.size, np.inf)
@@ -372,7 +370,7 @@ class FFTAccountant(Accountant):
                 if above > 0:
                     ys, lw = np.append(ys, L), np.append(lw, math.log(above))
                 if ys.size:
-                    tot += k * np.array([logsumexp(lw + t * ys) for t in _LAMS])
+                    tot += k * atom_log_mgf(ys, lw, _LAMS)
         self._cache[key] = (tot, sup)
         return tot, sup
 
@@ -459,6 +457,17 @@ class FFTAccountant(Accountant):
                 raise
             return None
 
+    def _first_window(self, grow: bool, L_need: float, why: str) -> tuple[float, int, str]:
+        """``(L, n, note)`` of a query's first window: the constructor's, or if ``grow``
+        the one :meth:`_try_grow` gives for ``L_need`` (with ``allow_truncation``, where it
+        refuses, the constructor's and the note that the answer is truncated)."""
+        if not grow:
+            return self.L, self.n, ""
+        grown = self._try_grow(L_need)
+        if grown is None:
+            return self.L, self.n, f"; {why}: truncated, increase L"
+        return grown[0], grown[1], ""
+
     def _refuse_or_note(self, L: float, n: int, why: str) -> str:
         """A refusal (explicit L, or nothing left to widen), or with ``allow_truncation`` the
         note that goes with the truncated number."""
@@ -529,13 +538,8 @@ class FFTAccountant(Accountant):
         self._check_n(n)
         # at and above the supremum of a bounded composed loss delta(eps) is the mass at +inf
         top = min(float(np.max(e)), max(self._sup(dr) for dr in self._directions()))
-        extra = ""
-        if top >= L - 4 * L / n and (self.auto_L or not self.allow_truncation):
-            grown = self._try_grow(max(top + 1.0, L))
-            if grown is None:
-                extra = "; eps beyond L: truncated, increase L"
-            else:
-                L, n = grown
+        grow = top >= L - 4 * L / n and (self.auto_L or not self.allow_truncation)
+        L, n, extra = self._first_window(grow, max(top + 1.0, L), "eps beyond L")
         for attempt in range(_MAX_WIDEN + 1):
             self._use_window(L)
             est, _ = self._delta(e, L, n)
@@ -595,13 +599,8 @@ class FFTAccountant(Accountant):
         L, n = self.L, self.n
         self._check_n(n)
         need = self._needed_L(L, n, math.log(TAIL_WIDEN * delta))
-        extra = ""
-        if self.auto_L and need > L:
-            grown = self._try_grow(need)
-            if grown is None:
-                extra = "; the answer lies beyond L: truncated, increase L"
-            else:
-                L, n = grown
+        L, n, extra = self._first_window(self.auto_L and need > L, need,
+                                         "the answer lies beyond L")
         for attempt in range(_MAX_WIDEN + 1):
             self._use_window(L)
             eps, slope, its = self._newton(delta, L, n)

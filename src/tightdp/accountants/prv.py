@@ -5,12 +5,11 @@ Pipeline (Gopi et al. 2021, Algorithms 1 and 2, Theorem 5.5):
 1. every privacy loss is truncated and discretized on the grid ``j * h`` by the
    mean-preserving discretizer :func:`tightdp.pld.mean_preserving.mean_preserving`;
 2. the discretized laws are composed by the library's one FFT engine
-   (:func:`tightdp.pld.compose.compose_fixed_window`, Algorithm 1's circular convolution:
+   (:func:`tightdp.pld.compose.compose_grid_chernoff`, Algorithm 1's circular convolution:
    each distinct PLD transformed once and raised to its count in the Fourier domain, so
-   ``b`` distinct mechanisms cost ``O(b (L/h) log(L/h))``) on a window placed here by an exact
+   ``b`` distinct mechanisms cost ``O(b (L/h) log(L/h))``) on a window placed by an exact
    Chernoff bound of the discretized laws, whose value at the window's ends enters the
-   bounds exactly as in :func:`tightdp.pld.compose.compose` (the fallback when the
-   fixed-window entry point is missing);
+   bounds exactly as in :func:`tightdp.pld.compose.compose`;
 3. the composed discrete curve ``delta~`` is turned into certified bounds by the coupling
    argument (Lemma 5.2 with Lemma 5.3):
 
@@ -64,19 +63,12 @@ import time
 import numpy as np
 
 from .. import _validate as v
-from .._budget import BudgetExceeded
-from ..pld.compose import MAX_POINTS, ComposedPLD, LogMgf, compose, round_rel
+from ..pld.compose import MAX_POINTS, ComposedPLD, LogMgf, compose_grid_chernoff
 from ..pld.discretize import loss_range
-from ..pld.grid import DiscretePLD
 from ..pld.mean_preserving import coupling_log_mgf, mean_preserving
 from ..results import DeltaResult, EpsilonResult, check_bracket
 from .base import Accountant
 from .pld import saddle_point_eps
-
-try:  # circular composition on a window chosen by the caller (the same FFT engine)
-    from ..pld.compose import compose_fixed_window
-except ImportError:  # pragma: no cover - older engine: fall back to compose()
-    compose_fixed_window = None
 
 __all__ = ["PRVAccountant"]
 
@@ -96,6 +88,10 @@ _TILT_BELOW = 1e-8
 _DE_EPS = 0.25
 #: first coupling radius tried, as a fraction of eps_error
 _T_START = 0.95
+#: the refusal of a composition over max_points (formatted with n and max_points)
+_REFUSAL = ("eps_error: the composition needs an FFT of {n} points (> {max_points}, the "
+            "smaller of max_points and what max_memory holds); use a larger eps_error, "
+            "max_points or max_memory")
 
 
 class PRVAccountant(Accountant):
@@ -207,11 +203,8 @@ class PRVAccountant(Accountant):
         if key not in self._cache:
             plan = self._plan(delta_error, t, direction)
             log_tail = math.log(_SHARE_WINDOW * delta_error)
-            if compose_fixed_window is not None:
-                c = _compose_windowed(plan["pieces"], log_tail, self.max_points, lam)
-            else:  # pragma: no cover
-                c = compose(plan["pieces"], log_tail=log_tail, max_points=self.max_points,
-                            lam=lam)
+            c = compose_grid_chernoff(plan["pieces"], log_tail=log_tail, lam=lam,
+                                      max_points=self.max_points, refusal=_REFUSAL)
             if not np.all(np.isfinite(c.probs)):
                 raise ValueError("the composed PLD is not finite (overflow); use a larger "
                                  "eps_error or delta")
@@ -222,10 +215,16 @@ class PRVAccountant(Accountant):
                       ) -> tuple[ComposedPLD, dict]:
         """Composition tilted towards ``eps`` (untilted when the curve there is large enough
         for the FFT's rounding not to matter)."""
-        plan = self._plan(delta_error, t, direction)
-        lam = _tilt_for(plan["pieces"], eps)
+        lam = self._log_mgf(delta_error, t, direction).tilt_to_mean(eps)
         lam = 0.0 if lam <= 0 else 2.0 ** (round(4 * math.log2(lam)) / 4)  # reuse nearby tilts
         return self._composed(delta_error, t, direction, lam)
+
+    def _log_mgf(self, delta_error: float, t: float, direction: int) -> LogMgf:
+        """The exact log-MGF of the composition of the discretized laws (cached)."""
+        key = ("mgf", delta_error, t, direction)
+        if key not in self._cache:
+            self._cache[key] = LogMgf(self._plan(delta_error, t, direction)["pieces"])
+        return self._cache[key]
 
     # --- queries ---------------------------------------------------------------------------
     def _grid_curve(self, c: ComposedPLD, upper: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -292,7 +291,7 @@ class PRVAccountant(Accountant):
                 # saddle-point estimate of the answer on the discretized laws' own CGF
                 # (Alghamdi et al., eqs. (50), (60)), then once more towards the answer that
                 # tilt gives; every composition gives valid bounds, the best are kept
-                e0, _ = saddle_point_eps(LogMgf(plan["pieces"]), math.log(delta))
+                e0, _ = saddle_point_eps(self._log_mgf(de, t, direction), math.log(delta))
                 if not math.isfinite(e0):
                     e0 = self._invert(c, delta, True, exact=True)
                 if math.isfinite(e0) and e0 > 0:
@@ -393,128 +392,3 @@ class PRVAccountant(Accountant):
         if scalar:
             up, lo, est = float(up[0]), float(lo[0]), float(est[0])
         return DeltaResult(up, eps, lo, up, self.name, True, estimate=est, details=info)
-
-
-# --- window placement for the circular composition ------------------------------------------
-_TS = np.geomspace(1e-2, 1e3, 30)
-
-
-def _log_mgf(pld: DiscretePLD, ts: np.ndarray) -> np.ndarray:
-    """``log E[e^{t Y}; Y finite]`` of a discrete law for each ``t`` of ``ts`` (any sign),
-    with the largest exponent factored out so nothing overflows."""
-    probs = pld.probs
-    pos = probs > 0
-    lp = np.log(probs[pos])
-    ys = pld.ys[pos]
-    e = lp[None, :] + ts[:, None] * ys[None, :]
-    mx = e.max(axis=1)
-    np.subtract(e, mx[:, None], out=e)
-    np.exp(e, out=e)
-    return mx + np.log(e.sum(axis=1))
-
-
-def _tilt(pieces, lam: float):
-    """Exponentially tilted, normalized copies of the finite laws (``e^{lam y}``; the
-    Esscher transform used by :func:`tightdp.pld.compose.compose`) and ``log_scale``, the
-    sum of the log normalizers times the counts: the original composed mass at ``y`` is the
-    tilted one times ``exp(log_scale - lam y)``."""
-    out, log_scale = [], 0.0
-    for p, k in pieces:
-        pos = p.probs > 0
-        lw = np.full(p.probs.size, -np.inf)
-        lw[pos] = np.log(p.probs[pos]) + lam * p.ys[pos]
-        c = float(np.logaddexp.reduce(lw[pos]))
-        out.append((DiscretePLD(p.d, p.offset, np.exp(lw - c), 0.0), k))
-        log_scale += k * c
-    return out, log_scale
-
-
-def _tilt_for(pieces, eps: float) -> float:
-    """Tilt ``lam >= 0`` that puts the mean of the tilted composed law at ``eps``
-    (bisection; the tilted mean increases with ``lam``)."""
-    def mean(lam: float) -> float:
-        tot = 0.0
-        for p, k in pieces:
-            pos = p.probs > 0
-            ys = p.ys[pos]
-            lw = np.log(p.probs[pos]) + lam * ys
-            w = np.exp(lw - lw.max())
-            tot += k * float(np.dot(w, ys) / w.sum())
-        return tot
-
-    if mean(0.0) >= eps:
-        return 0.0
-    lo, hi = 0.0, 1.0
-    while mean(hi) < eps and hi < 2.0 ** 24:
-        lo, hi = hi, 2.0 * hi
-    for _ in range(30):
-        mid = 0.5 * (lo + hi)
-        if mean(mid) < eps:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-def _compose_windowed(pieces, log_tail: float, max_points: int, lam: float = 0.0
-                      ) -> ComposedPLD:
-    """Compose with the engine's circular FFT on a window placed by a Chernoff bound.
-
-    The window ``[a_lo, a_hi]`` is the smallest one for which the Chernoff bound
-    ``P(S >= a) <= exp(sum_i k_i log M_i(t) - t a)`` (and its mirror) is at most
-    ``e^log_tail`` on each side at some ``t`` of a fixed grid (solved in closed form for
-    each ``t``); the window is then widened to a fast FFT length and the Chernoff bounds at
-    its actual ends are stored in the returned :class:`ComposedPLD`, whose queries add the
-    mass above the window (upper bound, original measure) and subtract the most that the
-    mass folded into it can contribute (lower bound, tilted measure). This is the engine's
-    own treatment (:func:`tightdp.pld.compose.compose`, including the optional tilt
-    ``lam``), with the moment generating functions evaluated once instead of once per trial
-    window.
-    """
-    from scipy import fft as sfft
-
-    h = pieces[0][0].d
-    if lam != 0.0:
-        work, log_scale = _tilt(pieces, lam)
-    else:
-        work, log_scale = pieces, 0.0
-    lm_pos = sum(k * _log_mgf(p, _TS) for p, k in work)
-    lm_neg = sum(k * _log_mgf(p, -_TS) for p, k in work)
-    a_hi = float(np.min((lm_pos - log_tail) / _TS))
-    a_lo = float(np.max((log_tail - lm_neg) / _TS))
-    lo_min = sum(k * p.offset for p, k in pieces)
-    hi_max = sum(k * (p.offset + p.probs.size - 1) for p, k in pieces)
-    i_lo = max(int(math.floor(a_lo / h)) - 1, lo_min)
-    i_hi = min(int(math.ceil(a_hi / h)) + 1, hi_max)
-    n = i_hi - i_lo + 1
-    if n > max_points:
-        raise BudgetExceeded(f"eps_error: the composition needs an FFT of {n} points "
-                             f"(> {max_points}, the smaller of max_points and what max_memory "
-                             "holds); use a larger eps_error, max_points or max_memory")
-    n_fft = sfft.next_fast_len(n, real=True)
-    # spread the extra points over both sides, never beyond the support of the sum
-    extra = n_fft - n
-    i_lo = max(i_lo - extra // 2, lo_min)
-    res = compose_fixed_window(work, i_lo, n_fft)
-    log_fin = sum(k * math.log1p(-p.inf_mass) if p.inf_mass < 1 else -math.inf
-                  for p, k in pieces)
-    inf_mass = -math.expm1(log_fin) if log_fin > -math.inf else 1.0
-    top, bot = (i_lo + n_fft) * h, (i_lo - 1) * h
-    inside_hi, inside_lo = i_lo + n_fft - 1 < hi_max, i_lo > lo_min
-
-    def edges(lp, ln):
-        above = min(float(np.min(lp - _TS * top)), 0.0) if inside_hi else -math.inf
-        below = min(float(np.min(ln + _TS * bot)), 0.0) if inside_lo else -math.inf
-        return above, below
-
-    t_above, t_below = edges(lm_pos, lm_neg)
-    log_fold = float(np.logaddexp(t_above, t_below))
-    if lam != 0.0:  # tails in the original measure
-        o_pos = sum(k * _log_mgf(p, _TS) for p, k in pieces)
-        o_neg = sum(k * _log_mgf(p, -_TS) for p, k in pieces)
-        log_above, log_below = edges(o_pos, o_neg)
-    else:
-        log_above, log_below = t_above, t_below
-    return ComposedPLD(h, res.offset, res.probs, inf_mass, lam, log_scale, log_above,
-                       log_below, log_fold, log_noise=res.meta["log_noise"],
-                       round_rel=round_rel(pieces))

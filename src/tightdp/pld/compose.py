@@ -17,12 +17,20 @@ Optionally the laws are exponentially tilted by ``e^{lam y}`` before the transfo
 Esscher transform; Alghamdi et al., Sec. 4, use the same tilt for the saddle point): this
 centres the composed law near the eps of interest so that ``delta`` far in the tail (1e-15
 and below) is computed from values of order one instead of from FFT rounding noise.
+
+Three entry points share the transform (``_circular_product``), the tilt (:func:`tilt`), the
+mass at +infinity (:func:`composed_inf_mass`) and the discrete log-MGF
+(:func:`tightdp.pld.grid.atom_log_mgf`): :func:`compose` (the PLD accountant: window placed
+by Newton's method on the Chernoff bound), :func:`compose_grid_chernoff` (the PRV
+accountant: window placed by the Chernoff bound on a fixed grid of parameters) and
+:func:`compose_fixed_window` (the Fourier accountant: the window of the paper, no bounds).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 from scipy import fft as sfft
@@ -31,7 +39,8 @@ from scipy.special import logsumexp
 from .._budget import BudgetExceeded
 from .grid import DiscretePLD, atom_cumulants, tail_sums
 
-__all__ = ["ComposedPLD", "LogMgf", "compose"]
+__all__ = ["CHERNOFF_TS", "ComposedPLD", "LogMgf", "compose", "compose_fixed_window",
+           "compose_grid_chernoff", "composed_inf_mass", "round_rel", "tilt"]
 
 MAX_POINTS = 1 << 25
 
@@ -102,6 +111,26 @@ class LogMgf:
                 return nt
             t = nt
         return t
+
+    def tilt_to_mean(self, target: float) -> float:
+        """The tilt ``lam >= 0`` whose tilted composed law has mean ``K'(lam) = target``, by
+        doubling up to ``2^24`` and 30 bisection steps (``K'`` increases with ``lam``); 0 if
+        ``K'(0) >= target``, close to ``2^24`` if the law cannot reach it. The tilt of the
+        PRV accountant's compositions (which rounds it to a quarter power of two, so the
+        coarse tolerance is enough); :meth:`solve_slope` is the precise search of the PLD
+        accountant."""
+        if self(0.0)[1] >= target:
+            return 0.0
+        lo, hi = 0.0, 1.0
+        while self(hi)[1] < target and hi < 2.0 ** 24:
+            lo, hi = hi, 2.0 * hi
+        for _ in range(30):
+            mid = 0.5 * (lo + hi)
+            if self(mid)[1] < target:
+                lo = mid
+            else:
+                hi = mid
+        return lo
 
     def log_bound(self, a: float, sign: int) -> float:
         """log of a Chernoff bound on ``P(S >= a)`` (sign +1) or ``P(S <= a)`` (sign -1):
@@ -200,19 +229,19 @@ class ComposedPLD:
     #: rounding of the single-step laws, relative to the mass from eps's grid point up (see
     #: :meth:`delta_bound`)
     round_rel: float = 0.0
+    #: memos of the original-measure masses and of their tail sums, per bound direction
+    _mass_memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _sum_memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    @property
+    @cached_property
     def ys(self) -> np.ndarray:
-        cached = self.__dict__.get("_ys")
-        if cached is None or cached.size != self.probs.size:
-            cached = self.shift + (self.offset + np.arange(self.probs.size)) * self.d
-            self.__dict__["_ys"] = cached
-        return cached
+        """The loss values of the window's points."""
+        return self.shift + (self.offset + np.arange(self.probs.size)) * self.d
 
     def _mass(self, upper: bool) -> np.ndarray:
         """Original-measure masses on the window (negative rounding noise clipped to 0 for the
         upper bound, which can only raise it; kept for the lower, which it can only lower)."""
-        cache = self.__dict__.setdefault("_mass_cache", {})
+        cache = self._mass_memo
         if upper not in cache:
             p = np.maximum(self.probs, 0.0) if upper else self.probs
             if self.lam != 0.0 or self.log_scale != 0.0:
@@ -231,7 +260,7 @@ class ComposedPLD:
         """``(start', ys, S0, T)``: tail sums (see ``tail_sums``) of the original-measure
         masses from grid index ``start' <= start`` on. Tail sums depend only on the atoms
         above, so a suffix serves every query at or above its first point."""
-        cache = self.__dict__.setdefault("_sum_cache", {})
+        cache = self._sum_memo
         hit = cache.get(upper)
         if hit is None or hit[0] > start:
             p = self._mass(upper)[start:]
@@ -297,6 +326,17 @@ class ComposedPLD:
             fold = np.where(self.log_fold + worst > 709.0, np.inf, fold)
         return self.inf_mass - fold - self._noise(eps)
 
+    def _rounding(self, s0: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """The rounding allowance of the single-step laws for the bound whose lowest atom
+        counted is ``idx`` (tail sums ``s0`` of the masses, see ``tail_sums``): the masses
+        are split between grid points by ratios of P- and Q-masses computed to a relative
+        ~u, so each step may move about u of the mass near eps across it, ``round_rel``
+        times the mass from the grid point below on (absolute, not relative to delta: it
+        mattered at q = 1e-9, where delta(0) is 4e-10 and the bulk of the mass sits at 0);
+        0 above the window's last point, where there is no mass."""
+        rnd = self.round_rel * np.maximum(s0[np.maximum(idx - 1, 0)], 0.0)
+        return np.where(idx >= s0.size - 1, 0.0, rnd)
+
     def delta_bound(self, eps, upper: bool) -> np.ndarray:
         """Certified upper or lower bound on ``delta(eps)`` of the composed pair."""
         eps = np.asarray(eps, dtype=float)
@@ -307,12 +347,7 @@ class ComposedPLD:
         with np.errstate(over="ignore", invalid="ignore"):
             val = s0[idx] - np.exp(np.minimum(eps - ys[safe], 0.0)) * t[idx]
         val = np.where(idx >= ys.size, 0.0, val)
-        # the single-step laws' masses are split between grid points by ratios of P- and
-        # Q-masses computed to a relative ~u: each step may move about u of the mass near eps
-        # across it (absolute, not relative to delta: it mattered at q = 1e-9, where delta(0)
-        # is 4e-10 and the bulk of the mass sits at 0)
-        rnd = self.round_rel * np.maximum(s0[np.maximum(idx - 1, 0)], 0.0)
-        rnd = np.where(idx >= ys.size, 0.0, rnd)  # no mass above the window's last point
+        rnd = self._rounding(s0, idx)
         if upper:
             # round toward more loss: a relative 1e-10 covers the floating-point rounding
             # of the sums; the FFT's own rounding is in _extra (_noise)
@@ -329,8 +364,7 @@ class ComposedPLD:
             start, ys, s0, t = self._sums(upper, start)
             # the bound just right of each grid point: atoms above y_m are those with index > m
             val = s0[1:] - math.exp(-self.d) * t[1:]
-            rnd = self.round_rel * np.maximum(s0[:-1], 0.0)  # as in delta_bound
-            rnd[-1] = 0.0
+            rnd = self._rounding(s0, np.arange(1, ys.size + 1))
             if upper:
                 d_grid = np.clip(np.maximum(val, 0.0) * (1 + 1e-10) + rnd
                                  + self._extra(ys, True), 0, 1)
@@ -364,7 +398,7 @@ class ComposedPLD:
             lo, hi = float(ys[i - 1]), float(ys[i])
         if t[i] > 0:
             # solve (S0 - e^{eps - y_i} T + extra) * (1 +- 1e-10) = delta on (lo, hi]
-            rnd = self.round_rel * max(float(s0[max(i - 1, 0)]), 0.0)
+            rnd = float(self._rounding(s0, np.asarray(i)))
             if upper:
                 ex = float(self._extra(np.asarray(hi), True)) + rnd
                 ratio = (max(s0[i], 0.0) - (delta - ex) / (1 + 1e-10)) / t[i]
@@ -390,6 +424,41 @@ class ComposedPLD:
         return max(hi, 0.0)
 
 
+def composed_inf_mass(terms) -> float:
+    """``P(at least one loss is +inf) = 1 - prod_i (1 - inf_mass_i)^k_i`` of a composition of
+    ``terms`` ((pld, count) pairs), computed in log space."""
+    log_fin = sum(k * math.log1p(-p.inf_mass) if p.inf_mass < 1 else -math.inf for p, k in terms)
+    return -math.expm1(log_fin) if log_fin > -math.inf else 1.0
+
+
+def tilt(terms, lam: float) -> tuple[list[tuple[DiscretePLD, int]], float]:
+    """The finite laws of ``terms`` ((pld, count) pairs on one grid) exponentially tilted by
+    ``e^{lam y}`` and normalized (the Esscher transform; ``lam = 0`` only normalizes), and
+    ``log_scale = sum_i k_i c_i`` with ``c_i`` the log normalizer of law ``i``: the original
+    composed mass at ``y`` is the tilted one times ``exp(log_scale - lam y)``.
+
+    The normalizer is scipy's ``logsumexp`` of the tilted log weights: it equals
+    :func:`tightdp.pld.grid.atom_log_mgf` at ``lam`` to within an ulp, but the PLD
+    accountant's numbers (its grid-step search amplifies an ulp) were computed with it."""
+    d = terms[0][0].d
+    out = []
+    log_scale = 0.0
+    for p, k in terms:
+        if lam == 0.0:
+            tot = float(p.probs.sum())
+            c = math.log(tot) if tot > 0 else 0.0
+            w = p.probs / tot if tot > 0 else p.probs
+        else:
+            pos = p.probs > 0
+            lw = np.full(p.probs.size, -np.inf)
+            lw[pos] = np.log(p.probs[pos]) + lam * p.ys[pos]
+            c = logsumexp(lw[pos]) if pos.any() else 0.0
+            w = np.exp(lw - c)
+        out.append((DiscretePLD(d, p.offset, w, 0.0, shift=p.shift), k))
+        log_scale += k * c
+    return out, log_scale
+
+
 def compose(terms: list[tuple[DiscretePLD, int]], *, log_tail: float = -80.0,
             lam: float = 0.0, max_points: int = MAX_POINTS, workers: int | None = None
             ) -> ComposedPLD:
@@ -408,25 +477,8 @@ def compose(terms: list[tuple[DiscretePLD, int]], *, log_tail: float = -80.0,
     d = terms[0][0].d
     if any(abs(p.d - d) > 1e-15 * d for p, _ in terms):
         raise ValueError("all PLDs in a composition must share one grid step")
-    # infinite mass: P(at least one +inf)
-    log_fin = sum(k * math.log1p(-p.inf_mass) if p.inf_mass < 1 else -math.inf for p, k in terms)
-    inf_mass = -math.expm1(log_fin) if log_fin > -math.inf else 1.0
-    # tilt each law and normalize; record the log normalizer
-    tilted = []
-    log_scale = 0.0
-    for p, k in terms:
-        if lam == 0.0:
-            tot = float(p.probs.sum())
-            c = math.log(tot) if tot > 0 else 0.0
-            w = p.probs / tot if tot > 0 else p.probs
-        else:
-            pos = p.probs > 0
-            lw = np.full(p.probs.size, -np.inf)
-            lw[pos] = np.log(p.probs[pos]) + lam * p.ys[pos]
-            c = logsumexp(lw[pos]) if pos.any() else 0.0
-            w = np.exp(lw - c)
-        tilted.append((DiscretePLD(d, p.offset, w, 0.0, shift=p.shift), k))
-        log_scale += k * c
+    inf_mass = composed_inf_mass(terms)
+    tilted, log_scale = tilt(terms, lam)
     # window from Chernoff bounds on the tilted composed law
     S = sum(k * t.shift for t, k in tilted)  # total grid shift of the composed law
     lo_min = S + sum(k * t.offset for t, k in tilted) * d
@@ -467,6 +519,8 @@ def round_rel(terms) -> float:
     """The rounding allowance of :attr:`ComposedPLD.round_rel` for a composition of
     ``terms`` ((pld, count) pairs): 16 u per composed step."""
     return 16.0 * _U * sum(int(k) for _, k in terms)
+
+
 #: constant of the FFT's pointwise error bound ``c u log2(N) sum |x|`` (every output of an
 #: N-point transform is a sum over ``log2 N`` levels of butterflies, each adding a relative
 #: error of at most a few ``u`` with accurately tabulated twiddle factors)
@@ -571,9 +625,85 @@ def compose_fixed_window(terms: list[tuple[DiscretePLD, int]], lo_index: int, n:
     d, shift0 = terms[0][0].d, terms[0][0].shift
     if any(abs(p.d - d) > 1e-15 * d or p.shift != shift0 for p, _ in terms):
         raise ValueError("all PLDs in a composition must share one grid (step and shift)")
-    log_fin = sum(k * math.log1p(-p.inf_mass) if p.inf_mass < 1 else -math.inf for p, k in terms)
-    inf_mass = -math.expm1(log_fin) if log_fin > -math.inf else 1.0
+    inf_mass = composed_inf_mass(terms)
     total_shift = sum(k * p.shift for p, k in terms)
     res, log_noise = _circular_product(terms, n, lo_index, workers)
     meta = {"kind": "fixed_window", "log_noise": log_noise}
     return DiscretePLD(d, lo_index, res, inf_mass, meta, total_shift)
+
+
+#: the Chernoff parameters ``t`` at which :func:`compose_grid_chernoff` places its window
+CHERNOFF_TS = np.geomspace(1e-2, 1e3, 30)
+
+
+def compose_grid_chernoff(terms: list[tuple[DiscretePLD, int]], *, log_tail: float,
+                          lam: float = 0.0, max_points: int = MAX_POINTS,
+                          workers: int | None = None, ts: np.ndarray = CHERNOFF_TS,
+                          refusal: str = "the composition needs an FFT of {n} points "
+                                         "(> {max_points}); ask for a looser tolerance"
+                          ) -> ComposedPLD:
+    """:func:`compose` with the window placed by Chernoff bounds on a fixed grid of
+    parameters ``ts`` (the PRV accountant's composition; Gopi, Lee, Wutschitz 2021, Alg. 1).
+
+    The window ``[a_lo, a_hi]`` is the smallest for which the Chernoff bound
+    ``P(S >= a) <= exp(sum_i k_i log M_i(t) - t a)`` (and its mirror for the lower tail) is
+    at most ``e^log_tail`` at some ``t`` of ``ts``, solved in closed form for each ``t``:
+    the moment generating functions are evaluated once (``len(ts)`` values per law) instead
+    of by a Newton search per side as in :func:`compose`. The window is widened to a fast
+    FFT length (the extra points spread over both sides, never below the support of the
+    sum) and the Chernoff bounds at its actual ends are stored in the returned
+    :class:`ComposedPLD`, whose queries add the mass above the window (upper bound,
+    original measure) and subtract the most the mass folded into it can contribute (lower
+    bound, tilted measure), as for :func:`compose`.
+
+    Parameters
+    ----------
+    terms : list of (pld, count) on one grid (same step and shift); the laws are used as
+        they are (not trimmed, and not normalized when ``lam = 0``).
+    log_tail : log of the mass allowed outside the window on each side (tilted measure).
+    lam : exponential tilt (0 = none; see :func:`tilt`).
+    max_points : refuse (:class:`~tightdp._budget.BudgetExceeded`) rather than run a larger
+        FFT; ``refusal`` is its message, formatted with ``n`` and ``max_points``.
+    ts : the Chernoff parameters (positive), increasing.
+    """
+    terms = [(p, int(k)) for p, k in terms if int(k) > 0]
+    if not terms:
+        return ComposedPLD(1.0, 0, np.ones(1), 0.0, 0.0, 0.0, -math.inf, -math.inf, -math.inf)
+    d, shift0 = terms[0][0].d, terms[0][0].shift
+    if any(abs(p.d - d) > 1e-15 * d or p.shift != shift0 for p, _ in terms):
+        raise ValueError("all PLDs in a composition must share one grid (step and shift)")
+    work, log_scale = tilt(terms, lam) if lam != 0.0 else (terms, 0.0)
+
+    def log_mgfs(laws) -> tuple[np.ndarray, np.ndarray]:  # sum_i k_i log M_i(+-t)
+        return (sum(k * p.log_mgf(ts) for p, k in laws),
+                sum(k * p.log_mgf(-ts) for p, k in laws))
+
+    lm_pos, lm_neg = log_mgfs(work)
+    S = sum(k * p.shift for p, k in terms)  # total grid shift of the composed law
+    a_hi = float(np.min((lm_pos - log_tail) / ts))
+    a_lo = float(np.max((log_tail - lm_neg) / ts))
+    lo_min = sum(k * p.offset for p, k in terms)
+    hi_max = sum(k * (p.offset + p.probs.size - 1) for p, k in terms)
+    i_lo = max(int(math.floor((a_lo - S) / d)) - 1, lo_min)
+    i_hi = min(int(math.ceil((a_hi - S) / d)) + 1, hi_max)
+    n = i_hi - i_lo + 1
+    if n > max_points:
+        raise BudgetExceeded(refusal.format(n=n, max_points=max_points))
+    n_fft = sfft.next_fast_len(n, real=True)
+    # spread the extra points over both sides, never beyond the support of the sum
+    i_lo = max(i_lo - (n_fft - n) // 2, lo_min)
+    res, log_noise = _circular_product(work, n_fft, i_lo, workers)
+    top, bot = S + (i_lo + n_fft) * d, S + (i_lo - 1) * d
+    inside_hi, inside_lo = i_lo + n_fft - 1 < hi_max, i_lo > lo_min
+
+    def edges(lp: np.ndarray, ln: np.ndarray) -> tuple[float, float]:
+        above = min(float(np.min(lp - ts * top)), 0.0) if inside_hi else -math.inf
+        below = min(float(np.min(ln + ts * bot)), 0.0) if inside_lo else -math.inf
+        return above, below
+
+    t_above, t_below = edges(lm_pos, lm_neg)
+    log_fold = float(np.logaddexp(t_above, t_below))
+    # tails in the original measure
+    log_above, log_below = edges(*log_mgfs(terms)) if lam != 0.0 else (t_above, t_below)
+    return ComposedPLD(d, i_lo, res, composed_inf_mass(terms), lam, log_scale, log_above,
+                       log_below, log_fold, S, log_noise, round_rel(terms))

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["DiscretePLD", "atom_cumulants", "delta_from_pmf", "epsilon_from_pmf"]
+__all__ = ["DiscretePLD", "atom_cumulants", "atom_log_mgf", "delta_from_pmf", "epsilon_from_pmf",
+           "tail_sums"]
 
 
 def _suffix(x: np.ndarray) -> np.ndarray:
@@ -104,18 +105,47 @@ def epsilon_from_pmf(ys: np.ndarray, probs: np.ndarray, inf_mass: float, delta: 
     return max(e, 0.0)
 
 
-def atom_cumulants(ys: np.ndarray, log_p: np.ndarray, t: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``K(t) = log sum_i e^{log_p_i + t y_i}``, ``K'(t)`` and ``K''(t)`` (the mean and variance
-    of the law tilted by ``t``) of finitely many atoms, for every ``t`` of a 1-d array; each
-    row is stabilized by its own maximum, so nothing under- or overflows. Elementwise sums,
-    not BLAS products: their threads only contend with the caller's on these memory-bound
-    rows."""
+#: most entries of the ``t x atoms`` work array of one block of :func:`atom_log_mgf`
+_MGF_BLOCK = 1 << 22
+
+
+def _tilted_weights(ys: np.ndarray, log_p: np.ndarray, t: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """``(m, w)``: per row ``j``, ``m_j = max_i (log_p_i + t_j y_i)`` (shape ``(T, 1)``) and
+    the weights ``w_ji = e^{log_p_i + t_j y_i - m_j}`` of the law tilted by ``t_j``, each row
+    stabilized by its own maximum, so nothing under- or overflows."""
     with np.errstate(over="ignore", invalid="ignore"):
         z = log_p[None, :] + t[:, None] * ys[None, :]
     m = z.max(axis=1, keepdims=True)
-    with np.errstate(under="ignore"):
-        w = np.exp(z - m)
+    with np.errstate(under="ignore", invalid="ignore"):
+        np.subtract(z, m, out=z)
+        np.exp(z, out=z)  # in place: these rows are long, and memory-bound
+    return m, z
+
+
+def atom_log_mgf(ys: np.ndarray, log_p: np.ndarray, t) -> np.ndarray:
+    """``K(t) = log sum_i e^{log_p_i + t y_i}``, the log moment generating function of finitely
+    many atoms (``y_i`` with log masses ``log_p_i``), for every ``t`` of a 1-d array (any
+    sign). The one discrete log-MGF of the library: :meth:`DiscretePLD.log_mgf`, the engine's
+    Chernoff bounds and window placement and the Fourier accountant's tail estimate use it.
+    Rows are worked in blocks of at most ``_MGF_BLOCK`` entries (memory stays bounded for
+    many ``t`` on long grids; each row's value does not depend on the blocking)."""
+    t = np.atleast_1d(np.asarray(t, dtype=float))
+    out = np.empty(t.size)
+    rows = max(1, _MGF_BLOCK // max(ys.size, 1))
+    for i in range(0, t.size, rows):
+        m, w = _tilted_weights(ys, log_p, t[i:i + rows])
+        out[i:i + rows] = m[:, 0] + np.log(w.sum(axis=1))
+    return out
+
+
+def atom_cumulants(ys: np.ndarray, log_p: np.ndarray, t: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``K(t)`` (as :func:`atom_log_mgf`), ``K'(t)`` and ``K''(t)`` (the mean and variance
+    of the law tilted by ``t``) of finitely many atoms, for every ``t`` of a 1-d array.
+    Elementwise sums, not BLAS products: their threads only contend with the caller's on
+    these memory-bound rows."""
+    m, w = _tilted_weights(ys, log_p, t)
     s = w.sum(axis=1)
     mu = (w * ys).sum(axis=1) / s
     dev = ys[None, :] - mu[:, None]
@@ -168,7 +198,7 @@ class DiscretePLD:
         pos = self.probs > 0
         if not pos.any():
             return np.full(t.shape, -np.inf)
-        return atom_cumulants(self.ys[pos], np.log(self.probs[pos]), t)[0]
+        return atom_log_mgf(self.ys[pos], np.log(self.probs[pos]), t)
 
     def delta(self, eps) -> np.ndarray:
         return delta_from_pmf(self.ys, self.probs, self.inf_mass, eps)
