@@ -42,7 +42,7 @@ from ..pld.discretize import certified_pair, connect_the_dots, loss_range
 from ..results import DeltaResult, EpsilonResult, check_bracket
 from .base import Accountant
 
-__all__ = ["PLDAccountant", "saddle_point_eps"]
+__all__ = ["PLDAccountant"]
 
 #: below this delta the composition is tilted towards the answer
 TILT_BELOW = 1e-9

@@ -63,12 +63,12 @@ import time
 import numpy as np
 
 from .. import _validate as v
+from ..curves.saddle import saddle_point_eps
 from ..pld.compose import MAX_POINTS, ComposedPLD, LogMgf, compose_grid_chernoff
 from ..pld.discretize import loss_range
 from ..pld.mean_preserving import coupling_log_mgf, mean_preserving
 from ..results import DeltaResult, EpsilonResult, check_bracket
 from .base import Accountant
-from .pld import saddle_point_eps
 
 __all__ = ["PRVAccountant"]
 

@@ -37,6 +37,7 @@ from scipy import fft as sfft
 from scipy.special import logsumexp
 
 from .._budget import BudgetExceeded
+from .._numerics import UNIT_ROUNDOFF
 from .grid import DiscretePLD, atom_cumulants, tail_sums
 
 __all__ = ["CHERNOFF_TS", "ComposedPLD", "LogMgf", "compose", "compose_fixed_window",
@@ -512,13 +513,13 @@ def compose(terms: list[tuple[DiscretePLD, int]], *, log_tail: float = -80.0,
 
 
 #: unit roundoff of float64
-_U = 2.0 ** -53
+
 
 
 def round_rel(terms) -> float:
     """The rounding allowance of :attr:`ComposedPLD.round_rel` for a composition of
     ``terms`` ((pld, count) pairs): 16 u per composed step."""
-    return 16.0 * _U * sum(int(k) for _, k in terms)
+    return 16.0 * UNIT_ROUNDOFF * sum(int(k) for _, k in terms)
 
 
 #: constant of the FFT's pointwise error bound ``c u log2(N) sum |x|`` (every output of an
@@ -557,11 +558,11 @@ def _circular_product(terms, n: int, lo_index: int, workers: int | None
             pos = (p.offset + np.arange(p.probs.size)) % n
             buf = np.bincount(pos, weights=p.probs, minlength=n)
         f = sfft.rfft(buf, workers=workers)
-        e = (_C_FFT * lg2 + 4.0) * _U * float(np.abs(p.probs).sum())
+        e = (_C_FFT * lg2 + 4.0) * UNIT_ROUNDOFF * float(np.abs(p.probs).sum())
         a = np.abs(f)
         with np.errstate(divide="ignore"):
             la = k * np.log(a)
-        lb = k * np.log(a * (1 + 4 * _U) + e)
+        lb = k * np.log(a * (1 + 4 * UNIT_ROUNDOFF) + e)
         log_a = la if log_a is None else np.add(log_a, la, out=log_a)
         log_b = lb if log_b is None else np.add(log_b, lb, out=log_b)
         f = _int_power(f, k)
@@ -570,7 +571,7 @@ def _circular_product(terms, n: int, lo_index: int, workers: int | None
     err = np.exp(log_b) * -np.expm1(np.minimum(log_a - log_b, 0.0))
     mean_err = 2.0 * float(err.sum()) / n
     mean_g = 2.0 * float(np.abs(acc).sum()) / n
-    noise = mean_err + (_C_FFT * lg2 + 4.0) * _U * mean_g
+    noise = mean_err + (_C_FFT * lg2 + 4.0) * UNIT_ROUNDOFF * mean_g
     res = sfft.irfft(acc, n=n, workers=workers)
     return np.roll(res, -(lo_index % n)), (math.log(noise) if noise > 0 else -math.inf)
 
