@@ -512,10 +512,6 @@ def compose(terms: list[tuple[DiscretePLD, int]], *, log_tail: float = -80.0,
                        S, log_noise, round_rel(terms))
 
 
-#: unit roundoff of float64
-
-
-
 def round_rel(terms) -> float:
     """The rounding allowance of :attr:`ComposedPLD.round_rel` for a composition of
     ``terms`` ((pld, count) pairs): 16 u per composed step."""
