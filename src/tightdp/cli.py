@@ -327,7 +327,7 @@ def _mechanism(a, q):
 
 def _acc_opts(a) -> dict:
     return {"rtol": a.rtol, "eps_error": a.eps_error, "delta_error": a.delta_error,
-            "L": a.L, "n": a.n, "spa_method": a.spa_method, **_budget(a)}
+            "L": a.L, "n": a.n, "method": a.spa_method, **_budget(a)}
 
 
 def _clean(out: dict) -> dict:
@@ -694,9 +694,9 @@ def _cmd_plot(a) -> dict:
     for name in names:  # the options are checked before the plotting starts
         make_accountant(name, **opts)
     try:
-        from .plotting import _plt, plot_epsilon_vs_steps, plot_privacy_curve, plot_tradeoff
+        from .plotting import plot_epsilon_vs_steps, plot_privacy_curve, plot_tradeoff, pyplot
 
-        plt = _plt()
+        plt = pyplot()
     except ImportError as err:
         _fail(str(err))
     t0 = time.perf_counter()
