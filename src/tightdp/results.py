@@ -139,10 +139,12 @@ class EpsilonResult(Result):
     certifies one (``certified=True``), otherwise the method's estimate, in which case
     ``certified`` is False and ``note`` says what kind of approximation it is.
     ``lower``/``upper`` are certified bounds of the true value, or None where the method has
-    none. When ``epsilon`` is an array, ``delta``, ``lower``, ``upper`` and ``estimate`` are
-    arrays of the same shape (or None); the ``details`` of a query of many deltas hold, per
-    key, the list of the values of the single queries (see :meth:`Accountant.epsilon
-    <tightdp.Accountant.epsilon>`).
+    none. When ``epsilon`` is an array, ``lower``, ``upper`` and ``estimate`` are arrays of the
+    same shape (or None), and ``delta`` has the shape of the query: a number for the
+    per-example answer of an individual accountant (arrays ``(N,)``), an array for a query of
+    many deltas (arrays ``delta.shape``, or ``delta.shape + (N,)`` per example), whose
+    ``details`` hold, per key, the list of the values of the single queries (see
+    :class:`tightdp.accountants.base.Queries`).
     """
 
     epsilon: float | np.ndarray

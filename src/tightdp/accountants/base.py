@@ -37,7 +37,7 @@ def _stack(values: list, shape: tuple) -> np.ndarray | None:
     return np.stack([np.broadcast_to(r, inner) for r in rows]).reshape(shape + inner)
 
 
-def stack_epsilon_results(results: list[EpsilonResult], shape: tuple) -> EpsilonResult:
+def _stack_results(results: list[EpsilonResult], shape: tuple) -> EpsilonResult:
     """The answers of single-delta queries as one :class:`EpsilonResult` of arrays of
     ``shape``: ``certified`` only if every answer is, the distinct notes joined, and per
     ``details`` key the list of the answers' values (None where an answer lacks the key)."""
@@ -73,7 +73,7 @@ class Queries:
         if arr.ndim == 0:
             return self._epsilon_of(v.delta_value("delta", float(arr)))
         flat = [v.delta_value("delta", float(x)) for x in arr.reshape(-1)]
-        return stack_epsilon_results([self._epsilon_of(x) for x in flat], arr.shape)
+        return _stack_results([self._epsilon_of(x) for x in flat], arr.shape)
 
     def delta(self, epsilon) -> DeltaResult:
         """delta at ``epsilon``, a finite number or an array of them (the fields of the result
@@ -83,10 +83,11 @@ class Queries:
         return self._delta_of(epsilon)
 
     def _epsilon_of(self, delta: float) -> EpsilonResult:  # pragma: no cover - abstract
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} does not answer epsilon(delta)")
 
-    def _delta_of(self, epsilon) -> DeltaResult:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def _delta_of(self, epsilon) -> DeltaResult:
+        raise NotImplementedError(f"{type(self).__name__} answers epsilon(delta) only, not "
+                                  "delta(epsilon)")
 
 
 class Accountant(Queries):

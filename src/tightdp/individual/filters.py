@@ -446,11 +446,11 @@ def _rdp_budget_for(eps: float, delta: float, order: float) -> float:
     return eps - math.log1p(-1.0 / a) + (math.log(delta) + math.log(a)) / (a - 1.0)
 
 
-def gaussian_rdp_order(eps: float, delta: float) -> float:
+def gaussian_rdp_order(epsilon: float, delta: float) -> float:
     """The order maximizing the admissible ``sum mu_t^2`` of an RDP filter for Gaussian steps
-    (RDP ``alpha mu_t^2 / 2``; Mironov 2017) whose budget converts to ``(eps, delta)`` by
+    (RDP ``alpha mu_t^2 / 2``; Mironov 2017) whose budget converts to ``(epsilon, delta)`` by
     (C.3): the maximizer of ``2 B(alpha) / alpha``. Choosing it needs no data."""
-    eps = v.nonnegative("eps", eps)
+    eps = v.nonnegative("epsilon", epsilon)
     delta = v.delta_value("delta", delta)
 
     def neg(log_am1: float) -> float:
@@ -488,11 +488,11 @@ class RDPFilter(Queries):
         self.n_rejected = 0
 
     @classmethod
-    def from_epsilon_delta(cls, eps: float, delta: float, order: float | None = None
+    def from_epsilon_delta(cls, epsilon: float, delta: float, order: float | None = None
                            ) -> RDPFilter:
-        """The filter whose guarantee converts to ``(eps, delta)`` by (C.3); ``order`` defaults
-        to :func:`gaussian_rdp_order` (best order for Gaussian steps)."""
-        eps = v.positive("eps", eps)
+        """The filter whose guarantee converts to ``(epsilon, delta)`` by (C.3); ``order``
+        defaults to :func:`gaussian_rdp_order` (best order for Gaussian steps)."""
+        eps = v.positive("epsilon", epsilon)
         delta = v.delta_value("delta", delta)
         a = gaussian_rdp_order(eps, delta) if order is None else float(order)
         b = _rdp_budget_for(eps, delta, a)
