@@ -58,32 +58,33 @@ def main(n: int = 100_000, t: int = 1000, method: str = "pld", q: float = 0.01,
     eps_pld = eps_spa = None
     if method in ("pld", "both"):
         t0, c0 = time.perf_counter(), time.process_time()
-        eps_pld = pld.epsilons(delta)
+        res_pld = pld.epsilon(delta)
+        eps_pld = res_pld.epsilon
         t_eps, c_eps = time.perf_counter() - t0, time.process_time() - c0
         print(f"[pld] individual eps (certified upper bounds): {t_eps:.1f} s wall, "
               f"{c_eps:.1f} s CPU (all threads of this process)")
-        print(f"[pld] details: {pld.details}")
+        print(f"[pld] details: {res_pld.details}")
         print(f"[pld] eps percentiles 0/10/50/90/100: {_pct(eps_pld)}")
         assert eps_pld.max() <= worst.upper * (1 + 5e-3)
     if method in ("spa", "both"):
         spa = IndividualSPAAccountant.from_history(pld, progress=True)
         t0, c0 = time.perf_counter(), time.process_time()
-        res = spa.epsilons(delta)
+        res = spa.epsilon(delta)
         t_eps, c_eps = time.perf_counter() - t0, time.process_time() - c0
         eps_spa = res.epsilon
-        det = {k: x for k, x in res.details.items() if k != "msd1_terms"}
-        print(f"[spa] individual eps (saddle-point APPROXIMATION, {res.method}): {t_eps:.1f} s "
+        det = {k: x for k, x in res.details.items() if k not in ("msd1_terms", "reliable")}
+        print(f"[spa] individual eps (saddle-point APPROXIMATION, {spa.method}): {t_eps:.1f} s "
               f"wall, {c_eps:.1f} s CPU (all threads of this process)")
         print(f"[spa] details: {det}")
         print(f"[spa] eps percentiles 0/10/50/90/100: {_pct(eps_spa)}")
         print(f"[spa] certified refined-moments upper, percentiles: {_pct(res.upper)}")
-        print(f"[spa] flagged reliable: {res.reliable.mean():.1%} of the examples")
+        print(f"[spa] flagged reliable: {res.details['reliable'].mean():.1%} of the examples")
     print(f"worst-case eps (certified bracket): [{worst.lower:.4f}, {worst.upper:.4f}]")
     if eps_pld is not None and eps_spa is not None:
         pos = eps_pld > 0
         rel = eps_spa[pos] / eps_pld[pos] - 1.0
         print(f"spa / pld - 1, all examples, percentiles 0/10/50/90/100: {_pct(rel)}")
-        ok = res.reliable[pos]
+        ok = res.details["reliable"][pos]
         if ok.any():
             print(f"spa / pld - 1, reliable examples: {_pct(rel[ok])}")
         print(f"certified upper / pld, min: {(res.upper[pos] / eps_pld[pos]).min():.4f}")

@@ -85,9 +85,9 @@ def main() -> None:
               f"{accuracy(w, x, y, group == 0):.3f}, minority "
               f"{accuracy(w, x, y, group == 1):.3f})")
     print(f"certified guarantee of the filtered run for every example: eps = "
-          f"{flt.budget_epsilon(delta):.4f}")
+          f"{flt.budget_epsilon(delta).epsilon:.4f}")
 
-    ind = rec.epsilons(delta)
+    ind = rec.epsilon(delta).epsilon
     print(f"unfiltered run, individual eps given the norms (Sec. 5): median {np.median(ind):.3f},"
           f" max {ind.max():.3f}; worst case {eps}")
     try:

@@ -37,7 +37,8 @@ def main() -> None:
             n_g = admitted(g, 1.0 / sigma)
             n_r = admitted(r, 1.0 / sigma)
             # both filters' guarantees must be within the target
-            assert g.epsilon(delta) <= eps * (1 + 1e-9) and r.epsilon(delta) <= eps * (1 + 1e-9)
+            assert g.epsilon(delta).epsilon <= eps * (1 + 1e-9)
+            assert r.epsilon(delta).epsilon <= eps * (1 + 1e-9)
             print(f"{sigma:>6} {eps:>4g} {n_g:>11d} {n_r:>11d} {n_g / n_r:>6.3f} "
                   f"{r.order:>9.2f}")
 

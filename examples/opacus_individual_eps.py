@@ -86,7 +86,7 @@ def main(epochs: int = 8, batch_size: int = 64, sigma: float = 1.0, clip: float 
 
     with torch.no_grad():
         acc = (model(xe).argmax(1) == ye).float().mean().item()
-    eps_i = ind.epsilons(delta)
+    eps_i = ind.epsilon(delta).epsilon
     worst = PLDAccountant().compose(PoissonSubsampled(Gaussian(sigma), q), steps).epsilon(delta)
     print(f"{steps} steps, q = {q:.4f}, sigma = {sigma}, C = {clip}; test accuracy {acc:.3f}")
     print(f"worst-case eps (certified, tightdp): {worst.upper:.4f}; "

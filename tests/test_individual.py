@@ -55,8 +55,8 @@ def test_gdp_filter_admits_floor_mu2_sigma2(mu, sigma):
 def test_gdp_filter_curve_matches_mpmath():
     f = GDPFilter(1.3)
     for eps in (0.0, 0.5, 2.0, 5.0):
-        assert f.delta(eps) == pytest.approx(mp_gdp_delta(1.3, eps), rel=1e-9)
-    e = f.epsilon(1e-6)
+        assert f.delta(eps).delta == pytest.approx(mp_gdp_delta(1.3, eps), rel=1e-9)
+    e = f.epsilon(1e-6).epsilon
     assert mp_gdp_delta(1.3, e) == pytest.approx(1e-6, rel=1e-8)
 
 
@@ -77,15 +77,15 @@ def test_gdp_filter_composition_never_exceeds_budget_and_tight_when_spent():
         acc.compose(Gaussian(1.0 / m))
     eps = np.array([0.0, 0.5, 1.0, 2.0])
     comp = acc.delta(eps)
-    assert np.all(comp.lower <= f.delta(eps))
+    assert np.all(comp.lower <= f.delta(eps).delta)
     # spend the rest exactly: now the composition is exactly budget-GDP
     rest = f.remaining_mu
     assert rest > 0 and f.request(rest)
     assert f.spent_mu == pytest.approx(budget, rel=1e-14)
     acc.compose(Gaussian(1.0 / rest))
     comp = acc.delta(eps)
-    assert np.all(comp.lower <= f.delta(eps))
-    assert np.all(f.delta(eps) <= comp.upper * (1 + 1e-12) + 1e-15)
+    assert np.all(comp.lower <= f.delta(eps).delta)
+    assert np.all(f.delta(eps).delta <= comp.upper * (1 + 1e-12) + 1e-15)
     assert not f.request(1e-3)
 
 
@@ -105,7 +105,7 @@ def test_gdp_odometer():
     assert od.n_filters == 3
     assert od.spent_mu == pytest.approx(math.sqrt(3) * 0.5, rel=1e-12)
     assert od.spent_mu >= od.realized_mu
-    assert od.delta(1.0) == pytest.approx(mp_gdp_delta(od.spent_mu, 1.0), rel=1e-9)
+    assert od.delta(1.0).delta == pytest.approx(mp_gdp_delta(od.spent_mu, 1.0), rel=1e-9)
     with pytest.raises(ValueError, match="step_mu"):
         od.record(0.6)
 
@@ -120,7 +120,7 @@ def test_rdp_filter_counts_and_conversion():
     # budget converts exactly to eps by (C.3)
     direct = r.budget + math.log((a - 1) / a) - (math.log(DELTA) + math.log(a)) / (a - 1)
     assert direct == pytest.approx(eps, rel=1e-12)
-    assert r.epsilon(DELTA) == pytest.approx(eps, rel=1e-9)
+    assert r.epsilon(DELTA).epsilon == pytest.approx(eps, rel=1e-9)
     n = 0
     while r.request(1.0 / sigma):
         n += 1
@@ -162,10 +162,11 @@ def test_individual_gdp_filter_exact_last_step():
     assert f.active.tolist() == [False, False, True]
     assert f.spent_mu == pytest.approx(spent, rel=1e-14, abs=0)
     # exhausted examples get the (tight, Remark 3) budget curve
-    e = f.epsilon(DELTA)
-    assert e[0] == pytest.approx(f.budget_epsilon(DELTA), rel=1e-12)
+    e = f.epsilon(DELTA).epsilon
+    assert e[0] == pytest.approx(f.budget_epsilon(DELTA).epsilon, rel=1e-12)
     assert e[2] == 0.0
-    assert mp_gdp_delta(budget, f.budget_epsilon(DELTA)) == pytest.approx(DELTA, rel=1e-8)
+    assert mp_gdp_delta(budget, f.budget_epsilon(DELTA).epsilon) == pytest.approx(DELTA,
+                                                                                 rel=1e-8)
 
 
 def test_individual_gdp_filter_scaled_last_step():
@@ -216,30 +217,32 @@ def individual_run():
     acc = IndividualPLDAccountant(Q, SIGMA, 1.0, 4)
     for t in range(T):
         acc.step(g[:, t])
-    return g, acc, acc.epsilons(DELTA)
+    return g, acc, acc.epsilon(DELTA)
 
 
 def test_worst_case_example_matches_certified_accountant(worst_and_half, individual_run):
     r, _ = worst_and_half
-    _, _, e = individual_run
+    e = individual_run[2].epsilon
     assert r.lower <= e[0] <= r.upper * (1 + 1e-3)
 
 
 def test_half_norm_example_is_noise_multiplier_two_sigma(worst_and_half, individual_run):
     _, r = worst_and_half
-    _, _, e = individual_run
+    e = individual_run[2].epsilon
     assert r.lower <= e[1] <= r.upper * (1 + 2e-3)
 
 
 def test_zero_norm_and_ordering(individual_run):
-    _, _, e = individual_run
+    e = individual_run[2].epsilon
     assert e[3] == 0.0
     assert e[1] < e[2] < e[0]
 
 
 def test_batch_equals_streaming(individual_run):
-    g, acc, e = individual_run
-    e2 = individual_epsilons(g, Q, SIGMA, 1.0, DELTA, grid_step=acc.details["grid_step"])
+    g, acc, r = individual_run
+    e = r.epsilon
+    e2 = individual_epsilons(g, Q, SIGMA, 1.0, DELTA,
+                             grid_step=r.details["grid_step"]).epsilon
     assert np.array_equal(e, e2)
 
 
@@ -258,7 +261,7 @@ def test_bucketing_never_below_exact_composition(n_buckets):
     rng = np.random.default_rng(10 + n_buckets)
     q, sigma, steps = 0.2, 1.0, 6
     g = rng.uniform(0.05, 1.3, size=(3, steps))
-    e = individual_epsilons(g, q, sigma, 1.0, DELTA, n_buckets=n_buckets)
+    e = individual_epsilons(g, q, sigma, 1.0, DELTA, n_buckets=n_buckets).epsilon
     for i in range(g.shape[0]):
         r = _exact_eps_bracket(g[i], q, sigma)
         assert e[i] >= r.lower
@@ -273,7 +276,7 @@ def test_bucketing_never_below_exact_composition_many():
     q, sigma, steps = 0.1, 0.8, (15 if full else 5)
     g = rng.uniform(0.0, 1.5, size=(8 if full else 2, steps))
     for nb in ((3, 10, 50) if full else (3,)):
-        e = individual_epsilons(g, q, sigma, 1.0, DELTA, n_buckets=nb)
+        e = individual_epsilons(g, q, sigma, 1.0, DELTA, n_buckets=nb).epsilon
         for i in range(g.shape[0]):
             assert e[i] >= _exact_eps_bracket(g[i], q, sigma).lower
 
@@ -310,7 +313,7 @@ def test_individual_input_validation():
     with pytest.raises(ValueError, match="grad_norms"):
         acc.step(np.array([-1.0, 1.0]))
     with pytest.raises(ValueError, match="delta"):
-        acc.epsilons(1e-12)
+        acc.epsilon(1e-12)
     with pytest.raises(ValueError, match="sampling_rate"):
         IndividualPLDAccountant(1.5, 1.0, 1.0, 2)
     with pytest.raises(ValueError, match="grad_norms"):
@@ -353,7 +356,7 @@ def test_horner_paths_equal_direct_sum(kk):
 def test_single_step_is_finite_and_matches_accountant():
     """T = 1: the window holds the whole support, nothing is charged for folded mass."""
     q, sigma = 0.1, 2.0
-    e = individual_epsilons(np.array([[3.0], [0.0]]), q, sigma, 1.0, DELTA)
+    e = individual_epsilons(np.array([[3.0], [0.0]]), q, sigma, 1.0, DELTA).epsilon
     r = PLDAccountant().compose(PoissonSubsampled(Gaussian(sigma), q), 1).epsilon(DELTA)
     assert r.lower <= e[0] <= r.upper * (1 + 2e-3)
     assert e[1] == 0.0
@@ -391,16 +394,16 @@ def test_spa_individual_equals_accountant(spa_history, method):
     (norms C/2) that with noise multiplier 2 sigma: the same computation, so the same eps
     (to the accountant's Newton tolerance) and the same reliability verdict."""
     q, sigma, steps, hist = spa_history
-    r = IndividualSPAAccountant.from_history(hist, method=method).epsilons(DELTA)
+    r = IndividualSPAAccountant.from_history(hist, method=method).epsilon(DELTA)
     for i, s in ((0, sigma), (1, 2 * sigma)):
         ref = _spa_accountant(method, s, q, steps)
         assert r.epsilon[i] == pytest.approx(ref.epsilon, rel=1e-8)
         reliable_ref = "saddle-point regime" in ref.details["regime"]
-        assert bool(r.reliable[i]) == reliable_ref
-    assert r.epsilon[2] == 0.0 and r.upper[2] == 0.0 and r.reliable[2]
+        assert bool(r.details["reliable"][i]) == reliable_ref
+    assert r.epsilon[2] == 0.0 and r.upper[2] == 0.0 and r.details["reliable"][2]
     assert r.certified is False
     assert "NOT a certified bound" in r.note and "IndividualPLDAccountant" in r.note
-    if not r.reliable.all():
+    if not r.details["reliable"].all():
         assert "WARNING" in r.note and "unreliable" in r.note
 
 
@@ -409,7 +412,7 @@ def test_spa_individual_upper_is_refined_moments_bound(spa_history):
     (paper 002, eq. (43)) minimized independently on a fine tilt grid with the CGF of one
     step times T; and above the certified PLD lower bound of that composition."""
     q, sigma, steps, hist = spa_history
-    r = IndividualSPAAccountant.from_history(hist).epsilons(DELTA)
+    r = IndividualSPAAccountant.from_history(hist).epsilon(DELTA)
     mech = PoissonSubsampled(Gaussian(sigma), q)
     ts = np.geomspace(0.05, 200.0, 4000)
     log_m = ts * np.log(ts) - (1.0 + ts) * np.log1p(ts)
@@ -432,9 +435,9 @@ def test_spa_individual_matches_pld_where_reliable():
     g = rng.lognormal(-0.5, 0.6, n)[:, None] * rng.exponential(1.0, (n, steps))
     pld = IndividualPLDAccountant(q, sigma, 1.0, n, n_buckets=10)
     pld.step_many(g)
-    e = pld.epsilons(DELTA)
-    r = IndividualSPAAccountant.from_history(pld).epsilons(DELTA)
-    assert r.reliable.all()
+    e = pld.epsilon(DELTA).epsilon
+    r = IndividualSPAAccountant.from_history(pld).epsilon(DELTA)
+    assert r.details["reliable"].all()
     np.testing.assert_allclose(r.epsilon, e, rtol=1e-2)
     assert np.all(r.upper >= e)
     for i in (0, int(np.argmin(e))):
@@ -456,7 +459,7 @@ def test_spa_individual_gaussian_symmetric():
     g = np.array([[0.5] * 50, [2.0] * 50])
     acc = IndividualSPAAccountant(1.0, 4.0, 1.0, 2)
     acc.step_many(g)
-    r = acc.epsilons(DELTA)
+    r = acc.epsilon(DELTA)
     assert r.details["directions"] == ["both (symmetric)"]
     for i, s in ((0, 8.0), (1, 4.0)):
         ref = SaddlePointAccountant().compose(Gaussian(s), 50).epsilon(DELTA)
@@ -472,12 +475,12 @@ def test_spa_individual_chunks_and_beyond():
     g = np.array([[0.01], [1.0], [0.3]])
     acc = IndividualSPAAccountant(q, sigma, 1.0, 3)
     acc.step_many(g)
-    r = acc.epsilons(DELTA)
-    assert r.epsilon[0] == r.upper[0] and not r.reliable[0]
+    r = acc.epsilon(DELTA)
+    assert r.epsilon[0] == r.upper[0] and not r.details["reliable"][0]
     assert r.details["beyond"] == 1 and "beyond" in r.note
-    r1 = IndividualSPAAccountant.from_history(acc, chunk_size=1).epsilons(DELTA)
+    r1 = IndividualSPAAccountant.from_history(acc, chunk_size=1).epsilon(DELTA)
     np.testing.assert_allclose(r1.epsilon, r.epsilon, rtol=1e-12)
-    np.testing.assert_array_equal(r1.reliable, r.reliable)
+    np.testing.assert_array_equal(r1.details["reliable"], r.details["reliable"])
 
 
 def test_spa_individual_input_validation():
@@ -496,4 +499,4 @@ def test_spa_individual_input_validation():
         acc.step(np.array([1.0, -2.0]))
     for bad in (0.0, 1.0, float("nan")):
         with pytest.raises(ValueError, match="delta"):
-            acc.epsilons(bad)
+            acc.epsilon(bad)

@@ -17,6 +17,8 @@ import pytest
 
 from conftest import same as _same
 from tightdp import (
+    DeltaResult,
+    EpsilonResult,
     GDPAccountant,
     PLDAccountant,
     PRVAccountant,
@@ -43,7 +45,6 @@ from tightdp.mechanisms import (
     SampledWithoutReplacement,
     SampledWithReplacement,
 )
-from tightdp.results import DeltaResult, EpsilonResult
 
 MECHANISMS = {
     "Gaussian": lambda: Gaussian(1.0),
@@ -170,26 +171,28 @@ def test_individual_pld_accountant_pickles():
         c.step(_norms()[0])
     for g in _norms():
         acc.step(g)
-    first = acc.epsilons(1e-5)
+    first = acc.epsilon(1e-5).epsilon
     for c in _copies(acc):
-        assert _same(first, c.epsilons(1e-5))
+        assert _same(first, c.epsilon(1e-5).epsilon)
         c.step(_norms()[0])  # still usable after the round trip
     acc.step(_norms()[1])
-    second = acc.epsilons(1e-5)
+    second = acc.epsilon(1e-5).epsilon
     for c in _copies(acc):
-        assert _same(second, c.epsilons(1e-5))
+        assert _same(second, c.epsilon(1e-5).epsilon)
 
 
 def test_individual_spa_accountant_and_result_pickle():
     acc = IndividualSPAAccountant(0.05, 1.0, 1.0, 3)
     _copies(acc)
     acc.step_many(_norms().T)
-    first = acc.epsilons(1e-5)
+    first = acc.epsilon(1e-5)
     for c in _copies(acc):
-        r = c.epsilons(1e-5)
-        for f in ("epsilon", "upper", "reliable"):
+        r = c.epsilon(1e-5)
+        for f in ("epsilon", "upper"):
             assert _same(np.asarray(getattr(first, f), dtype=float),
                          np.asarray(getattr(r, f), dtype=float)), f
+        assert _same(np.asarray(first.details["reliable"], dtype=float),
+                     np.asarray(r.details["reliable"], dtype=float))
     for c in _copies(first):
         assert type(c) is type(first)
         assert _same(first.epsilon, c.epsilon) and _same(first.upper, c.upper)
@@ -206,9 +209,9 @@ def test_filters_pickle(make, use):
     _copies(f)
     for _ in range(3):
         use(f)
-    want = f.epsilon(1e-5)
+    want = f.epsilon(1e-5).epsilon
     for c in _copies(f):
-        assert _same(want, c.epsilon(1e-5))
+        assert _same(want, c.epsilon(1e-5).epsilon)
         out_c, out_f = use(c), use(copy.deepcopy(f))
         assert _same(np.asarray(out_c, dtype=float), np.asarray(out_f, dtype=float))
     assert math.isfinite(float(np.max(want)))

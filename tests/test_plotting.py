@@ -35,7 +35,7 @@ def _acc():
 
 
 def test_privacy_curve(tmp_path):
-    ax = plot_privacy_curve(_acc(), eps=np.linspace(0, 4, 40))
+    ax = plot_privacy_curve(_acc(), epsilon=np.linspace(0, 4, 40))
     ax.figure.savefig(tmp_path / "c.png")
     plt.close(ax.figure)
     _check_png(tmp_path / "c.png")
@@ -56,7 +56,7 @@ def test_tradeoff_of_gaussian_is_below_the_exact_one():
     acc = td.PLDAccountant(rtol=1e-3).compose(td.Gaussian(1.0), 1)
     alpha = np.linspace(0.01, 0.99, 21)
     exact = norm.cdf(norm.ppf(1 - alpha) - 1.0)
-    ours = tradeoff_curve(acc, alpha, eps=np.linspace(-5, 8, 800))
+    ours = tradeoff_curve(acc, alpha, epsilon=np.linspace(-5, 8, 800))
     assert np.all(ours <= exact + 1e-9)
     assert np.max(exact - ours) < 0.02
 

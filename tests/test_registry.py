@@ -31,7 +31,7 @@ def test_options_given_are_used_none_is_the_default():
     assert (f.L, f.n) == (3.0, 1000)
     p = make_accountant("prv", eps_error=0.5, delta_error=1e-6)
     assert (p.eps_error, p.delta_error) == (0.5, 1e-6)
-    assert make_accountant("spa", spa_method="clt").method == "clt"
+    assert make_accountant("spa", method="clt").method == "clt"
     assert set(OPTIONS) == set(ACCOUNTANTS)
 
 

@@ -1,9 +1,8 @@
 """tightdp: tight differential-privacy accounting with certified bounds."""
 
+from ._budget import BudgetExceeded
 from .accountants import (
     Accountant,
-    DeltaResult,
-    EpsilonResult,
     FFTAccountant,
     GDPAccountant,
     PLDAccountant,
@@ -12,6 +11,7 @@ from .accountants import (
     SaddlePointAccountant,
 )
 from .curves.gdp import gdp_delta, gdp_epsilon, gdp_mu
+from .dpsgd.calibrate import CalibrationResult
 from .dpsgd.epsilon import dpsgd_epsilon
 from .dpsgd.group import GroupResult, group_epsilon
 from .individual import (
@@ -40,7 +40,8 @@ from .mechanisms import (
     SampledWithoutReplacement,
     SampledWithReplacement,
 )
-from .state import load, save
+from .results import DeltaResult, EpsilonResult, InconsistentBounds, Result, as_dict
+from .state import ScaleCalibration, load, save
 
 __version__ = "0.1.0"
 
@@ -82,6 +83,12 @@ __all__ = [
     "dpsgd_epsilon",
     "group_epsilon",
     "GroupResult",
+    "CalibrationResult",
+    "ScaleCalibration",
+    "Result",
+    "as_dict",
+    "InconsistentBounds",
+    "BudgetExceeded",
     "save",
     "load",
 ]

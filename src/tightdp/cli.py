@@ -327,64 +327,14 @@ def _mechanism(a, q):
 
 def _acc_opts(a) -> dict:
     return {"rtol": a.rtol, "eps_error": a.eps_error, "delta_error": a.delta_error,
-            "L": a.L, "n": a.n, "spa_method": a.spa_method, **_budget(a)}
-
-
-def _json_value(x):
-    """``x`` made strict JSON: ``(value, flag)``. Infinite floats become None and ``flag``
-    says which: True for +inf, "-" for -inf (a list of such flags, None where finite, for a
-    list); NaN becomes None with no flag (undefined). Dicts carry their flags inside, as
-    ``<key>_infinite`` (+inf) and ``<key>_negative_infinite`` (-inf)."""
-    if hasattr(x, "tolist") and not isinstance(x, float):
-        x = x.tolist()
-    if isinstance(x, bool) or x is None or isinstance(x, str | int):
-        return x, None
-    if isinstance(x, float):
-        if math.isnan(x):
-            return None, None
-        if math.isinf(x):
-            return None, (True if x > 0 else "-")
-        return float(x), None
-    if isinstance(x, dict):
-        out = {}
-        for k, val in x.items():
-            value, flag = _json_value(val)
-            out[str(k)] = value
-            if flag is not None:
-                pos, neg = _split_flag(flag)
-                if pos is not None:
-                    out[f"{k}_infinite"] = pos
-                if neg is not None:
-                    out[f"{k}_negative_infinite"] = neg
-        return out, None
-    if isinstance(x, list | tuple):
-        pairs = [_json_value(val) for val in x]
-        flags = [f for _, f in pairs]
-        return [val for val, _ in pairs], (None if all(f is None for f in flags) else flags)
-    return str(x), None
-
-
-def _split_flag(flag):
-    """A flag of :func:`_json_value` as (booleans for +inf, booleans for -inf), each None
-    when there is no such infinity (lists mirrored element by element, False where not)."""
-    if flag is True:
-        return True, None
-    if flag == "-":
-        return None, True
-    if isinstance(flag, list):
-        parts = [_split_flag(f) if f is not None else (None, None) for f in flag]
-        pos = [p for p, _ in parts]
-        neg = [n for _, n in parts]
-        return (None if all(p is None for p in pos) else [p if p is not None else False
-                                                           for p in pos],
-                None if all(n is None for n in neg) else [n if n is not None else False
-                                                          for n in neg])
-    return None, None
+            "L": a.L, "n": a.n, "method": a.spa_method, **_budget(a)}
 
 
 def _clean(out: dict) -> dict:
-    """The JSON object of a subcommand: numbers only (see :func:`_json_value`)."""
-    return _json_value(out)[0]
+    """The JSON object of a subcommand: strict JSON values (see :func:`tightdp.as_dict`)."""
+    from .results import as_dict
+
+    return as_dict(out)
 
 
 class _Up(float):
@@ -744,9 +694,9 @@ def _cmd_plot(a) -> dict:
     for name in names:  # the options are checked before the plotting starts
         make_accountant(name, **opts)
     try:
-        from .plotting import _plt, plot_epsilon_vs_steps, plot_privacy_curve, plot_tradeoff
+        from .plotting import plot_epsilon_vs_steps, plot_privacy_curve, plot_tradeoff, pyplot
 
-        plt = _plt()
+        plt = pyplot()
     except ImportError as err:
         _fail(str(err))
     t0 = time.perf_counter()

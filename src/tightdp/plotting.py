@@ -10,10 +10,13 @@ import numpy as np
 from .accountants.base import Accountant
 from .accountants.registry import make_accountant
 
-__all__ = ["plot_privacy_curve", "plot_tradeoff", "plot_epsilon_vs_steps", "tradeoff_curve"]
+__all__ = ["plot_privacy_curve", "plot_tradeoff", "plot_epsilon_vs_steps", "tradeoff_curve",
+           "pyplot"]
 
 
-def _plt():
+def pyplot():
+    """matplotlib's pyplot (Agg backend unless one is chosen), or an ImportError saying how to
+    install it."""
     try:
         import matplotlib
 
@@ -24,22 +27,22 @@ def _plt():
     return plt
 
 
-def plot_privacy_curve(accountant: Accountant, eps: np.ndarray | None = None, ax=None,
+def plot_privacy_curve(accountant: Accountant, epsilon: np.ndarray | None = None, ax=None,
                        label: str | None = None):
     """delta(eps) on a log axis, with the certified band between lower and upper bounds."""
-    plt = _plt()
+    plt = pyplot()
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4))
-    if eps is None:
+    if epsilon is None:
         e_mid = float(accountant.epsilon(1e-6).epsilon)
-        eps = np.linspace(0.0, max(2.0 * e_mid, 1.0), 200)
-    r = accountant.delta(np.asarray(eps, dtype=float))
+        epsilon = np.linspace(0.0, max(2.0 * e_mid, 1.0), 200)
+    r = accountant.delta(np.asarray(epsilon, dtype=float))
     name = label or accountant.name
     up = np.asarray(r.upper if r.upper is not None else r.delta, dtype=float)
-    ax.semilogy(eps, up, label=f"{name} upper" if r.certified else f"{name} estimate")
+    ax.semilogy(epsilon, up, label=f"{name} upper" if r.certified else f"{name} estimate")
     if r.lower is not None:
         lo = np.maximum(np.asarray(r.lower, dtype=float), 1e-300)
-        ax.fill_between(eps, lo, up, alpha=0.3, label=f"{name} certified band")
+        ax.fill_between(epsilon, lo, up, alpha=0.3, label=f"{name} certified band")
     ax.set_xlabel("epsilon")
     ax.set_ylabel("delta(epsilon)")
     ax.grid(True, which="both", alpha=0.3)
@@ -47,18 +50,18 @@ def plot_privacy_curve(accountant: Accountant, eps: np.ndarray | None = None, ax
     return ax
 
 
-def tradeoff_curve(accountant: Accountant, alpha: np.ndarray, eps: np.ndarray | None = None
+def tradeoff_curve(accountant: Accountant, alpha: np.ndarray, epsilon: np.ndarray | None = None
                    ) -> np.ndarray:
     """Trade-off function ``beta(alpha)`` implied by the certified upper curve delta(eps):
     ``beta(alpha) = max_eps max(0, 1 - delta(eps) - e^eps alpha, e^-eps (1 - delta(eps) - alpha))``
     (Dong, Roth, Su 2019, Prop. 2.12; a lower bound on the true trade-off, hence safe)."""
-    if eps is None:
+    if epsilon is None:
         # beyond eps(1e-12) the curve adds nothing visible to beta
-        eps = np.linspace(0.0, max(float(accountant.epsilon(1e-12).epsilon), 1.0), 300)
-    r = accountant.delta(eps)
+        epsilon = np.linspace(0.0, max(float(accountant.epsilon(1e-12).epsilon), 1.0), 300)
+    r = accountant.delta(epsilon)
     d = np.asarray(r.upper if r.upper is not None else r.delta, dtype=float)
     a = np.asarray(alpha, dtype=float)[:, None]
-    e = np.asarray(eps, dtype=float)[None, :]
+    e = np.asarray(epsilon, dtype=float)[None, :]
     with np.errstate(over="ignore"):
         b1 = 1 - d[None, :] - np.exp(e) * a
         b2 = np.exp(-e) * (1 - d[None, :] - a)
@@ -67,7 +70,7 @@ def tradeoff_curve(accountant: Accountant, alpha: np.ndarray, eps: np.ndarray | 
 
 def plot_tradeoff(accountant: Accountant, ax=None, label: str | None = None):
     """The trade-off (f-DP) curve: type II against type I error of the best test."""
-    plt = _plt()
+    plt = pyplot()
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 5))
     alpha = np.linspace(0, 1, 201)
@@ -86,7 +89,7 @@ def plot_epsilon_vs_steps(mechanism_factory: Callable[[], object], steps: Sequen
                           **options):
     """eps(delta) against the number of steps, one line per accountant (with the certified
     band for those that give both bounds)."""
-    plt = _plt()
+    plt = pyplot()
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4))
     steps = list(steps)

@@ -1,13 +1,23 @@
-"""The answers every accountant and front door returns, and one way to turn them into dicts."""
+"""The answers every accountant and front door returns, and the one way to turn them into dicts.
+
+Every "epsilon at delta" is an :class:`EpsilonResult`, every "delta at epsilon" a
+:class:`DeltaResult`; a query of many values (an array of deltas, an array of epsilons, or one
+value per example of an individual accountant) holds arrays in the same fields. Every result
+type derives from :class:`Result`, whose :meth:`Result.as_dict` is :func:`as_dict`: strict JSON
+values (numpy arrays and scalars as lists and numbers, NaN as None, an infinity as None with a
+``<field>_infinite`` flag), so that ``json.dumps(r.as_dict(), allow_nan=False)`` always works.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["EpsilonResult", "DeltaResult", "InconsistentBounds", "check_bracket", "plain_dict"]
+__all__ = ["Result", "EpsilonResult", "DeltaResult", "InconsistentBounds", "check_bracket",
+           "as_dict"]
 
 
 class InconsistentBounds(RuntimeError):
@@ -30,43 +40,131 @@ def check_bracket(lower, upper, what: str, accountant: str) -> None:
             "report it with the inputs")
 
 
-def plain_dict(result) -> dict:
-    """A result dataclass as a dict for JSON: its fields, NaN as None."""
-    return {k: (None if isinstance(x, float) and math.isnan(x) else x)
-            for k, x in asdict(result).items()}
+# ------------------------------------------------------------------------------------------
+# the one conversion to JSON values
+# ------------------------------------------------------------------------------------------
+def _json(x):
+    """``x`` as strict JSON: ``(value, flag)``. An infinite float becomes None and ``flag``
+    says which: True for +inf, "-" for -inf (for a list: a list of such flags, None where
+    finite); NaN becomes None with no flag (undefined). Dicts carry their flags inside, as
+    ``<key>_infinite`` (+inf) and ``<key>_negative_infinite`` (-inf)."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        x = {f.name: getattr(x, f.name) for f in dataclasses.fields(x)}
+    if hasattr(x, "tolist") and not isinstance(x, float):  # numpy arrays and scalars
+        x = x.tolist()
+    if isinstance(x, bool) or x is None or isinstance(x, str | int):
+        return x, None
+    if isinstance(x, float):
+        if math.isnan(x):
+            return None, None
+        if math.isinf(x):
+            return None, (True if x > 0 else "-")
+        return float(x), None
+    if isinstance(x, dict):
+        out = {}
+        for k, val in x.items():
+            value, flag = _json(val)
+            out[str(k)] = value
+            if flag is not None:
+                pos, neg = _split_flag(flag)
+                if pos is not None:
+                    out[f"{k}_infinite"] = pos
+                if neg is not None:
+                    out[f"{k}_negative_infinite"] = neg
+        return out, None
+    if isinstance(x, list | tuple):
+        pairs = [_json(val) for val in x]
+        flags = [f for _, f in pairs]
+        return [val for val, _ in pairs], (None if all(f is None for f in flags) else flags)
+    return str(x), None
+
+
+def _split_flag(flag):
+    """A flag of :func:`_json` as (booleans for +inf, booleans for -inf), each None when
+    there is no such infinity (lists mirrored element by element, False where not)."""
+    if flag is True:
+        return True, None
+    if flag == "-":
+        return None, True
+    if isinstance(flag, list):
+        parts = [_split_flag(f) if f is not None else (None, None) for f in flag]
+        pos = [p for p, _ in parts]
+        neg = [n for _, n in parts]
+        return (None if all(p is None for p in pos) else [p if p is not None else False
+                                                           for p in pos],
+                None if all(n is None for n in neg) else [n if n is not None else False
+                                                          for n in neg])
+    return None, None
+
+
+def as_dict(obj) -> dict:
+    """A result (any dataclass) or a dict as a dict of strict JSON values.
+
+    numpy arrays and scalars become lists and Python numbers; NaN becomes None (undefined);
+    an infinity becomes None and is flagged beside it: ``<key>_infinite`` (True, or a list of
+    booleans for a list) for +inf, ``<key>_negative_infinite`` for -inf; nested dicts and
+    dataclasses likewise; any other object becomes its ``str``. The output of
+    ``json.dumps(as_dict(r), allow_nan=False)`` therefore always exists and loads back to
+    ``as_dict(r)``. The command line's ``--json`` output is this function's.
+    """
+    if not isinstance(obj, dict) and not (dataclasses.is_dataclass(obj)
+                                          and not isinstance(obj, type)):
+        raise ValueError(f"as_dict takes a result dataclass or a dict, got "
+                         f"{type(obj).__name__}")
+    return _json(obj)[0]
+
+
+class Result:
+    """Base of every result dataclass: :meth:`as_dict` (see :func:`as_dict`)."""
+
+    def as_dict(self) -> dict:
+        """This result as a dict of strict JSON values (see :func:`as_dict`)."""
+        return as_dict(self)
+
+
+def _one_float(x, what: str) -> float:
+    """``float(result)``: the single value of a result of one query."""
+    arr = np.asarray(x, dtype=float)
+    if arr.size != 1:
+        raise TypeError(f"this result holds {arr.size} values of {what} (one per query "
+                        f"value or example), not one number: use .{what}")
+    return float(arr.reshape(-1)[0])
 
 
 @dataclass
-class EpsilonResult:
-    """eps at a given delta.
+class EpsilonResult(Result):
+    """epsilon at one delta, at many deltas, or per example (arrays in the last two cases).
 
     ``epsilon`` is the number to report: the certified upper bound where the method
     certifies one (``certified=True``), otherwise the method's estimate, in which case
     ``certified`` is False and ``note`` says what kind of approximation it is.
     ``lower``/``upper`` are certified bounds of the true value, or None where the method has
-    none.
+    none. When ``epsilon`` is an array, ``lower``, ``upper`` and ``estimate`` are arrays of the
+    same shape (or None), and ``delta`` has the shape of the query: a number for the
+    per-example answer of an individual accountant (arrays ``(N,)``), an array for a query of
+    many deltas (arrays ``delta.shape``, or ``delta.shape + (N,)`` per example), whose
+    ``details`` hold, per key, the list of the values of the single queries (see
+    :class:`tightdp.accountants.base.Queries`).
     """
 
-    epsilon: float
-    delta: float
-    lower: float | None
-    upper: float | None
+    epsilon: float | np.ndarray
+    delta: float | np.ndarray
+    lower: float | np.ndarray | None
+    upper: float | np.ndarray | None
     accountant: str
     certified: bool
-    estimate: float | None = None
+    estimate: float | np.ndarray | None = None
     note: str = ""
     details: dict = field(default_factory=dict)
 
     def __float__(self) -> float:
-        return float(self.epsilon)
-
-    def as_dict(self) -> dict:
-        return plain_dict(self)
+        return _one_float(self.epsilon, "epsilon")
 
 
 @dataclass
-class DeltaResult:
-    """delta at one or many eps (arrays when eps was an array); fields as in EpsilonResult."""
+class DeltaResult(Result):
+    """delta at one or many epsilons (arrays when epsilon was an array, or per example);
+    fields as in :class:`EpsilonResult`."""
 
     delta: float | np.ndarray
     epsilon: float | np.ndarray
@@ -79,13 +177,4 @@ class DeltaResult:
     details: dict = field(default_factory=dict)
 
     def __float__(self) -> float:
-        return float(np.asarray(self.delta).reshape(-1)[0])
-
-    def as_dict(self) -> dict:
-        def conv(x):
-            if isinstance(x, np.ndarray):
-                return x.tolist()
-            if isinstance(x, np.floating):
-                return float(x)
-            return x
-        return {k: conv(x) for k, x in asdict(self).items()}
+        return _one_float(self.delta, "delta")

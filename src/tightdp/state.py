@@ -32,7 +32,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -58,6 +58,7 @@ from .mechanisms import (
     SampledWithReplacement,
 )
 from .mechanisms.base import Mechanism
+from .results import Result
 
 __all__ = ["FORMAT", "SCHEMA_VERSION", "to_dict", "from_dict", "dumps", "loads", "save",
            "load", "read_document", "mechanism_to_dict", "mechanism_from_dict",
@@ -505,7 +506,7 @@ def _has_noise(m: Mechanism) -> bool:
 
 
 @dataclass
-class ScaleCalibration:
+class ScaleCalibration(Result):
     """The smallest common factor of the noise scales of a composition that meets
     ``(target_epsilon, delta)`` by a certified upper bound (see :func:`calibrate_scale`)."""
 
@@ -520,9 +521,6 @@ class ScaleCalibration:
     details: dict = field(default_factory=dict)
     #: the calibrated accountant's document (:func:`from_dict` rebuilds it)
     state: dict = field(default_factory=dict)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def calibrate_scale(acc: Accountant, target_epsilon: float, delta: float, *,

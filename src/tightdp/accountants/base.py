@@ -1,4 +1,5 @@
-"""What every accountant shares: the result objects and the composition bookkeeping."""
+"""What every accountant shares: the queries (``epsilon(delta)``, ``delta(epsilon)``, one
+number or an array) and the composition bookkeeping."""
 
 from __future__ import annotations
 
@@ -7,14 +8,93 @@ import numpy as np
 from .. import _validate as v
 from .._budget import Budget
 from ..mechanisms.base import Mechanism
+from ..results import DeltaResult, EpsilonResult
 
-__all__ = ["Accountant"]
+__all__ = ["Accountant", "Queries"]
 
 
-class Accountant:
-    """Base of every accountant: ``compose(mechanism, count=1)``, ``delta(eps)``,
-    ``epsilon(delta)``. Composition only records ``(mechanism, count)``; the work happens at
-    query time and is cached per accountant.
+def _values(name: str, value) -> np.ndarray:
+    """A query's value(s) as a float array (0-d for one number); ValueError naming ``name``
+    when it is not numbers or holds none."""
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a real number or an array of them, got "
+                         f"{value!r}") from None
+    if arr.size == 0:
+        raise ValueError(f"{name} must hold at least one value, got an empty array")
+    return arr
+
+
+def _stack(values: list, shape: tuple) -> np.ndarray | None:
+    """One field of the single answers as an array of ``shape`` (+ the shape of each
+    answer's field, e.g. one value per example); None when no answer has the field (NaN where
+    only some lack it)."""
+    if all(x is None for x in values):
+        return None
+    rows = [np.asarray(np.nan if x is None else x, dtype=float) for x in values]
+    inner = np.broadcast_shapes(*(r.shape for r in rows))
+    return np.stack([np.broadcast_to(r, inner) for r in rows]).reshape(shape + inner)
+
+
+def _stack_results(results: list[EpsilonResult], shape: tuple) -> EpsilonResult:
+    """The answers of single-delta queries as one :class:`EpsilonResult` of arrays of
+    ``shape``: ``certified`` only if every answer is, the distinct notes joined, and per
+    ``details`` key the list of the answers' values (None where an answer lacks the key)."""
+    keys: dict = {}
+    for r in results:
+        keys.update(dict.fromkeys(r.details))
+    notes = list(dict.fromkeys(r.note for r in results if r.note))
+    return EpsilonResult(
+        _stack([r.epsilon for r in results], shape), _stack([r.delta for r in results], shape),
+        _stack([r.lower for r in results], shape), _stack([r.upper for r in results], shape),
+        results[0].accountant, all(r.certified for r in results),
+        estimate=_stack([r.estimate for r in results], shape), note="; ".join(notes),
+        details={k: [r.details.get(k) for r in results] for k in keys})
+
+
+class Queries:
+    """``epsilon(delta)`` and ``delta(epsilon)``, each of one number or an array of them.
+
+    A subclass implements ``_epsilon_of(delta: float) -> EpsilonResult`` for one validated
+    delta in (0, 1), and ``_delta_of(epsilon) -> DeltaResult`` for a validated finite epsilon or
+    array of them (vectorized, arrays in the result). This class validates the input (a
+    ``ValueError`` naming ``delta`` or ``epsilon``) and answers an array of deltas by asking
+    ``_epsilon_of`` at each and assembling one :class:`~tightdp.EpsilonResult` of arrays of
+    the shape of ``delta`` (times the shape of each answer's field, e.g. one value per
+    example): element ``i`` of every field is what ``epsilon(delta[i])`` returns.
+    """
+
+    def epsilon(self, delta) -> EpsilonResult:
+        """epsilon at ``delta``, a number in (0, 1) or an array of them (the fields of the
+        result are then arrays of its shape; ``details`` hold per key the list of the values
+        of the single queries)."""
+        arr = _values("delta", delta)
+        if arr.ndim == 0:
+            return self._epsilon_of(v.delta_value("delta", float(arr)))
+        flat = [v.delta_value("delta", float(x)) for x in arr.reshape(-1)]
+        return _stack_results([self._epsilon_of(x) for x in flat], arr.shape)
+
+    def delta(self, epsilon) -> DeltaResult:
+        """delta at ``epsilon``, a finite number or an array of them (the fields of the result
+        are then arrays of its shape)."""
+        _values("epsilon", epsilon)
+        v.eps_values("epsilon", epsilon)
+        return self._delta_of(epsilon)
+
+    def _epsilon_of(self, delta: float) -> EpsilonResult:  # pragma: no cover - abstract
+        raise NotImplementedError(f"{type(self).__name__} does not answer epsilon(delta)")
+
+    def _delta_of(self, epsilon) -> DeltaResult:
+        raise NotImplementedError(f"{type(self).__name__} answers epsilon(delta) only, not "
+                                  "delta(epsilon)")
+
+
+class Accountant(Queries):
+    """Base of every accountant: ``compose(mechanism, count=1)``, ``delta(epsilon)``,
+    ``epsilon(delta)`` (each of a number or an array, see :class:`Queries`). Composition only
+    records ``(mechanism, count)``; the work happens at query time and is cached per
+    accountant.
 
     Every accountant takes ``max_memory`` (bytes, or a string such as ``"2GB"``) and
     ``max_seconds``: the budget of one query (default 2 GB and 60 s; see
@@ -78,9 +158,9 @@ class Accountant:
 
     @staticmethod
     def _eps_array(eps) -> tuple[np.ndarray, bool]:
-        """A ``delta(eps)`` query's eps validated, as a 1-d float array, and whether a scalar
-        was given (the answer then is a scalar too)."""
-        eps_arr = v.eps_values("eps", eps)
+        """A ``delta(epsilon)`` query's epsilon validated, as a 1-d float array, and whether a
+        scalar was given (the answer then is a scalar too)."""
+        eps_arr = v.eps_values("epsilon", eps)
         return np.atleast_1d(eps_arr).astype(float), eps_arr.ndim == 0
 
     def _directions(self) -> list[int]:

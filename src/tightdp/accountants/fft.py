@@ -523,7 +523,7 @@ class FFTAccountant(Accountant):
         return details
 
     # --- queries -----------------------------------------------------------------------------
-    def delta(self, eps) -> DeltaResult:
+    def _delta_of(self, eps) -> DeltaResult:
         """Estimate of delta(eps) by the Riemann sum (5.2), with error estimates.
 
         The domain is widened (default ``L``) or the query refused (explicit ``L``) where the
@@ -584,7 +584,7 @@ class FFTAccountant(Accountant):
         return DeltaResult(out, eps, None, None, self.name, False, estimate=out, note=note,
                            details=details)
 
-    def epsilon(self, delta: float) -> EpsilonResult:
+    def _epsilon_of(self, delta: float) -> EpsilonResult:
         """Estimate of eps(delta) by Newton's method with (5.3), with error estimates.
 
         The domain is widened (default ``L``) or the query refused (explicit ``L``) until the

@@ -69,7 +69,7 @@ class GDPAccountant(Accountant):
         """True when every composed term is exactly mu-GDP (no CLT approximation)."""
         return self._mu()[1]
 
-    def epsilon(self, delta: float) -> EpsilonResult:
+    def _epsilon_of(self, delta: float) -> EpsilonResult:
         """eps at ``delta``: exact for Gaussian compositions, a CLT estimate otherwise."""
         delta = v.delta_value("delta", delta)
         mu, exact = self._mu()
@@ -82,7 +82,7 @@ class GDPAccountant(Accountant):
         return EpsilonResult(eps, delta, None, None, self.name, False, estimate=eps,
                              note=_CLT_NOTE, details=details)
 
-    def delta(self, eps) -> DeltaResult:
+    def _delta_of(self, eps) -> DeltaResult:
         """delta(eps) (eps a number or an array): exact for Gaussian compositions, a CLT
         estimate otherwise."""
         e = v.eps_values("eps", eps)

@@ -312,7 +312,7 @@ class PLDAccountant(Accountant):
             best = c.epsilon_bound(delta, upper)
         return best
 
-    def epsilon(self, delta: float) -> EpsilonResult:
+    def _epsilon_of(self, delta: float) -> EpsilonResult:
         """Certified bracket on the smallest eps with delta(eps) <= ``delta``."""
         delta = v.delta_value("delta", delta)
         t0 = time.perf_counter()
@@ -405,7 +405,7 @@ class PLDAccountant(Accountant):
                 val[todo] = np.minimum(val[todo], got) if upper else np.maximum(val[todo], got)
         return val
 
-    def delta(self, eps) -> DeltaResult:
+    def _delta_of(self, eps) -> DeltaResult:
         """Certified bracket on delta(eps) (eps a number or an array)."""
         e, scalar = self._eps_array(eps)
         t0 = time.perf_counter()

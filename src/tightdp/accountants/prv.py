@@ -313,7 +313,7 @@ class PRVAccountant(Accountant):
             info["domain"] = (float(c.ys[0]), float(c.ys[-1]))
         return max(ups), max(los), max(ests), info
 
-    def epsilon(self, delta: float) -> EpsilonResult:
+    def _epsilon_of(self, delta: float) -> EpsilonResult:
         """Certified bracket ``[eps_low, eps_up]`` on the smallest eps with
         ``delta(eps) <= delta`` (Gopi et al. 2021, Theorem 5.5 read for eps):
 
@@ -346,7 +346,7 @@ class PRVAccountant(Accountant):
                      "seconds": time.perf_counter() - t0})
         return EpsilonResult(up, delta, lo, up, self.name, True, estimate=est, details=info)
 
-    def delta(self, eps) -> DeltaResult:
+    def _delta_of(self, eps) -> DeltaResult:
         """Certified bracket on ``delta(eps)`` (eps a number or an array; Gopi et al. 2021,
         Theorem 5.5, eq. (8)): ``[delta~_low(eps + eps_error) - eta_low,
         delta~_up(eps - eps_error) + eta_up]`` with ``eta <= delta_error``."""

@@ -74,7 +74,7 @@ class RDPAccountant(Accountant):
             self._cache[key] = tot
         return self._cache[key]
 
-    def epsilon(self, delta: float) -> EpsilonResult:
+    def _epsilon_of(self, delta: float) -> EpsilonResult:
         """Certified upper bound on eps at ``delta`` (best conversion, best order)."""
         delta = v.delta_value("delta", delta)
         if not self.terms:
@@ -87,7 +87,7 @@ class RDPAccountant(Accountant):
         return EpsilonResult(eps, delta, None, eps, self.name, True, estimate=eps, note=_NOTE,
                              details=details)
 
-    def delta(self, eps) -> DeltaResult:
+    def _delta_of(self, eps) -> DeltaResult:
         """Certified upper bound on delta(eps) (eps a number or an array)."""
         e = v.eps_values("eps", eps)
         if not self.terms:

@@ -50,7 +50,7 @@ def _prv(o: dict) -> Accountant:
 
 def _spa(o: dict) -> Accountant:
     from .spa import SaddlePointAccountant
-    return SaddlePointAccountant(method=_opt(o, "spa_method", "msd1"), **_budget(o))
+    return SaddlePointAccountant(method=_opt(o, "method", "msd1"), **_budget(o))
 
 
 #: name -> (factory, one-line description)
@@ -72,7 +72,7 @@ CERTIFYING = ("pld", "prv", "rdp")
 #: the options each accountant uses (besides ``max_memory`` and ``max_seconds``, which all take)
 OPTIONS: dict[str, tuple[str, ...]] = {
     "pld": ("rtol",), "prv": ("eps_error", "delta_error"), "rdp": (), "fft": ("L", "n"),
-    "spa": ("spa_method",), "gdp": (),
+    "spa": ("method",), "gdp": (),
 }
 _BUDGET_OPTIONS = ("max_memory", "max_seconds")
 
@@ -81,7 +81,7 @@ def make_accountant(name: str, **options) -> Accountant:
     """A fresh accountant by name (see :data:`ACCOUNTANTS`).
 
     Options: ``rtol`` (pld), ``eps_error`` and ``delta_error`` (prv), ``L`` and ``n`` (fft),
-    ``spa_method`` (spa), and ``max_memory`` / ``max_seconds`` (all). An option that is None
+    ``method`` (spa), and ``max_memory`` / ``max_seconds`` (all). An option that is None
     means the accountant's default; any other value, 0 included, is passed on and validated by
     the accountant. One dictionary of options can serve several accountants (each takes the
     ones it uses); an option no accountant knows is an error.

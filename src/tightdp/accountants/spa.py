@@ -270,7 +270,7 @@ class SaddlePointAccountant(Accountant):
         out["beyond"][live] = ~ok
         return out
 
-    def delta(self, eps) -> DeltaResult:
+    def _delta_of(self, eps) -> DeltaResult:
         """The saddle-point approximation of ``delta(eps)`` (one or many eps), with the
         certified refined-moments / Berry-Esseen bounds in ``upper`` and ``lower``."""
         eps_arr = v.eps_values("eps", eps)
@@ -383,7 +383,7 @@ class SaddlePointAccountant(Accountant):
         out["upper"] = min(max(upper, 0.0), d.sup)
         return out
 
-    def epsilon(self, delta: float) -> EpsilonResult:
+    def _epsilon_of(self, delta: float) -> EpsilonResult:
         """The saddle-point approximation of the smallest eps with ``delta(eps) <= delta``,
         with the certified refined-moments / Berry-Esseen bounds in ``upper``/``lower``."""
         delta = v.delta_value("delta", delta)

@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from .. import _validate as v
 from .._budget import Budget, BudgetExceeded
 from ..accountants.registry import CERTIFYING, make_accountant
 from ..mechanisms import Gaussian, PoissonSubsampled
+from ..results import Result
 
 __all__ = ["CalibrationResult", "calibrate_noise", "calibrate_steps", "calibrate_sampling_rate",
            "dpsgd_bracket"]
 
 
 @dataclass
-class CalibrationResult:
+class CalibrationResult(Result):
     """A calibrated setting and the certified eps it achieves at ``delta``."""
 
     noise_multiplier: float
@@ -37,9 +38,6 @@ class CalibrationResult:
     evaluations: int
     seconds: float
     details: dict = field(default_factory=dict)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def dpsgd_bracket(sampling_rate: float, noise_multiplier: float, steps: int, delta: float,

@@ -50,7 +50,7 @@ from .. import _validate as v
 from .._budget import Budget
 from ..accountants.pld import PLDAccountant
 from ..mechanisms import Gaussian, Mechanism, MixtureOfGaussians, PoissonSubsampled
-from ..results import plain_dict
+from ..results import Result
 
 __all__ = [
     "GroupResult",
@@ -173,7 +173,7 @@ def _accounting_mechanism(k: int, s: str, sigma: float, q, b, n) -> Mechanism:
 
 
 @dataclass
-class GroupResult:
+class GroupResult(Result):
     """Group-level eps of DP-SGD at a given delta, with the baselines of Ganesh, Sec. 4.
 
     ``epsilon`` is the certified upper bound (``= upper``); ``lower`` the certified lower
@@ -210,9 +210,6 @@ class GroupResult:
 
     def __float__(self) -> float:
         return float(self.epsilon)
-
-    def as_dict(self) -> dict:
-        return plain_dict(self)
 
 
 def _log_geometric_sum(k: int, eps: float) -> float:

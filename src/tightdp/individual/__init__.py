@@ -1,7 +1,11 @@
-"""Individual and fully adaptive accounting (Koskela, Tobaben, Honkela, paper 000): GDP and
-RDP filters, the GDP odometer, the individual GDP filter for DP-GD, and per-example eps of
-DP-SGD from gradient-norm histories: certified with the PLD engine, approximated with the
-saddle-point accountant."""
+"""Individual and fully adaptive accounting (Koskela, Tobaben, Honkela, "Individual Privacy
+Accounting with Gaussian Differential Privacy", 2023): GDP and RDP filters, the GDP odometer,
+the individual GDP filter for DP-GD, and per-example eps of DP-SGD from gradient-norm
+histories: certified with the PLD engine, approximated with the saddle-point accountant.
+
+Every one answers ``epsilon(delta)`` (a number or an array of deltas) with an
+:class:`~tightdp.EpsilonResult`, holding one value per example for the individual ones; the
+filters and the odometer also answer ``delta(epsilon)`` with a :class:`~tightdp.DeltaResult`."""
 
 from .filters import (
     GDPFilter,
@@ -17,7 +21,7 @@ from .pld_individual import (
     individual_epsilons,
     sensitivity_grid,
 )
-from .spa_individual import IndividualSPAAccountant, IndividualSPAResult
+from .spa_individual import IndividualSPAAccountant
 
 __all__ = [
     "GDPFilter",
@@ -31,5 +35,4 @@ __all__ = [
     "individual_epsilons",
     "sensitivity_grid",
     "IndividualSPAAccountant",
-    "IndividualSPAResult",
 ]

@@ -33,8 +33,10 @@ import numpy as np
 
 from .. import _validate as v
 from .._numerics import MACHINE_EPSILON, bisect, grow_until
+from ..accountants.base import Queries
 from ..curves.gdp import gdp_delta, gdp_epsilon, gdp_log_delta_values
-from ..curves.rdp import eps_from_rdp, gaussian_rdp
+from ..curves.rdp import delta_from_rdp, eps_from_rdp, gaussian_rdp
+from ..results import DeltaResult, EpsilonResult
 
 __all__ = [
     "GDPFilter",
@@ -97,10 +99,28 @@ def _as_scalar(x: np.ndarray):
     return float(x) if np.ndim(x) == 0 else x
 
 
+_GDP_NOTE = ("certified upper bound: the exact mu-GDP curve of the filter's guarantee "
+             "(mu = details['mu'])")
+
+
+def _gdp_epsilon_result(mu: float, delta: float, name: str) -> EpsilonResult:
+    """The exact mu-GDP eps(delta) (eq. (2.3) inverted, rounded up) as a certified result."""
+    eps = float(_curve_eps(mu, delta))
+    return EpsilonResult(eps, delta, None, eps, name, True, estimate=eps, note=_GDP_NOTE,
+                         details={"mu": mu})
+
+
+def _gdp_delta_result(mu: float, eps, name: str) -> DeltaResult:
+    """The exact mu-GDP delta(eps) (eq. (2.3)) as a certified result."""
+    d = _as_scalar(_curve_delta(mu, v.eps_values("epsilon", eps)))
+    return DeltaResult(d, eps, None, d, name, True, estimate=d, note=_GDP_NOTE,
+                       details={"mu": mu})
+
+
 # ------------------------------------------------------------------------------------------
 # GDP filter and odometer
 # ------------------------------------------------------------------------------------------
-class GDPFilter:
+class GDPFilter(Queries):
     """Fully adaptive GDP filter (paper 000, Thm. 2 and Alg. 2, App. C.1).
 
     Each step asks for a GDP parameter ``mu_t`` that may depend on everything released so far
@@ -162,22 +182,19 @@ class GDPFilter:
         """The GDP parameter of the guarantee: the budget, inflated by the rounding margin."""
         return self.mu_budget * math.sqrt(1.0 + float(_margin(self.n_admitted)))
 
-    def epsilon(self, delta):
+    name = "gdp-filter"
+
+    def _epsilon_of(self, delta: float) -> EpsilonResult:
         """eps(delta) of the filtered composition: the exact mu-GDP curve of the budget
-        (paper 000, eq. (2.3) / Thm. 2). Vectorized over ``delta``."""
-        d = np.asarray(delta, dtype=float)
-        for x in d.reshape(-1):
-            v.delta_value("delta", float(x))
-        out = np.array([_curve_eps(self.guarantee_mu, float(x)) for x in d.reshape(-1)])
-        return _as_scalar(out.reshape(d.shape))
+        (paper 000, eq. (2.3) / Thm. 2)."""
+        return _gdp_epsilon_result(self.guarantee_mu, delta, self.name)
 
-    def delta(self, eps):
+    def _delta_of(self, eps) -> DeltaResult:
         """delta(eps) of the filtered composition (exact mu-GDP curve of the budget)."""
-        e = v.eps_values("eps", eps)
-        return _as_scalar(_curve_delta(self.guarantee_mu, e))
+        return _gdp_delta_result(self.guarantee_mu, eps, self.name)
 
 
-class GDPOdometer:
+class GDPOdometer(Queries):
     """GDP privacy odometer (paper 000, App. C.5; Feldman & Zrnic 2021, Sec. 5).
 
     A chain of :class:`GDPFilter` of budget ``step_mu`` each. Every recorded step is charged to
@@ -233,24 +250,21 @@ class GDPOdometer:
         m = float(_margin(self._max_steps_in_filter))
         return math.sqrt(self.n_filters) * self.step_mu * math.sqrt(1.0 + m)
 
-    def epsilon(self, delta):
-        """eps(delta) of the transcript so far (exact curve of :attr:`spent_mu`-GDP)."""
-        d = np.asarray(delta, dtype=float)
-        for x in d.reshape(-1):
-            v.delta_value("delta", float(x))
-        out = np.array([_curve_eps(self.spent_mu, float(x)) for x in d.reshape(-1)])
-        return _as_scalar(out.reshape(d.shape))
+    name = "gdp-odometer"
 
-    def delta(self, eps):
+    def _epsilon_of(self, delta: float) -> EpsilonResult:
+        """eps(delta) of the transcript so far (exact curve of :attr:`spent_mu`-GDP)."""
+        return _gdp_epsilon_result(self.spent_mu, delta, self.name)
+
+    def _delta_of(self, eps) -> DeltaResult:
         """delta(eps) of the transcript so far (exact curve of :attr:`spent_mu`-GDP)."""
-        e = v.eps_values("eps", eps)
-        return _as_scalar(_curve_delta(self.spent_mu, e))
+        return _gdp_delta_result(self.spent_mu, eps, self.name)
 
 
 # ------------------------------------------------------------------------------------------
 # individual GDP filter for DP gradient descent
 # ------------------------------------------------------------------------------------------
-class IndividualGDPFilter:
+class IndividualGDPFilter(Queries):
     """Individual GDP filter for DP gradient descent (paper 000, Alg. 1, Thm. 1, Remark 3).
 
     DP-GD step: ``sum_i f_i clip_C(g_i) + N(0, sigma^2 C^2 I)``. Removing example ``i`` changes
@@ -361,27 +375,46 @@ class IndividualGDPFilter:
         inflated by the rounding margin."""
         return self.mu_budget * math.sqrt(1.0 + float(_margin(self.n_steps)))
 
-    def budget_epsilon(self, delta: float) -> float:
+    name = "individual-gdp-filter"
+
+    def budget_epsilon(self, delta: float) -> EpsilonResult:
         """Certified fully adaptive eps(delta) for every example (Thm. 1): the mu-GDP curve of
         the budget (eq. (2.3))."""
         delta = v.delta_value("delta", delta)
-        return float(_curve_eps(self.guarantee_mu, delta))
+        return _gdp_epsilon_result(self.guarantee_mu, delta, self.name)
 
-    def epsilon(self, delta: float) -> np.ndarray:
+    def _spent_guarantee(self) -> np.ndarray:
+        """Per example, the GDP parameter of what it has spent (rounding margin included;
+        the budget's guarantee for exhausted examples)."""
+        spent = self.spent_mu * np.sqrt(1.0 + _margin(self.n_steps))
+        return np.where(self._exhausted, self.guarantee_mu, spent)
+
+    def _epsilon_of(self, delta: float) -> EpsilonResult:
         """Per-example eps(delta) of the privacy each example has *spent*: the exact GDP curve
-        (eq. (2.3)) at ``spent_mu[i]`` (vectorized over examples).
+        (eq. (2.3)) at ``spent_mu[i]``, an array ``(N,)`` in the result.
 
         This is the individual privacy loss in the sense of paper 000, Sec. 4-5: it is the
         guarantee example ``i`` would have if its sequence ``mu_{i,1}, mu_{i,2}, ...`` had been
         fixed in advance. Because the norms are chosen adaptively, the certified fully adaptive
         guarantee is that of the budget, :meth:`budget_epsilon` (Thm. 1); the two coincide for
         examples that have spent their budget exactly (Remark 3, ``active == False``)."""
-        delta = v.delta_value("delta", delta)
-        spent = self.spent_mu * np.sqrt(1.0 + _margin(self.n_steps))
-        spent = np.where(self._exhausted, self.guarantee_mu, spent)
+        spent = self._spent_guarantee()
         # one closed-form curve evaluation per distinct mu
         uniq, inv = np.unique(spent, return_inverse=True)
-        return _curve_eps(uniq, delta)[inv].reshape(spent.shape)
+        eps = _curve_eps(uniq, delta)[inv].reshape(spent.shape)
+        return EpsilonResult(eps, delta, None, eps, self.name, True, estimate=eps,
+                             note=_SPENT_NOTE, details={"mu": spent})
+
+    def _delta_of(self, eps) -> DeltaResult:
+        """Per-example delta(eps) of the privacy each example has spent (the exact GDP curve
+        at ``spent_mu[i]``, as :meth:`epsilon`): arrays of shape ``eps.shape + (N,)``."""
+        spent = self._spent_guarantee()
+        e = v.eps_values("epsilon", eps)
+        uniq, inv = np.unique(spent, return_inverse=True)
+        cols = np.stack([_curve_delta(float(m), e) for m in uniq], axis=-1)
+        d = cols[..., inv]
+        return DeltaResult(d, eps, None, d, self.name, True, estimate=d, note=_SPENT_NOTE,
+                           details={"mu": spent})
 
 
 # ------------------------------------------------------------------------------------------
@@ -403,11 +436,11 @@ def _rdp_budget_for(eps: float, delta: float, order: float) -> float:
     return eps - math.log1p(-1.0 / a) + (math.log(delta) + math.log(a)) / (a - 1.0)
 
 
-def gaussian_rdp_order(eps: float, delta: float) -> float:
+def gaussian_rdp_order(epsilon: float, delta: float) -> float:
     """The order maximizing the admissible ``sum mu_t^2`` of an RDP filter for Gaussian steps
-    (RDP ``alpha mu_t^2 / 2``; Mironov 2017) whose budget converts to ``(eps, delta)`` by
+    (RDP ``alpha mu_t^2 / 2``; Mironov 2017) whose budget converts to ``(epsilon, delta)`` by
     (C.3): the maximizer of ``2 B(alpha) / alpha``. Choosing it needs no data."""
-    eps = v.nonnegative("eps", eps)
+    eps = v.nonnegative("epsilon", epsilon)
     delta = v.delta_value("delta", delta)
 
     def neg(log_am1: float) -> float:
@@ -421,7 +454,7 @@ def gaussian_rdp_order(eps: float, delta: float) -> float:
     return 1.0 + math.exp(float(r.x))
 
 
-class RDPFilter:
+class RDPFilter(Queries):
     """Renyi-DP filter at one order (Feldman & Zrnic 2021, Thm. 3.1; paper 000, App. C.4).
 
     A step with RDP ``rho_t`` at order ``alpha`` (chosen adaptively) is admitted only while
@@ -445,11 +478,11 @@ class RDPFilter:
         self.n_rejected = 0
 
     @classmethod
-    def from_epsilon_delta(cls, eps: float, delta: float, order: float | None = None
+    def from_epsilon_delta(cls, epsilon: float, delta: float, order: float | None = None
                            ) -> RDPFilter:
-        """The filter whose guarantee converts to ``(eps, delta)`` by (C.3); ``order`` defaults
-        to :func:`gaussian_rdp_order` (best order for Gaussian steps)."""
-        eps = v.positive("eps", eps)
+        """The filter whose guarantee converts to ``(epsilon, delta)`` by (C.3); ``order``
+        defaults to :func:`gaussian_rdp_order` (best order for Gaussian steps)."""
+        eps = v.positive("epsilon", epsilon)
         delta = v.delta_value("delta", delta)
         a = gaussian_rdp_order(eps, delta) if order is None else float(order)
         b = _rdp_budget_for(eps, delta, a)
@@ -482,8 +515,33 @@ class RDPFilter:
     def remaining_rdp(self) -> float:
         return max(self.budget - self._spent, 0.0)
 
-    def epsilon(self, delta: float) -> float:
+    name = "rdp-filter"
+
+    def _guarantee_rdp(self) -> float:
+        """The RDP of the guarantee at :attr:`order`: the budget, inflated by the rounding
+        margin of the admissions."""
+        return self.budget * (1.0 + float(_margin(self.n_admitted)))
+
+    def _epsilon_of(self, delta: float) -> EpsilonResult:
         """eps(delta) of the filtered composition by (C.3) at the filter's order."""
-        delta = v.delta_value("delta", delta)
-        b = self.budget * (1.0 + float(_margin(self.n_admitted)))
-        return rdp_to_epsilon(b, self.order, delta)
+        b = self._guarantee_rdp()
+        eps = float(rdp_to_epsilon(b, self.order, delta))
+        return EpsilonResult(eps, delta, None, eps, self.name, True, estimate=eps,
+                             note=_RDP_NOTE, details={"order": self.order, "rdp": b})
+
+    def _delta_of(self, eps) -> DeltaResult:
+        """delta(eps) of the filtered composition at the filter's order (the conversions of
+        :func:`tightdp.curves.rdp.delta_from_rdp`, inverse to those of :meth:`epsilon`)."""
+        b = self._guarantee_rdp()
+        e = v.eps_values("epsilon", eps)
+        d = _as_scalar(delta_from_rdp(np.array([self.order]), np.array([b]), e)[0]
+                       .reshape(e.shape))
+        return DeltaResult(d, eps, None, d, self.name, True, estimate=d, note=_RDP_NOTE,
+                           details={"order": self.order, "rdp": b})
+
+
+_SPENT_NOTE = ("per example: the exact mu-GDP curve of what the example has spent (an upper "
+               "bound given its gradient norms, not a fully adaptive guarantee: that is "
+               "budget_epsilon, Thm. 1); details['mu'] per example")
+_RDP_NOTE = ("certified upper bound from the filter's RDP budget at one order (Feldman & "
+             "Zrnic 2021, Thm. 3.1; Canonne, Kamath, Steinke 2020, Prop. 12)")

@@ -67,12 +67,14 @@ from scipy.special import ndtri
 from .. import _validate as v
 from .._budget import Budget, BudgetExceeded
 from .._numerics import MACHINE_EPSILON
+from ..accountants.base import Queries
 from ..losses import LocationMixtureLoss
 from ..mechanisms.basic import Gaussian
 from ..mechanisms.subsampling import PoissonSubsampled
 from ..pld.compose import MAX_POINTS
 from ..pld.discretize import connect_the_dots, loss_range
 from ..pld.grid import DiscretePLD
+from ..results import EpsilonResult
 
 __all__ = ["IndividualPLDAccountant", "NormHistory", "individual_epsilons",
            "sensitivity_grid"]
@@ -443,8 +445,8 @@ class NormHistory:
 
     def __init__(self, sampling_rate: float, noise_multiplier: float, clip_norm: float,
                  n_examples: int, n_buckets: int = 100):
-        self.q = v.probability_open_closed("sampling_rate", sampling_rate)
-        self.sigma = v.positive("noise_multiplier", noise_multiplier)
+        self.sampling_rate = v.probability_open_closed("sampling_rate", sampling_rate)
+        self.noise_multiplier = v.positive("noise_multiplier", noise_multiplier)
         self.clip_norm = v.positive("clip_norm", clip_norm)
         self.n_examples = v.count("n_examples", n_examples, minimum=1)
         self.grid = sensitivity_grid(n_buckets)
@@ -502,12 +504,14 @@ class NormHistory:
             print(f"[tightdp.individual] {msg}", file=sys.stderr, flush=True)
 
 
-class IndividualPLDAccountant(NormHistory):
+class IndividualPLDAccountant(NormHistory, Queries):
     """Streaming individual accountant for DP-SGD (paper 000, Sec. 5 and App. D); see the
     module docstring for what the numbers mean and why they are upper bounds.
 
     Feed the per-example gradient norms of each step with :meth:`step` (only the bucket counts
-    are stored: ``N x B`` integers, see :class:`NormHistory`), then ask :meth:`epsilons`.
+    are stored: ``N x B`` integers, see :class:`NormHistory`), then ask :meth:`epsilon`
+    (a :class:`~tightdp.EpsilonResult` holding one eps per example; an array of deltas gives
+    arrays of shape ``delta.shape + (N,)``). ``delta(epsilon)`` is not offered.
 
     Parameters
     ----------
@@ -520,7 +524,7 @@ class IndividualPLDAccountant(NormHistory):
     rtol : relative accuracy asked of the certified accountant that chooses the grid step.
     grid_step : fix the PLD grid step instead (skips that accountant run).
     progress : print progress to stderr.
-    max_memory, max_seconds : the budget of one :meth:`epsilons` query (see
+    max_memory, max_seconds : the budget of one :meth:`epsilon` query (see
         :mod:`tightdp._budget`): sizes are checked before allocating (refusal naming what
         drives the cost) and chunks of examples are sized to fit.
     """
@@ -537,19 +541,21 @@ class IndividualPLDAccountant(NormHistory):
         self.progress = bool(progress)
         self.workers = workers
         self.chunk_size = v.count("chunk_size", chunk_size, minimum=1)
-        self.details: dict = {}
+
+    name = "individual-pld"
 
     # --- evaluation --------------------------------------------------------------------------
-    def _choose_step(self, t_max: int, delta: float) -> float:
+    def _choose_step(self, t_max: int, delta: float, info: dict) -> float:
         if self.grid_step is not None:
             return self.grid_step
         from ..accountants.pld import PLDAccountant
 
         acc = PLDAccountant(self.rtol, max_memory=self.budget.max_memory,
                             max_seconds=self.budget.max_seconds)
-        acc.compose(PoissonSubsampled(Gaussian(self.sigma), self.q), t_max)
+        acc.compose(PoissonSubsampled(Gaussian(self.noise_multiplier), self.sampling_rate),
+                    t_max)
         r = acc.epsilon(delta)
-        self.details["worst_case"] = {"epsilon": r.epsilon, "lower": r.lower,
+        info["worst_case"] = {"epsilon": r.epsilon, "lower": r.lower,
                                       "upper": r.upper, "steps": t_max}
         step = r.details.get("grid_step_upper", r.details.get("grid_step"))
         if step is None:  # pragma: no cover - the accountant always reports its grid
@@ -564,17 +570,17 @@ class IndividualPLDAccountant(NormHistory):
         """Discretize (connect-the-dots) and transform the buckets ``used`` (grid indices)."""
         plds = []
         for j in used:
-            mech = PoissonSubsampled(Gaussian(self.sigma, float(self.grid[j])), self.q)
+            mech = PoissonSubsampled(Gaussian(self.noise_multiplier, float(self.grid[j])),
+                                     self.sampling_rate)
             loss = mech.privacy_losses()[direction]
             lo, hi = _loss_range(loss, log_tail)
             plds.append(connect_the_dots(loss, d, lo, hi).trimmed())
         return _Direction(plds, t_max, d, LOG_WINDOW_TAIL, self.workers,
                           0.5 * self.budget.max_memory)
 
-    def epsilons(self, delta: float) -> np.ndarray:
-        """Per-example eps at ``delta`` (array of shape ``(N,)``): a certified upper bound on
-        the eps of each example's composition given its norms (see the module docstring)."""
-        delta = v.delta_value("delta", delta)
+    def _epsilon_of(self, delta: float) -> EpsilonResult:
+        """Per-example eps at ``delta`` (``epsilon`` of shape ``(N,)``): a certified upper bound
+        on the eps of each example's composition given its norms (see the module docstring)."""
         if delta < MIN_DELTA:
             raise ValueError(f"delta must be in [{MIN_DELTA}, 1) for the individual accountant "
                              f"(its rounding allowance is ~1e-10), got {delta!r}")
@@ -582,12 +588,13 @@ class IndividualPLDAccountant(NormHistory):
         counts_all = self.counts[:, 1:]
         used = np.nonzero(counts_all.sum(axis=0) > 0)[0]
         out = np.zeros(self.n_examples)
+        info: dict = {}
         if used.size == 0:
-            return out
+            return self._result(out, delta, info, t0)
         counts = counts_all[:, used].astype(float)
         tot = counts.sum(axis=1)
         t_max = int(tot.max())
-        d = self._choose_step(t_max, delta)
+        d = self._choose_step(t_max, delta, info)
         self._log(f"grid step {d:.3g}, {used.size} buckets, T_max={t_max}")
         log_tail = math.log(1e-40) - math.log(max(t_max, 1))
         active = tot > 0
@@ -595,7 +602,7 @@ class IndividualPLDAccountant(NormHistory):
         cnt = counts[idx_act]
         round_allow = 64 * MACHINE_EPSILON * (1.0 + cnt.sum(axis=1))
         tol = TRUNC_FRACTION * delta
-        info = {"grid_step": d, "buckets": int(used.size)}
+        info.update({"grid_step": d, "buckets": int(used.size)})
         for direction in (0, 1):
             dr = self._direction(direction, used, d, t_max, log_tail)
             info[f"fft_points_{direction}"] = dr.K
@@ -620,16 +627,22 @@ class IndividualPLDAccountant(NormHistory):
                     self._log(f"direction {direction}: {min(s + cs, order.size)}/{order.size}"
                               f" examples, {time.perf_counter() - t0:.1f} s")
             out[idx_act] = np.maximum(out[idx_act], eps_dir)
+        return self._result(out, delta, info, t0)
+
+    def _result(self, eps: np.ndarray, delta: float, info: dict, t0: float) -> EpsilonResult:
         info["seconds"] = time.perf_counter() - t0
-        self.details.update(info)
-        return out
+        return EpsilonResult(eps, delta, None, eps, self.name, True, estimate=eps,
+                             note="per example: certified upper bound on the eps of its "
+                                  "composition given its recorded gradient norms (not a fully "
+                                  "adaptive guarantee: see IndividualGDPFilter)",
+                             details=info)
 
 
 def individual_epsilons(grad_norms, sampling_rate: float, noise_multiplier: float,
                         clip_norm: float, delta: float, *, n_buckets: int = 100,
                         rtol: float = 1e-3, grid_step: float | None = None,
                         progress: bool = False, max_memory=None, max_seconds=None
-                        ) -> np.ndarray:
+                        ) -> EpsilonResult:
     """Individual eps of every example of a DP-SGD run (paper 000, Sec. 5, App. D).
 
     Parameters
@@ -643,9 +656,9 @@ def individual_epsilons(grad_norms, sampling_rate: float, noise_multiplier: floa
 
     Returns
     -------
-    eps : array ``(N,)``, each a certified upper bound on the eps of that example's
-        composition *given its norms* (the approximative accountant of Sec. 5, not a fully
-        adaptive guarantee; see the module docstring).
+    EpsilonResult : ``epsilon`` (= ``upper``) an array ``(N,)``, each a certified upper bound
+        on the eps of that example's composition *given its norms* (the approximative
+        accountant of Sec. 5, not a fully adaptive guarantee; see the module docstring).
     """
     g = np.asarray(grad_norms)
     if g.ndim != 2:
@@ -656,4 +669,4 @@ def individual_epsilons(grad_norms, sampling_rate: float, noise_multiplier: floa
                                   progress=progress, max_memory=max_memory,
                                   max_seconds=max_seconds)
     acc.step_many(g)
-    return acc.epsilons(delta)
+    return acc.epsilon(delta)

@@ -78,13 +78,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import fft as sfft
 
 from .. import _validate as v
 from .._numerics import newton_bracketed, secant_start
+from ..accountants.base import Queries
 from ..curves.saddle import (
     LABELS,
     METHODS,
@@ -100,9 +100,10 @@ from ..losses import GaussianLoss
 from ..losses.cgf import cgf
 from ..mechanisms.basic import Gaussian
 from ..mechanisms.subsampling import PoissonSubsampled
+from ..results import EpsilonResult
 from .pld_individual import NormHistory
 
-__all__ = ["IndividualSPAAccountant", "IndividualSPAResult"]
+__all__ = ["IndividualSPAAccountant"]
 
 #: degree of the Chebyshev interpolants of the bucket CGFs on each tilt interval
 DEGREE = 24
@@ -124,41 +125,6 @@ K_MARGIN = 1e-11
 _GRID_LO, _GRID_HI, _GRID_POINTS = 1e-4, 64.0, 33
 #: stride of the coarse pass over the first grid (see IndividualSPAAccountant._bracket)
 _COARSE = 4
-
-
-@dataclass
-class IndividualSPAResult:
-    """Per-example saddle-point eps (an approximation) with a certified upper bound.
-
-    Attributes
-    ----------
-    epsilon : array ``(N,)``, the saddle-point approximation of each example's eps at
-        ``delta`` (max over the remove/add directions). **Not certified**: it may be below the
-        true eps. Where the saddle point is outside the supported tilt range (``beyond``) the
-        certified ``upper`` is reported instead.
-    delta : the target delta.
-    upper : array ``(N,)``, certified upper bound on each example's eps (refined moments
-        bound, paper 002 eq. (43)), given its recorded norms.
-    reliable : bool array ``(N,)``; False where the SP-MSD1 correction terms of a direction
-        that was solved exceed ``UNRELIABLE`` (few effective compositions: the approximation
-        can be far off, in either direction), where the saddle point is beyond the tilt range,
-        or where the interpolation tolerance was not met. Examples with no recorded loss
-        (every norm 0) have ``epsilon = upper = 0`` and are reliable (exact).
-    method : "msd1", "msd0" or "clt".
-    certified : always False (``epsilon`` is an approximation).
-    note : what the numbers are, in words.
-    details : timings, counts of flagged examples, ``msd1_terms`` (array ``(N,)``: the
-        largest size of the SP-MSD1 terms over the directions solved), ...
-    """
-
-    epsilon: np.ndarray
-    delta: float
-    upper: np.ndarray
-    reliable: np.ndarray
-    method: str
-    certified: bool = False
-    note: str = ""
-    details: dict = field(default_factory=dict)
 
 
 def _lobatto(p: int) -> np.ndarray:
@@ -300,7 +266,7 @@ def _g_spa(comp: np.ndarray, t: np.ndarray, method: str) -> np.ndarray:
     return np.where(np.isfinite(ld), -ld, -np.inf)
 
 
-class IndividualSPAAccountant(NormHistory):
+class IndividualSPAAccountant(NormHistory, Queries):
     """Individual eps of DP-SGD by the saddle-point accountant, per example: an approximation.
 
     Paper 000 (Sec. 5, App. D.2) for the individual composition and the sensitivity buckets;
@@ -310,7 +276,25 @@ class IndividualSPAAccountant(NormHistory):
     its numbers are approximations (``certified=False`` in the result), not bounds.
 
     Feed the per-example gradient norms of each step with :meth:`step` (or share the history of
-    another accountant with :meth:`from_history`), then ask :meth:`epsilons`.
+    another accountant with :meth:`from_history`), then ask :meth:`epsilon`: an
+    :class:`~tightdp.EpsilonResult` with arrays ``(N,)`` (shape ``delta.shape + (N,)`` for an
+    array of deltas):
+
+    * ``epsilon`` (= ``estimate``): the saddle-point approximation of each example's eps at
+      ``delta`` (max over the remove/add directions). **Not certified** (``certified`` is
+      False): it may be below the true eps. Where the saddle point is outside the supported
+      tilt range the certified ``upper`` is reported instead.
+    * ``upper``: certified upper bound on each example's eps (refined moments bound, paper
+      002 eq. (43)), given its recorded norms; ``lower`` is None.
+    * ``details["reliable"]``: bool array ``(N,)``; False where the SP-MSD1 correction terms of
+      a direction that was solved exceed ``UNRELIABLE`` (few effective compositions: the
+      approximation can be far off, in either direction), where the saddle point is beyond
+      the tilt range, or where the interpolation tolerance was not met. Examples with no
+      recorded loss (every norm 0) have ``epsilon = upper = 0`` and are reliable (exact).
+    * ``details``: also the method, timings, counts of flagged examples, ``msd1_terms``
+      (array ``(N,)``: the largest size of the SP-MSD1 terms over the directions solved).
+
+    ``delta(epsilon)`` is not offered.
 
     Parameters
     ----------
@@ -336,7 +320,8 @@ class IndividualSPAAccountant(NormHistory):
         self.method = method
         self.progress = bool(progress)
         self.chunk_size = v.count("chunk_size", chunk_size, minimum=1)
-        self.details: dict = {}
+
+    name = "individual-spa"
 
     @classmethod
     def from_history(cls, history: NormHistory, **kwargs) -> IndividualSPAAccountant:
@@ -346,7 +331,8 @@ class IndividualSPAAccountant(NormHistory):
         (``kwargs``: ``method``, ``progress``, ``chunk_size``)."""
         if not isinstance(history, NormHistory):
             raise ValueError(f"history must be a NormHistory, got {type(history).__name__}")
-        new = cls(history.q, history.sigma, history.clip_norm, history.n_examples,
+        new = cls(history.sampling_rate, history.noise_multiplier, history.clip_norm,
+                  history.n_examples,
                   n_buckets=history.grid.size, **kwargs)
         new._counts = history.counts  # flushed; shared
         new.n_steps = history.n_steps
@@ -354,8 +340,8 @@ class IndividualSPAAccountant(NormHistory):
 
     # --- evaluation --------------------------------------------------------------------------
     def _tables(self, used: np.ndarray) -> list[_Table]:
-        mechs = [PoissonSubsampled(Gaussian(self.sigma, float(self.grid[j])), self.q)
-                 for j in used]
+        mechs = [PoissonSubsampled(Gaussian(self.noise_multiplier, float(self.grid[j])),
+                                   self.sampling_rate) for j in used]
         dirs = [0] if all(m.symmetric for m in mechs) else [0, 1]
         names = ["remove", "add"] if len(dirs) == 2 else ["both (symmetric)"]
         return [_Table([m.privacy_losses()[d] for m in mechs], names[i])
@@ -516,11 +502,10 @@ class IndividualSPAAccountant(NormHistory):
             out[rows] = np.maximum(best + 1e-12 * np.abs(best), 0.0)
         return out
 
-    def epsilons(self, delta: float) -> IndividualSPAResult:
+    def _epsilon_of(self, delta: float) -> EpsilonResult:
         """Saddle-point approximation of every example's eps at ``delta`` (NOT certified), with
-        a certified per-example upper bound (refined moments) and a reliability flag; see
-        :class:`IndividualSPAResult` and the module docstring."""
-        delta = v.delta_value("delta", delta)
+        a certified per-example upper bound (refined moments) and a reliability flag; see the
+        class and module docstrings."""
         t0 = time.perf_counter()
         n_all = self.n_examples
         eps = np.zeros(n_all)
@@ -597,8 +582,7 @@ class IndividualSPAAccountant(NormHistory):
         info["interpolation_pieces"] = {tb.name: tb.n_pieces for tb in tables}
         return self._result(eps, delta, upper, reliable, terms, flags, info, t0)
 
-    def _result(self, eps, delta, upper, reliable, terms, flags, info, t0
-                ) -> IndividualSPAResult:
+    def _result(self, eps, delta, upper, reliable, terms, flags, info, t0) -> EpsilonResult:
         n_unrel = int((~reliable).sum())
         parts = [f"saddle-point approximation {LABELS[self.method]} (Alghamdi et al.) of each "
                  "example's eps given its recorded norms; NOT a certified bound (the certified "
@@ -606,8 +590,9 @@ class IndividualSPAAccountant(NormHistory):
                  "guarantee is the individual GDP filter's)",
                  "upper = certified refined moments bound (eq. (43)) per example"]
         if n_unrel:
-            parts.append(f"WARNING: {n_unrel} example(s) flagged unreliable (see reliable): few "
-                         f"effective compositions (SP-MSD1 terms > {UNRELIABLE}), saddle point "
+            parts.append(f"WARNING: {n_unrel} example(s) flagged unreliable (see "
+                         "details['reliable']): few effective compositions (SP-MSD1 terms > "
+                         f"{UNRELIABLE}), saddle point "
                          "beyond the tilt range, or interpolation tolerance not met; use upper "
                          "or IndividualPLDAccountant for them")
         if flags["beyond"].any():
@@ -616,10 +601,10 @@ class IndividualSPAAccountant(NormHistory):
         if flags["fallback"].any():
             parts.append("SP-MSD1 correction factor not positive for "
                          f"{int(flags['fallback'].sum())} example(s); SP-MSD0 used there")
-        info.update({"unreliable": n_unrel, "beyond": int(flags["beyond"].sum()),
+        info.update({"reliable": reliable, "unreliable": n_unrel,
+                     "beyond": int(flags["beyond"].sum()),
                      "fallback": int(flags["fallback"].sum()),
                      "interpolation_unresolved": int(flags["unresolved"].sum()),
                      "msd1_terms": terms, "seconds": time.perf_counter() - t0})
-        self.details = info
-        return IndividualSPAResult(eps, delta, upper, reliable, self.method, False,
-                                   "; ".join(parts), info)
+        return EpsilonResult(eps, delta, None, upper, self.name, False, estimate=eps,
+                             note="; ".join(parts), details=info)
