@@ -1,7 +1,7 @@
 """Privacy filters and odometers for fully adaptive compositions.
 
 Koskela, Tobaben, Honkela, "Individual Privacy Accounting with Gaussian Differential Privacy"
-(paper 000 in ``shared/papers``), and Feldman & Zrnic (2021), "Individual privacy accounting via
+(ICLR 2023), and Feldman & Zrnic (2021), "Individual privacy accounting via
 a Renyi filter".
 
 * :class:`GDPFilter` -- Thm. 2 / Alg. 2 (App. C.1): a step with an adaptively chosen GDP
@@ -121,7 +121,7 @@ def _gdp_delta_result(mu: float, eps, name: str) -> DeltaResult:
 # GDP filter and odometer
 # ------------------------------------------------------------------------------------------
 class GDPFilter(Queries):
-    """Fully adaptive GDP filter (paper 000, Thm. 2 and Alg. 2, App. C.1).
+    """Fully adaptive GDP filter (Koskela et al. 2023, Thm. 2 and Alg. 2, App. C.1).
 
     Each step asks for a GDP parameter ``mu_t`` that may depend on everything released so far
     (e.g. a Gaussian mechanism with sensitivity ``s_t`` and noise ``sigma_t`` has
@@ -186,7 +186,7 @@ class GDPFilter(Queries):
 
     def _epsilon_of(self, delta: float) -> EpsilonResult:
         """eps(delta) of the filtered composition: the exact mu-GDP curve of the budget
-        (paper 000, eq. (2.3) / Thm. 2)."""
+        (Koskela et al. 2023, eq. (2.3) / Thm. 2)."""
         return _gdp_epsilon_result(self.guarantee_mu, delta, self.name)
 
     def _delta_of(self, eps) -> DeltaResult:
@@ -195,7 +195,7 @@ class GDPFilter(Queries):
 
 
 class GDPOdometer(Queries):
-    """GDP privacy odometer (paper 000, App. C.5; Feldman & Zrnic 2021, Sec. 5).
+    """GDP privacy odometer (Koskela et al. 2023, App. C.5; Feldman & Zrnic 2021, Sec. 5).
 
     A chain of :class:`GDPFilter` of budget ``step_mu`` each. Every recorded step is charged to
     the current filter; when it does not fit, that filter is closed and a new one opened with
@@ -265,7 +265,8 @@ class GDPOdometer(Queries):
 # individual GDP filter for DP gradient descent
 # ------------------------------------------------------------------------------------------
 class IndividualGDPFilter(Queries):
-    """Individual GDP filter for DP gradient descent (paper 000, Alg. 1, Thm. 1, Remark 3).
+    """Individual GDP filter for DP gradient descent (Koskela et al.
+    2023, Alg. 1, Thm. 1, Remark 3).
 
     DP-GD step: ``sum_i f_i clip_C(g_i) + N(0, sigma^2 C^2 I)``. Removing example ``i`` changes
     the sum by ``f_i min(||g_i||, C)``, so the step is ``mu_{i,t}``-GDP for example ``i`` with
@@ -393,7 +394,7 @@ class IndividualGDPFilter(Queries):
         """Per-example eps(delta) of the privacy each example has *spent*: the exact GDP curve
         (eq. (2.3)) at ``spent_mu[i]``, an array ``(N,)`` in the result.
 
-        This is the individual privacy loss in the sense of paper 000, Sec. 4-5: it is the
+        This is the individual privacy loss in the sense of Koskela et al. 2023, Sec. 4-5: it is the
         guarantee example ``i`` would have if its sequence ``mu_{i,1}, mu_{i,2}, ...`` had been
         fixed in advance. Because the norms are chosen adaptively, the certified fully adaptive
         guarantee is that of the budget, :meth:`budget_epsilon` (Thm. 1); the two coincide for
@@ -421,7 +422,7 @@ class IndividualGDPFilter(Queries):
 # RDP filter (Feldman & Zrnic 2021): the baseline of App. C.4
 # ------------------------------------------------------------------------------------------
 def rdp_to_epsilon(rdp: float, order: float, delta: float) -> float:
-    """(eps, delta) from (order, rdp)-RDP: paper 000, eq. (C.3) (Lemma 4; Canonne, Kamath,
+    """(eps, delta) from (order, rdp)-RDP: Koskela et al. 2023, eq. (C.3) (Lemma 4; Canonne, Kamath,
     Steinke 2020, Prop. 12), through :func:`tightdp.curves.rdp.eps_from_rdp` (which also takes the
     classic conversion of Mironov 2017, Prop. 3, when better)."""
     a = float(order)
@@ -455,7 +456,7 @@ def gaussian_rdp_order(epsilon: float, delta: float) -> float:
 
 
 class RDPFilter(Queries):
-    """Renyi-DP filter at one order (Feldman & Zrnic 2021, Thm. 3.1; paper 000, App. C.4).
+    """Renyi-DP filter at one order (Feldman & Zrnic 2021, Thm. 3.1; Koskela et al. 2023, App. C.4).
 
     A step with RDP ``rho_t`` at order ``alpha`` (chosen adaptively) is admitted only while
     ``sum_t rho_t <= budget``; the filtered composition is then ``(alpha, budget)``-RDP and

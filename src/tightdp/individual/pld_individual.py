@@ -24,7 +24,8 @@ added to every delta, which is why targets below 1e-9 are refused):
 1. Sensitivity buckets (App. D.2): each ``c_{i,t}`` is rounded *up* to a grid
    ``c_1 < ... < c_B = 1`` (the noise ratio rounded *down*), which can only increase the
    privacy loss: the mechanism with the smaller sensitivity is a post-processing of the one
-   with the larger (data-processing inequality; paper 000, Thm. 2 of App. D). A gradient norm
+   with the larger (data-processing inequality; Koskela et al. 2023, Thm. 2 of App. D). A gradient
+   norm
    reported as NaN (unknown) is charged the full clipping norm.
 2. One certified discretization per bucket: connect-the-dots (Doroshenko et al. 2022) on a
    common grid step ``d`` gives a dominating discrete pair (bucket ``j`` on the grid
@@ -90,7 +91,7 @@ TRUNC_FRACTION = 1e-5
 
 def sensitivity_grid(n_buckets: int) -> np.ndarray:
     """Uniform grid of sensitivity ratios ``c_j = j / n_buckets``, ``j = 1..n_buckets``
-    (paper 000, App. D.2: a grid of noise ratios ``sigma / c_j``)."""
+    (Koskela et al. 2023, App. D.2: a grid of noise ratios ``sigma / c_j``)."""
     n = v.count("n_buckets", n_buckets, minimum=1)
     g = np.arange(1, n + 1, dtype=float) / n
     g[-1] = 1.0
@@ -505,7 +506,7 @@ class NormHistory:
 
 
 class IndividualPLDAccountant(NormHistory, Queries):
-    """Streaming individual accountant for DP-SGD (paper 000, Sec. 5 and App. D); see the
+    """Streaming individual accountant for DP-SGD (Koskela et al. 2023, Sec. 5 and App. D); see the
     module docstring for what the numbers mean and why they are upper bounds.
 
     Feed the per-example gradient norms of each step with :meth:`step` (only the bucket counts
@@ -643,7 +644,7 @@ def individual_epsilons(grad_norms, sampling_rate: float, noise_multiplier: floa
                         rtol: float = 1e-3, grid_step: float | None = None,
                         progress: bool = False, max_memory=None, max_seconds=None
                         ) -> EpsilonResult:
-    """Individual eps of every example of a DP-SGD run (paper 000, Sec. 5, App. D).
+    """Individual eps of every example of a DP-SGD run (Koskela et al. 2023, Sec. 5, App. D).
 
     Parameters
     ----------

@@ -10,7 +10,7 @@ The same composition as :class:`~tightdp.individual.IndividualPLDAccountant`: ex
 sees, at each step, the Poisson subsampled Gaussian mechanism whose sensitivity is its
 clipped gradient-norm ratio rounded *up* to the bucket grid ``c_b = b / B`` (App. D.2);
 ``n_{i,b}`` counts its steps in bucket ``b``. The CGF of a composition is the sum of the CGFs
-(paper 002, eq. (72)), so example ``i``'s privacy loss has the CGF
+(Alghamdi et al. 2023, eq. (72)), so example ``i``'s privacy loss has the CGF
 
     K_i(t) = sum_b n_{i,b} K_b(t)
 
@@ -32,7 +32,7 @@ not only the one that sets the answer, because an unreliable direction may under
 certified per-example numbers come from :class:`~tightdp.individual.IndividualPLDAccountant`;
 the fully adaptive guarantee is the individual GDP filter's
 (:class:`~tightdp.individual.IndividualGDPFilter`). What *is* certified here is ``upper``: the
-refined moments bound (paper 002, eqs. (42)-(44)),
+refined moments bound (Alghamdi et al. 2023, eqs. (42)-(44)),
 ``delta(eps) <= e^{K_i(t) - t eps} t^t / (1+t)^{1+t}`` for every ``t > 0``, minimized over tilts
 at which ``K_i`` is evaluated exactly (no interpolation), with the accountant's allowance for
 the CGF quadrature made relative (``1e-11 (T_i + K_i(t))``).
@@ -270,7 +270,7 @@ class IndividualSPAAccountant(NormHistory, Queries):
     """Individual eps of DP-SGD by the saddle-point accountant, per example: an approximation.
 
     Paper 000 (Sec. 5, App. D.2) for the individual composition and the sensitivity buckets;
-    paper 002 (Alghamdi et al.) eqs. (50), (60), (61), (66), (72) for the approximation and
+    Alghamdi et al. 2023 eqs. (50), (60), (61), (66), (72) for the approximation and
     eqs. (42)-(44) for the certified ``upper``; see the module docstring. Meant for very large
     ``N``, where the certified :class:`~tightdp.individual.IndividualPLDAccountant` is slower;
     its numbers are approximations (``certified=False`` in the result), not bounds.
@@ -480,7 +480,8 @@ class IndividualSPAAccountant(NormHistory, Queries):
         out["size"][rows] = size
 
     def _rma(self, tab: _Table, cnt: np.ndarray, br: dict, log_delta: float) -> np.ndarray:
-        """Certified refined-moments bound on eps (paper 002, eq. (43)) minimized over the
+        """Certified refined-moments bound on eps (Alghamdi et al. 2023, eq. (43))
+        minimized over the
         Lobatto tilts of the bracket of its optimal tilt, where ``K_i`` is exact (a matrix
         product of the counts with quadrature values, no interpolation); any tilt gives a
         valid bound, so where no bracket was found an end of the tilt range is used."""
