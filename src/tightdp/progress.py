@@ -74,14 +74,15 @@ class _NoBar:
 
 
 def progress_bar(iterable: Iterable[_T] | None = None, *, total: float | None = None,
-                 desc: str = "", unit: str = "it"):
+                 desc: str = "", unit: str = "it", enabled: bool | None = None):
     """A progress bar over ``iterable`` (or one to ``update`` by hand up to ``total``), drawn on
     standard error after :data:`SHOW_AFTER_SECONDS`; a silent stand-in when bars are off.
 
     Use it as an iterator (``for x in progress_bar(xs, desc="...")``) or as a context manager
-    (``with progress_bar(total=n) as bar: ... bar.update(k)``).
+    (``with progress_bar(total=n) as bar: ... bar.update(k)``). ``enabled`` overrides the
+    automatic choice of :func:`progress_enabled` for this bar (a caller's ``progress=`` option).
     """
-    if not progress_enabled():
+    if not (progress_enabled() if enabled is None else enabled):
         return _NoBar(iterable)
     from tqdm.auto import tqdm  # lazy: importing tqdm costs start-up time of the CLI
 

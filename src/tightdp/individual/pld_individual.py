@@ -58,7 +58,6 @@ discretization error is larger, hence the factor; the cost per example does not 
 from __future__ import annotations
 
 import math
-import sys
 import time
 
 import numpy as np
@@ -75,6 +74,7 @@ from ..mechanisms.subsampling import PoissonSubsampled
 from ..pld.compose import MAX_POINTS
 from ..pld.discretize import connect_the_dots, loss_range
 from ..pld.grid import DiscretePLD
+from ..progress import logger, progress_bar
 from ..results import EpsilonResult
 
 __all__ = ["IndividualPLDAccountant", "NormHistory", "individual_epsilons",
@@ -501,8 +501,7 @@ class NormHistory:
             self.step(g[:, s])
 
     def _log(self, msg: str) -> None:
-        if getattr(self, "progress", False):
-            print(f"[tightdp.individual] {msg}", file=sys.stderr, flush=True)
+        logger.info("individual: %s", msg)
 
 
 class IndividualPLDAccountant(NormHistory, Queries):
@@ -524,7 +523,9 @@ class IndividualPLDAccountant(NormHistory, Queries):
         rounded up by less than ``1 / n_buckets``.
     rtol : relative accuracy asked of the certified accountant that chooses the grid step.
     grid_step : fix the PLD grid step instead (skips that accountant run).
-    progress : print progress to stderr.
+    progress : a progress bar on stderr: None (default) draws one for work still running after
+        2 s when stderr is a terminal (see :mod:`tightdp.progress`), True always, False never.
+        Diagnostics go to the ``"tightdp"`` logger at level INFO.
     max_memory, max_seconds : the budget of one :meth:`epsilon` query (see
         :mod:`tightdp._budget`): sizes are checked before allocating (refusal naming what
         drives the cost) and chunks of examples are sized to fit.
@@ -532,14 +533,14 @@ class IndividualPLDAccountant(NormHistory, Queries):
 
     def __init__(self, sampling_rate: float, noise_multiplier: float, clip_norm: float,
                  n_examples: int, *, n_buckets: int = 100, rtol: float = 1e-3,
-                 grid_step: float | None = None, progress: bool = False,
+                 grid_step: float | None = None, progress: bool | None = None,
                  workers: int | None = None, chunk_size: int = 4096, max_memory=None,
                  max_seconds=None):
         super().__init__(sampling_rate, noise_multiplier, clip_norm, n_examples, n_buckets)
         self.budget = Budget.make(max_memory, max_seconds)
         self.rtol = v.positive("rtol", rtol)
         self.grid_step = None if grid_step is None else v.positive("grid_step", grid_step)
-        self.progress = bool(progress)
+        self.progress = None if progress is None else bool(progress)
         self.workers = workers
         self.chunk_size = v.count("chunk_size", chunk_size, minimum=1)
 
@@ -604,6 +605,8 @@ class IndividualPLDAccountant(NormHistory, Queries):
         round_allow = 64 * MACHINE_EPSILON * (1.0 + cnt.sum(axis=1))
         tol = TRUNC_FRACTION * delta
         info.update({"grid_step": d, "buckets": int(used.size)})
+        bar = progress_bar(total=2 * idx_act.size, desc="per-example epsilon", unit="example",
+                           enabled=self.progress)
         for direction in (0, 1):
             dr = self._direction(direction, used, d, t_max, log_tail)
             info[f"fft_points_{direction}"] = dr.K
@@ -624,10 +627,9 @@ class IndividualPLDAccountant(NormHistory, Queries):
                 ev = _Evaluator(dr, cnt[sel], int(kk[sel].max()), tau[sel],
                                 extra[sel] + round_allow[sel] * (1.0 + math.log(kk[sel].max())))
                 eps_dir[sel] = ev.epsilon(delta)
-                if self.progress and (s // cs) % 10 == 0:
-                    self._log(f"direction {direction}: {min(s + cs, order.size)}/{order.size}"
-                              f" examples, {time.perf_counter() - t0:.1f} s")
+                bar.update(sel.size)
             out[idx_act] = np.maximum(out[idx_act], eps_dir)
+        bar.close()
         return self._result(out, delta, info, t0)
 
     def _result(self, eps: np.ndarray, delta: float, info: dict, t0: float) -> EpsilonResult:
@@ -642,7 +644,7 @@ class IndividualPLDAccountant(NormHistory, Queries):
 def individual_epsilons(grad_norms, sampling_rate: float, noise_multiplier: float,
                         clip_norm: float, delta: float, *, n_buckets: int = 100,
                         rtol: float = 1e-3, grid_step: float | None = None,
-                        progress: bool = False, max_memory=None, max_seconds=None
+                        progress: bool | None = None, max_memory=None, max_seconds=None
                         ) -> EpsilonResult:
     """Individual eps of every example of a DP-SGD run (Koskela et al. 2023, Sec. 5, App. D).
 

@@ -100,6 +100,7 @@ from ..losses import GaussianLoss
 from ..losses.cgf import cgf
 from ..mechanisms.basic import Gaussian
 from ..mechanisms.subsampling import PoissonSubsampled
+from ..progress import progress_bar
 from ..results import EpsilonResult
 from .pld_individual import NormHistory
 
@@ -305,7 +306,8 @@ class IndividualSPAAccountant(NormHistory, Queries):
     n_buckets : size of the uniform sensitivity grid (App. D.2); each ratio ``min(g, C)/C`` is
         rounded up by less than ``1 / n_buckets``.
     method : "msd1" (default, eq. (61)), "msd0" (eqs. (7)/(60)) or "clt" (eqs. (8)/(66)).
-    progress : print progress to stderr.
+    progress : a progress bar on stderr: None (default) draws one for work still running after
+        2 s when stderr is a terminal (see :mod:`tightdp.progress`), True always, False never.
     chunk_size : examples processed at once; the arrays of a chunk take about
         ``chunk_size * (16 n_buckets + 3000)`` bytes (~300 MB for the default 65536 and 100
         buckets), whatever ``N``.
@@ -313,12 +315,12 @@ class IndividualSPAAccountant(NormHistory, Queries):
 
     def __init__(self, sampling_rate: float, noise_multiplier: float, clip_norm: float,
                  n_examples: int, *, n_buckets: int = 100, method: str = "msd1",
-                 progress: bool = False, chunk_size: int = 65536):
+                 progress: bool | None = None, chunk_size: int = 65536):
         super().__init__(sampling_rate, noise_multiplier, clip_norm, n_examples, n_buckets)
         if method not in METHODS:
             raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
         self.method = method
-        self.progress = bool(progress)
+        self.progress = None if progress is None else bool(progress)
         self.chunk_size = v.count("chunk_size", chunk_size, minimum=1)
 
     name = "individual-spa"
@@ -526,6 +528,8 @@ class IndividualSPAAccountant(NormHistory, Queries):
         target = -ld
         cs = self.chunk_size
         n_chunks = -(-n_all // cs)
+        bar = progress_bar(total=n_all, desc="per-example epsilon (saddle point)",
+                           unit="example", enabled=self.progress)
         for ci, s in enumerate(range(0, n_all, cs)):
             cnt_all = counts[s:s + cs, 1:][:, used].astype(float)
             act = np.nonzero(cnt_all.any(axis=1))[0]
@@ -576,10 +580,12 @@ class IndividualSPAAccountant(NormHistory, Queries):
             flags["fallback"][idx] = fallback
             flags["unresolved"][idx] = unresolved
             reliable[idx] = (size <= UNRELIABLE) & ~beyond & ~unresolved
-            if self.progress and (ci % 4 == 0 or ci == n_chunks - 1):
+            bar.update(min(cs, n_all - s))
+            if ci % 4 == 0 or ci == n_chunks - 1:
                 pieces = sum(tb.n_pieces for tb in tables)
                 self._log(f"saddle points: {min(s + cs, n_all)}/{n_all} examples, {pieces} "
                           f"interpolation intervals, {time.perf_counter() - t0:.1f} s")
+        bar.close()
         info["interpolation_pieces"] = {tb.name: tb.n_pieces for tb in tables}
         return self._result(eps, delta, upper, reliable, terms, flags, info, t0)
 
