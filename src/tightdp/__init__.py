@@ -1,5 +1,6 @@
 """tightdp: tight differential-privacy accounting with certified bounds."""
 
+from ._defaults import DEFAULT_RTOL
 from .accountants import (
     Accountant,
     DeltaResult,
@@ -12,8 +13,15 @@ from .accountants import (
     SaddlePointAccountant,
 )
 from .curves.gdp import gdp_delta, gdp_epsilon, gdp_mu
-from .dpsgd.epsilon import dpsgd_epsilon
-from .dpsgd.group import GroupResult, group_epsilon
+from .dpsgd import (
+    GroupResult,
+    calibrate_noise,
+    calibrate_sampling_rate,
+    calibrate_steps,
+    dpsgd_delta,
+    dpsgd_epsilon,
+    group_epsilon,
+)
 from .individual import (
     GDPFilter,
     GDPOdometer,
@@ -80,8 +88,13 @@ __all__ = [
     "SampledWithReplacement",
     "MixtureOfGaussians",
     "dpsgd_epsilon",
+    "dpsgd_delta",
     "group_epsilon",
     "GroupResult",
+    "calibrate_noise",
+    "calibrate_steps",
+    "calibrate_sampling_rate",
+    "DEFAULT_RTOL",
     "save",
     "load",
 ]
