@@ -22,17 +22,19 @@ import json
 import math
 import time
 
-from tightdp.dpsgd.group import group_epsilon
+from tightdp import group_epsilon
 
 T, Q, B, N, DELTA = 2000, 0.01, 500, 50000, 1e-6
 
 
 def run(sigma: float, sampling: str, k: int, rtol: float, refine: bool) -> dict:
     if sampling == "poisson":
-        r = group_epsilon(k, sigma, T, DELTA, sampling="poisson", sampling_rate=Q, rtol=rtol,
-                          conversion=True, refine_conversion=refine)
+        r = group_epsilon(group_size=k, noise_multiplier=sigma, steps=T, delta=DELTA,
+                          sampling="poisson", sampling_rate=Q, rtol=rtol, conversion=True,
+                          refine_conversion=refine)
     else:
-        r = group_epsilon(k, 2 * sigma, T, DELTA, sampling="fixed_batch", batch_size=B,
+        r = group_epsilon(group_size=k, noise_multiplier=2 * sigma, steps=T, delta=DELTA,
+                          sampling="fixed_batch", batch_size=B,
                           dataset_size=N, rtol=rtol, conversion=True,
                           refine_conversion=refine)
     return {"sigma": sigma, "sampling": sampling, "k": k, "epsilon": r.epsilon,

@@ -236,6 +236,8 @@ def calibrate_sampling_rate(*, epsilon: float, delta: float, noise_multiplier: f
                                                                "without_replacement"):
         raise ValueError(f"sampling must be poisson or without_replacement (a free rate) to "
                          f"calibrate the sampling rate, got {sampling!r}")
+    if steps is None:
+        raise ValueError("steps is required to calibrate the sampling rate (an integer >= 1)")
     steps = v.count("steps", steps, minimum=1)
     base = dpsgd_setting(noise_multiplier=noise_multiplier, steps=steps, sampling_rate=1.0,
                          sampling=sampling)
