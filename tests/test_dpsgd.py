@@ -192,6 +192,20 @@ def test_group_of_one_is_the_example_level_setting():
     assert (g.lower, g.upper) == (r.lower, r.upper)
 
 
+def test_group_sweep_equals_one_call_per_size():
+    from tightdp.dpsgd import group_epsilons
+
+    kw = dict(noise_multiplier=1.0, steps=50, delta=1e-6, sampling_rate=0.05, rtol=2e-2,
+              conversion=True)
+    sweep = group_epsilons(group_sizes=[1, 3], **kw)
+    for r in sweep:
+        one = td.group_epsilon(group_size=r.group_size, **kw)
+        assert (r.lower, r.upper, r.example_epsilon, r.conversion) == \
+            (one.lower, one.upper, one.example_epsilon, one.conversion)
+    with pytest.raises(ValueError, match="group_sizes"):
+        group_epsilons(group_sizes=[2, 0], **kw)
+
+
 def test_calibrate_fixed_batch_meets_the_target():
     kw = dict(sampling="fixed_batch", batch_size=100, dataset_size=5000, steps=100,
               delta=1e-5)

@@ -31,9 +31,21 @@ def composed(setting: DPSGDSetting, *, accountant: str = "pld", rtol: float = DE
     return acc.compose(setting.mechanism(), setting.steps)
 
 
-def _describe(r, setting: DPSGDSetting):
-    r.details = {**r.details, "mechanism": setting.describe(),
-                 "sampling": setting.sampling.kind, "steps": setting.steps}
+def _query(want: str, *, accountant, rtol, max_memory, max_seconds, accountant_options,
+           **arguments):
+    """``want`` ("epsilon" at ``delta``, or "delta" at ``epsilon``) of the setting of the other
+    ``arguments`` (a front door's own parameters, passed on whole), with the accountant."""
+    x = arguments.pop("delta" if want == "epsilon" else "epsilon")
+    dpsgd = dpsgd_setting(**arguments)
+    if want == "epsilon":
+        x = v.delta_value("delta", x)
+    elif np.any(v.eps_values("epsilon", x) < 0):
+        raise ValueError(f"epsilon must be in [0, inf), got {x!r}")
+    acc = composed(dpsgd, accountant=accountant, rtol=rtol, max_memory=max_memory,
+                   max_seconds=max_seconds, **accountant_options)
+    r = acc.epsilon(x) if want == "epsilon" else acc.delta(x)
+    r.details = {**r.details, "mechanism": dpsgd.describe(),
+                 "sampling": dpsgd.sampling.kind, "steps": dpsgd.steps}
     return r
 
 
@@ -74,13 +86,7 @@ def dpsgd_epsilon(*, noise_multiplier: float, delta: float, sampling_rate: float
     >>> r.lower <= r.epsilon == r.upper
     True
     """
-    setting = dpsgd_setting(noise_multiplier=noise_multiplier, steps=steps, epochs=epochs,
-                            sampling_rate=sampling_rate, batch_size=batch_size,
-                            dataset_size=dataset_size, sampling=sampling)
-    delta = v.delta_value("delta", delta)
-    acc = composed(setting, accountant=accountant, rtol=rtol, max_memory=max_memory,
-                   max_seconds=max_seconds, **accountant_options)
-    return _describe(acc.epsilon(delta), setting)
+    return _query("epsilon", **locals())
 
 
 def dpsgd_delta(*, noise_multiplier: float, epsilon: float,
@@ -99,11 +105,4 @@ def dpsgd_delta(*, noise_multiplier: float, epsilon: float,
     >>> r.lower <= r.delta == r.upper
     True
     """
-    setting = dpsgd_setting(noise_multiplier=noise_multiplier, steps=steps, epochs=epochs,
-                            sampling_rate=sampling_rate, batch_size=batch_size,
-                            dataset_size=dataset_size, sampling=sampling)
-    if np.any(v.eps_values("epsilon", epsilon) < 0):
-        raise ValueError(f"epsilon must be in [0, inf), got {epsilon!r}")
-    acc = composed(setting, accountant=accountant, rtol=rtol, max_memory=max_memory,
-                   max_seconds=max_seconds, **accountant_options)
-    return _describe(acc.delta(epsilon), setting)
+    return _query("delta", **locals())

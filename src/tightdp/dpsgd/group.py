@@ -51,11 +51,12 @@ from .._defaults import DEFAULT_RTOL
 from ..accountants.pld import PLDAccountant
 from ..mechanisms import Mechanism, MixtureOfGaussians
 from ..results import plain_dict
-from .setting import Sampling, dpsgd_setting, make_sampling
+from .setting import DPSGDSetting, Sampling, dpsgd_setting, make_sampling
 
 __all__ = [
     "GroupResult",
     "group_epsilon",
+    "group_epsilons",
     "group_mechanism",
     "sensitivity_distribution",
     "group_conversion_epsilon",
@@ -361,14 +362,66 @@ def group_epsilon(*, group_size: int, noise_multiplier: float, delta: float,
     >>> r.lower <= r.epsilon <= r.conversion
     True
     """
-    t0 = time.perf_counter()
+    k = v.count("group_size", group_size, minimum=1)
+    return group_epsilons(
+        group_sizes=[k], noise_multiplier=noise_multiplier, delta=delta, steps=steps,
+        epochs=epochs, sampling=sampling, sampling_rate=sampling_rate, batch_size=batch_size,
+        dataset_size=dataset_size, rtol=rtol, baselines=baselines, conversion=conversion,
+        refine_conversion=refine_conversion, max_memory=max_memory,
+        max_seconds=max_seconds)[0]
+
+
+class _ExampleLevel:
+    """The example-level accountant and moment curve of one :func:`group_epsilons` call,
+    built on first use and shared by its group sizes (the accountant keeps its
+    discretizations and compositions for the conversion's many queries); it lives only as
+    long as the call."""
+
+    def __init__(self, setting: DPSGDSetting, rtol: float, mem: int, sec: float):
+        self.setting, self.rtol, self.mem, self.sec = setting, rtol, mem, sec
+        self._acc: PLDAccountant | None = None
+        self._chernoff: ChernoffCurve | None = None
+
+    def accountant(self) -> PLDAccountant:
+        if self._acc is None:
+            self._acc = PLDAccountant(self.rtol, max_points=CONVERSION_MAX_POINTS,
+                                      max_memory=self.mem, max_seconds=self.sec).compose(
+                self.setting.mechanism(), self.setting.steps)
+        return self._acc
+
+    def chernoff(self) -> ChernoffCurve:
+        if self._chernoff is None:
+            self._chernoff = ChernoffCurve(self.setting.mechanism(), self.setting.steps)
+        return self._chernoff
+
+
+def group_epsilons(*, group_sizes, noise_multiplier: float, delta: float,
+                   steps: int | None = None, epochs: float | None = None,
+                   sampling: str = "poisson", sampling_rate: float | None = None,
+                   batch_size: int | None = None, dataset_size: int | None = None,
+                   rtol: float = DEFAULT_RTOL, baselines: bool = True,
+                   conversion: bool = False, refine_conversion: bool = True,
+                   max_memory=None, max_seconds=None) -> list[GroupResult]:
+    """:func:`group_epsilon` for several group sizes of one setting, one
+    :class:`GroupResult` each (in the order given). The example-level accountant and moment
+    curve of the baselines are built once for all of them, which makes a sweep over ``k``
+    (Ganesh, Sec. 4) several times faster than one call per ``k``.
+
+    Examples
+    --------
+    >>> rs = group_epsilons(group_sizes=[2, 4], noise_multiplier=1.0, steps=100, delta=1e-6,
+    ...                     sampling_rate=0.01, rtol=1e-2)
+    >>> rs[0].epsilon < rs[1].epsilon
+    True
+    """
     setting = dpsgd_setting(noise_multiplier=noise_multiplier, steps=steps, epochs=epochs,
                             sampling_rate=sampling_rate, batch_size=batch_size,
                             dataset_size=dataset_size, sampling=sampling)
-    k = v.count("group_size", group_size, minimum=1)
-    samp = setting.sampling
-    sens, probs = samp.sensitivity_distribution(k)  # poisson or fixed_batch; k <= batch_size
-    sigma, steps = setting.noise_multiplier, setting.steps
+    ks = [v.count("group_sizes", k, minimum=1) for k in np.atleast_1d(group_sizes).tolist()]
+    if not ks:
+        raise ValueError("group_sizes must hold at least one group size")
+    for k in ks:  # poisson or fixed_batch; k <= batch_size: checked before any work
+        setting.sampling.sensitivity_distribution(k)
     delta = v.delta_value("delta", delta)
     rtol = v.positive("rtol", rtol)
     for name, flag in (("baselines", baselines), ("conversion", conversion),
@@ -377,7 +430,18 @@ def group_epsilon(*, group_size: int, noise_multiplier: float, delta: float,
             raise ValueError(f"{name} must be True or False, got {flag!r}")
     budget = Budget.make(max_memory, max_seconds)  # validated once, passed on as numbers
     mem, sec = budget.max_memory, budget.max_seconds
+    example = _ExampleLevel(setting, rtol, mem, sec)
+    return [_group_result(setting, k, delta, rtol, mem, sec, baselines, conversion,
+                          refine_conversion, example) for k in ks]
 
+
+def _group_result(setting: DPSGDSetting, k: int, delta: float, rtol: float, mem: int,
+                  sec: float, baselines: bool, conversion: bool, refine_conversion: bool,
+                  example: _ExampleLevel) -> GroupResult:
+    """One group size of :func:`group_epsilons` (arguments validated there)."""
+    t0 = time.perf_counter()
+    samp, sigma, steps = setting.sampling, setting.noise_multiplier, setting.steps
+    sens, probs = samp.sensitivity_distribution(k)
     acc = PLDAccountant(rtol, max_memory=mem, max_seconds=sec).compose(
         setting.group_mechanism(k), steps)
     r = acc.epsilon(delta)
@@ -391,17 +455,13 @@ def group_epsilon(*, group_size: int, noise_multiplier: float, delta: float,
             if conversion:
                 conv, conv_e, conv_d = float(r.upper), float(r.upper), delta
         else:
-            # the example-level accountant of this call (it caches its discretizations and
-            # compositions for the conversion's queries below)
-            acc1 = PLDAccountant(rtol, max_points=CONVERSION_MAX_POINTS, max_memory=mem,
-                                 max_seconds=sec).compose(setting.mechanism(), steps)
+            acc1 = example.accountant()
             r1 = acc1.epsilon(delta)
             ex_eps, ex_lo = float(r1.upper), float(r1.lower)
             details["example"] = r1.details
         if conversion and k > 1 and steps > 0:
-            chern = ChernoffCurve(setting.mechanism(), steps)
             conv, conv_e, conv_d, cinfo = group_conversion_epsilon(
-                chern.epsilon, k, delta,
+                example.chernoff().epsilon, k, delta,
                 refine=(lambda d1: acc1.epsilon(d1).upper) if refine_conversion else None)
             details["conversion"] = cinfo
             if math.isinf(conv):
