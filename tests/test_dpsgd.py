@@ -101,8 +101,14 @@ def test_front_doors_are_keyword_only(front):
 @pytest.mark.parametrize("kwargs,steps", [
     (dict(epochs=4, sampling_rate=0.02), 200),
     (dict(epochs=0.5, sampling_rate=0.01), 50),
-    # 0.3 is stored below 0.3: 3 / 0.3 in floating point is 10.000000000000002 (11 steps)
+    # 0.3 and 1/30 are stored below their values: 3 / 0.3 is 10.000000000000002 (not 11)
     (dict(epochs=3, sampling_rate=0.3), 10),
+    (dict(epochs=1, sampling_rate=1 / 30), 30),
+    (dict(epochs=7, sampling_rate=1 / 30), 210),
+    (dict(epochs=1, sampling_rate=1 / 3), 3),
+    # any real fraction of a round is a round
+    (dict(epochs=1, sampling_rate=0.3), 4),
+    (dict(epochs=2.0000001, sampling_rate=0.5), 5),
     # a fraction of a step is a whole step (ceil(x - 1e-9) lost it)
     (dict(epochs=1.000000000005, sampling_rate=0.01), 101),
     # sizes: an epoch is n / B rounds, 2 * 60000 / 256 = 468.75

@@ -33,10 +33,12 @@ Samplings (``sampling=``; dashes or underscores):
 Steps: ``steps`` (an integer >= 0) or ``epochs`` (a number > 0), not both. One epoch is
 ``dataset_size / batch_size`` rounds when the sizes are given, else ``1 / sampling_rate``;
 ``steps = ceil(epochs * dataset_size / batch_size)`` or ``ceil(epochs / sampling_rate)``,
-computed exactly in rational arithmetic on the numbers as written (the shortest decimal of
-each float: ``epochs=3, sampling_rate=0.3`` is 10 steps, not 11 from 0.3's binary value, nor
-a step lost to floating-point rounding). Rounding up means a fractional last epoch counts as a
-whole round, so the eps reported never counts fewer rounds than were run.
+the ratio computed exactly in rational arithmetic (no step lost to floating-point rounding)
+and rounded up: a fractional last epoch counts as a whole round, so the eps reported never
+counts fewer rounds than were run. The one exception is a rate's binary representation: a
+ratio above an integer by less than ``RATIO_RTOL`` (1e-12) relative is that integer
+(``epochs=3, sampling_rate=0.3`` is 10 rounds, not 11 from 0.3 being stored as
+0.29999999999999998890).
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from ..mechanisms import (
 )
 
 __all__ = ["SAMPLINGS", "Sampling", "DPSGDSetting", "make_sampling", "dpsgd_setting",
-           "steps_of_epochs"]
+           "steps_of_epochs", "RATIO_RTOL"]
 
 #: the samplings a setting accepts (the command spells them with dashes)
 SAMPLINGS = ("poisson", "fixed_batch", "without_replacement", "with_replacement")
@@ -192,21 +194,23 @@ def make_sampling(*, sampling: str = "poisson", sampling_rate: float | None = No
     return Sampling(s, b / n, b, n)
 
 
-def _decimal(x: float) -> Fraction:
-    """``x`` as the decimal it prints as (its shortest round-trip representation)."""
-    return Fraction(repr(float(x)))
+#: a ratio epochs / rate above an integer by less than this (relative) is that integer: the
+#: binary representation of a rate such as 0.3 or 1/30, not a round
+RATIO_RTOL = 1e-12
 
 
 def steps_of_epochs(epochs: float, sampling: Sampling) -> int:
     """Rounds of ``epochs`` epochs: ``ceil(epochs * dataset_size / batch_size)`` with the
-    sizes, else ``ceil(epochs / sampling_rate)``, in exact rational arithmetic on the numbers
-    as written (see the module docstring); rounded up, so no round is left uncounted."""
+    sizes, else ``ceil(epochs / sampling_rate)``, the ratio computed exactly (rationals) and
+    rounded up, so no round is left uncounted. With a rate, a ratio above an integer by less
+    than :data:`RATIO_RTOL` relative counts as that integer: ``0.3`` and ``1/30`` are stored
+    just below their values, and ``3 / 0.3`` is 10 rounds, not 11."""
     e = v.positive("epochs", epochs)
     if sampling.batch_size is not None:
-        exact = _decimal(e) * sampling.dataset_size / sampling.batch_size
-    else:
-        exact = _decimal(e) / _decimal(sampling.sampling_rate)
-    return math.ceil(exact)
+        return math.ceil(Fraction(e) * sampling.dataset_size / sampling.batch_size)
+    exact = Fraction(e) / Fraction(sampling.sampling_rate)
+    below = math.floor(exact)
+    return below if exact - below <= RATIO_RTOL * exact else below + 1
 
 
 @dataclass(frozen=True)
