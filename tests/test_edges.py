@@ -486,7 +486,8 @@ def test_group_epsilon_quick_start_no_conversion_by_default(guard):
     """The README's quick-start group_epsilon call does not compute the RDP-conversion
     baseline unless asked (``conversion=``): ``conversion is None``; within 60 s / 2 GB."""
     out = guard.run({"kind": "call", "target": "tightdp.dpsgd.group:group_epsilon",
-                     "args": (8, 1.0, 2000, 1e-6), "kwargs": {"sampling_rate": 0.01}})
+                     "kwargs": {"group_size": 8, "noise_multiplier": 1.0, "steps": 2000,
+                                "delta": 1e-6, "sampling_rate": 0.01}})
     check_cost(out)
     assert out["status"] == "ok", out.get("error")
     assert out["result"]["conversion"] is None, out["result"]["conversion"]
