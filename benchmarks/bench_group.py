@@ -15,20 +15,22 @@ from __future__ import annotations
 import argparse
 import time
 
-from tightdp.dpsgd.group import group_epsilon, sensitivity_distribution
+from tightdp import group_epsilon
+from tightdp.dpsgd.group import sensitivity_distribution
 
 T, Q, SIGMA, DELTA = 2000, 0.01, 1.0, 1e-6
 
 
 def ours(k: int, rtol: float) -> tuple[str, float, float, float]:
     t = time.perf_counter()
-    r = group_epsilon(k, SIGMA, T, DELTA, sampling_rate=Q, rtol=rtol, baselines=False)
+    r = group_epsilon(group_size=k, noise_multiplier=SIGMA, steps=T, delta=DELTA,
+                      sampling_rate=Q, rtol=rtol, baselines=False)
     return f"tightdp PLD (rtol={rtol:g})", r.lower, r.upper, time.perf_counter() - t
 
 
 def peer(k: int, interval: float) -> tuple[str, float, float, float]:
     from dp_accounting.pld import privacy_loss_distribution as pldlib
-    c, p = sensitivity_distribution(k, "poisson", sampling_rate=Q)
+    c, p = sensitivity_distribution(k, sampling="poisson", sampling_rate=Q)
     t = time.perf_counter()
     pld = pldlib.from_mixture_gaussian_mechanism(SIGMA, c.tolist(), p.tolist(),
                                                  value_discretization_interval=interval)

@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--n", type=int, default=50000)
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args(argv)
-    mech = group_mechanism(a.k, a.sigma, sampling_rate=a.q)
+    mech = group_mechanism(a.k, noise_multiplier=a.sigma, sampling_rate=a.q)
     print(f"k={a.k}, q={a.q}, sigma={a.sigma}, {a.n} edges\n")
     print("| direction | tail | range | inverse s | bin_masses s |")
     print("|---|---|---|---|---|")

@@ -346,7 +346,8 @@ def _dpsgd_bounds(sigma, steps, delta=1e-5, q=0.01):
 def test_dpsgd_epsilon_tiny_noise(guard, sigma, steps):
     low, high = _dpsgd_bounds(sigma, steps)
     spec = {"kind": "call", "target": "tightdp.dpsgd:dpsgd_epsilon",
-            "args": (0.01, sigma, steps, 1e-5)}
+            "kwargs": {"sampling_rate": 0.01, "noise_multiplier": sigma, "steps": steps,
+                       "delta": 1e-5}}
     out = guard.run(spec)
     check_cost(out)
     if out["status"] == "ok":
@@ -431,7 +432,8 @@ def test_calibrate_noise_delta_1e_30_one_step(guard):
     """calibrate_noise at delta = 1e-30, one step (q = 0.01, target eps 3): the returned
     noise must meet the target exactly (oracle), within 60 s / 2 GB."""
     out = guard.run({"kind": "call", "target": "tightdp.dpsgd.calibrate:calibrate_noise",
-                     "args": (3.0, 1e-30, 0.01, 1)})
+                     "kwargs": {"epsilon": 3.0, "delta": 1e-30, "sampling_rate": 0.01,
+                                "steps": 1}})
     check_cost(out)
     if out["status"] == "ok":
         sigma = out["result"]["noise_multiplier"]
@@ -484,7 +486,8 @@ def test_group_epsilon_quick_start_no_conversion_by_default(guard):
     """The README's quick-start group_epsilon call does not compute the RDP-conversion
     baseline unless asked (``conversion=``): ``conversion is None``; within 60 s / 2 GB."""
     out = guard.run({"kind": "call", "target": "tightdp.dpsgd.group:group_epsilon",
-                     "args": (8, 1.0, 2000, 1e-6), "kwargs": {"sampling_rate": 0.01}})
+                     "kwargs": {"group_size": 8, "noise_multiplier": 1.0, "steps": 2000,
+                                "delta": 1e-6, "sampling_rate": 0.01}})
     check_cost(out)
     assert out["status"] == "ok", out.get("error")
     assert out["result"]["conversion"] is None, out["result"]["conversion"]

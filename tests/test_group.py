@@ -49,12 +49,15 @@ def _overlaps(lo: float, up: float, case: dict) -> bool:
 def test_mechanism_matches_reference_case(cid):
     case = case_by_id(cid)
     s = _setting(case)
-    c, p = sensitivity_distribution(s["group_size"], s["sampling"], s.get("sampling_rate"),
-                                    s.get("batch_size"), s.get("dataset_size"))
+    c, p = sensitivity_distribution(s["group_size"], sampling=s["sampling"],
+                                    sampling_rate=s.get("sampling_rate"),
+                                    batch_size=s.get("batch_size"),
+                                    dataset_size=s.get("dataset_size"))
     np.testing.assert_array_equal(c, case["mechanism"]["sensitivities"])
     np.testing.assert_allclose(p, case["mechanism"]["probabilities"], rtol=1e-12, atol=0)
-    m = group_mechanism(s["group_size"], s["noise_multiplier"], s["sampling"],
-                        s.get("sampling_rate"), s.get("batch_size"), s.get("dataset_size"))
+    m = group_mechanism(s["group_size"], noise_multiplier=s["noise_multiplier"],
+                        sampling=s["sampling"], sampling_rate=s.get("sampling_rate"),
+                        batch_size=s.get("batch_size"), dataset_size=s.get("dataset_size"))
     assert isinstance(m, MixtureOfGaussians)
     assert m.sigma == case["mechanism"]["standard_deviation"]
 
@@ -62,44 +65,50 @@ def test_mechanism_matches_reference_case(cid):
 def test_hypergeometric_weights_from_factorials():
     mpmath = pytest.importorskip("mpmath")
     k, b, n = 5, 500, 50000
-    c, p = sensitivity_distribution(k, "fixed_batch", batch_size=b, dataset_size=n)
+    c, p = sensitivity_distribution(k, sampling="fixed_batch", batch_size=b, dataset_size=n)
     exact = [mpmath.binomial(k, j) * mpmath.binomial(n, b - j) / mpmath.binomial(n + k, b)
              for j in range(k + 1)]
     np.testing.assert_array_equal(c, 2.0 * np.arange(k + 1))
     np.testing.assert_allclose(p, [float(x) for x in exact], rtol=1e-10)
-    c, p = sensitivity_distribution(3, "poisson", sampling_rate=0.3)
+    c, p = sensitivity_distribution(3, sampling="poisson", sampling_rate=0.3)
     np.testing.assert_allclose(p, [0.343, 0.441, 0.189, 0.027], rtol=1e-13)
 
 
 # --- k = 1 is example-level DP-SGD -------------------------------------------------------------
 
 def test_k1_reproduces_example_level_pld_exactly():
-    r = group_epsilon(1, 1.0, 2000, 1e-6, sampling_rate=0.01, rtol=1e-3, conversion=True)
+    r = group_epsilon(group_size=1, noise_multiplier=1.0, steps=2000, delta=1e-6,
+                      sampling_rate=0.01, rtol=1e-3, conversion=True)
     ref = PLDAccountant(1e-3).compose(PoissonSubsampled(Gaussian(1.0), 0.01), 2000)
     e = ref.epsilon(1e-6)
     assert (r.lower, r.upper) == (e.lower, e.upper)
     assert r.epsilon == r.upper == r.conversion == r.linear_reference == r.example_epsilon
     case = case_by_id("D-P-s1-k1")
     assert _overlaps(r.lower, r.upper, case)
-    d = dpsgd_result = tightdp.dpsgd_epsilon(0.01, 1.0, 2000, 1e-6, rtol=1e-3)
+    d = dpsgd_result = tightdp.dpsgd_epsilon(sampling_rate=0.01, noise_multiplier=1.0,
+                                               steps=2000, delta=1e-6, rtol=1e-3)
     assert (d.lower, d.upper) == (e.lower, e.upper)
     assert dpsgd_result.details["mechanism"]["kind"] == "poisson_subsampled_gaussian"
 
 
 def test_fixed_batch_example_level_reference_case():
     case = case_by_id("D-F-s1-k1")
-    r = tightdp.dpsgd_epsilon(None, 2.0, 2000, 1e-6, sampling="fixed_batch", batch_size=500,
-                              dataset_size=50000, rtol=1e-3)
+    r = tightdp.dpsgd_epsilon(noise_multiplier=2.0, steps=2000, delta=1e-6,
+                              sampling="fixed_batch", batch_size=500, dataset_size=50000,
+                              rtol=1e-3)
     assert r.certified and r.lower <= r.upper
     assert _overlaps(r.lower, r.upper, case)
     assert r.upper <= case["upper"] * (1 + 1e-3) and r.lower >= case["lower"] * (1 - 1e-3)
-    g = group_epsilon(1, 2.0, 2000, 1e-6, sampling="fixed_batch", batch_size=500,
+    g = group_epsilon(group_size=1, noise_multiplier=2.0, steps=2000, delta=1e-6,
+                      sampling="fixed_batch", batch_size=500,
                       dataset_size=50000, rtol=1e-3, baselines=False)
     assert (g.lower, g.upper) == (r.lower, r.upper)
-    # sampling_rate = B / n is accepted (and only that)
-    r2 = tightdp.dpsgd_epsilon(0.01, 2.0, 20, 1e-6, sampling="fixed_batch", batch_size=500,
-                               dataset_size=50000, rtol=1e-2)
-    assert r2.upper > 0
+    # a sampling rate beside batch_size and dataset_size is refused, even B / n (the command
+    # refused it already; one validated setting, one rule)
+    with pytest.raises(ValueError, match="sampling_rate"):
+        tightdp.dpsgd_epsilon(sampling_rate=0.01, noise_multiplier=2.0, steps=20, delta=1e-6,
+                              sampling="fixed_batch", batch_size=500, dataset_size=50000,
+                              rtol=1e-2)
 
 
 # --- group accounting (k >= 2) -----------------------------------------------------------------
@@ -107,7 +116,8 @@ def test_fixed_batch_example_level_reference_case():
 def test_group_k2_reference_case_coarse():
     """Unmarked reduced version: coarse tolerance, the bracket must still overlap."""
     case = case_by_id("D-P-s1-k2")
-    r = group_epsilon(2, 1.0, 2000, 1e-6, sampling_rate=0.01, rtol=5e-2, baselines=False)
+    r = group_epsilon(group_size=2, noise_multiplier=1.0, steps=2000, delta=1e-6,
+                      sampling_rate=0.01, rtol=5e-2, baselines=False)
     assert r.certified and r.lower <= r.upper
     assert _overlaps(r.lower, r.upper, case)
     assert r.upper - r.lower <= 5e-2 * r.upper
@@ -128,7 +138,8 @@ def test_group_reference_cases(cid):
 def test_group_finite_and_between_baselines(k):
     """Section 4 at sigma = 1: finite for every k; the linear reference k * eps_1 below our
     certified lower bound; the Lemma 1.1 conversion (a certified upper bound) above ours."""
-    r = group_epsilon(k, 1.0, 2000, 1e-6, sampling_rate=0.01, rtol=1e-3,
+    r = group_epsilon(group_size=k, noise_multiplier=1.0, steps=2000, delta=1e-6,
+                      sampling_rate=0.01, rtol=1e-3,
                       conversion=True, refine_conversion=False)
     assert math.isfinite(r.upper) and r.lower <= r.upper
     assert r.linear_reference <= r.lower
@@ -137,10 +148,12 @@ def test_group_finite_and_between_baselines(k):
 
 def test_group_ordering_small():
     """Unmarked reduced version of the ordering check: T = 50, k = 3, coarse tolerance."""
-    r = group_epsilon(3, 1.0, 50, 1e-6, sampling_rate=0.05, rtol=2e-2, conversion=True)
+    r = group_epsilon(group_size=3, noise_multiplier=1.0, steps=50, delta=1e-6,
+                      sampling_rate=0.05, rtol=2e-2, conversion=True)
     assert r.lower <= r.upper <= r.conversion
     assert r.linear_reference <= r.lower
-    r1 = group_epsilon(1, 1.0, 50, 1e-6, sampling_rate=0.05, rtol=2e-2)
+    r1 = group_epsilon(group_size=1, noise_multiplier=1.0, steps=50, delta=1e-6,
+                       sampling_rate=0.05, rtol=2e-2)
     assert r.example_epsilon == pytest.approx(r1.upper, rel=0, abs=0)
 
 
@@ -148,11 +161,12 @@ def test_peer_dp_accounting_mixture():
     pytest.importorskip("dp_accounting")
     from dp_accounting.pld import privacy_loss_distribution as pldlib
     k, q, sigma, t = 3, 0.05, 1.0, 50
-    c, p = sensitivity_distribution(k, "poisson", sampling_rate=q)
+    c, p = sensitivity_distribution(k, sampling="poisson", sampling_rate=q)
     pld = pldlib.from_mixture_gaussian_mechanism(sigma, c.tolist(), p.tolist(),
                                                  value_discretization_interval=1e-3)
     peer = pld.self_compose(t).get_epsilon_for_delta(1e-6)
-    r = group_epsilon(k, sigma, t, 1e-6, sampling_rate=q, rtol=1e-2, baselines=False)
+    r = group_epsilon(group_size=k, noise_multiplier=sigma, steps=t, delta=1e-6,
+                      sampling_rate=q, rtol=1e-2, baselines=False)
     # dp_accounting's pessimistic estimate is an upper bound up to its truncation
     assert r.lower <= peer * (1 + 1e-6)
     assert peer == pytest.approx(r.upper, rel=2e-2)
@@ -253,10 +267,12 @@ def test_group_bad_input(kwargs, name):
 ])
 def test_dpsgd_bad_input(args, kwargs, name):
     with pytest.raises(ValueError, match=name):
-        tightdp.dpsgd_epsilon(*args, **kwargs)
+        tightdp.dpsgd_epsilon(**dict(zip(("sampling_rate", "noise_multiplier", "steps",
+                                          "delta"), args, strict=True)), **kwargs)
 
 
 def test_zero_steps():
-    r = group_epsilon(4, 1.0, 0, 1e-6, sampling_rate=0.01)
+    r = group_epsilon(group_size=4, noise_multiplier=1.0, steps=0, delta=1e-6,
+                      sampling_rate=0.01)
     assert r.epsilon == 0.0 and r.lower == 0.0
     assert r.as_dict()["group_size"] == 4

@@ -93,7 +93,7 @@ def test_training_loop_matches_dpsgd_and_beats_rdp():
     assert engine.accountant.history == [(1.1, q, steps)]
     assert len(engine.accountant) == 1
     eps = engine.get_epsilon(DELTA)
-    ours = tightdp.dpsgd_epsilon(q, 1.1, steps, DELTA)
+    ours = tightdp.dpsgd_epsilon(sampling_rate=q, noise_multiplier=1.1, steps=steps, delta=DELTA)
     assert isinstance(eps, float) and eps == ours.epsilon
     r = engine.accountant.get_epsilon_result(DELTA)
     assert r.certified and r.lower <= eps == r.upper
@@ -120,7 +120,8 @@ def test_make_private_with_epsilon_meets_target():
     q = 1 / len(loader)
     assert engine.accountant.history == [(opt.noise_multiplier, q, steps)]
     eps = engine.get_epsilon(DELTA)
-    assert eps == tightdp.dpsgd_epsilon(q, opt.noise_multiplier, steps, DELTA).epsilon
+    assert eps == tightdp.dpsgd_epsilon(
+        sampling_rate=q, noise_multiplier=opt.noise_multiplier, steps=steps, delta=DELTA).epsilon
     assert eps <= 2.0
     # Opacus' search stops within its epsilon_tolerance 0.01 of the target
     assert eps >= 2.0 - 0.011
@@ -145,8 +146,8 @@ def test_noise_schedule_is_composed_exactly():
     assert (r.lower, r.upper) == (hand.lower, hand.upper)
     assert engine.get_epsilon(DELTA) == hand.epsilon
     # not averaged: strictly between the all-0.9 and the all-1.6 runs
-    hi = tightdp.dpsgd_epsilon(q, 0.9, steps, DELTA)
-    lo = tightdp.dpsgd_epsilon(q, 1.6, steps, DELTA)
+    hi = tightdp.dpsgd_epsilon(sampling_rate=q, noise_multiplier=0.9, steps=steps, delta=DELTA)
+    lo = tightdp.dpsgd_epsilon(sampling_rate=q, noise_multiplier=1.6, steps=steps, delta=DELTA)
     assert lo.upper < r.lower and r.upper < hi.lower
     runs = [(0.9, q, 60), (1.6, q, steps - 60)]
     if not HAVE_DPACC:
@@ -217,7 +218,8 @@ def test_rdp_checkpoint_file_resumes_under_tightdp(tmp_path):
     engine2.accountant.load_state_dict(convert_state_dict(state))
     assert engine2.accountant.history == [(1.2, q, steps)]
     eps = engine2.get_epsilon(DELTA)
-    assert eps == tightdp.dpsgd_epsilon(q, 1.2, steps, DELTA).epsilon
+    assert eps == tightdp.dpsgd_epsilon(
+        sampling_rate=q, noise_multiplier=1.2, steps=steps, delta=DELTA).epsilon
     assert eps <= engine.get_epsilon(DELTA)  # Opacus' RDP bound for the same steps
 
 
@@ -247,7 +249,8 @@ def test_numpy_history_entries_are_accepted():
     acc = TightAccountant()
     acc.load_state_dict(convert_state_dict(state))
     assert acc.history == [(1.0, 0.25, 40)]
-    assert acc.get_epsilon(DELTA) == tightdp.dpsgd_epsilon(0.25, 1.0, 40, DELTA).epsilon
+    assert acc.get_epsilon(DELTA) == tightdp.dpsgd_epsilon(
+        sampling_rate=0.25, noise_multiplier=1.0, steps=40, delta=DELTA).epsilon
 
 
 def test_step_and_query_validation():
@@ -281,7 +284,8 @@ def test_get_noise_multiplier_meets_target_and_is_tight():
         assert _dpacc_schedule([(sigma, q, steps)], optimistic=False, grid=1e-5) <= target
         assert _dpacc_schedule([(0.995 * sigma, q, steps)], optimistic=True,
                                grid=1e-5) > target
-    assert tightdp.dpsgd_epsilon(q, 0.995 * sigma, steps, DELTA).lower > target
+    assert tightdp.dpsgd_epsilon(
+        sampling_rate=q, noise_multiplier=0.995 * sigma, steps=steps, delta=DELTA).lower > target
     # Opacus' own search through the registry, with our accountant, is certified too and
     # (with its epsilon_tolerance) no tighter than ours
     theirs = opacus_noise(target_epsilon=target, target_delta=DELTA, sample_rate=q,

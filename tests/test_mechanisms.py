@@ -170,7 +170,8 @@ def _mog_cases():
     cases = []
     for k, q, s in [(16, 0.01, 1.0), (2, 0.5, 1.3), (5, 0.1, 0.5), (40, 0.002, 2.5),
                     (32, 0.05, 2.0)]:
-        c, p = td.dpsgd.group.sensitivity_distribution(k, "poisson", sampling_rate=q)
+        c, p = td.dpsgd.group.sensitivity_distribution(k, sampling="poisson",
+                                                          sampling_rate=q)
         cases.append((f"binom-k{k}-q{q}-s{s}", c, p, s))
     for i, with_zero in enumerate([True, False, True]):
         m = int(rng.integers(3, 9))

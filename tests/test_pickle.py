@@ -129,8 +129,9 @@ def test_results_pickle():
         for c in _copies(r):
             _assert_same_result(r, c)
             assert c.details.keys() == r.details.keys()
-    g = group_epsilon(2, 2.0, 10, 1e-5, sampling_rate=0.01, baselines=False)
-    cal = calibrate_noise(2.0, 1e-5, 0.01, 100, rtol=1e-2)
+    g = group_epsilon(group_size=2, noise_multiplier=2.0, steps=10, delta=1e-5,
+                      sampling_rate=0.01, baselines=False)
+    cal = calibrate_noise(epsilon=2.0, delta=1e-5, sampling_rate=0.01, steps=100, rtol=1e-2)
     for r in (g, cal):
         for c in _copies(r):
             assert type(c) is type(r)

@@ -175,7 +175,8 @@ def test_inverse_round_trip():
 
 def test_monotone_in_steps_q_sigma():
     def eps(q, s, k):
-        return td.dpsgd_epsilon(q, s, k, 1e-5, rtol=1e-3)
+        return td.dpsgd_epsilon(sampling_rate=q, noise_multiplier=s, steps=k, delta=1e-5,
+                                rtol=1e-3)
 
     base = eps(0.02, 1.0, 200)
     more_steps = eps(0.02, 1.0, 400)

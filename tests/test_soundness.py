@@ -455,7 +455,7 @@ def test_calibration_small_epsilon_is_fast():
     from tightdp.dpsgd.calibrate import calibrate_noise
 
     t0 = time.perf_counter()
-    c = calibrate_noise(0.01, 1e-5, sampling_rate=0.01, steps=1000, rtol=1e-2)
+    c = calibrate_noise(epsilon=0.01, delta=1e-5, sampling_rate=0.01, steps=1000, rtol=1e-2)
     secs = time.perf_counter() - t0
     assert secs < 30, secs
     assert c.epsilon <= 0.01

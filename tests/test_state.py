@@ -471,7 +471,7 @@ def test_calibrate_spec_scales_every_noise_to_the_target(tmp_path, capsys):
     assert [m.sigma for m, _ in calibrated.terms] == [2.0 * s, 4.0 * s, 3.0 * s]
     assert calibrated.epsilon(delta).upper == out["epsilon"]
     # the same through Python
-    r = state.calibrate_scale(td.load(path), target, delta)
+    r = state.calibrate_scale(td.load(path), epsilon=target, delta=delta)
     assert r.scale == s and r.epsilon == out["epsilon"]
 
 

@@ -1,6 +1,7 @@
 """tightdp: tight differential-privacy accounting with certified bounds."""
 
 from ._budget import BudgetExceeded
+from ._defaults import DEFAULT_RTOL
 from .accountants import (
     Accountant,
     FFTAccountant,
@@ -11,9 +12,16 @@ from .accountants import (
     SaddlePointAccountant,
 )
 from .curves.gdp import gdp_delta, gdp_epsilon, gdp_mu
+from .dpsgd import (
+    GroupResult,
+    calibrate_noise,
+    calibrate_sampling_rate,
+    calibrate_steps,
+    dpsgd_delta,
+    dpsgd_epsilon,
+    group_epsilon,
+)
 from .dpsgd.calibrate import CalibrationResult
-from .dpsgd.epsilon import dpsgd_epsilon
-from .dpsgd.group import GroupResult, group_epsilon
 from .individual import (
     GDPFilter,
     GDPOdometer,
@@ -81,6 +89,7 @@ __all__ = [
     "SampledWithReplacement",
     "MixtureOfGaussians",
     "dpsgd_epsilon",
+    "dpsgd_delta",
     "group_epsilon",
     "GroupResult",
     "CalibrationResult",
@@ -89,6 +98,10 @@ __all__ = [
     "as_dict",
     "InconsistentBounds",
     "BudgetExceeded",
+    "calibrate_noise",
+    "calibrate_steps",
+    "calibrate_sampling_rate",
+    "DEFAULT_RTOL",
     "save",
     "load",
 ]

@@ -24,9 +24,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 import time
+
+from ._defaults import DEFAULT_RTOL
 
 EXAMPLES = """examples:
   tightdp epsilon --sampling-rate 0.01 --noise-multiplier 1.0 --steps 10000 --delta 1e-5
@@ -42,17 +43,10 @@ EXAMPLES = """examples:
       --output curve.png
 """
 
-# Python parameter names -> the option that sets them (for one-line error messages)
-_OPTION_OF = {
-    "q": "--sampling-rate", "sampling_rate": "--sampling-rate",
-    "sigma": "--noise-multiplier", "noise_multiplier": "--noise-multiplier",
-    "count": "--steps", "steps": "--steps", "delta": "--delta", "eps": "--epsilon",
-    "target_epsilon": "--epsilon", "batch_size": "--batch-size",
-    "dataset_size": "--dataset-size", "group_size": "--group-size", "rtol": "--rtol",
-    "eps_error": "--eps-error", "delta_error": "--delta-error", "L": "--L", "n": "--n",
-    "epochs": "--epochs", "method": "--spa-method", "spa_method": "--spa-method",
-    "max_memory": "--max-memory", "max_seconds": "--max-seconds",
-}
+#: every option string of the command (filled by :func:`build_parser`): a library error's
+#: parameter ``name`` is shown as the option ``--name`` (dashes for underscores) when there is
+#: one -- the library names its public parameters as the command's flags
+_FLAGS: set[str] = set()
 
 #: accountant-specific options: (attribute, option, the accountant that uses it)
 _ACCOUNTANT_FLAGS = (("rtol", "--rtol", "pld"), ("eps_error", "--eps-error", "prv"),
@@ -71,12 +65,26 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def _flag(word: str) -> str | None:
+    """The option ``--word`` (underscores as dashes) if the command has it, else None."""
+    flag = "--" + word.replace("_", "-")
+    return flag if flag in _FLAGS else None
+
+
+def _as_flags(message: str) -> str:
+    """A library message in the command's words: its leading parameter name, and every
+    other ``snake_case`` parameter name, shown as the option that sets it."""
+    words = message.split(" ")
+    for i, w in enumerate(words):
+        core = w.rstrip(",:;.)")
+        if core.isidentifier() and (i == 0 or "_" in core) and _flag(core):
+            words[i] = _flag(core) + w[len(core):]
+    return " ".join(words)
+
+
 def _fail(message: str) -> None:
     msg = message.strip().splitlines()[0] if message.strip() else "invalid input"
-    m = re.match(r"([A-Za-z_]+)\b(.*)", msg)
-    if m and m.group(1) in _OPTION_OF:
-        msg = _OPTION_OF[m.group(1)] + m.group(2)
-    sys.stderr.write(f"tightdp: error: {msg}\n")
+    sys.stderr.write(f"tightdp: error: {_as_flags(msg)}\n")
     raise SystemExit(2)
 
 
@@ -120,7 +128,8 @@ def _mechanism_options(p: argparse.ArgumentParser, noise: bool = True, spec: boo
                        help="sigma > 0: noise std / clip norm")
     g.add_argument("--steps", type=_int, help="number of steps >= 0")
     g.add_argument("--epochs", type=_float,
-                   help="epochs instead of --steps (steps = ceil(epochs / sampling rate))")
+                   help="epochs instead of --steps (steps = ceil(epochs * n / B), or "
+                        "ceil(epochs / sampling rate), in exact arithmetic)")
     g.add_argument("--dataset-size", type=_int, help="n (with --batch-size)")
     g.add_argument("--batch-size", type=_int, help="B (with --dataset-size)")
     g.add_argument("--sampling", default=None if spec else "poisson",
@@ -225,7 +234,8 @@ def _accountant_options(p: argparse.ArgumentParser, accountant_help: str | None 
     g.add_argument("--accountant", choices=list(ACCOUNTANTS),
                    help=accountant_help or "default pld; " + "; ".join(
                        f"{k}: {v[1]}" for k, v in ACCOUNTANTS.items()))
-    g.add_argument("--rtol", type=_float, help="pld only: relative bracket width (default 1e-3)")
+    g.add_argument("--rtol", type=_float,
+                   help=f"pld only: relative bracket width (default {DEFAULT_RTOL:g})")
     g.add_argument("--eps-error", type=_float, help="prv only: eps error (default 0.01)")
     g.add_argument("--delta-error", type=_float, help="prv only: delta error (default 1e-9)")
     g.add_argument("--L", type=_float, help="fft only: domain half-width (default 12)")
@@ -250,79 +260,22 @@ def _budget(a) -> dict:
     return {"max_memory": b.max_memory, "max_seconds": b.max_seconds}
 
 
-def _rate(a) -> float | None:
-    """The sampling rate: --sampling-rate, or --batch-size / --dataset-size; None if neither.
-    Giving both, or only one of --batch-size and --dataset-size, is an error."""
-    from . import _validate as v
-
-    sizes = [o for o, x in (("--batch-size", a.batch_size), ("--dataset-size", a.dataset_size))
-             if x is not None]
-    if a.sampling_rate is not None and sizes:
-        _fail(f"give either --sampling-rate or --batch-size and --dataset-size, not both "
-              f"(got --sampling-rate with {', '.join(sizes)})")
-    if len(sizes) == 1:
-        other = "--dataset-size" if sizes[0] == "--batch-size" else "--batch-size"
-        _fail(f"{sizes[0]} needs {other} as well")
-    if a.sampling_rate is not None:
-        return v.probability_open_closed("sampling_rate", a.sampling_rate)
-    if not sizes:
-        return None
-    b = v.count("batch_size", a.batch_size, minimum=1)
-    n = v.count("dataset_size", a.dataset_size, minimum=1)
-    if n < b:
-        _fail(f"--dataset-size must be >= --batch-size ({b}), got {n}")
-    return b / n
+def _setting_args(a, noise: bool = True) -> dict:
+    """The DP-SGD options as the keyword arguments of the library's front doors (the same
+    names; the library validates them and names the one at fault)."""
+    out = {"steps": a.steps, "epochs": a.epochs, "sampling_rate": a.sampling_rate,
+           "batch_size": a.batch_size, "dataset_size": a.dataset_size,
+           "sampling": getattr(a, "sampling", None) or "poisson"}
+    if noise:
+        out["noise_multiplier"] = a.noise_multiplier
+    return out
 
 
-def _setting(a) -> tuple[float | None, int]:
-    """(sampling rate or None, steps) of the DP-SGD options, checked for conflicts."""
-    from . import _validate as v
+def _setting(a):
+    """The validated DP-SGD setting of the options (:func:`tightdp.dpsgd.dpsgd_setting`)."""
+    from .dpsgd import dpsgd_setting
 
-    sampling = getattr(a, "sampling", "poisson")
-    if sampling in ("with-replacement", "fixed-batch") and a.sampling_rate is not None:
-        _fail(f"--sampling-rate does not apply to --sampling {sampling}: give --batch-size "
-              "and --dataset-size")
-    q = _rate(a)
-    if a.steps is None and a.epochs is None:
-        _fail("give --steps (an integer >= 0) or --epochs (a number > 0)")
-    if a.steps is not None and a.epochs is not None:
-        _fail("give only one of --steps and --epochs")
-    if a.steps is not None:
-        steps = v.count("steps", a.steps, minimum=0)
-    else:
-        epochs = v.positive("epochs", a.epochs)
-        if q is None:
-            _fail("--epochs needs --sampling-rate (or --batch-size and --dataset-size)")
-        steps = int(math.ceil(epochs / q - 1e-9))
-    return q, steps
-
-
-def _mechanism(a, q):
-    from . import _validate as v
-    from .mechanisms import (
-        Gaussian,
-        PoissonSubsampled,
-        SampledWithoutReplacement,
-        SampledWithReplacement,
-    )
-
-    sigma = v.positive("noise_multiplier", a.noise_multiplier)
-    if a.sampling == "poisson":
-        if q is None:
-            _fail("--sampling-rate must be given, in (0, 1]")
-        return PoissonSubsampled(Gaussian(sigma), q)
-    if a.sampling == "without-replacement":
-        if q is None:
-            _fail("--sampling-rate must be given, in (0, 1]")
-        return SampledWithoutReplacement(Gaussian(sigma), q)
-    if a.batch_size is None or a.dataset_size is None:
-        _fail(f"--sampling {a.sampling} needs --batch-size (>= 1) and --dataset-size (>= B)")
-    if a.sampling == "with-replacement":
-        return SampledWithReplacement(Gaussian(sigma), a.batch_size, a.dataset_size)
-    from .dpsgd.group import group_mechanism
-
-    return group_mechanism(1, sigma, "fixed_batch", batch_size=a.batch_size,
-                           dataset_size=a.dataset_size)
+    return dpsgd_setting(**_setting_args(a))
 
 
 def _acc_opts(a) -> dict:
@@ -413,31 +366,35 @@ def _query(a, want: str) -> dict:
     """``tightdp epsilon`` (want="epsilon": eps at --delta) and ``tightdp delta``
     (want="delta": delta at --epsilon): one accountant, one query, its bracket."""
     from . import _validate as v
-    from .accountants.registry import make_accountant
 
     given = "delta" if want == "epsilon" else "epsilon"
     if a.spec is not None:
         doc, file_acc = _load_spec(a)
         x = v.delta_value("delta", a.delta) if want == "epsilon" else v.nonnegative(
-            "eps", a.epsilon)
+            "epsilon", a.epsilon)
         acc = _spec_accountant(a, doc, file_acc)
         q = steps = None
         t0 = time.perf_counter()
+        r = acc.epsilon(x) if want == "epsilon" else acc.delta(x)
     else:
+        from .dpsgd import dpsgd_delta, dpsgd_epsilon
+
         if a.noise_multiplier is None:
             _fail("the following arguments are required: --noise-multiplier (or give --spec "
                   "FILE)")
         a.sampling = a.sampling or "poisson"
         name = a.accountant or "pld"
         _check_accountant_flags(a, [name], f"--accountant {name}")
-        x = v.delta_value("delta", a.delta) if want == "epsilon" else v.nonnegative(
-            "eps", a.epsilon)
-        q, steps = _setting(a)
-        mech = _mechanism(a, q)
-        acc = make_accountant(name, **_acc_opts(a))
+        setting = _setting(a)
+        q, steps = setting.sampling.sampling_rate, setting.steps
         t0 = time.perf_counter()
-        acc.compose(mech, steps)
-    r = acc.epsilon(x) if want == "epsilon" else acc.delta(x)
+        if want == "epsilon":
+            r = dpsgd_epsilon(**_setting_args(a), delta=a.delta, accountant=name,
+                              **_acc_opts(a))
+        else:
+            r = dpsgd_delta(**_setting_args(a), epsilon=a.epsilon, accountant=name,
+                            **_acc_opts(a))
+        x = r.delta if want == "epsilon" else r.epsilon
     value = float(r.epsilon) if want == "epsilon" else float(r.delta)
     sec = time.perf_counter() - t0
     out = {want: value, given: x, **_result_row(r, sec), "estimate": r.estimate,
@@ -467,19 +424,22 @@ def _cmd_delta(a) -> dict:
 def _cmd_compare(a) -> dict:
     from . import _validate as v
     from .accountants.registry import ACCOUNTANTS, make_accountant
+    from .dpsgd import dpsgd_epsilon
 
     head = a.accountant or "pld"
     delta = v.delta_value("delta", a.delta)
-    q, steps = _setting(a)
-    mech = _mechanism(a, q)
+    setting = _setting(a)  # a bad setting is an error, not a refusing row
+    q, steps = setting.sampling.sampling_rate, setting.steps
     # every accountant built first: a bad option is an error, not one refusing row
-    accs = {name: make_accountant(name, **_acc_opts(a)) for name in ACCOUNTANTS}
+    for name in ACCOUNTANTS:
+        make_accountant(name, **_acc_opts(a))
     t_all = time.perf_counter()
     rows, results = [], []
-    for name, acc in accs.items():
+    for name in ACCOUNTANTS:
         t0 = time.perf_counter()
         try:
-            r = acc.compose(mech, steps).epsilon(delta)
+            r = dpsgd_epsilon(**_setting_args(a), delta=delta, accountant=name,
+                              **_acc_opts(a))
         except ValueError as err:  # the accountant refuses this setting (or its budget)
             sec = time.perf_counter() - t0
             status = "refused: " + _short(str(err), 60)
@@ -528,16 +488,16 @@ def _calibrate_spec(a) -> dict:
     file's composition (:func:`tightdp.state.calibrate_scale`) meeting --epsilon at --delta."""
     from . import _validate as v
     from .accountants.registry import CERTIFYING, make_accountant
-    from .dpsgd.calibrate import _precision
+    from .dpsgd.calibrate import precision_options
     from .state import calibrate_scale, from_dict
 
     doc, file_acc = _load_spec(a)
-    target = v.positive("target_epsilon", a.epsilon)
+    target = v.positive("epsilon", a.epsilon)
     delta = v.delta_value("delta", a.delta)
-    rtol = v.positive("rtol", 1e-3 if a.rtol is None else a.rtol)
+    rtol = v.positive("rtol", DEFAULT_RTOL if a.rtol is None else a.rtol)
     budget = _budget(a)
     if a.accountant is not None:
-        acc = make_accountant(a.accountant, **_precision(a.accountant, target, rtol / 4, {
+        acc = make_accountant(a.accountant, **precision_options(a.accountant, target, rtol / 4, {
             "max_memory": budget["max_memory"], "max_seconds": budget["max_seconds"]}))
     else:
         if file_acc.name not in CERTIFYING:
@@ -550,7 +510,7 @@ def _calibrate_spec(a) -> dict:
                          "composition": []})
     for mech, k in file_acc.terms:
         acc.compose(mech, k)
-    r = calibrate_scale(acc, target, delta, rtol=rtol, max_seconds=a.max_seconds)
+    r = calibrate_scale(acc, epsilon=target, delta=delta, rtol=rtol, max_seconds=a.max_seconds)
     out = {**r.as_dict(), "upper": r.epsilon, "certified": True,
            "noise_multiplier": None, "sampling_rate": None, "steps": acc.total_count,
            "spec": a.spec,
@@ -568,33 +528,23 @@ def _calibrate_spec(a) -> dict:
 
 
 def _cmd_calibrate(a) -> dict:
-    from .dpsgd.calibrate import calibrate_noise, calibrate_sampling_rate, calibrate_steps
+    from .dpsgd import calibrate_noise, calibrate_sampling_rate, calibrate_steps
 
     if a.spec is not None:
         return _calibrate_spec(a)
     a.solve_for = a.solve_for or "noise-multiplier"
     acc = a.accountant or "pld"
     _calibrate_flags(a)
-    rtol = 1e-3 if a.rtol is None else a.rtol
-    budget = _budget(a)
+    common = {"epsilon": a.epsilon, "delta": a.delta, "accountant": acc,
+              "rtol": DEFAULT_RTOL if a.rtol is None else a.rtol, **_budget(a)}
     if a.solve_for == "noise-multiplier":
-        q, steps = _setting(a)
-        if q is None:
-            _fail("--solve-for noise-multiplier needs --sampling-rate (or --batch-size and "
-                  "--dataset-size)")
-        r = calibrate_noise(a.epsilon, a.delta, q, steps, accountant=acc, rtol=rtol, **budget)
+        r = calibrate_noise(**_setting_args(a, noise=False), **common)
     elif a.solve_for == "steps":
-        q = _rate(a)
-        if q is None:
-            _fail("--solve-for steps needs --sampling-rate (or --batch-size and "
-                  "--dataset-size)")
-        r = calibrate_steps(a.epsilon, a.delta, q, a.noise_multiplier, accountant=acc,
-                            rtol=rtol, **budget)
+        r = calibrate_steps(noise_multiplier=a.noise_multiplier, sampling_rate=a.sampling_rate,
+                            batch_size=a.batch_size, dataset_size=a.dataset_size, **common)
     else:
-        if a.steps is None:
-            _fail("--solve-for sampling-rate needs --steps")
-        r = calibrate_sampling_rate(a.epsilon, a.delta, a.noise_multiplier, a.steps,
-                                    accountant=acc, rtol=rtol, **budget)
+        r = calibrate_sampling_rate(noise_multiplier=a.noise_multiplier, steps=a.steps,
+                                    **common)
     out = {**r.as_dict(), "upper": r.epsilon, "certified": True,
            "note": f"epsilon is the certified upper bound ({r.accountant} accountant) at the "
                    f"calibrated setting; it meets the target {r.target_epsilon:g}"}
@@ -612,23 +562,11 @@ def _cmd_calibrate(a) -> dict:
 
 
 def _cmd_group(a) -> dict:
-    from .dpsgd.group import group_epsilon
+    from .dpsgd import group_epsilon
 
-    if a.sampling not in ("poisson", "fixed-batch"):
-        _fail("--sampling must be poisson or fixed-batch for group")
-    q, steps = _setting(a)
-    fixed = a.sampling == "fixed-batch"
-    if fixed and (a.batch_size is None or a.dataset_size is None):
-        _fail("--sampling fixed-batch needs --batch-size (>= 1) and --dataset-size (>= B)")
-    if not fixed and q is None:
-        _fail("--sampling-rate must be given, in (0, 1]")
-    r = group_epsilon(a.group_size, a.noise_multiplier, steps, a.delta,
-                      sampling="fixed_batch" if fixed else "poisson",
-                      sampling_rate=None if fixed else q,
-                      batch_size=a.batch_size if fixed else None,
-                      dataset_size=a.dataset_size if fixed else None,
-                      rtol=1e-3 if a.rtol is None else a.rtol, conversion=a.conversion,
-                      **_budget(a))
+    r = group_epsilon(group_size=a.group_size, **_setting_args(a), delta=a.delta,
+                      rtol=DEFAULT_RTOL if a.rtol is None else a.rtol,
+                      conversion=a.conversion, **_budget(a))
     out = r.as_dict()
     if not a.json:
         print(f"group of {r.group_size}: epsilon = {_fmt(_up(r.epsilon))} (certified upper "
@@ -688,8 +626,8 @@ def _cmd_plot(a) -> dict:
         names = [a.accountant or "pld"]
         _check_accountant_flags(a, names, f"--accountant {names[0]}")
     delta = v.delta_value("delta", a.delta if a.delta is not None else 1e-5)
-    q, steps = _setting(a)
-    mech = _mechanism(a, q)
+    setting = _setting(a)
+    q, steps, mech = setting.sampling.sampling_rate, setting.steps, setting.mechanism()
     opts = _acc_opts(a)
     for name in names:  # the options are checked before the plotting starts
         make_accountant(name, **opts)
@@ -773,16 +711,17 @@ def build_parser() -> argparse.ArgumentParser:
     _spec_option(s)
     s.add_argument("--accountant", choices=["pld", "prv", "rdp"],
                    help="a certifying accountant (default pld)")
-    s.add_argument("--rtol", type=_float, help="relative precision (default 1e-3); with "
-                   "--spec, of the scale factor (the accountant keeps the file's precision "
-                   "unless --accountant is given)")
+    s.add_argument("--rtol", type=_float,
+                   help=f"relative precision (default {DEFAULT_RTOL:g}); with --spec, of the "
+                        "scale factor (the accountant keeps the file's precision unless "
+                        "--accountant is given)")
     _budget_options(s)
 
     s = add("group", "group-level eps of DP-SGD (Ganesh): groups of up to k examples")
     _mechanism_options(s)
     s.add_argument("--group-size", type=_int, required=True, help="k >= 1")
     s.add_argument("--delta", type=_float, required=True, help="delta in (0, 1)")
-    s.add_argument("--rtol", type=_float, help="relative bracket width (default 1e-3)")
+    s.add_argument("--rtol", type=_float, help=f"relative bracket width (default {DEFAULT_RTOL:g})")
     s.add_argument("--conversion", action="store_true",
                    help="also compute the Lemma 1.1 conversion baseline (costly: it needs "
                         "the example-level curve at very small delta)")
@@ -797,6 +736,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--kind steps only: comma list of accountants (default pld,rdp)")
     s.add_argument("--output", required=True, help="PNG file to write")
     _accountant_options(s, "--kind curve/tradeoff: the accountant (default pld)")
+    for parser in sub.choices.values():
+        _FLAGS.update(o for action in parser._actions for o in action.option_strings)
     return p
 
 

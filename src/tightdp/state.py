@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _validate as v
+from ._defaults import DEFAULT_RTOL
 from .accountants.base import Accountant
 from .accountants.fft import FFTAccountant
 from .accountants.gdp import GDPAccountant
@@ -523,11 +524,12 @@ class ScaleCalibration(Result):
     state: dict = field(default_factory=dict)
 
 
-def calibrate_scale(acc: Accountant, target_epsilon: float, delta: float, *,
-                    rtol: float = 1e-3, scale_max: float = 1e4, max_seconds=None
+def calibrate_scale(acc: Accountant, *, epsilon: float, delta: float,
+                    rtol: float = DEFAULT_RTOL, scale_max: float = 1e4, max_seconds=None
                     ) -> ScaleCalibration:
     """The smallest factor ``s`` such that the composition of ``acc`` with every noise scale
-    multiplied by ``s`` (:func:`scaled_mechanism`) has certified ``eps(delta) <= target``.
+    multiplied by ``s`` (:func:`scaled_mechanism`) has certified ``eps(delta) <= epsilon``
+    (the target).
 
     Bisection on ``log s`` until the bracket is within ``rtol / 4`` relative; the upper end,
     a factor whose certified upper bound meets the target, is returned. Only a factor whose
@@ -544,12 +546,12 @@ def calibrate_scale(acc: Accountant, target_epsilon: float, delta: float, *,
     kept, ``max_seconds`` (default: the accountant's) bounds the whole search.
     """
     from .accountants.registry import CERTIFYING
-    from .dpsgd.calibrate import _Clock, _OutOfTime
+    from .dpsgd.calibrate import OutOfTime, SearchClock
 
     if acc.name not in CERTIFYING:
         raise ValueError(f"accountant must certify an upper bound ({', '.join(CERTIFYING)}) "
                          f"to calibrate, got {acc.name!r}")
-    target = v.positive("target_epsilon", target_epsilon)
+    target = v.positive("epsilon", epsilon)
     delta = v.delta_value("delta", delta)
     rtol = v.positive("rtol", rtol)
     if not any(_has_noise(m) for m, _ in acc.terms):
@@ -557,7 +559,7 @@ def calibrate_scale(acc: Accountant, target_epsilon: float, delta: float, *,
                          "Laplace, MixtureOfGaussians, or one of these subsampled) to "
                          "calibrate")
     doc = to_dict(acc)
-    clock = _Clock(acc.budget.max_memory,
+    clock = SearchClock(acc.budget.max_memory,
                    acc.budget.max_seconds if max_seconds is None else max_seconds)
     t0 = time.perf_counter()
     cache: dict[float, tuple[object, Accountant | None]] = {}
@@ -611,7 +613,7 @@ def calibrate_scale(acc: Accountant, target_epsilon: float, delta: float, *,
                 hi = mid
             else:
                 lo = mid
-    except _OutOfTime:
+    except OutOfTime:
         if hi is None:
             from ._budget import BudgetExceeded
             raise BudgetExceeded(

@@ -1,5 +1,5 @@
-"""DP-SGD front doors: one validated training setting becomes one mechanism; epsilon, group
-privacy and calibration are built on it."""
+"""DP-SGD front doors: one validated training setting becomes one mechanism; epsilon, delta,
+group privacy and calibration are built on it."""
 
 from .calibrate import (
     CalibrationResult,
@@ -7,8 +7,11 @@ from .calibrate import (
     calibrate_sampling_rate,
     calibrate_steps,
 )
-from .epsilon import dpsgd_epsilon
-from .group import GroupResult, group_epsilon
+from .epsilon import dpsgd_delta, dpsgd_epsilon
+from .group import GroupResult, group_epsilon, group_epsilons
+from .setting import DPSGDSetting, dpsgd_setting
 
-__all__ = ["dpsgd_epsilon", "group_epsilon", "GroupResult", "calibrate_noise",
-           "calibrate_steps", "calibrate_sampling_rate", "CalibrationResult"]
+__all__ = ["dpsgd_epsilon", "dpsgd_delta", "group_epsilon", "group_epsilons", "GroupResult",
+           "calibrate_noise",
+           "calibrate_steps", "calibrate_sampling_rate", "CalibrationResult", "DPSGDSetting",
+           "dpsgd_setting"]

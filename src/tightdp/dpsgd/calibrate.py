@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 
 from .. import _validate as v
 from .._budget import Budget, BudgetExceeded
-from ..accountants.registry import CERTIFYING, make_accountant
-from ..mechanisms import Gaussian, PoissonSubsampled
+from .._defaults import DEFAULT_RTOL
+from ..accountants.registry import CERTIFYING
 from ..results import Result
+from .epsilon import composed
+from .setting import DPSGDSetting, dpsgd_setting
 
 __all__ = ["CalibrationResult", "calibrate_noise", "calibrate_steps", "calibrate_sampling_rate",
-           "dpsgd_bracket"]
+           "precision_options", "SearchClock", "OutOfTime"]
 
 
 @dataclass
@@ -40,15 +42,12 @@ class CalibrationResult(Result):
     details: dict = field(default_factory=dict)
 
 
-def dpsgd_bracket(sampling_rate: float, noise_multiplier: float, steps: int, delta: float,
-                  accountant: str = "pld", **options):
-    """EpsilonResult of Poisson-subsampled DP-SGD with the named accountant."""
-    acc = make_accountant(accountant, **options)
-    mech = PoissonSubsampled(Gaussian(noise_multiplier), sampling_rate)
-    return acc.compose(mech, steps).epsilon(delta)
+def _bracket(setting: DPSGDSetting, delta: float, accountant: str, options: dict):
+    """EpsilonResult of ``setting`` with the named accountant and its options."""
+    return composed(setting, accountant=accountant, **options).epsilon(delta)
 
 
-def _precision(accountant: str, target: float, rtol: float, budget: dict) -> dict:
+def precision_options(accountant: str, target: float, rtol: float, budget: dict) -> dict:
     """Accountant options for a relative precision ``rtol`` at eps near ``target``, with the
     resource budget ``budget`` (``max_memory``, ``max_seconds``) of each query."""
     if str(accountant).lower() == "prv":
@@ -56,11 +55,11 @@ def _precision(accountant: str, target: float, rtol: float, budget: dict) -> dic
     return {"rtol": rtol, **budget}
 
 
-class _OutOfTime(Exception):
-    """The search's time budget is used up."""
+class OutOfTime(Exception):
+    """Raised by :meth:`SearchClock.options` when a search's time budget is used up."""
 
 
-class _Clock:
+class SearchClock:
     """The budget of a whole search: memory per query, and one time budget shared by all
     queries (each query gets what is left, so the search as a whole ends in time)."""
 
@@ -72,7 +71,7 @@ class _Clock:
     def options(self) -> dict:
         left = self.deadline.max_seconds - self.deadline.elapsed
         if left <= 0.02 * self.deadline.max_seconds:
-            raise _OutOfTime
+            raise OutOfTime
         return {"max_memory": self.max_memory, "max_seconds": left}
 
     def note(self, lo, hi) -> dict:
@@ -86,14 +85,18 @@ def _check(accountant: str, target: float, delta: float) -> tuple[float, float]:
     if str(accountant).lower() not in CERTIFYING:
         raise ValueError(f"accountant must certify an upper bound ({', '.join(CERTIFYING)}), "
                          f"got {accountant!r}")
-    return v.positive("target_epsilon", target), v.delta_value("delta", delta)
+    return v.positive("epsilon", target), v.delta_value("delta", delta)
 
 
-def calibrate_noise(target_epsilon: float, delta: float, sampling_rate: float, steps: int,
-                    *, accountant: str = "pld", rtol: float = 1e-3,
-                    sigma_max: float = 1e4, max_memory=None, max_seconds=None
-                    ) -> CalibrationResult:
-    """Smallest noise multiplier whose certified eps at ``delta`` is <= ``target_epsilon``.
+def calibrate_noise(*, epsilon: float, delta: float, sampling_rate: float | None = None,
+                    steps: int | None = None, epochs: float | None = None,
+                    batch_size: int | None = None, dataset_size: int | None = None,
+                    sampling: str = "poisson", accountant: str = "pld",
+                    rtol: float = DEFAULT_RTOL, sigma_max: float = 1e4, max_memory=None,
+                    max_seconds=None) -> CalibrationResult:
+    """Smallest noise multiplier whose certified eps at ``delta`` is <= ``epsilon`` (the
+    target), for the DP-SGD setting of :func:`tightdp.dpsgd.setting.dpsgd_setting` (any
+    sampling; ``steps`` or ``epochs``, at least one round).
 
     Bisection on ``log sigma`` until the bracket of sigma is within ``rtol / 4`` relative;
     the upper end (a sigma that provably meets the target) is returned. ``max_memory`` is the
@@ -101,11 +104,15 @@ def calibrate_noise(target_epsilon: float, delta: float, sampling_rate: float, s
     :mod:`tightdp._budget`; past it, the smallest sigma found to meet the target is returned
     with ``details["converged"] = False`` and a note).
     """
-    target, delta = _check(accountant, target_epsilon, delta)
-    q = v.probability_open_closed("sampling_rate", sampling_rate)
-    steps = v.count("steps", steps, minimum=1)
+    target, delta = _check(accountant, epsilon, delta)
+    base = dpsgd_setting(noise_multiplier=1.0, steps=steps, epochs=epochs,
+                         sampling_rate=sampling_rate, batch_size=batch_size,
+                         dataset_size=dataset_size, sampling=sampling)
+    if base.steps < 1:
+        raise ValueError(f"steps must be an integer >= 1, got {base.steps!r}")
+    q, steps = base.sampling.sampling_rate, base.steps
     rtol = v.positive("rtol", rtol)
-    clock = _Clock(max_memory, max_seconds)
+    clock = SearchClock(max_memory, max_seconds)
     t0 = time.perf_counter()
     evals = 0
     cache: dict[float, object] = {}
@@ -114,15 +121,15 @@ def calibrate_noise(target_epsilon: float, delta: float, sampling_rate: float, s
         nonlocal evals
         if sigma not in cache:
             evals += 1
-            cache[sigma] = dpsgd_bracket(q, sigma, steps, delta, accountant,
-                                         **_precision(accountant, target, rtol / 4,
+            cache[sigma] = _bracket(base.with_noise(sigma), delta, accountant,
+                                    precision_options(accountant, target, rtol / 4,
                                                       clock.options()))
         return cache[sigma]
 
     try:
         return _noise_search(upper, target, delta, q, steps, accountant, rtol, sigma_max,
                              t0, lambda: evals)
-    except _OutOfTime:
+    except OutOfTime:
         ok = [x for x, r in cache.items() if r.epsilon <= target]
         if not ok:
             raise BudgetExceeded(
@@ -163,25 +170,32 @@ def _noise_search(upper, target, delta, q, steps, accountant, rtol, sigma_max, t
                              evals(), time.perf_counter() - t0, {"sigma_infeasible_below": lo})
 
 
-def calibrate_steps(target_epsilon: float, delta: float, sampling_rate: float,
-                    noise_multiplier: float, *, accountant: str = "pld", rtol: float = 1e-3,
+def calibrate_steps(*, epsilon: float, delta: float, noise_multiplier: float,
+                    sampling_rate: float | None = None, batch_size: int | None = None,
+                    dataset_size: int | None = None, sampling: str = "poisson",
+                    accountant: str = "pld", rtol: float = DEFAULT_RTOL,
                     max_steps: int = 10**8, max_memory=None, max_seconds=None
                     ) -> CalibrationResult:
-    """Largest number of steps whose certified eps at ``delta`` is <= ``target_epsilon``
-    (integer bisection; 0 steps always meets any target). ``max_memory`` is the budget of
-    each accountant query, ``max_seconds`` that of the whole search (past it, the largest
-    count found to meet the target is returned, with ``details["converged"] = False``)."""
-    target, delta = _check(accountant, target_epsilon, delta)
-    q = v.probability_open_closed("sampling_rate", sampling_rate)
-    sigma = v.positive("noise_multiplier", noise_multiplier)
-    clock = _Clock(max_memory, max_seconds)
+    """Largest number of steps whose certified eps at ``delta`` is <= ``epsilon`` (the
+    target), for the DP-SGD setting of :func:`tightdp.dpsgd.setting.dpsgd_setting` (any
+    sampling; integer bisection; 0 steps always meets any target). ``max_memory`` is the
+    budget of each accountant query, ``max_seconds`` that of the whole search (past it, the
+    largest count found to meet the target is returned, with ``details["converged"] =
+    False``)."""
+    target, delta = _check(accountant, epsilon, delta)
+    base = dpsgd_setting(noise_multiplier=noise_multiplier, steps=0,
+                         sampling_rate=sampling_rate, batch_size=batch_size,
+                         dataset_size=dataset_size, sampling=sampling)
+    q, sigma = base.sampling.sampling_rate, base.noise_multiplier
+    rtol = v.positive("rtol", rtol)
+    clock = SearchClock(max_memory, max_seconds)
     t0 = time.perf_counter()
     cache: dict[int, object] = {}
 
     def ok(t: int) -> bool:
         if t not in cache:
-            cache[t] = dpsgd_bracket(q, sigma, t, delta, accountant,
-                                     **_precision(accountant, target, rtol, clock.options()))
+            cache[t] = _bracket(base.with_steps(t), delta, accountant,
+                                precision_options(accountant, target, rtol, clock.options()))
         return cache[t].epsilon <= target
 
     details: dict = {}
@@ -198,7 +212,7 @@ def calibrate_steps(target_epsilon: float, delta: float, sampling_rate: float,
                 lo = mid
             else:
                 hi = mid
-    except _OutOfTime:
+    except OutOfTime:
         details = clock.note(lo, hi)
     r = cache.get(lo)
     eps = r.epsilon if r is not None else 0.0
@@ -206,24 +220,35 @@ def calibrate_steps(target_epsilon: float, delta: float, sampling_rate: float,
                              accountant, len(cache), time.perf_counter() - t0, details)
 
 
-def calibrate_sampling_rate(target_epsilon: float, delta: float, noise_multiplier: float,
-                            steps: int, *, accountant: str = "pld", rtol: float = 1e-3,
-                            max_memory=None, max_seconds=None) -> CalibrationResult:
-    """Largest Poisson sampling rate whose certified eps at ``delta`` is <= target
-    (bisection on log q, to ``rtol / 4`` relative). ``max_memory`` is the budget of each
+def calibrate_sampling_rate(*, epsilon: float, delta: float, noise_multiplier: float,
+                            steps: int, sampling: str = "poisson", accountant: str = "pld",
+                            rtol: float = DEFAULT_RTOL, max_memory=None, max_seconds=None
+                            ) -> CalibrationResult:
+    """Largest sampling rate whose certified eps at ``delta`` is <= ``epsilon`` (the
+    target), for ``sampling`` "poisson" or "without_replacement" (the samplings with a free
+    rate; bisection on log q, to ``rtol / 4`` relative). ``max_memory`` is the budget of each
     accountant query, ``max_seconds`` that of the whole search (past it, the largest rate
     found to meet the target is returned, with ``details["converged"] = False``)."""
-    target, delta = _check(accountant, target_epsilon, delta)
-    sigma = v.positive("noise_multiplier", noise_multiplier)
+    target, delta = _check(accountant, epsilon, delta)
+    if str(sampling).strip().lower().replace("-", "_") not in ("poisson",
+                                                               "without_replacement"):
+        raise ValueError(f"sampling must be poisson or without_replacement (a free rate) to "
+                         f"calibrate the sampling rate, got {sampling!r}")
+    if steps is None:
+        raise ValueError("steps is required to calibrate the sampling rate (an integer >= 1)")
     steps = v.count("steps", steps, minimum=1)
-    clock = _Clock(max_memory, max_seconds)
+    base = dpsgd_setting(noise_multiplier=noise_multiplier, steps=steps, sampling_rate=1.0,
+                         sampling=sampling)
+    sigma, steps = base.noise_multiplier, base.steps
+    rtol = v.positive("rtol", rtol)
+    clock = SearchClock(max_memory, max_seconds)
     t0 = time.perf_counter()
     cache: dict[float, object] = {}
 
     def up(q: float) -> float:
         if q not in cache:
-            cache[q] = dpsgd_bracket(q, sigma, steps, delta, accountant,
-                                     **_precision(accountant, target, rtol / 4,
+            cache[q] = _bracket(base.with_rate(q), delta, accountant,
+                                precision_options(accountant, target, rtol / 4,
                                                   clock.options()))
         return cache[q].epsilon
 
@@ -240,7 +265,7 @@ def calibrate_sampling_rate(target_epsilon: float, delta: float, noise_multiplie
                     lo = mid
                 else:
                     hi = mid
-    except _OutOfTime:
+    except OutOfTime:
         if lo not in cache or cache[lo].epsilon > target:
             raise BudgetExceeded(
                 f"max_seconds: the search found no sampling rate meeting eps={target} at "

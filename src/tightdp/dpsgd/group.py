@@ -1,9 +1,9 @@
 """Group-level (eps, delta) guarantees of DP-SGD via mixture-of-Gaussians mechanisms.
 
-Ganesh, *Tight Group-Level DP Guarantees for DP-SGD with Sampling via Mixture of Gaussians
-Mechanisms* (paper 004 in ``shared/papers``). Two datasets are neighbours when one is the other
-plus up to ``k`` examples (add-up-to-k and remove-up-to-k adjacency, Def. 2.5); the curve
-reported is the maximum over both directions, which
+Arun Ganesh, *Tight Group-Level Differential Privacy Guarantees for DP-SGD with Sampling via
+Mixture of Gaussians Mechanisms* (2024; cited below as "Ganesh"). Two datasets are neighbours
+when one is the other plus up to ``k`` examples (add-up-to-k and remove-up-to-k adjacency,
+Def. 2.5); the curve reported is the maximum over both directions, which
 :class:`~tightdp.mechanisms.MixtureOfGaussians` provides (remove pair ``(sum_j p_j N(c_j),
 N(0))``, add pair reversed).
 
@@ -38,7 +38,6 @@ Baselines returned alongside (Sec. 4):
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -48,13 +47,16 @@ from scipy.special import logsumexp
 
 from .. import _validate as v
 from .._budget import Budget
+from .._defaults import DEFAULT_RTOL
 from ..accountants.pld import PLDAccountant
-from ..mechanisms import Gaussian, Mechanism, MixtureOfGaussians, PoissonSubsampled
+from ..mechanisms import Mechanism, MixtureOfGaussians
 from ..results import Result
+from .setting import DPSGDSetting, Sampling, dpsgd_setting, make_sampling
 
 __all__ = [
     "GroupResult",
     "group_epsilon",
+    "group_epsilons",
     "group_mechanism",
     "sensitivity_distribution",
     "group_conversion_epsilon",
@@ -67,45 +69,17 @@ CONVERSION_MAX_POINTS = 1 << 20
 REFINE_BELOW_LOG = math.log(1e-30)
 
 
-def _sampling(sampling: object) -> str:
-    if not isinstance(sampling, str):
-        raise ValueError(f"sampling must be 'poisson' or 'fixed_batch', got {sampling!r}")
-    s = sampling.strip().lower().replace("-", "_")
-    if s not in ("poisson", "fixed_batch"):
-        raise ValueError(f"sampling must be 'poisson' or 'fixed_batch', got {sampling!r}")
-    return s
-
-
-def _check_setting(group_size, sampling, sampling_rate, batch_size, dataset_size):
-    """Validate the sampling setting; returns (k, sampling, q, B, n) with unused ones None."""
+def _sampling(group_size, sampling, sampling_rate, batch_size, dataset_size
+              ) -> tuple[int, Sampling]:
+    """(k, the validated sampling) of a group query: poisson or fixed_batch, k <= B."""
     k = v.count("group_size", group_size, minimum=1)
-    s = _sampling(sampling)
-    if s == "poisson":
-        if sampling_rate is None:
-            raise ValueError("sampling_rate is required for sampling='poisson'; it must be in "
-                             "(0, 1]")
-        q = v.probability_open_closed("sampling_rate", sampling_rate)
-        if batch_size is not None or dataset_size is not None:
-            raise ValueError("batch_size and dataset_size apply only to "
-                             "sampling='fixed_batch'; pass sampling_rate for Poisson sampling")
-        return k, s, q, None, None
-    if sampling_rate is not None:
-        raise ValueError("sampling_rate applies only to sampling='poisson'; for "
-                         "sampling='fixed_batch' pass batch_size and dataset_size")
-    if batch_size is None or dataset_size is None:
-        raise ValueError("sampling='fixed_batch' needs batch_size (>= 1) and dataset_size "
-                         "(>= batch_size)")
-    b = v.count("batch_size", batch_size, minimum=1)
-    n = v.count("dataset_size", dataset_size, minimum=1)
-    if n < b:
-        raise ValueError(f"dataset_size must be >= batch_size ({b}), got {dataset_size!r}")
-    if k > b:
-        raise ValueError(f"group_size must be in [1, batch_size={b}] for fixed-batch "
-                         f"sampling, got {group_size!r}")
-    return k, s, None, b, n
+    samp = make_sampling(sampling=sampling, sampling_rate=sampling_rate,
+                         batch_size=batch_size, dataset_size=dataset_size)
+    samp.sensitivity_distribution(k)  # poisson or fixed_batch; k <= batch_size
+    return k, samp
 
 
-def sensitivity_distribution(group_size: int, sampling: str = "poisson",
+def sensitivity_distribution(group_size: int, *, sampling: str = "poisson",
                              sampling_rate: float | None = None,
                              batch_size: int | None = None,
                              dataset_size: int | None = None
@@ -114,7 +88,8 @@ def sensitivity_distribution(group_size: int, sampling: str = "poisson",
 
     Poisson (Ganesh, Thm 3.1): sensitivity ``j`` w.p. ``Binomial(k, q)(j)``, ``j = 0..k``.
     Fixed batch (Ganesh, Thm 3.3): sensitivity ``2 j`` w.p. ``Hypergeom(B, n + k, k)(j)``,
-    ``j = 0..k``: ``C(k, j) C(n, B - j) / C(n + k, B)``.
+    ``j = 0..k``: ``C(k, j) C(n, B - j) / C(n + k, B)``
+    (:meth:`tightdp.dpsgd.setting.Sampling.sensitivity_distribution`).
 
     Components whose probability is exactly zero in floating point are left out.
 
@@ -122,23 +97,11 @@ def sensitivity_distribution(group_size: int, sampling: str = "poisson",
     -------
     (sensitivities, probabilities) as float arrays.
     """
-    k, s, q, b, n = _check_setting(group_size, sampling, sampling_rate, batch_size,
-                                   dataset_size)
-    from scipy.stats import binom, hypergeom  # lazy: scipy.stats takes ~0.3 s to import
-
-    j = np.arange(k + 1)
-    if s == "poisson":
-        p = binom.pmf(j, k, q)
-        c = j.astype(float)
-    else:
-        # scipy's hypergeom(M, n, N): M population, n marked, N draws
-        p = hypergeom.pmf(j, n + k, k, b)
-        c = 2.0 * j
-    keep = p > 0
-    return c[keep], p[keep]
+    k, samp = _sampling(group_size, sampling, sampling_rate, batch_size, dataset_size)
+    return samp.sensitivity_distribution(k)
 
 
-def group_mechanism(group_size: int, noise_multiplier: float, sampling: str = "poisson",
+def group_mechanism(group_size: int, *, noise_multiplier: float, sampling: str = "poisson",
                     sampling_rate: float | None = None, batch_size: int | None = None,
                     dataset_size: int | None = None) -> MixtureOfGaussians:
     """The scalar MoG mechanism dominating one round of DP-SGD for groups of up to
@@ -148,28 +111,13 @@ def group_mechanism(group_size: int, noise_multiplier: float, sampling: str = "p
     ----------
     group_size : k >= 1 (for fixed batch also k <= batch_size).
     noise_multiplier : sigma > 0, the noise standard deviation in units of the clip norm.
-    sampling : "poisson" (needs ``sampling_rate`` in (0, 1]) or "fixed_batch" (needs
-        ``batch_size`` and ``dataset_size`` >= ``batch_size``; the guarantee holds for every
-        dataset of at least ``dataset_size`` examples).
+    sampling : "poisson" (needs ``sampling_rate`` in (0, 1], or ``batch_size`` and
+        ``dataset_size``) or "fixed_batch" (needs ``batch_size`` and ``dataset_size`` >=
+        ``batch_size``; the guarantee holds for every dataset of at least ``dataset_size``
+        examples).
     """
-    sigma = v.positive("noise_multiplier", noise_multiplier)
-    c, p = sensitivity_distribution(group_size, sampling, sampling_rate, batch_size,
-                                    dataset_size)
-    return MixtureOfGaussians(c, p, sigma)
-
-
-def _accounting_mechanism(k: int, s: str, sigma: float, q, b, n) -> Mechanism:
-    """The mechanism handed to the accountant. For k = 1 the MoG pair with two components
-    ``(0, c)`` with weights ``(1 - r, r)`` *is* the Poisson-subsampled Gaussian pair at rate
-    ``r`` (Koskela et al. 2020, Sec. 6.1), which has a closed-form loss inverse: we use it, so
-    that k = 1 reproduces the example-level PLD result exactly."""
-    if k == 1:
-        if s == "poisson":
-            return PoissonSubsampled(Gaussian(sigma), q)
-        # Hypergeom(B, n + 1, 1)(1) = B / (n + 1); sensitivity 2
-        return PoissonSubsampled(Gaussian(sigma, 2.0), b / (n + 1))
-    c, p = sensitivity_distribution(k, s, q, b, n)
-    return MixtureOfGaussians(c, p, sigma)
+    k, samp = _sampling(group_size, sampling, sampling_rate, batch_size, dataset_size)
+    return samp.group_mechanism(k, noise_multiplier)
 
 
 @dataclass
@@ -366,45 +314,27 @@ def group_conversion_epsilon(example_curve, group_size: int, delta: float,
     return k * e, e, math.exp(t), info
 
 
-class _Budget(Exception):
-    """Internal: the evaluation budget of the conversion search is spent."""
-
-
-@functools.lru_cache(maxsize=8)
-def _example_accountant(s: str, sigma: float, q, b, n, steps: int, rtol: float,
-                        max_memory, max_seconds) -> PLDAccountant:
-    """Example-level accountant, shared by calls for several group sizes (the accountant
-    caches its discretizations and compositions)."""
-    mech1 = _accounting_mechanism(1, s, sigma, q, b, n)
-    return PLDAccountant(rtol, max_points=CONVERSION_MAX_POINTS, max_memory=max_memory,
-                         max_seconds=max_seconds).compose(mech1, steps)
-
-
-@functools.lru_cache(maxsize=8)
-def _example_chernoff(s: str, sigma: float, q, b, n, steps: int) -> ChernoffCurve:
-    """Example-level moment curve of the conversion baseline (shared like the accountant)."""
-    return ChernoffCurve(_accounting_mechanism(1, s, sigma, q, b, n), steps)
-
-
-def group_epsilon(group_size: int, noise_multiplier: float, steps: int, delta: float,
+def group_epsilon(*, group_size: int, noise_multiplier: float, delta: float,
+                  steps: int | None = None, epochs: float | None = None,
                   sampling: str = "poisson", sampling_rate: float | None = None,
                   batch_size: int | None = None, dataset_size: int | None = None,
-                  rtol: float = 1e-3, baselines: bool = True, conversion: bool = False,
-                  refine_conversion: bool = True, *, max_memory=None,
+                  rtol: float = DEFAULT_RTOL, baselines: bool = True, conversion: bool = False,
+                  refine_conversion: bool = True, max_memory=None,
                   max_seconds=None) -> GroupResult:
-    """Certified group-level (eps, delta) of ``steps`` rounds of DP-SGD (Ganesh, Thm 3.1 /
-    Thm 3.3), under add-up-to-k and remove-up-to-k adjacency (the max of both).
+    """Certified group-level (eps, delta) of DP-SGD (Ganesh, Thm 3.1 / Thm 3.3), under
+    add-up-to-k and remove-up-to-k adjacency (the max of both).
 
     Parameters
     ----------
     group_size : k >= 1, the largest group protected (k = 1 is example-level DP).
     noise_multiplier : sigma > 0 (noise std in units of the clip norm), used as given for both
         samplings (the paper's Sec. 4 doubles it for fixed batch: pass ``2 * sigma`` for that).
-    steps : T >= 0 rounds (every iterate released).
+    steps, epochs : T >= 0 rounds (every iterate released), or epochs (see
+        :func:`tightdp.dpsgd.setting.steps_of_epochs`); exactly one.
     delta : target delta in (0, 1).
-    sampling : "poisson" with ``sampling_rate`` q in (0, 1], or "fixed_batch" with
-        ``batch_size`` B >= k and ``dataset_size`` n >= B (guarantee for every dataset of at
-        least n examples).
+    sampling : "poisson" with ``sampling_rate`` q in (0, 1] (or ``batch_size`` and
+        ``dataset_size``, q = B / n), or "fixed_batch" with ``batch_size`` B >= k and
+        ``dataset_size`` n >= B (guarantee for every dataset of at least n examples).
     rtol : relative width of the certified bracket (PLDAccountant).
     baselines : also compute the example-level eps and the linear reference (k = 1 needs no
         extra work).
@@ -424,15 +354,71 @@ def group_epsilon(group_size: int, noise_multiplier: float, steps: int, delta: f
 
     Examples
     --------
-    >>> r = group_epsilon(2, 1.0, 100, 1e-6, sampling_rate=0.01, rtol=1e-2, conversion=True)
+    >>> r = group_epsilon(group_size=2, noise_multiplier=1.0, steps=100, delta=1e-6,
+    ...                   sampling_rate=0.01, rtol=1e-2, conversion=True)
     >>> r.lower <= r.epsilon <= r.conversion
     True
     """
-    t0 = time.perf_counter()
-    k, s, q, b, n = _check_setting(group_size, sampling, sampling_rate, batch_size,
-                                   dataset_size)
-    sigma = v.positive("noise_multiplier", noise_multiplier)
-    steps = v.count("steps", steps, minimum=0)
+    k = v.count("group_size", group_size, minimum=1)
+    return group_epsilons(
+        group_sizes=[k], noise_multiplier=noise_multiplier, delta=delta, steps=steps,
+        epochs=epochs, sampling=sampling, sampling_rate=sampling_rate, batch_size=batch_size,
+        dataset_size=dataset_size, rtol=rtol, baselines=baselines, conversion=conversion,
+        refine_conversion=refine_conversion, max_memory=max_memory,
+        max_seconds=max_seconds)[0]
+
+
+class _ExampleLevel:
+    """The example-level accountant and moment curve of one :func:`group_epsilons` call,
+    built on first use and shared by its group sizes (the accountant keeps its
+    discretizations and compositions for the conversion's many queries); it lives only as
+    long as the call."""
+
+    def __init__(self, setting: DPSGDSetting, rtol: float, mem: int, sec: float):
+        self.setting, self.rtol, self.mem, self.sec = setting, rtol, mem, sec
+        self._acc: PLDAccountant | None = None
+        self._chernoff: ChernoffCurve | None = None
+
+    def accountant(self) -> PLDAccountant:
+        if self._acc is None:
+            self._acc = PLDAccountant(self.rtol, max_points=CONVERSION_MAX_POINTS,
+                                      max_memory=self.mem, max_seconds=self.sec).compose(
+                self.setting.mechanism(), self.setting.steps)
+        return self._acc
+
+    def chernoff(self) -> ChernoffCurve:
+        if self._chernoff is None:
+            self._chernoff = ChernoffCurve(self.setting.mechanism(), self.setting.steps)
+        return self._chernoff
+
+
+def group_epsilons(*, group_sizes, noise_multiplier: float, delta: float,
+                   steps: int | None = None, epochs: float | None = None,
+                   sampling: str = "poisson", sampling_rate: float | None = None,
+                   batch_size: int | None = None, dataset_size: int | None = None,
+                   rtol: float = DEFAULT_RTOL, baselines: bool = True,
+                   conversion: bool = False, refine_conversion: bool = True,
+                   max_memory=None, max_seconds=None) -> list[GroupResult]:
+    """:func:`group_epsilon` for several group sizes of one setting, one
+    :class:`GroupResult` each (in the order given). The example-level accountant and moment
+    curve of the baselines are built once for all of them, which makes a sweep over ``k``
+    (Ganesh, Sec. 4) several times faster than one call per ``k``.
+
+    Examples
+    --------
+    >>> rs = group_epsilons(group_sizes=[2, 4], noise_multiplier=1.0, steps=100, delta=1e-6,
+    ...                     sampling_rate=0.01, rtol=1e-2)
+    >>> rs[0].epsilon < rs[1].epsilon
+    True
+    """
+    setting = dpsgd_setting(noise_multiplier=noise_multiplier, steps=steps, epochs=epochs,
+                            sampling_rate=sampling_rate, batch_size=batch_size,
+                            dataset_size=dataset_size, sampling=sampling)
+    ks = [v.count("group_sizes", k, minimum=1) for k in np.atleast_1d(group_sizes).tolist()]
+    if not ks:
+        raise ValueError("group_sizes must hold at least one group size")
+    for k in ks:  # poisson or fixed_batch; k <= batch_size: checked before any work
+        setting.sampling.sensitivity_distribution(k)
     delta = v.delta_value("delta", delta)
     rtol = v.positive("rtol", rtol)
     for name, flag in (("baselines", baselines), ("conversion", conversion),
@@ -441,12 +427,22 @@ def group_epsilon(group_size: int, noise_multiplier: float, steps: int, delta: f
             raise ValueError(f"{name} must be True or False, got {flag!r}")
     budget = Budget.make(max_memory, max_seconds)  # validated once, passed on as numbers
     mem, sec = budget.max_memory, budget.max_seconds
+    example = _ExampleLevel(setting, rtol, mem, sec)
+    return [_group_result(setting, k, delta, rtol, mem, sec, baselines, conversion,
+                          refine_conversion, example) for k in ks]
 
-    mech = _accounting_mechanism(k, s, sigma, q, b, n)
-    acc = PLDAccountant(rtol, max_memory=mem, max_seconds=sec).compose(mech, steps)
+
+def _group_result(setting: DPSGDSetting, k: int, delta: float, rtol: float, mem: int,
+                  sec: float, baselines: bool, conversion: bool, refine_conversion: bool,
+                  example: _ExampleLevel) -> GroupResult:
+    """One group size of :func:`group_epsilons` (arguments validated there)."""
+    t0 = time.perf_counter()
+    samp, sigma, steps = setting.sampling, setting.noise_multiplier, setting.steps
+    sens, probs = samp.sensitivity_distribution(k)
+    acc = PLDAccountant(rtol, max_memory=mem, max_seconds=sec).compose(
+        setting.group_mechanism(k), steps)
     r = acc.epsilon(delta)
     notes = [r.note] if r.note else []
-    sens, probs = sensitivity_distribution(k, s, q, b, n)
     details = {"group": r.details, "sensitivities": sens.tolist(),
                "probabilities": probs.tolist()}
     ex_eps = ex_lo = lin = conv = conv_e = conv_d = None
@@ -456,14 +452,13 @@ def group_epsilon(group_size: int, noise_multiplier: float, steps: int, delta: f
             if conversion:
                 conv, conv_e, conv_d = float(r.upper), float(r.upper), delta
         else:
-            acc1 = _example_accountant(s, sigma, q, b, n, steps, rtol, mem, sec)
+            acc1 = example.accountant()
             r1 = acc1.epsilon(delta)
             ex_eps, ex_lo = float(r1.upper), float(r1.lower)
             details["example"] = r1.details
         if conversion and k > 1 and steps > 0:
-            chern = _example_chernoff(s, sigma, q, b, n, steps)
             conv, conv_e, conv_d, cinfo = group_conversion_epsilon(
-                chern.epsilon, k, delta,
+                example.chernoff().epsilon, k, delta,
                 refine=(lambda d1: acc1.epsilon(d1).upper) if refine_conversion else None)
             details["conversion"] = cinfo
             if math.isinf(conv):
@@ -472,8 +467,10 @@ def group_epsilon(group_size: int, noise_multiplier: float, steps: int, delta: f
         lin = k * ex_eps
     return GroupResult(
         epsilon=float(r.upper), delta=delta, lower=float(r.lower), upper=float(r.upper),
-        group_size=k, noise_multiplier=sigma, steps=steps, sampling=s, sampling_rate=q,
-        batch_size=b, dataset_size=n, example_epsilon=ex_eps, example_lower=ex_lo,
+        group_size=k, noise_multiplier=sigma, steps=steps, sampling=samp.kind,
+        sampling_rate=samp.sampling_rate if samp.kind == "poisson" else None,
+        batch_size=samp.batch_size, dataset_size=samp.dataset_size, example_epsilon=ex_eps,
+        example_lower=ex_lo,
         linear_reference=lin, conversion=conv, conversion_example_epsilon=conv_e,
         conversion_example_delta=conv_d, accountant=r.accountant, certified=r.certified,
         converged=bool(r.details.get("converged", True)),

@@ -27,6 +27,7 @@ from opacus.accountants import IAccountant, register_accountant
 
 from .. import _validate as v
 from .._budget import Budget
+from .._defaults import DEFAULT_RTOL
 from ..accountants.pld import PLDAccountant
 from ..dpsgd.calibrate import calibrate_noise
 from ..mechanisms import Gaussian, PoissonSubsampled
@@ -84,7 +85,7 @@ class TightAccountant(IAccountant):
     recorded; eps is then reported as ``inf`` (no finite bound exists).
     """
 
-    def __init__(self, rtol: float = 1e-3, *, max_memory=None, max_seconds=None) -> None:
+    def __init__(self, rtol: float = DEFAULT_RTOL, *, max_memory=None, max_seconds=None) -> None:
         super().__init__()
         self.rtol = v.positive("rtol", rtol)
         self.budget = Budget.make(max_memory, max_seconds)
@@ -175,11 +176,11 @@ def convert_state_dict(state_dict) -> OrderedDict:
 
 def get_noise_multiplier(*, target_epsilon: float, target_delta: float, sample_rate: float,
                          epochs: float | None = None, steps: int | None = None,
-                         rtol: float = 1e-3, max_memory=None, max_seconds=None) -> float:
+                         rtol: float = DEFAULT_RTOL, max_memory=None, max_seconds=None) -> float:
     """Smallest noise multiplier (to relative ``rtol / 4``) whose certified eps at
     ``target_delta`` after the given epochs or steps of Poisson-subsampled DP-SGD is at most
     ``target_epsilon`` -- Opacus' signature, backed by
-    :func:`tightdp.dpsgd.calibrate.calibrate_noise`
+    :func:`tightdp.calibrate_noise`
     (it never overshoots the target). ``steps = int(epochs / sample_rate)`` as in Opacus."""
     if (steps is None) == (epochs is None):
         raise ValueError("get_noise_multiplier takes either epochs or steps (exactly one)")
@@ -187,8 +188,8 @@ def get_noise_multiplier(*, target_epsilon: float, target_delta: float, sample_r
     if steps is None:
         steps = int(v.positive("epochs", epochs) / q)
     steps = v.count("steps", steps, minimum=1)
-    r = calibrate_noise(target_epsilon, target_delta, q, steps, rtol=rtol,
-                        max_memory=max_memory, max_seconds=max_seconds)
+    r = calibrate_noise(epsilon=target_epsilon, delta=target_delta, sampling_rate=q,
+                        steps=steps, rtol=rtol, max_memory=max_memory, max_seconds=max_seconds)
     return float(r.noise_multiplier)
 
 
