@@ -2,6 +2,7 @@
 
 from ._budget import BudgetExceeded
 from ._defaults import DEFAULT_RTOL
+from ._version import __version__ as __version__
 from .accountants import (
     Accountant,
     FFTAccountant,
@@ -50,8 +51,6 @@ from .mechanisms import (
 )
 from .results import DeltaResult, EpsilonResult, InconsistentBounds, Result, as_dict
 from .state import ScaleCalibration, load, save
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Accountant",

@@ -663,7 +663,7 @@ def _cmd_plot(a) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from ._version import __version__
 
     p = _Parser(prog="tightdp", description="Tight differential-privacy accounting with "
                 "certified bounds.", epilog=EXAMPLES,

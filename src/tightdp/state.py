@@ -38,6 +38,7 @@ import numpy as np
 
 from . import _validate as v
 from ._defaults import DEFAULT_RTOL
+from ._version import __version__
 from .accountants.base import Accountant
 from .accountants.fft import FFTAccountant
 from .accountants.gdp import GDPAccountant
@@ -340,8 +341,6 @@ def to_dict(acc: Accountant) -> dict:
         raise ValueError(f"cannot write {type(acc).__name__} to a state file: the accountants "
                          f"it holds are {known}")
     name, options = found[0]
-    from . import __version__
-
     opts = {**options(acc), "max_memory": int(acc.budget.max_memory),
             "max_seconds": float(acc.budget.max_seconds)}
     return {"format": FORMAT, "schema_version": SCHEMA_VERSION, "tightdp_version": __version__,
@@ -365,14 +364,19 @@ def _accountant_from(d: object) -> Accountant:
         raise ValueError(f"accountant.options: {msg}") from None
 
 
-def from_dict(doc: object) -> Accountant:
+def from_dict(doc: object, *, kind: type[Accountant] | None = None) -> Accountant:
     """An accountant from a document written by :func:`to_dict` (or by hand): every field
     checked, the composition composed. A ValueError's one line names the field by its JSON
-    path (``composition[1].params.sigma``) and the accepted range."""
+    path (``composition[1].params.sigma``) and the accepted range. With ``kind`` (an
+    accountant class), a document holding another accountant is refused."""
     try:
-        return _from_dict(doc)
+        acc = _from_dict(doc)
     except ValueError as err:
         raise ValueError(_capped(str(err))) from None
+    if kind is not None and type(acc) is not kind:
+        raise ValueError(f"accountant.name: the document holds a {acc.name!r} accountant, "
+                         f"not a {kind.__name__}")
+    return acc
 
 
 def _from_dict(doc: object) -> Accountant:

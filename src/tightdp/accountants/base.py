@@ -129,25 +129,6 @@ class Accountant(Queries):
     def supports(self, mechanism: Mechanism) -> None:
         """Raise ValueError if this accountant cannot handle ``mechanism``."""
 
-    def to_dict(self) -> dict:
-        """This accountant (settings and composition) as a versioned JSON document; see
-        :mod:`tightdp.state`."""
-        from ..state import to_dict
-
-        return to_dict(self)
-
-    @classmethod
-    def from_dict(cls, doc: dict) -> Accountant:
-        """The accountant of a document of :meth:`to_dict`, every field checked (ValueError
-        naming the field otherwise); see :mod:`tightdp.state`."""
-        from ..state import from_dict
-
-        acc = from_dict(doc)
-        if cls is not Accountant and type(acc) is not cls:
-            raise ValueError(f"accountant.name: the document holds a {acc.name!r} accountant, "
-                             f"not a {cls.__name__}")
-        return acc
-
     @property
     def terms(self) -> list[tuple[Mechanism, int]]:
         return list(self._terms.items())
