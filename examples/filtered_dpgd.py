@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tightdp import gdp_mu
-from tightdp.individual import IndividualGDPFilter, IndividualPLDAccountant
+from tightdp import IndividualGDPFilter, IndividualPLDAccountant, gdp_mu
 
 
 def make_data(rng: np.random.Generator, n: int = 2000, dim: int = 10):

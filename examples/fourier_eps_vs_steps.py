@@ -18,8 +18,8 @@ import argparse
 import numpy as np
 
 import tightdp
-from tightdp import Gaussian, PLDAccountant, PoissonSubsampled
-from tightdp.accountants.fft import FFTAccountant
+from tightdp import FFTAccountant, Gaussian, PLDAccountant, PoissonSubsampled
+from tightdp.progress import progress_bar
 
 Q, DELTA = 0.01, 1e-6
 
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     for sigma, color in zip((1.0, 2.0, 3.0), ("C0", "C1", "C2"), strict=True):
         mech = PoissonSubsampled(Gaussian(sigma), Q)
         fa, fa_err, rdp, pld = [], [], [], []
-        for k in steps:
+        for k in progress_bar(steps, desc=f"sigma={sigma:g}", unit="run"):
             r = FFTAccountant(12.0, args.n).compose(mech, int(k)).epsilon(DELTA)
             fa.append(r.epsilon)
             fa_err.append(r.details["error_estimate"])

@@ -20,8 +20,7 @@ FFTs for the error estimate).
 
 from __future__ import annotations
 
-from tightdp import Gaussian, PoissonSubsampled
-from tightdp.accountants.fft import FFTAccountant
+from tightdp import FFTAccountant, Gaussian, PoissonSubsampled
 
 MECH = PoissonSubsampled(Gaussian(1.5), 0.01)
 K, EPS = 10_000, 1.0

@@ -13,8 +13,7 @@ Run: ``python examples/gdp_vs_rdp_filter.py``
 
 from __future__ import annotations
 
-from tightdp.curves.gdp import gdp_mu
-from tightdp.individual import GDPFilter, RDPFilter
+from tightdp import GDPFilter, RDPFilter, gdp_mu
 
 
 def admitted(flt, mu_t: float, limit: int = 10_000_000) -> int:

@@ -22,7 +22,7 @@ import json
 import math
 import time
 
-from tightdp.dpsgd.group import group_epsilons
+from tightdp import group_epsilons
 
 T, Q, B, N, DELTA = 2000, 0.01, 500, 50000, 1e-6
 

@@ -23,8 +23,7 @@ import warnings
 
 import numpy as np
 
-from tightdp import Gaussian, PLDAccountant, PoissonSubsampled
-from tightdp.individual import IndividualPLDAccountant
+from tightdp import Gaussian, IndividualPLDAccountant, PLDAccountant, PoissonSubsampled
 
 
 def main(epochs: int = 8, batch_size: int = 64, sigma: float = 1.0, clip: float = 1.0,

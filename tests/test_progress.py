@@ -57,3 +57,15 @@ def test_individual_accounting_logs_not_prints(capsys, caplog):
     assert any("grid step" in m for m in caplog.messages)
     out = capsys.readouterr()
     assert out.out == "" and out.err == ""
+
+
+def test_cli_quiet_turns_bars_off():
+    from tightdp import cli
+
+    set_progress(True)
+    assert cli.main(["epsilon", "--sampling-rate", "0.01", "--noise-multiplier", "1", "--steps",
+                     "10", "--delta", "1e-5", "--quiet"]) == 0
+    assert not progress_enabled()
+    assert cli.main(["epsilon", "--sampling-rate", "0.01", "--noise-multiplier", "1", "--steps",
+                     "10", "--delta", "1e-5"]) == 0
+    assert not progress_enabled()  # automatic again: not a terminal under pytest

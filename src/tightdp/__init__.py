@@ -21,8 +21,10 @@ from .dpsgd import (
     dpsgd_delta,
     dpsgd_epsilon,
     group_epsilon,
+    group_epsilons,
 )
 from .dpsgd.calibrate import CalibrationResult
+from .dpsgd.setting import DPSGDSetting, dpsgd_setting
 from .individual import (
     GDPFilter,
     GDPOdometer,
@@ -49,6 +51,7 @@ from .mechanisms import (
     SampledWithoutReplacement,
     SampledWithReplacement,
 )
+from .progress import set_progress
 from .results import DeltaResult, EpsilonResult, InconsistentBounds, Result, as_dict
 from .state import ScaleCalibration, load, save
 
@@ -101,6 +104,10 @@ __all__ = [
     "calibrate_steps",
     "calibrate_sampling_rate",
     "DEFAULT_RTOL",
+    "group_epsilons",
+    "DPSGDSetting",
+    "dpsgd_setting",
+    "set_progress",
     "save",
     "load",
 ]

@@ -224,6 +224,9 @@ def _budget_options(p: argparse.ArgumentParser) -> None:
                    help="time one accountant query may use, in seconds (default 60)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object (infinity as null with <key>_infinite: true)")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar on stderr (one is drawn for work running past 2 s "
+                        "when stderr is a terminal)")
 
 
 def _accountant_options(p: argparse.ArgumentParser, accountant_help: str | None = None
@@ -759,6 +762,9 @@ def _main(argv: list[str] | None) -> int:
 
     handlers = {"epsilon": _cmd_epsilon, "delta": _cmd_delta, "compare": _cmd_compare,
                 "calibrate": _cmd_calibrate, "group": _cmd_group, "plot": _cmd_plot}
+    from .progress import set_progress
+
+    set_progress(False if getattr(a, "quiet", False) else None)
     try:
         _budget(a)  # --max-memory / --max-seconds checked before anything else
         with numpy.errstate(all="ignore"):

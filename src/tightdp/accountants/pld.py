@@ -36,6 +36,7 @@ import numpy as np
 
 from .. import _validate as v
 from .._budget import BudgetExceeded
+from .._defaults import DEFAULT_RTOL
 from ..curves.saddle import saddle_point_eps
 from ..pld.compose import MAX_POINTS, ComposedPLD, LogMgf, compose
 from ..pld.discretize import certified_pair, connect_the_dots, loss_range
@@ -82,7 +83,7 @@ class PLDAccountant(Accountant):
 
     name = "pld"
 
-    def __init__(self, rtol: float = 1e-3, *, max_points: int = MAX_POINTS, max_memory=None,
+    def __init__(self, rtol: float = DEFAULT_RTOL, *, max_points: int = MAX_POINTS, max_memory=None,
                  max_seconds=None):
         super().__init__(max_memory=max_memory, max_seconds=max_seconds)
         self.rtol = v.positive("rtol", rtol)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .._defaults import DEFAULT_RTOL
 from .base import Accountant
 
 __all__ = ["ACCOUNTANTS", "make_accountant", "CERTIFYING", "OPTIONS"]
@@ -23,7 +24,7 @@ def _budget(o: dict) -> dict:
 
 def _pld(o: dict) -> Accountant:
     from .pld import PLDAccountant
-    return PLDAccountant(rtol=_opt(o, "rtol", 1e-3), **_budget(o))
+    return PLDAccountant(rtol=_opt(o, "rtol", DEFAULT_RTOL), **_budget(o))
 
 
 def _rdp(o: dict) -> Accountant:

@@ -17,6 +17,7 @@ from .. import _validate as v
 from .._budget import Budget, BudgetExceeded
 from .._defaults import DEFAULT_RTOL
 from ..accountants.registry import CERTIFYING
+from ..progress import progress_bar
 from ..results import Result
 from .epsilon import composed
 from .setting import DPSGDSetting, dpsgd_setting
@@ -63,15 +64,19 @@ class SearchClock:
     """The budget of a whole search: memory per query, and one time budget shared by all
     queries (each query gets what is left, so the search as a whole ends in time)."""
 
-    def __init__(self, max_memory, max_seconds):
+    def __init__(self, max_memory, max_seconds, desc: str = "calibration"):
         b = Budget.make(max_memory, max_seconds)
         self.max_memory = b.max_memory
         self.deadline = b.deadline()
+        # one tick per accountant query; drawn only for a search still running after 2 s on a
+        # terminal (tightdp.progress), closed when the search's clock is dropped
+        self.bar = progress_bar(total=None, desc=desc, unit="query")
 
     def options(self) -> dict:
         left = self.deadline.max_seconds - self.deadline.elapsed
         if left <= 0.02 * self.deadline.max_seconds:
             raise OutOfTime
+        self.bar.update(1)
         return {"max_memory": self.max_memory, "max_seconds": left}
 
     def note(self, lo, hi) -> dict:

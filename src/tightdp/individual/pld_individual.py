@@ -66,6 +66,7 @@ from scipy.special import ndtri
 
 from .. import _validate as v
 from .._budget import Budget, BudgetExceeded
+from .._defaults import DEFAULT_RTOL
 from .._numerics import MACHINE_EPSILON
 from ..accountants.base import Queries
 from ..losses import LocationMixtureLoss
@@ -532,7 +533,7 @@ class IndividualPLDAccountant(NormHistory, Queries):
     """
 
     def __init__(self, sampling_rate: float, noise_multiplier: float, clip_norm: float,
-                 n_examples: int, *, n_buckets: int = 100, rtol: float = 1e-3,
+                 n_examples: int, *, n_buckets: int = 100, rtol: float = DEFAULT_RTOL,
                  grid_step: float | None = None, progress: bool | None = None,
                  workers: int | None = None, chunk_size: int = 4096, max_memory=None,
                  max_seconds=None):
@@ -643,7 +644,7 @@ class IndividualPLDAccountant(NormHistory, Queries):
 
 def individual_epsilons(grad_norms, sampling_rate: float, noise_multiplier: float,
                         clip_norm: float, delta: float, *, n_buckets: int = 100,
-                        rtol: float = 1e-3, grid_step: float | None = None,
+                        rtol: float = DEFAULT_RTOL, grid_step: float | None = None,
                         progress: bool | None = None, max_memory=None, max_seconds=None
                         ) -> EpsilonResult:
     """Individual eps of every example of a DP-SGD run (Koskela et al. 2023, Sec. 5, App. D).

@@ -470,7 +470,8 @@ class TightdpAccountant(_pa.PrivacyAccountant):
     neighboring_relation : ``dp_accounting.NeighboringRelation`` (or its name); default
         ``ADD_OR_REMOVE_ONE``.
     accountant : ``"pld"`` (default), ``"prv"`` or ``"rdp"``.
-    rtol : relative width of the certified bracket (pld only; default 1e-3).
+    rtol : relative width of the certified bracket (pld only; default
+        :data:`tightdp.DEFAULT_RTOL`).
     max_memory, max_seconds : the budget of one query (see :mod:`tightdp._budget`).
 
     ``get_epsilon(delta)`` is the certified upper bound on epsilon (a float), ``get_delta(eps)``

@@ -70,7 +70,7 @@ class TightAccountant(IAccountant):
 
     Parameters
     ----------
-    rtol : relative width of the certified bracket of eps (default 1e-3, as
+    rtol : relative width of the certified bracket of eps (default :data:`tightdp.DEFAULT_RTOL`, as
         :func:`tightdp.dpsgd_epsilon`).
     max_memory, max_seconds : the budget of one ``get_epsilon`` query (see
         :mod:`tightdp._budget`; default 2 GB and 60 s).
