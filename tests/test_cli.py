@@ -40,10 +40,10 @@ def test_printed_numbers_are_still_bounds():
     assert p.returncode == 0, p.stderr
     lower, eps, upper = (float(x) for x in p.stdout.splitlines()[-1].split()[:3])
     assert lower <= out["lower"] and eps >= out["upper"] and upper >= out["upper"]
-    from tightdp.cli import _Down, _fmt, _Up
+    from tightdp.cli import RoundDown, RoundUp, format_value
 
     for x in (2.0, 6.1889912, 6.1889987, 9.999996, 4.9999999e-7, 123456789.0):
-        assert float(_fmt(_Up(x))) >= x >= float(_fmt(_Down(x)))
+        assert float(format_value(RoundUp(x))) >= x >= float(format_value(RoundDown(x)))
 
 
 def test_delta_json_matches_api():

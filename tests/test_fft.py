@@ -442,7 +442,7 @@ def test_one_step_sigma_005_refused_with_the_needed_domain():
     """The brief's example (sigma = 0.05, one step: eps(1e-5) = 284.2 by mu-GDP): the domain
     it needs at the default grid step is over the memory budget, so the query is refused with
     one line naming L, the needed L and n, and the alternative."""
-    from tightdp._budget import BudgetExceeded
+    from tightdp import BudgetExceeded
 
     with pytest.raises(BudgetExceeded) as err:
         FFTAccountant().compose(Gaussian(0.05)).epsilon(1e-5)
@@ -454,7 +454,7 @@ def test_one_step_sigma_005_refused_with_the_needed_domain():
 
 
 def test_n_checked_against_the_memory_budget():
-    from tightdp._budget import BudgetExceeded
+    from tightdp import BudgetExceeded
 
     with pytest.raises(BudgetExceeded, match=r"^n: .*max_memory"):
         FFTAccountant(n=10**9)

@@ -22,7 +22,7 @@ from tightdp.individual import (
     individual_epsilons,
     rdp_to_epsilon,
 )
-from tightdp.individual.pld_individual import _Evaluator
+from tightdp.individual.pld_individual import Evaluator
 from tightdp.losses.cgf import cgf
 
 DELTA = 1e-5
@@ -290,7 +290,7 @@ def test_plancherel_equals_inverse_fft(grid_step):
     dr = acc._direction(0, used, grid_step, 60, math.log(1e-40))
     counts = np.array([[10.0, 25.0, 17.0], [3.0, 0.0, 40.0]])
     kh = dr.K // 2 + 1
-    ev = _Evaluator(dr, counts, kh, np.zeros(2), np.zeros(2))
+    ev = Evaluator(dr, counts, kh, np.zeros(2), np.zeros(2))
     P = dr.transform(counts, kh)
     p = sfft.irfft(P, n=dr.K, axis=1)
     idx = np.arange(dr.K)
@@ -322,31 +322,31 @@ def test_individual_input_validation():
 
 @pytest.mark.parametrize("n", [1, 3, 7, 100, 1000])
 def test_bucket_index_rounds_sensitivity_up(n):
-    from tightdp.individual.pld_individual import _bucket_index, sensitivity_grid
+    from tightdp.individual.pld_individual import bucket_index, sensitivity_grid
 
     rng = np.random.default_rng(n)
     grid = sensitivity_grid(n)
     r = np.concatenate([rng.uniform(0, 1, 2000), grid, np.nextafter(grid, 0),
                         np.nextafter(grid, 2)[:-1], [0.0, 1e-300]])
-    idx = _bucket_index(r, grid)
+    idx = bucket_index(r, grid)
     pos = r > 0
     assert np.all(idx[~pos] == 0)
     # smallest grid point >= r
     assert np.all(grid[idx[pos] - 1] >= r[pos])
     assert np.all((idx[pos] == 1) | (grid[np.maximum(idx[pos] - 2, 0)] < r[pos]))
-    assert _bucket_index(np.array([np.nan]), grid)[0] == n  # unknown norm: worst case
+    assert bucket_index(np.array([np.nan]), grid)[0] == n  # unknown norm: worst case
 
 
 @pytest.mark.parametrize("kk", [1, 7, 300, 5000])
 def test_horner_paths_equal_direct_sum(kk):
-    from tightdp.individual.pld_individual import _horner
+    from tightdp.individual.pld_individual import horner
 
     rng = np.random.default_rng(kk)
     K, n = 12000, 5
     q = rng.normal(size=(kk, 2, n)) + 1j * rng.normal(size=(kk, 2, n))
     q /= np.arange(1, kk + 1)[:, None, None]
     m = rng.integers(0, K, n)
-    h1, h2 = _horner(q, m, K)
+    h1, h2 = horner(q, m, K)
     k = np.arange(1, kk)
     e = np.exp(2j * np.pi * np.outer(k, m) / K)
     np.testing.assert_allclose(h1, (q[1:, 0] * e).sum(axis=0).real, rtol=1e-10, atol=1e-12)

@@ -18,6 +18,7 @@ from scipy.stats import norm
 from conftest import case_by_id
 from tightdp import (
     ApproxDP,
+    BudgetExceeded,
     Gaussian,
     GaussianLoss,
     Laplace,
@@ -26,7 +27,6 @@ from tightdp import (
     PureDP,
     RandomizedResponse,
 )
-from tightdp._budget import BudgetExceeded
 from tightdp.losses import DiscreteLoss
 from tightdp.pld.compose import compose, compose_grid_chernoff
 from tightdp.pld.discretize import loss_range

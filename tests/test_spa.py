@@ -486,7 +486,7 @@ def test_time_budget_refuses_cleanly():
     """Past max_seconds a query is refused with one line naming max_seconds (checked before
     every CGF evaluation; e.g. sampling with replacement with batch 50 over 10^12 steps costs
     ~1 s per evaluation and took 80 s before)."""
-    from tightdp._budget import BudgetExceeded
+    from tightdp import BudgetExceeded
 
     acc = SaddlePointAccountant(max_seconds=1e-4).compose(
         PoissonSubsampled(Gaussian(1.0), 0.01), 10**12)

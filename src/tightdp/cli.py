@@ -293,23 +293,23 @@ def _clean(out: dict) -> dict:
     return as_dict(out)
 
 
-class _Up(float):
+class RoundUp(float):
     """A value shown rounded up at 6 significant digits (an upper bound on loss, or a
-    setting that must not be shown smaller than it is); :class:`_Down` rounds down."""
+    setting that must not be shown smaller than it is); :class:`RoundDown` rounds down."""
 
 
-class _Down(float):
+class RoundDown(float):
     pass
 
 
-def _fmt(x) -> str:
+def format_value(x) -> str:
     """Six significant digits; a certified upper bound is rounded up and a lower bound down, so
     that the printed number is still a bound (the JSON output has every digit)."""
     if x is None:
         return "-"
     if isinstance(x, float):
-        if isinstance(x, _Up | _Down) and math.isfinite(x) and x != 0.0:
-            up = isinstance(x, _Up)
+        if isinstance(x, RoundUp | RoundDown) and math.isfinite(x) and x != 0.0:
+            up = isinstance(x, RoundUp)
             out = f"{float(x):.6g}"
             if (float(out) >= x) if up else (float(out) <= x):
                 return out
@@ -324,15 +324,15 @@ def _fmt(x) -> str:
 
 
 def _up(x):
-    return None if x is None else _Up(x)
+    return None if x is None else RoundUp(x)
 
 
 def _down(x):
-    return None if x is None else _Down(x)
+    return None if x is None else RoundDown(x)
 
 
 def _table(rows: list[list], header: list[str]) -> str:
-    cells = [header] + [[_fmt(c) for c in r] for r in rows]
+    cells = [header] + [[format_value(c) for c in r] for r in rows]
     w = [max(len(r[i]) for r in cells) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w[i]) for i, c in enumerate(r)).rstrip() for r in cells]
     lines.insert(1, "  ".join("-" * x for x in w))
@@ -408,7 +408,7 @@ def _query(a, want: str) -> dict:
     if not a.json:
         kind = "certified upper bound" if r.certified else "approximation (not a bound)"
         shown = _up(value) if r.certified else value
-        print(f"{want} = {_fmt(shown)}  ({kind}; accountant {r.accountant})")
+        print(f"{want} = {format_value(shown)}  ({kind}; accountant {r.accountant})")
         print(_table([[_down(r.lower), shown, _up(r.upper), x, sec]],
                      ["lower", want, "upper", given, "seconds"]))
         if r.note:
@@ -522,7 +522,7 @@ def _calibrate_spec(a) -> dict:
                    f"target {r.target_epsilon:g}; state is the calibrated composition"}
     if not a.json:
         scale = _up(r.scale)  # shown rounded up: the printed factor still meets the target
-        print(f"scale: {_fmt(scale)}  (multiplies every noise scale of {a.spec})")
+        print(f"scale: {format_value(scale)}  (multiplies every noise scale of {a.spec})")
         print(_table([[scale, _up(r.epsilon), _down(r.lower), r.target_epsilon, r.delta,
                        r.seconds]],
                      ["scale", "epsilon (certified)", "lower", "target", "delta",
@@ -555,7 +555,7 @@ def _cmd_calibrate(a) -> dict:
         # noise shown rounded up, a sampling rate down: the printed setting still meets the
         # target
         sigma, rate = _up(r.noise_multiplier), _down(r.sampling_rate)
-        print(f"{a.solve_for}: " + _fmt({"noise-multiplier": sigma, "steps": r.steps,
+        print(f"{a.solve_for}: " + format_value({"noise-multiplier": sigma, "steps": r.steps,
                                          "sampling-rate": rate}[a.solve_for]))
         print(_table([[sigma, rate, r.steps, _up(r.epsilon), _down(r.lower),
                        r.target_epsilon, r.delta, r.seconds]],
@@ -572,7 +572,7 @@ def _cmd_group(a) -> dict:
                       conversion=a.conversion, **_budget(a))
     out = r.as_dict()
     if not a.json:
-        print(f"group of {r.group_size}: epsilon = {_fmt(_up(r.epsilon))} (certified upper "
+        print(f"group of {r.group_size}: epsilon = {format_value(_up(r.epsilon))} (certified upper "
               "bound)")
         row = [_down(r.lower), _up(r.epsilon), r.linear_reference, _up(r.example_epsilon),
                r.seconds]
@@ -658,7 +658,7 @@ def _cmd_plot(a) -> dict:
         print(f"wrote {a.output}")
         kind = "certified upper bound" if r.certified else "approximation (not a bound)"
         shown = _up(r.epsilon) if r.certified else r.epsilon
-        print(f"epsilon = {_fmt(shown)} at delta={delta:g}  ({kind}; accountant "
+        print(f"epsilon = {format_value(shown)} at delta={delta:g}  ({kind}; accountant "
               f"{r.accountant})")
     return {"epsilon": float(r.epsilon), "delta": delta, **_result_row(r, sec),
             "steps": steps, "sampling_rate": q, "noise_multiplier": a.noise_multiplier,

@@ -99,7 +99,7 @@ def sensitivity_grid(n_buckets: int) -> np.ndarray:
     return g
 
 
-def _bucket_index(ratios: np.ndarray, grid: np.ndarray) -> np.ndarray:
+def bucket_index(ratios: np.ndarray, grid: np.ndarray) -> np.ndarray:
     """Index (1-based; 0 = no loss) of the smallest point of the uniform grid ``j / n`` that
     is >= each ratio (rounding the sensitivity *up*). NaN (unknown norm) goes to the top."""
     n = grid.size
@@ -269,10 +269,10 @@ class _Direction:
 
 def _horner1(qt: np.ndarray, m: np.ndarray, K: int) -> np.ndarray:
     """``Re sum_{k>=1} q_k e^{2 pi i k m / K}`` for one coefficient set ``qt`` (kk, n)."""
-    return _horner(qt[:, None, :], m, K)[0]
+    return horner(qt[:, None, :], m, K)[0]
 
 
-def _horner(qt: np.ndarray, m: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
+def horner(qt: np.ndarray, m: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
     """``Re sum_{k>=1} q_k e^{2 pi i k m / K}`` for the two coefficient sets of ``qt``
     (shape ``(kk, 2, n)``: frequency, set, example), by Horner's scheme (or a direct sum for
     many frequencies)."""
@@ -299,7 +299,7 @@ def _horner(qt: np.ndarray, m: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarr
     return h[0], (h[1] if h.shape[0] > 1 else None)
 
 
-class _Evaluator:
+class Evaluator:
     """Certified delta bounds of one chunk of examples (one direction) by Plancherel."""
 
     def __init__(self, dr: _Direction, counts: np.ndarray, kk: int, tau: np.ndarray,
@@ -333,7 +333,7 @@ class _Evaluator:
             qt, p0, c1, c2 = self.qt, self.p0, self.c1, self.c2
         else:
             qt, p0, c1, c2 = self.qt[:, :, rows], self.p0[rows], self.c1[rows], self.c2[rows]
-        h1, h2 = _horner(qt, m, K)
+        h1, h2 = horner(qt, m, K)
         tail = np.exp(-(K - m) * d)
         a = (p0 * (K - m) + h1 - c1) / K
         geo = -np.expm1(-(K - m) * d) / -math.expm1(-d)
@@ -422,18 +422,18 @@ class _Evaluator:
 class _Subset:
     """The rows ``mask`` of an evaluator (avoids recomputing the transforms)."""
 
-    def __init__(self, ev: _Evaluator, mask: np.ndarray):
+    def __init__(self, ev: Evaluator, mask: np.ndarray):
         self.dr, self.K, self.d = ev.dr, ev.K, ev.d
         self.p0, self.qt, self.qh = ev.p0[mask], ev.qt[:, :, mask], ev.qh[:, mask]
         self.c1, self.c2 = ev.c1[mask], ev.c2[mask]
         self.tau, self.extra = ev.tau[mask], ev.extra[mask]
         self.s = ev.s[mask]
 
-    y = _Evaluator.y
+    y = Evaluator.y
     s: np.ndarray
-    ab = _Evaluator.ab
-    hinge = _Evaluator.hinge
-    delta_upper_at = _Evaluator.delta_upper_at
+    ab = Evaluator.ab
+    hinge = Evaluator.hinge
+    delta_upper_at = Evaluator.delta_upper_at
 
 
 class NormHistory:
@@ -469,7 +469,7 @@ class NormHistory:
             raise ValueError(f"grad_norms must have shape ({self.n_examples},), got {g.shape}")
         if np.any(g < 0):
             raise ValueError("grad_norms must be >= 0 (NaN = unknown norm)")
-        idx = _bucket_index(np.minimum(g, self.clip_norm) / self.clip_norm, self.grid)
+        idx = bucket_index(np.minimum(g, self.clip_norm) / self.clip_norm, self.grid)
         self._buf[self._nbuf] = idx
         self._nbuf += 1
         self.n_steps += 1
@@ -625,7 +625,7 @@ class IndividualPLDAccountant(NormHistory, Queries):
                                                  / (96.0 * max(int(kk.max()), 1)))))
             for s in range(0, order.size, cs):
                 sel = order[s:s + cs]
-                ev = _Evaluator(dr, cnt[sel], int(kk[sel].max()), tau[sel],
+                ev = Evaluator(dr, cnt[sel], int(kk[sel].max()), tau[sel],
                                 extra[sel] + round_allow[sel] * (1.0 + math.log(kk[sel].max())))
                 eps_dir[sel] = ev.epsilon(delta)
                 bar.update(sel.size)

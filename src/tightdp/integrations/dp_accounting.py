@@ -273,19 +273,13 @@ def _convert_leaf(event, count: int, rel: NeighboringRelation, rdp_ok: bool,
                   out: DpEventComposition) -> None:
     """:func:`_convert` for an event that is not a composition."""
     name = type(event).__name__
-    if isinstance(event, _ev.GaussianDpEvent):
+    noise = {_ev.GaussianDpEvent: Gaussian, _ev.LaplaceDpEvent: Laplace}.get(type(event))
+    if noise is not None:  # additive noise, scale in units of the sensitivity
         s = _positive_or_zero(event, "noise_multiplier", event.noise_multiplier)
         if s == 0.0:
             out.non_private = out.non_private or count > 0
             return
-        out.add(Gaussian(s, 2.0 if rel is _REPLACE else 1.0), count)
-        return
-    if isinstance(event, _ev.LaplaceDpEvent):
-        s = _positive_or_zero(event, "noise_multiplier", event.noise_multiplier)
-        if s == 0.0:
-            out.non_private = out.non_private or count > 0
-            return
-        out.add(Laplace(s, 2.0 if rel is _REPLACE else 1.0), count)
+        out.add(noise(s, 2.0 if rel is _REPLACE else 1.0), count)
         return
     if isinstance(event, _ev.DiscreteLaplaceDpEvent):
         a = _positive_or_zero(event, "noise_parameter", event.noise_parameter)
