@@ -241,7 +241,8 @@ def test_zero_norm_and_ordering(individual_run):
 def test_batch_equals_streaming(individual_run):
     g, acc, r = individual_run
     e = r.epsilon
-    e2 = individual_epsilons(g, Q, SIGMA, 1.0, DELTA,
+    e2 = individual_epsilons(g, sampling_rate=Q, noise_multiplier=SIGMA, clip_norm=1.0,
+                             delta=DELTA,
                              grid_step=r.details["grid_step"]).epsilon
     assert np.array_equal(e, e2)
 
@@ -261,7 +262,8 @@ def test_bucketing_never_below_exact_composition(n_buckets):
     rng = np.random.default_rng(10 + n_buckets)
     q, sigma, steps = 0.2, 1.0, 6
     g = rng.uniform(0.05, 1.3, size=(3, steps))
-    e = individual_epsilons(g, q, sigma, 1.0, DELTA, n_buckets=n_buckets).epsilon
+    e = individual_epsilons(g, sampling_rate=q, noise_multiplier=sigma, clip_norm=1.0,
+                            delta=DELTA, n_buckets=n_buckets).epsilon
     for i in range(g.shape[0]):
         r = _exact_eps_bracket(g[i], q, sigma)
         assert e[i] >= r.lower
@@ -276,7 +278,8 @@ def test_bucketing_never_below_exact_composition_many():
     q, sigma, steps = 0.1, 0.8, (15 if full else 5)
     g = rng.uniform(0.0, 1.5, size=(8 if full else 2, steps))
     for nb in ((3, 10, 50) if full else (3,)):
-        e = individual_epsilons(g, q, sigma, 1.0, DELTA, n_buckets=nb).epsilon
+        e = individual_epsilons(g, sampling_rate=q, noise_multiplier=sigma, clip_norm=1.0,
+                                delta=DELTA, n_buckets=nb).epsilon
         for i in range(g.shape[0]):
             assert e[i] >= _exact_eps_bracket(g[i], q, sigma).lower
 
@@ -317,7 +320,8 @@ def test_individual_input_validation():
     with pytest.raises(ValueError, match="sampling_rate"):
         IndividualPLDAccountant(1.5, 1.0, 1.0, 2)
     with pytest.raises(ValueError, match="grad_norms"):
-        individual_epsilons(np.ones(3), 0.01, 1.0, 1.0, 1e-5)
+        individual_epsilons(np.ones(3), sampling_rate=0.01, noise_multiplier=1.0, clip_norm=1.0,
+                            delta=1e-5)
 
 
 @pytest.mark.parametrize("n", [1, 3, 7, 100, 1000])
@@ -356,7 +360,8 @@ def test_horner_paths_equal_direct_sum(kk):
 def test_single_step_is_finite_and_matches_accountant():
     """T = 1: the window holds the whole support, nothing is charged for folded mass."""
     q, sigma = 0.1, 2.0
-    e = individual_epsilons(np.array([[3.0], [0.0]]), q, sigma, 1.0, DELTA).epsilon
+    e = individual_epsilons(np.array([[3.0], [0.0]]), sampling_rate=q, noise_multiplier=sigma,
+                            clip_norm=1.0, delta=DELTA).epsilon
     r = PLDAccountant().compose(PoissonSubsampled(Gaussian(sigma), q), 1).epsilon(DELTA)
     assert r.lower <= e[0] <= r.upper * (1 + 2e-3)
     assert e[1] == 0.0

@@ -642,8 +642,8 @@ class IndividualPLDAccountant(NormHistory, Queries):
                              details=info)
 
 
-def individual_epsilons(grad_norms, sampling_rate: float, noise_multiplier: float,
-                        clip_norm: float, delta: float, *, n_buckets: int = 100,
+def individual_epsilons(grad_norms, *, sampling_rate: float, noise_multiplier: float,
+                        clip_norm: float, delta: float, n_buckets: int = 100,
                         rtol: float = DEFAULT_RTOL, grid_step: float | None = None,
                         progress: bool | None = None, max_memory=None, max_seconds=None
                         ) -> EpsilonResult:
