@@ -19,6 +19,7 @@ Conventions: ``p_sf`` includes the mass at +inf; ``q_cdf`` includes Q's mass at 
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -36,6 +37,19 @@ class PrivacyLoss:
     Subclasses implement the four log-space functions and set ``inf_mass``,
     ``neg_inf_mass`` and ``support`` (closure of the finite loss values).
     """
+
+    @functools.cached_property
+    def tables(self) -> dict:
+        """Per-loss memo of derived tables (e.g. the quadrature nodes of
+        :func:`tightdp.losses.cgf.cgf`, keyed by their parameters): computed once per loss
+        object, dropped with it. Not state: a copy may start empty."""
+        return {}
+
+    def __getstate__(self) -> dict:
+        """Pickle/deepcopy state without :attr:`tables` (rebuilt on first use)."""
+        state = self.__dict__.copy()
+        state.pop("tables", None)
+        return state
 
     #: P(Y = +inf): the mass of outputs that only P can produce.
     inf_mass: float = 0.0

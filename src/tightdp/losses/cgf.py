@@ -40,7 +40,6 @@ seconds for ``t`` in the thousands); later evaluations cost microseconds per nod
 from __future__ import annotations
 
 import math
-import weakref
 
 import numpy as np
 from scipy.special import logsumexp
@@ -58,7 +57,6 @@ _LOG_2PI = math.log(2.0 * math.pi)
 #: slope bounds; the integrand there is below e^{-R^2/2} = e^{-98} times its maximum.
 _R = 14.0
 
-_NODE_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 #: most quadrature nodes of one node set (16 bytes each when kept); beyond it the tilt range
 #: is not supported (see :func:`max_tilt`)
 MAX_NODES = 4_000_000
@@ -286,7 +284,7 @@ def _nodes(loss: PrivacyLoss, bucket: float) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(loss, DiscreteLoss):
         keep = loss.p > 0
         return loss.y[keep], np.log(loss.p[keep])
-    per_loss = _NODE_CACHE.setdefault(loss, {})
+    per_loss = loss.tables.setdefault("cgf_nodes", {})
     if bucket not in per_loss:
         if loss.kernel.name == "gaussian":
             y, w = _gauss_nodes(loss, bucket)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..losses import PrivacyLoss
@@ -25,13 +27,15 @@ class Mechanism:
     def _build_losses(self) -> tuple[PrivacyLoss, PrivacyLoss]:
         raise NotImplementedError
 
+    @functools.cached_property
+    def _losses(self) -> tuple[PrivacyLoss, PrivacyLoss]:
+        """The pair built once per mechanism (a cached property writes the instance's own
+        dictionary, so it also works on frozen dataclasses)."""
+        return self._build_losses()
+
     def privacy_losses(self) -> tuple[PrivacyLoss, PrivacyLoss]:
         """(remove, add) privacy losses; the same object twice when symmetric."""
-        cached = self.__dict__.get("_losses")
-        if cached is None:
-            cached = self._build_losses()
-            self.__dict__["_losses"] = cached
-        return cached
+        return self._losses
 
     def __getstate__(self) -> dict:
         """Pickle/deepcopy state without the cached losses (rebuilt on first use)."""
