@@ -131,7 +131,41 @@ def _one_float(x, what: str) -> float:
     return float(arr.reshape(-1)[0])
 
 
-@dataclass
+#: The fields every answer has after its two values (what was computed, and at what): the
+#: certified bracket, who answered, whether ``upper`` is certified, the estimate, a note and
+#: the method's details. One list for :class:`EpsilonResult` and :class:`DeltaResult`.
+_ANSWER_FIELDS = (
+    ("lower", "float | np.ndarray | None", dataclasses.MISSING),
+    ("upper", "float | np.ndarray | None", dataclasses.MISSING),
+    ("accountant", "str", dataclasses.MISSING),
+    ("certified", "bool", dataclasses.MISSING),
+    ("estimate", "float | np.ndarray | None", None),
+    ("note", "str", ""),
+    ("details", "dict", dict),  # a factory: each result gets its own dict
+)
+
+
+def _answer(value: str, at: str):
+    """Make the decorated class a dataclass answering ``value`` at ``at``: fields ``value``,
+    ``at`` (positional, in that order), then :data:`_ANSWER_FIELDS`; ``float(result)`` is the
+    single ``value`` of a one-query result."""
+
+    def make(cls):
+        ann = {value: "float | np.ndarray", at: "float | np.ndarray"}
+        for name, typ, default in _ANSWER_FIELDS:
+            ann[name] = typ
+            if default is dict:
+                setattr(cls, name, field(default_factory=dict))
+            elif default is not dataclasses.MISSING:
+                setattr(cls, name, default)
+        cls.__annotations__ = ann
+        cls.__float__ = lambda self: _one_float(getattr(self, value), value)
+        return dataclass(cls)
+
+    return make
+
+
+@_answer("epsilon", "delta")
 class EpsilonResult(Result):
     """epsilon at one delta, at many deltas, or per example (arrays in the last two cases).
 
@@ -145,36 +179,13 @@ class EpsilonResult(Result):
     many deltas (arrays ``delta.shape``, or ``delta.shape + (N,)`` per example), whose
     ``details`` hold, per key, the list of the values of the single queries (see
     :class:`tightdp.accountants.base.Queries`).
+
+    Fields: ``epsilon``, ``delta``, ``lower``, ``upper``, ``accountant``, ``certified``,
+    ``estimate`` (None), ``note`` (""), ``details`` ({}).
     """
 
-    epsilon: float | np.ndarray
-    delta: float | np.ndarray
-    lower: float | np.ndarray | None
-    upper: float | np.ndarray | None
-    accountant: str
-    certified: bool
-    estimate: float | np.ndarray | None = None
-    note: str = ""
-    details: dict = field(default_factory=dict)
 
-    def __float__(self) -> float:
-        return _one_float(self.epsilon, "epsilon")
-
-
-@dataclass
+@_answer("delta", "epsilon")
 class DeltaResult(Result):
     """delta at one or many epsilons (arrays when epsilon was an array, or per example);
-    fields as in :class:`EpsilonResult`."""
-
-    delta: float | np.ndarray
-    epsilon: float | np.ndarray
-    lower: float | np.ndarray | None
-    upper: float | np.ndarray | None
-    accountant: str
-    certified: bool
-    estimate: float | np.ndarray | None = None
-    note: str = ""
-    details: dict = field(default_factory=dict)
-
-    def __float__(self) -> float:
-        return _one_float(self.delta, "delta")
+    fields as in :class:`EpsilonResult` (``delta`` first, then ``epsilon``)."""
