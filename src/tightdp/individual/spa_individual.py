@@ -299,12 +299,8 @@ class IndividualSPAAccountant(NormHistory, Queries):
 
     Parameters
     ----------
-    sampling_rate : Poisson sampling rate ``q`` in (0, 1].
-    noise_multiplier : ``sigma > 0``.
-    clip_norm : ``C > 0``.
-    n_examples : ``N >= 1``.
-    n_buckets : size of the uniform sensitivity grid (App. D.2); each ratio ``min(g, C)/C`` is
-        rounded up by less than ``1 / n_buckets``.
+    sampling_rate, noise_multiplier, clip_norm, n_examples, n_buckets : the DP-SGD setting and
+        the sensitivity grid, as in :class:`~tightdp.IndividualPLDAccountant`.
     method : "msd1" (default, eq. (61)), "msd0" (eqs. (7)/(60)) or "clt" (eqs. (8)/(66)).
     progress : a progress bar on stderr: None (default) draws one for work still running after
         2 s when stderr is a terminal (see :mod:`tightdp.progress`), True always, False never.

@@ -133,6 +133,14 @@ class DpEventComposition:
     #: called on every mechanism met (even with count 0); raises ValueError to refuse it
     check: Callable[[Mechanism], None] | None = field(default=None, repr=False, compare=False)
 
+    def without_noise(self, scale: float, count: int) -> bool:
+        """True when an event's noise ``scale`` is 0: the event releases its input exactly, so
+        the composition is marked non-private if the event occurs (``count > 0``)."""
+        if scale != 0.0:
+            return False
+        self.non_private = self.non_private or count > 0
+        return True
+
     def add(self, mechanism: Mechanism, count: int) -> None:
         if self.check is not None:
             self.check(mechanism)
@@ -276,8 +284,7 @@ def _convert_leaf(event, count: int, rel: NeighboringRelation, rdp_ok: bool,
     noise = {_ev.GaussianDpEvent: Gaussian, _ev.LaplaceDpEvent: Laplace}.get(type(event))
     if noise is not None:  # additive noise, scale in units of the sensitivity
         s = _positive_or_zero(event, "noise_multiplier", event.noise_multiplier)
-        if s == 0.0:
-            out.non_private = out.non_private or count > 0
+        if out.without_noise(s, count):
             return
         out.add(noise(s, 2.0 if rel is _REPLACE else 1.0), count)
         return
@@ -287,10 +294,7 @@ def _convert_leaf(event, count: int, rel: NeighboringRelation, rdp_ok: bool,
         if isinstance(c, bool) or not float(c).is_integer() or c < 0:
             raise _Refused(event, f"DiscreteLaplaceDpEvent.sensitivity must be a whole number "
                                   f">= 0, got {c!r}")
-        if c == 0:
-            return
-        if a == 0.0:
-            out.non_private = out.non_private or count > 0
+        if c == 0 or out.without_noise(a, count):  # no-op event, or no noise
             return
         out.add(DiscreteLaplace(a, int(c) * (2 if rel is _REPLACE else 1)), count)
         return
@@ -308,8 +312,7 @@ def _convert_leaf(event, count: int, rel: NeighboringRelation, rdp_ok: bool,
         if p > 1.0:
             raise _Refused(event, f"RandomizedResponseDpEvent.noise_parameter must be in "
                                   f"[0, 1], got {p!r}")
-        if p == 0.0:
-            out.non_private = out.non_private or count > 0
+        if out.without_noise(p, count):
             return
         out.add(RandomizedResponse(noise_parameter=p, num_values=int(k)), count)
         return
@@ -325,8 +328,7 @@ def _convert_leaf(event, count: int, rel: NeighboringRelation, rdp_ok: bool,
         if np.all(c[p > 0] == 0):
             return  # the mixture never moves: no privacy cost
         s = _positive_or_zero(event, "standard_deviation", event.standard_deviation)
-        if s == 0.0:
-            out.non_private = out.non_private or count > 0
+        if out.without_noise(s, count):
             return
         try:
             out.add(MixtureOfGaussians(c, p, s), count)
@@ -342,10 +344,7 @@ def _convert_leaf(event, count: int, rel: NeighboringRelation, rdp_ok: bool,
         if q > 1.0:
             raise _Refused(event, f"PoissonSampledDpEvent.sampling_probability must be in "
                                   f"[0, 1], got {q!r}")
-        if q == 0.0:
-            return
-        if s == 0.0:
-            out.non_private = out.non_private or count > 0
+        if q == 0 or out.without_noise(s, count):  # no-op event, or no noise
             return
         base = Gaussian(s) if kind == "gaussian" else Laplace(s)
         out.add(PoissonSubsampled(base, q), count)
@@ -363,10 +362,7 @@ def _convert_leaf(event, count: int, rel: NeighboringRelation, rdp_ok: bool,
             raise _Refused(event, f"{name}: need 1 <= source_dataset_size and sample_size <= "
                                   f"source_dataset_size, got {n} and {m}")
         kind, s = _base_of(event, name)
-        if m == 0:
-            return
-        if s == 0.0:
-            out.non_private = out.non_private or count > 0
+        if m == 0 or out.without_noise(s, count):  # no-op event, or no noise
             return
         if isinstance(event, _ev.SampledWithReplacementDpEvent):
             if kind != "gaussian":
@@ -384,10 +380,7 @@ def _convert_leaf(event, count: int, rel: NeighboringRelation, rdp_ok: bool,
                                   "(Kairouz et al. 2021, App. D)")
         depth = _tree_depth(event)
         s = _positive_or_zero(event, "noise_multiplier", event.noise_multiplier)
-        if depth == 0:
-            return
-        if s == 0.0:
-            out.non_private = out.non_private or count > 0
+        if depth == 0 or out.without_noise(s, count):  # no-op event, or no noise
             return
         sens = math.sqrt(depth) * (2.0 if rel is _REPLACE else 1.0)
         out.add(Gaussian(s, sens), count)
