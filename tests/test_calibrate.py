@@ -4,6 +4,7 @@ tight (a 0.5% smaller noise provably misses it)."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -53,3 +54,74 @@ def test_cli_calibrate_json():
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["epsilon"] <= 1.0 and out["noise_multiplier"] > 0
+
+
+def _rdp_upper(**setting):
+    return dpsgd_epsilon(delta=1e-5, sampling_rate=0.02, accountant="rdp", **setting).upper
+
+
+def test_steps_cap_is_queried_not_assumed():
+    # max_steps is returned only when its own certified bound meets the target (it was once
+    # returned unqueried, with epsilon 0.0)
+    free = calibrate_steps(epsilon=2.0, delta=1e-5, sampling_rate=0.02, noise_multiplier=1.0,
+                           accountant="rdp")
+    assert _rdp_upper(noise_multiplier=1.0, steps=free.steps) <= 2.0 < \
+        _rdp_upper(noise_multiplier=1.0, steps=free.steps + 1)
+    for cap in (10, 100, free.steps, free.steps + 1):
+        r = calibrate_steps(epsilon=2.0, delta=1e-5, sampling_rate=0.02, noise_multiplier=1.0,
+                            accountant="rdp", max_steps=cap)
+        assert r.steps == min(cap, free.steps)
+        assert r.epsilon == _rdp_upper(noise_multiplier=1.0, steps=r.steps) <= 2.0
+    with pytest.raises(ValueError, match="max_steps"):
+        calibrate_steps(epsilon=2.0, delta=1e-5, sampling_rate=0.02, noise_multiplier=1.0,
+                        max_steps=0)
+
+
+def _limit_queries(monkeypatch) -> list:
+    """Search clocks run out after ``left[0]`` more accountant queries (``left`` returned:
+    set it before each search)."""
+    import importlib
+
+    cal = importlib.import_module("tightdp.dpsgd.calibrate")
+    options, left = cal.SearchClock.options, [0]
+
+    def limited(self):
+        if left[0] <= 0:
+            raise cal.OutOfTime
+        left[0] -= 1
+        return options(self)
+    monkeypatch.setattr(cal.SearchClock, "options", limited)
+    return left
+
+
+def test_out_of_time_returns_a_met_setting_and_its_bracket(monkeypatch):
+    left = _limit_queries(monkeypatch)
+    left[0] = 5
+    # steps: 1, 2, 4, 8, 16 met the target; no count was seen to miss it
+    r = calibrate_steps(epsilon=2.0, delta=1e-5, sampling_rate=0.02, noise_multiplier=1.0,
+                        accountant="rdp")
+    assert r.steps == 16 and r.evaluations == 5 and r.details["converged"] is False
+    assert r.epsilon == _rdp_upper(noise_multiplier=1.0, steps=16) <= 2.0
+    assert "answer in [16, 1e+08]" in r.details["note"]
+    # noise: 2 misses eps = 1 (500 steps), 4 meets it, then the bisection in log sigma
+    left[0] = 5
+    r = calibrate_noise(epsilon=1.0, delta=1e-5, sampling_rate=0.02, steps=500,
+                        accountant="rdp")
+    assert r.details["converged"] is False and r.evaluations == 5
+    lo, hi = r.details["sigma_infeasible_below"], r.noise_multiplier
+    assert 2.0 <= lo < hi <= 4.0 and math.isclose(hi, 2.0 * 2.0 ** 0.125, rel_tol=1e-15)
+    assert r.epsilon == _rdp_upper(noise_multiplier=hi, steps=500) <= 1.0
+    assert _rdp_upper(noise_multiplier=lo, steps=500) > 1.0
+    # sampling rate: 1 misses, 1e-9 meets, then sqrt(1e-9) ...
+    left[0] = 4
+    r = calibrate_sampling_rate(epsilon=2.0, delta=1e-5, noise_multiplier=1.0, steps=500,
+                                accountant="rdp")
+    assert r.details["converged"] is False and r.evaluations == 4
+    assert r.epsilon == dpsgd_epsilon(delta=1e-5, sampling_rate=r.sampling_rate,
+                                      noise_multiplier=1.0, steps=500,
+                                      accountant="rdp").upper <= 2.0
+    # nothing met the target yet: a clear refusal
+    left[0] = 1
+    with pytest.raises(ValueError, match="max_seconds: the search found no noise multiplier"):
+        calibrate_noise(epsilon=1.0, delta=1e-5, sampling_rate=0.02, steps=500,
+                        accountant="rdp")

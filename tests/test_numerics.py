@@ -199,3 +199,152 @@ def test_tilt_grids_have_no_hidden_cache():
                    if k.isupper() and k.startswith("_"))
     assert a[0][0] == 1e-4 and a[0][-1] == 64.0 and a[1][0] == 1e-12
     assert math.isclose(a[-1][-1], 2048.0)
+
+
+# --- searches on expensive scalar predicates (grow_bracket, step_out, bisect_until,
+# bisect_log, bisect_int, descend_to_fixed_point, bracket_of_points) ---------------------------
+
+def _recording(pred):
+    calls = []
+
+    def f(x):
+        calls.append(x)
+        return pred(x)
+    return f, calls
+
+
+def test_grow_bracket_geometric():
+    from tightdp._numerics import grow_bracket
+
+    go, calls = _recording(lambda x: x < 10.0)
+    assert grow_bracket(go, 1.0, 2.0) == (8.0, 16.0)
+    assert calls == [1.0, 2.0, 4.0, 8.0, 16.0]  # one evaluation per point, start included
+    assert grow_bracket(lambda x: False, 3.0, 2.0) == (None, 3.0)  # fails at the start
+    assert grow_bracket(lambda x: x > 0.1, 1.0, 0.5) == (0.125, 0.0625)  # shrinking
+    assert grow_bracket(lambda x: x < 5, 1, 2) == (4, 8)  # integers stay integers
+    assert isinstance(grow_bracket(lambda x: x < 5, 1, 2)[1], int)
+
+
+def test_grow_bracket_limit():
+    from tightdp._numerics import grow_bracket
+
+    # a point beyond the limit is never evaluated; the limit itself is allowed
+    go, calls = _recording(lambda x: True)
+    with pytest.raises(BracketError, match="no bracket for sigma: the search passed 100") as e:
+        grow_bracket(go, 2.0, 2.0, limit=100.0, what="sigma")
+    assert e.value.last == 128.0 and calls == [2.0, 4.0, 8.0, 16.0, 32.0, 64.0]
+    assert grow_bracket(lambda x: x < 64.0, 2.0, 2.0, limit=64.0) == (32.0, 64.0)
+    go, calls = _recording(lambda x: True)
+    assert grow_bracket(go, 0.5, 0.5, limit=1e-3, on_limit="return") == (2.0 ** -9, 2.0 ** -10)
+    assert calls[-1] == 2.0 ** -9 and 2.0 ** -10 not in calls  # returned unevaluated
+    with pytest.raises(ValueError, match="on_limit"):
+        grow_bracket(lambda x: True, 1.0, 2.0, on_limit="clip")
+    for bad in (1.0, 0.0, -2.0, math.inf):
+        with pytest.raises(ValueError, match="factor"):
+            grow_bracket(lambda x: True, 1.0, bad)
+
+
+def test_step_out_growing_steps():
+    from tightdp._numerics import step_out
+
+    # from 0 by steps -1, -4, -16, -64: the points -1, -5, -21, -85
+    go, calls = _recording(lambda x: x > -50.0)
+    assert step_out(go, 0.0, -1.0, growth=4.0) == (-21.0, -85.0)
+    assert calls == [-1.0, -5.0, -21.0, -85.0]
+    # growth 2 is expand_bracket
+    for root in (0.5, 10.0, 1000.0):
+        def below(x, root=root):
+            return x < root
+        assert step_out(below, 0.0, 1.0) == expand_bracket(below, 0.0, 1.0)
+    # max_moves moves, max_moves + 1 evaluations
+    go, calls = _recording(lambda x: True)
+    assert step_out(go, 0.0, 1.0, growth=4.0, max_moves=3, on_limit="return") == (21.0, 85.0)
+    assert calls == [1.0, 5.0, 21.0, 85.0]
+    with pytest.raises(BracketError, match="in 3 steps") as e:
+        step_out(lambda x: True, 0.0, 1.0, max_moves=3)
+    assert e.value.last == 15.0
+
+
+def test_bisect_until_caller_stop_and_adjacent_floats():
+    from tightdp._numerics import bisect_until
+
+    root = 2.0 ** 0.5
+    go, calls = _recording(lambda m: m * m < 2.0)
+    lo, hi = bisect_until(go, 0.0, 2.0, lambda a, b: b - a <= 1e-3)
+    assert lo < root <= hi and hi - lo <= 1e-3 and lo * lo < 2.0 <= hi * hi
+    assert len(calls) == 11 and calls[:3] == [1.0, 1.5, 1.25]  # 2 / 2**11 < 1e-3 < 2 / 2**10
+    # a stopping test that never holds: the split stops at adjacent floats (or after iters)
+    lo, hi = bisect_until(lambda m: m * m < 2.0, 1.0, 2.0, lambda a, b: False)
+    assert hi == np.nextafter(lo, 3.0) and lo * lo < 2.0 <= hi * hi
+    go, calls = _recording(lambda m: True)
+    assert bisect_until(go, 0.0, 1.0, lambda a, b: False, iters=3) == (0.875, 1.0)
+    assert len(calls) == 3
+    # a custom split point, checked before each split
+    lo, hi = bisect_until(lambda m: m < 0.3, 0.0, 1.0, lambda a, b: b - a < 0.3,
+                          mid=lambda a, b: a + 0.25 * (b - a))
+    assert (lo, hi) == (0.25, 0.4375)
+
+
+def test_bisect_log_geometric_midpoints():
+    from tightdp._numerics import bisect_log
+
+    go, calls = _recording(lambda x: x < 3.0)
+    lo, hi = bisect_log(go, 1.0, 2.0 ** 40, rtol=1e-6)
+    assert lo < 3.0 <= hi and hi / lo - 1 <= 1e-6
+    assert calls[:3] == [2.0 ** 20, 2.0 ** 10, 2.0 ** 5]  # sqrt(lo * hi)
+    # the first split that leaves [lo, hi] with hi / lo - 1 <= rtol ends the search:
+    # log2(hi / lo) halves from 40 until 40 / 2**n <= log2(1 + 1e-6)
+    assert len(calls) == math.ceil(math.log2(40 / math.log2(1 + 1e-6)))
+    # rtol = 0 ends at adjacent floats instead of looping forever
+    lo, hi = bisect_log(lambda x: x < 3.0, 1.0, 4.0, rtol=0.0)
+    assert hi == np.nextafter(lo, 4.0) and lo < 3.0 <= hi
+    with pytest.raises(ValueError, match="0 < lo < hi"):
+        bisect_log(lambda x: True, 0.0, 1.0, rtol=1e-3)
+
+
+def test_bisect_int():
+    from tightdp._numerics import bisect_int
+
+    go, calls = _recording(lambda n: n * n <= 1000)
+    assert bisect_int(go, 0, 1024) == (31, 32)  # 31**2 = 961 <= 1000 < 1024 = 32**2
+    assert len(calls) == 10 and all(isinstance(n, int) for n in calls)
+    assert bisect_int(lambda n: True, 4, 5) == (4, 5)  # already adjacent: no evaluation
+    assert bisect_int(lambda n: n <= 7, 0, 10 ** 12) == (7, 8)
+    with pytest.raises(ValueError, match="lo < hi"):
+        bisect_int(lambda n: True, 3, 3)
+
+
+def test_descend_to_fixed_point():
+    from tightdp._numerics import descend_to_fixed_point
+
+    # g(x) = x/2 + 1 above 3 (fixed point 2 beyond reach), 5 at and below: 10 -> 6 -> 4 -> 3
+    go, calls = _recording(lambda x: x / 2 + 1 if x > 3 else 5.0)
+    assert descend_to_fixed_point(go, 10.0) == (3.0, True)
+    assert calls == [10.0, 6.0, 4.0, 3.0]
+    # g(x) = x/2 + 1: x_n = 2 + 8 / 2**n; the search stalls at the first step
+    # x_n - x_{n+1} = 4 / 2**n below 1e-4 * x_{n+1} (n = 15: 1.2e-4 < 2.0001e-4) and returns
+    # the (unevaluated) x_16
+    x, found = descend_to_fixed_point(lambda x: x / 2 + 1, 10.0)
+    assert not found and x == 2.0 + 8.0 / 2 ** 16
+    # a non-finite g stops where it is; iters bounds the evaluations
+    assert descend_to_fixed_point(lambda x: -math.inf, 1.0) == (1.0, False)
+    assert descend_to_fixed_point(lambda x: x / 2 + 1, 10.0, iters=2) == (4.0, False)
+
+
+def test_bracket_of_points():
+    from tightdp._numerics import bracket_of_points
+
+    # go_right holds below 5 (monotone)
+    pts = {1.0: True, 4.0: True, 8.0: False, 6.0: False, 2.0: True}
+    assert bracket_of_points(pts, keep="lo") == (4.0, 6.0)
+    assert bracket_of_points(pts, keep="hi") == (4.0, 6.0)
+    assert bracket_of_points({1.0: True}, keep="lo") == (1.0, None)
+    assert bracket_of_points({1.0: True}, keep="hi") == (1.0, None)
+    assert bracket_of_points({1.0: False}, keep="lo") == (None, 1.0)
+    assert bracket_of_points({}, keep="lo") == (None, None)
+    # a point on the wrong side of the kept end (a non-monotone predicate) is not an end
+    odd = {1.0: True, 3.0: False, 5.0: True, 7.0: False}
+    assert bracket_of_points(odd, keep="lo") == (5.0, 7.0)
+    assert bracket_of_points(odd, keep="hi") == (1.0, 3.0)
+    with pytest.raises(ValueError, match="keep"):
+        bracket_of_points(pts, keep="mid")

@@ -38,6 +38,7 @@ import numpy as np
 
 from . import _validate as v
 from ._defaults import DEFAULT_RTOL
+from ._numerics import BracketError, bisect_log, bracket_of_points, grow_bracket
 from ._version import __version__
 from .accountants.base import Accountant
 from .accountants.fft import FFTAccountant
@@ -528,6 +529,29 @@ class ScaleCalibration(Result):
     state: dict = field(default_factory=dict)
 
 
+def _scale_search(meets: Callable[[float], bool], rtol: float, scale_max: float,
+                  target: float, delta: float) -> tuple[float | None, float]:
+    """The search of :func:`calibrate_scale` on the predicate ``meets`` (cached by the
+    caller): ``(lo, hi)``, ``hi`` the smallest factor found to meet the target, ``lo`` below
+    it not meeting it (None when every factor tried down to about 1e-3 met it)."""
+    met, miss = grow_bracket(meets, 1.0, 0.5, limit=5e-4, on_limit="return")
+    if met is not None:  # 1 meets: halve while the target is met, down to about 1e-3
+        lo, hi = (miss if miss >= 5e-4 else None), met
+    else:  # double while it is missed, up to scale_max
+        try:
+            lo, hi = grow_bracket(lambda s: not meets(s), 1.0, 2.0, limit=scale_max,
+                                  what="the noise scale factor")
+        except BracketError:
+            raise ValueError(
+                f"no common noise scale factor up to {scale_max:g} meets eps={target:g} at "
+                f"delta={delta:g} (mechanisms without noise, or too many steps); relax the "
+                "target") from None
+    if lo is not None:  # bisection in log space (hi meets the target throughout)
+        lo, hi = bisect_log(lambda s: not meets(s), lo, hi, rtol=rtol / 4)
+    return lo, hi
+
+
+
 def calibrate_scale(acc: Accountant, *, epsilon: float, delta: float,
                     rtol: float = DEFAULT_RTOL, scale_max: float = 1e4, max_seconds=None
                     ) -> ScaleCalibration:
@@ -588,36 +612,10 @@ def calibrate_scale(acc: Accountant, *, epsilon: float, delta: float,
         return r is not None and r.epsilon <= target
 
     details: dict = {}
-    lo, hi = None, None
     try:
-        s = 1.0
-        if meets(s):
-            hi = s
-            while hi > 1e-3:
-                if not meets(hi / 2):
-                    lo = hi / 2
-                    break
-                hi /= 2
-        else:
-            lo = s
-            while True:
-                s = lo * 2
-                if s > scale_max:
-                    raise ValueError(
-                        f"no common noise scale factor up to {scale_max:g} meets "
-                        f"eps={target:g} at delta={delta:g} (mechanisms without noise, or "
-                        "too many steps); relax the target")
-                if meets(s):
-                    hi = s
-                    break
-                lo = s
-        while lo is not None and hi / lo - 1 > rtol / 4:
-            mid = math.sqrt(lo * hi)
-            if meets(mid):
-                hi = mid
-            else:
-                lo = mid
+        lo, hi = _scale_search(meets, rtol, scale_max, target, delta)
     except OutOfTime:
+        lo, hi = bracket_of_points({s: not meets(s) for s in cache}, keep="hi")
         if hi is None:
             from ._budget import BudgetExceeded
             raise BudgetExceeded(

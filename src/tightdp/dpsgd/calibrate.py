@@ -9,13 +9,13 @@ eps is decreasing in the noise multiplier and increasing in steps and in the sam
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 
 from .. import _validate as v
 from .._budget import Budget, BudgetExceeded
 from .._defaults import DEFAULT_RTOL
+from .._numerics import BracketError, bisect_int, bisect_log, bracket_of_points, grow_bracket
 from ..accountants.registry import CERTIFYING
 from ..progress import progress_bar
 from ..results import Result
@@ -93,6 +93,58 @@ def _check(accountant: str, target: float, delta: float) -> tuple[float, float]:
     return v.positive("epsilon", target), v.delta_value("delta", delta)
 
 
+class _Queries:
+    """The certified accountant queries of one calibration search: ``setting_of(x)`` (the
+    DP-SGD setting at the searched value ``x``) asked for its eps at ``delta`` once per value
+    (cached), each with the precision ``rtol`` and what is left of the search's clock."""
+
+    def __init__(self, setting_of, *, target: float, delta: float, accountant: str,
+                 rtol: float, max_memory, max_seconds):
+        self.setting_of = setting_of
+        self.target, self.delta, self.accountant, self.rtol = target, delta, accountant, rtol
+        self.clock = SearchClock(max_memory, max_seconds)
+        self.t0 = time.perf_counter()
+        self.cache: dict = {}
+
+    def __call__(self, x):
+        if x not in self.cache:
+            self.cache[x] = _bracket(self.setting_of(x), self.delta, self.accountant,
+                                     precision_options(self.accountant, self.target, self.rtol,
+                                                       self.clock.options()))
+        return self.cache[x]
+
+    def meets(self, x) -> bool:
+        """Whether the certified upper bound at ``x`` meets the target."""
+        return self(x).epsilon <= self.target
+
+    def fails(self, x) -> bool:
+        return not self.meets(x)
+
+    def bracket(self, *, feasible: str) -> tuple:
+        """The bracket established by the queries made so far (after :class:`OutOfTime`):
+        ``(lo, hi)``, the end on the ``feasible`` side (``"lo"``: the largest value that
+        meets the target; ``"hi"``: the smallest) first established, None where unknown."""
+        below = feasible == "lo"
+        return bracket_of_points({x: (r.epsilon <= self.target) == below
+                                  for x, r in self.cache.items()}, keep=feasible)
+
+    def result(self, noise_multiplier: float, sampling_rate: float, steps: int, at,
+               details: dict) -> CalibrationResult:
+        """The result for the setting found, with the certified bracket of the query at
+        ``at`` (its searched value; a count of 0 steps, never queried, has eps 0)."""
+        r = self.cache.get(at)
+        return CalibrationResult(noise_multiplier, sampling_rate, steps, self.delta,
+                                 self.target, r.epsilon if r is not None else 0.0,
+                                 r.lower if r is not None else 0.0, self.accountant,
+                                 len(self.cache), time.perf_counter() - self.t0, details)
+
+    def out_of_time(self, what: str) -> BudgetExceeded:
+        return BudgetExceeded(
+            f"max_seconds: the search found no {what} meeting eps={self.target} at "
+            f"delta={self.delta} within max_seconds={self.clock.deadline.max_seconds:g}; "
+            "raise max_seconds or rtol")
+
+
 def calibrate_noise(*, epsilon: float, delta: float, sampling_rate: float | None = None,
                     steps: int | None = None, epochs: float | None = None,
                     batch_size: int | None = None, dataset_size: int | None = None,
@@ -117,62 +169,52 @@ def calibrate_noise(*, epsilon: float, delta: float, sampling_rate: float | None
         raise ValueError(f"steps must be an integer >= 1, got {base.steps!r}")
     q, steps = base.sampling.sampling_rate, base.steps
     rtol = v.positive("rtol", rtol)
-    clock = SearchClock(max_memory, max_seconds)
-    t0 = time.perf_counter()
-    evals = 0
-    cache: dict[float, object] = {}
-
-    def upper(sigma: float):
-        nonlocal evals
-        if sigma not in cache:
-            evals += 1
-            cache[sigma] = _bracket(base.with_noise(sigma), delta, accountant,
-                                    precision_options(accountant, target, rtol / 4,
-                                                      clock.options()))
-        return cache[sigma]
-
+    query = _Queries(base.with_noise, target=target, delta=delta, accountant=accountant,
+                     rtol=rtol / 4, max_memory=max_memory, max_seconds=max_seconds)
+    details: dict = {}
     try:
-        return _noise_search(upper, target, delta, q, steps, accountant, rtol, sigma_max,
-                             t0, lambda: evals)
+        lo, hi = _noise_search(query, rtol, sigma_max)
     except OutOfTime:
-        ok = [x for x, r in cache.items() if r.epsilon <= target]
-        if not ok:
-            raise BudgetExceeded(
-                f"max_seconds: the search found no noise multiplier meeting eps={target} at "
-                f"delta={delta} within max_seconds={clock.deadline.max_seconds:g}; raise "
-                "max_seconds or rtol") from None
-        hi = min(ok)
-        bad = [x for x, r in cache.items() if r.epsilon > target and x < hi]
-        r = cache[hi]
-        return CalibrationResult(hi, q, steps, delta, target, r.epsilon, r.lower, accountant,
-                                 evals, time.perf_counter() - t0,
-                                 {"sigma_infeasible_below": max(bad, default=0.0),
-                                  **clock.note(max(bad, default=0.0), hi)})
+        lo, hi = query.bracket(feasible="hi")
+        if hi is None:
+            raise query.out_of_time("noise multiplier") from None
+        lo = 0.0 if lo is None else lo
+        details = query.clock.note(lo, hi)
+    return query.result(hi, q, steps, hi, {"sigma_infeasible_below": lo, **details})
 
 
-def _noise_search(upper, target, delta, q, steps, accountant, rtol, sigma_max, t0, evals
-                  ) -> CalibrationResult:
-    """The bisection of :func:`calibrate_noise` on the certified upper bound ``upper``."""
+def _noise_search(query: _Queries, rtol: float, sigma_max: float) -> tuple[float, float]:
+    """The search of :func:`calibrate_noise`: ``(lo, hi)``, ``hi`` the smallest sigma found
+    to meet the target by its certified upper bound, ``lo`` below it not meeting it (or the
+    end of the search, 0.5 ** 10)."""
+    # initial bracket from the GDP/CLT heuristic: expand geometrically from 2 up while the
+    # target is missed, or from 0.5 down while it is met
+    try:
+        lo, hi = grow_bracket(query.fails, 2.0, 2.0, limit=sigma_max,
+                              what="the noise multiplier")
+    except BracketError:
+        raise ValueError(f"no noise multiplier up to {sigma_max} meets eps={query.target} at "
+                         f"delta={query.delta}; increase sigma_max or relax the target"
+                         ) from None
+    if lo is None:
+        met, lo = grow_bracket(query.meets, 0.5, 0.5, limit=1e-3, on_limit="return")
+        hi = hi if met is None else met
+    # bisection in log space on the certified upper bound (hi meets the target throughout)
+    return bisect_log(query.fails, lo, hi, rtol=rtol / 4)
 
-    # initial bracket from the GDP/CLT heuristic, then expand geometrically
-    lo, hi = 0.5, 2.0
-    while upper(hi).epsilon > target:
-        lo, hi = hi, hi * 2
-        if hi > sigma_max:
-            raise ValueError(f"no noise multiplier up to {sigma_max} meets eps={target} at "
-                             f"delta={delta}; increase sigma_max or relax the target")
-    while lo > 1e-3 and upper(lo).epsilon <= target:
-        hi, lo = lo, lo / 2
-    # bisection in log space on the certified upper bound
-    while hi / lo - 1 > rtol / 4:
-        mid = math.sqrt(lo * hi)
-        if upper(mid).epsilon <= target:
-            hi = mid
-        else:
-            lo = mid
-    r = upper(hi)
-    return CalibrationResult(hi, q, steps, delta, target, r.epsilon, r.lower, accountant,
-                             evals(), time.perf_counter() - t0, {"sigma_infeasible_below": lo})
+
+def _rate_query(*, epsilon, delta, accountant, rtol, max_memory, max_seconds,
+                **setting) -> tuple[_Queries, DPSGDSetting]:
+    """The validated setup shared by :func:`calibrate_steps` and
+    :func:`calibrate_sampling_rate`: the base setting and the search's queries over the
+    searched value (``steps`` when ``setting`` has ``steps=0``, else the sampling rate)."""
+    target, delta = _check(accountant, epsilon, delta)
+    base = dpsgd_setting(**setting)
+    rtol = v.positive("rtol", rtol)
+    by_steps = setting["steps"] == 0
+    return _Queries(base.with_steps if by_steps else base.with_rate, target=target,
+                    delta=delta, accountant=accountant, rtol=rtol if by_steps else rtol / 4,
+                    max_memory=max_memory, max_seconds=max_seconds), base
 
 
 def calibrate_steps(*, epsilon: float, delta: float, noise_multiplier: float,
@@ -183,46 +225,37 @@ def calibrate_steps(*, epsilon: float, delta: float, noise_multiplier: float,
                     ) -> CalibrationResult:
     """Largest number of steps whose certified eps at ``delta`` is <= ``epsilon`` (the
     target), for the DP-SGD setting of :func:`tightdp.dpsgd.setting.dpsgd_setting` (any
-    sampling; integer bisection; 0 steps always meets any target). ``max_memory`` is the
-    budget of each accountant query, ``max_seconds`` that of the whole search (past it, the
-    largest count found to meet the target is returned, with ``details["converged"] =
-    False``)."""
-    target, delta = _check(accountant, epsilon, delta)
-    base = dpsgd_setting(noise_multiplier=noise_multiplier, steps=0,
-                         sampling_rate=sampling_rate, batch_size=batch_size,
-                         dataset_size=dataset_size, sampling=sampling)
-    q, sigma = base.sampling.sampling_rate, base.noise_multiplier
-    rtol = v.positive("rtol", rtol)
-    clock = SearchClock(max_memory, max_seconds)
-    t0 = time.perf_counter()
-    cache: dict[int, object] = {}
-
-    def ok(t: int) -> bool:
-        if t not in cache:
-            cache[t] = _bracket(base.with_steps(t), delta, accountant,
-                                precision_options(accountant, target, rtol, clock.options()))
-        return cache[t].epsilon <= target
-
+    sampling; doubling, then integer bisection; 0 steps always meets any target; at most
+    ``max_steps``). ``max_memory`` is the budget of each accountant query, ``max_seconds``
+    that of the whole search (past it, the largest count found to meet the target is
+    returned, with ``details["converged"] = False``)."""
+    query, base = _rate_query(
+        epsilon=epsilon, delta=delta, accountant=accountant, rtol=rtol, max_memory=max_memory,
+        max_seconds=max_seconds, noise_multiplier=noise_multiplier, steps=0,
+        sampling_rate=sampling_rate, batch_size=batch_size, dataset_size=dataset_size,
+        sampling=sampling)
+    max_steps = v.count("max_steps", max_steps, minimum=1)
     details: dict = {}
-    lo, hi = 0, 1
     try:
-        while ok(hi):
-            lo, hi = hi, hi * 2
-            if hi > max_steps:
-                lo = hi = max_steps
-                break
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if ok(mid):
-                lo = mid
-            else:
-                hi = mid
+        lo, _ = _steps_search(query, max_steps)
     except OutOfTime:
-        details = clock.note(lo, hi)
-    r = cache.get(lo)
-    eps = r.epsilon if r is not None else 0.0
-    return CalibrationResult(sigma, q, lo, delta, target, eps, r.lower if r else 0.0,
-                             accountant, len(cache), time.perf_counter() - t0, details)
+        lo, hi = query.bracket(feasible="lo")
+        lo = 0 if lo is None else lo
+        details = query.clock.note(lo, max_steps if hi is None else hi)
+    return query.result(base.noise_multiplier, base.sampling.sampling_rate, lo, lo, details)
+
+
+def _steps_search(query: _Queries, max_steps: int) -> tuple[int, int]:
+    """The search of :func:`calibrate_steps`: ``(lo, hi)``, ``lo`` the largest count found
+    to meet the target (0 when 1 does not), ``hi = lo + 1`` not meeting it (or ``lo`` at
+    ``max_steps``)."""
+    met, hi = grow_bracket(query.meets, 1, 2, limit=max_steps, on_limit="return")
+    lo = 0 if met is None else met
+    if hi > max_steps:  # every count tried met the target: the cap is the next to try
+        if query.meets(max_steps):
+            return max_steps, max_steps
+        hi = max_steps
+    return bisect_int(query.meets, lo, hi)
 
 
 def calibrate_sampling_rate(*, epsilon: float, delta: float, noise_multiplier: float,
@@ -234,7 +267,7 @@ def calibrate_sampling_rate(*, epsilon: float, delta: float, noise_multiplier: f
     rate; bisection on log q, to ``rtol / 4`` relative). ``max_memory`` is the budget of each
     accountant query, ``max_seconds`` that of the whole search (past it, the largest rate
     found to meet the target is returned, with ``details["converged"] = False``)."""
-    target, delta = _check(accountant, epsilon, delta)
+    _check(accountant, epsilon, delta)
     if str(sampling).strip().lower().replace("-", "_") not in ("poisson",
                                                                "without_replacement"):
         raise ValueError(f"sampling must be poisson or without_replacement (a free rate) to "
@@ -242,41 +275,22 @@ def calibrate_sampling_rate(*, epsilon: float, delta: float, noise_multiplier: f
     if steps is None:
         raise ValueError("steps is required to calibrate the sampling rate (an integer >= 1)")
     steps = v.count("steps", steps, minimum=1)
-    base = dpsgd_setting(noise_multiplier=noise_multiplier, steps=steps, sampling_rate=1.0,
-                         sampling=sampling)
-    sigma, steps = base.noise_multiplier, base.steps
-    rtol = v.positive("rtol", rtol)
-    clock = SearchClock(max_memory, max_seconds)
-    t0 = time.perf_counter()
-    cache: dict[float, object] = {}
-
-    def up(q: float) -> float:
-        if q not in cache:
-            cache[q] = _bracket(base.with_rate(q), delta, accountant,
-                                precision_options(accountant, target, rtol / 4,
-                                                  clock.options()))
-        return cache[q].epsilon
-
+    query, base = _rate_query(
+        epsilon=epsilon, delta=delta, accountant=accountant, rtol=rtol, max_memory=max_memory,
+        max_seconds=max_seconds, noise_multiplier=noise_multiplier, steps=steps,
+        sampling_rate=1.0, sampling=sampling)
     details: dict = {}
-    lo = hi = 1.0
     try:
-        if up(1.0) > target:
+        lo = 1.0
+        if query.fails(1.0):
             lo = 1e-9
-            if up(lo) > target:
-                raise ValueError(f"even sampling_rate=1e-9 exceeds eps={target}; add noise")
-            while hi / lo - 1 > rtol / 4:
-                mid = math.sqrt(lo * hi)
-                if up(mid) <= target:
-                    lo = mid
-                else:
-                    hi = mid
+            if query.fails(lo):
+                raise ValueError(f"even sampling_rate=1e-9 exceeds eps={query.target}; add "
+                                 "noise")
+            lo, _ = bisect_log(query.meets, lo, 1.0, rtol=query.rtol)
     except OutOfTime:
-        if lo not in cache or cache[lo].epsilon > target:
-            raise BudgetExceeded(
-                f"max_seconds: the search found no sampling rate meeting eps={target} at "
-                f"delta={delta} within max_seconds={clock.deadline.max_seconds:g}; raise "
-                "max_seconds or rtol") from None
-        details = clock.note(lo, hi)
-    r = cache[lo]
-    return CalibrationResult(sigma, lo, steps, delta, target, r.epsilon, r.lower, accountant,
-                             len(cache), time.perf_counter() - t0, details)
+        lo, hi = query.bracket(feasible="lo")
+        if lo is None:
+            raise query.out_of_time("sampling rate") from None
+        details = query.clock.note(lo, 1.0 if hi is None else hi)
+    return query.result(base.noise_multiplier, lo, base.steps, lo, details)

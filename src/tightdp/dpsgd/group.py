@@ -48,6 +48,7 @@ from scipy.special import logsumexp
 from .. import _validate as v
 from .._budget import Budget
 from .._defaults import DEFAULT_RTOL
+from .._numerics import bisect_until, descend_to_fixed_point, step_out
 from ..accountants.pld import PLDAccountant
 from ..mechanisms import Mechanism, MixtureOfGaussians
 from ..results import Result
@@ -253,44 +254,36 @@ def group_conversion_epsilon(example_curve, group_size: int, delta: float,
     if k == 1:
         best = (log_delta, curve(log_delta, example_curve))
     else:
-        t_hi = log_delta
-        for _ in range(60):
-            e = curve(t_hi, example_curve)
-            t_new = phi_of(e)
-            if not math.isfinite(t_new):
-                break
-            if t_new >= t_hi:
-                best = (t_hi, e)
-                break
-            step = t_hi - t_new
-            t_hi = t_new
-            if step < 1e-4 * max(1.0, abs(t_hi)):
-                break
-        if best is None and math.isfinite(t_hi):
-            gap = max(1e-3, 1e-4 * abs(t_hi))
-            t_lo = t_hi - gap
-            for _ in range(40):
-                e = curve(t_lo, example_curve)
-                if not math.isfinite(phi_of(e)):
-                    break
-                if t_lo <= phi_of(e):
-                    best = (t_lo, e)
-                    break
-                t_hi = t_lo
-                gap *= 4
-                t_lo = t_hi - gap
-            for _ in range(60):
-                if best is None:
-                    break
-                e_hi = curve(t_hi, example_curve)
-                if best[1] - e_hi <= 1e-6 * best[1] + 1e-12:
-                    break
-                tm = 0.5 * (best[0] + t_hi)
-                em = curve(tm, example_curve)
-                if tm <= phi_of(em):
-                    best = (tm, em)
-                else:
-                    t_hi = tm
+        eps_at: dict[float, float] = {}  # the cheap curve at each t, evaluated once
+
+        def eps1(t: float) -> float:
+            if t not in eps_at:
+                eps_at[t] = curve(t, example_curve)
+            return eps_at[t]
+
+        def feasible(t: float) -> bool:
+            return t <= phi_of(eps1(t))
+
+        def infeasible_finite(t: float) -> bool:
+            p = phi_of(eps1(t))
+            return math.isfinite(p) and not t <= p
+
+        # t <- phi(t) from log delta down to the largest fixed point
+        t_hi, found = descend_to_fixed_point(lambda t: phi_of(eps1(t)), log_delta)
+        if found:
+            best = (t_hi, eps_at[t_hi])
+        elif math.isfinite(t_hi):
+            # a feasible point below: steps growing 4-fold to the left (at most 40 tried;
+            # a non-finite phi ends the walk without one)
+            t_hi, t_lo = step_out(infeasible_finite, t_hi, -max(1e-3, 1e-4 * abs(t_hi)),
+                                  growth=4.0, max_moves=39, on_limit="return")
+            if feasible(t_lo):
+                # bisection between the feasible t_lo and the infeasible t_hi, until eps1
+                # differs by a relative 1e-6 across the bracket; the feasible end is kept
+                t_lo, t_hi = bisect_until(
+                    feasible, t_lo, t_hi,
+                    lambda a, b: eps_at[a] - eps1(b) <= 1e-6 * eps_at[a] + 1e-12, iters=60)
+                best = (t_lo, eps_at[t_lo])
     if best is None:
         return math.inf, math.inf, math.nan, info
     if refine is not None and best[0] >= REFINE_BELOW_LOG:
