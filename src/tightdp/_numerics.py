@@ -10,7 +10,9 @@ The solver family (every monotone root search of the package uses it, or scipy.o
   (first cell of a sequence of grids, one vectorized evaluation per grid);
 * refining -- :func:`bisect` (monotone predicate, scalar or vectorized, returning the end on
   the side the caller needs), :func:`newton_bracketed` (safeguarded Newton or secant inside
-  open brackets, stopping on the residual or the step), :func:`newton_polish` (Newton from a
+  open brackets, stopping on the residual or the step), :func:`newton_scalar` (one scalar
+  root, bracket possibly open to the right, relative stopping, returns the last step or
+  iterate; the caller's ``f`` may record what it sees), :func:`newton_polish` (Newton from a
   table cell, closed brackets, relative stopping), :func:`secant_walk` (secant steps on a
   monotone function, unbracketed, to be settled by :func:`walk_out`);
 * :func:`secant_start` (regula falsi start inside a bracket), :func:`table_start`.
@@ -29,7 +31,8 @@ import numpy as np
 
 __all__ = ["lse_last", "log_sub_exp", "table_start", "MACHINE_EPSILON", "UNIT_ROUNDOFF",
            "BracketError", "walk_out", "expand_bracket", "secant_walk", "grow_until",
-           "bisect", "secant_start", "newton_bracketed", "newton_polish", "bracket_on_grids"]
+           "bisect", "secant_start", "newton_bracketed", "newton_scalar", "newton_polish",
+           "bracket_on_grids"]
 
 
 def lse_last(x: np.ndarray) -> np.ndarray:
@@ -290,6 +293,48 @@ def newton_bracketed(f: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.
         x[act] = np.where(done & ~inside, xa, xn)
         act = act[~done]
     return x
+
+
+def newton_scalar(f: Callable[[float], tuple[float, float]], x0: float, lo: float,
+                  hi: float = math.inf, *, iters: int, rtol: float, floor: float = 0.0,
+                  width_rtol: float | None = None, ftol: float | None = None,
+                  x_max: float = math.inf, grow_from: float = 1e-3,
+                  keep: str = "step") -> tuple[float, int]:
+    """Safeguarded Newton iteration for one root of ``g(x) = 0`` with ``g`` increasing, inside
+    the open bracket ``(lo, hi)`` (``hi = inf`` allowed: the search then doubles to the right).
+
+    ``f(x) -> (g, dg/dx)``; every evaluation narrows the bracket (``g < 0`` moves ``lo``,
+    otherwise -- a NaN included -- ``hi``). A Newton step that is not finite or leaves the
+    open bracket (which rejects every step taken with a non-positive slope) is replaced by the
+    midpoint, or by ``2 max(lo, grow_from)`` while ``hi`` is infinite. The iteration stops
+    when ``|g| <= ftol`` (optional; the point is returned), when the step is at most
+    ``rtol max(floor, |x|)``, when the bracket is at most ``width_rtol max(floor, |hi|)``
+    (optional) or the new point passes ``|x| > x_max``: ``keep="step"`` returns the new point
+    then, ``keep="point"`` the last evaluated one. After ``iters`` evaluations the last
+    evaluated point is returned.
+
+    No side is promised: callers that need one track the best value in ``f`` (a Chernoff
+    bound is valid at every point) or settle the result with :func:`walk_out`. Returns
+    ``(x, evaluations)``."""
+    if keep not in ("step", "point"):
+        raise ValueError(f"keep must be 'step' or 'point', got {keep!r}")
+    x = x0
+    for it in range(1, iters + 1):
+        g, dg = f(x)
+        if ftol is not None and abs(g) <= ftol:
+            return x, it
+        if g < 0:
+            lo = x
+        else:
+            hi = x
+        xn = x - g / dg if dg != 0 else math.nan
+        if not lo < xn < hi:
+            xn = 0.5 * (lo + hi) if math.isfinite(hi) else 2.0 * max(lo, grow_from)
+        if abs(xn - x) <= rtol * max(floor, abs(x)) or abs(xn) > x_max or (
+                width_rtol is not None and hi - lo <= width_rtol * max(floor, abs(hi))):
+            return (xn if keep == "step" else x), it
+        x = xn
+    return x, iters
 
 
 def newton_polish(f: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
