@@ -325,6 +325,18 @@ class LocationMixtureLoss(PrivacyLoss):
                 out[mid] = self._bisect(ym)
         return out
 
+    @property
+    def has_closed_inverse(self) -> bool:
+        """True when the loss was built with a closed form of ``x*(y)`` (``inverse=``)."""
+        return self._inverse is not None
+
+    def with_inverse(self, inverse: Callable[[np.ndarray], np.ndarray]) -> LocationMixtureLoss:
+        """The same pair built anew with ``inverse`` as its closed form of ``x*(y)`` (called
+        on finite ``y`` strictly inside the support, like the constructor's ``inverse=``):
+        e.g. a faster inversion of many sorted points."""
+        return type(self)(self.kernel.name, self.a, self.pw, self.b, self.qw, self.s,
+                          inverse=inverse, inf_mass=self.inf_mass)
+
     def _lse_form(self) -> _LseForm | None:
         """The log-sum-exp form of the loss when the kernel is Gaussian and one side of the
         pair has a single component (every :class:`~tightdp.mechanisms.MixtureOfGaussians`
@@ -346,9 +358,12 @@ class LocationMixtureLoss(PrivacyLoss):
             return None
         return _LseForm(sign, alpha, beta)
 
-    def _slope(self, x: np.ndarray) -> np.ndarray:
-        """L'(x) for the Gaussian kernel: (E_post_P[a] - E_post_Q[b]) / s^2."""
-        xx = x[..., None]
+    def slope(self, x: np.ndarray) -> np.ndarray:
+        """``L'(x)`` for the Gaussian kernel: ``(E_post_P[a] - E_post_Q[b]) / s^2`` (the
+        posterior means of the locations under P and under Q at ``x``), vectorized."""
+        if self.kernel is not _Gauss:
+            raise ValueError(f"slope needs the Gaussian kernel, got {self.kernel.name!r}")
+        xx = np.asarray(x, dtype=float)[..., None]
         k = self.kernel.logpdf
         lp = self.lpw + k((xx - self.a) / self.s)
         lq = self.lqw + k((xx - self.b) / self.s)
@@ -380,7 +395,7 @@ class LocationMixtureLoss(PrivacyLoss):
             hi = np.where(ok, hi, x)
             if newton:
                 with np.errstate(divide="ignore", invalid="ignore"):
-                    xn = x - fx / self._slope(x)
+                    xn = x - fx / self.slope(x)
                 inside = (xn > lo) & (xn < hi) & np.isfinite(xn)
                 x_new = np.where(inside, xn, 0.5 * (lo + hi))
             else:
