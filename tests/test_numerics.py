@@ -16,6 +16,7 @@ from tightdp._numerics import (
     grow_until,
     newton_bracketed,
     newton_polish,
+    newton_scalar,
     secant_start,
     secant_walk,
     walk_out,
@@ -199,3 +200,61 @@ def test_tilt_grids_have_no_hidden_cache():
                    if k.isupper() and k.startswith("_"))
     assert a[0][0] == 1e-4 and a[0][-1] == 64.0 and a[1][0] == 1e-12
     assert math.isclose(a[-1][-1], 2048.0)
+
+
+def test_newton_scalar_known_roots_and_stops():
+    # g(x) = x^3 - 2 on (0, 4): the root 2^(1/3)
+    seen = []
+
+    def f(x):
+        seen.append(x)
+        return x ** 3 - 2.0, 3.0 * x * x
+
+    x, steps = newton_scalar(f, 2.0, 0.0, 4.0, iters=100, rtol=1e-15, floor=1.0)
+    assert x == pytest.approx(2.0 ** (1 / 3), rel=1e-15) and steps == len(seen)
+    # the residual stop returns the evaluated point, no step taken after it
+    seen.clear()
+    x, steps = newton_scalar(f, 1.0, 0.0, 4.0, iters=100, rtol=0.0, ftol=1e-9)
+    assert abs(x ** 3 - 2.0) <= 1e-9 and x == seen[-1] and steps == len(seen) - 1
+    # keep="point" returns the last evaluated point, keep="step" the step after it
+    seen.clear()
+    xp, _ = newton_scalar(f, 2.0, 0.0, 4.0, iters=100, rtol=1e-3, floor=1.0, keep="point")
+    assert xp == seen[-1]
+    seen.clear()
+    xs, _ = newton_scalar(f, 2.0, 0.0, 4.0, iters=100, rtol=1e-3, floor=1.0, keep="step")
+    assert xs != seen[-1] and abs(xs - seen[-1]) <= 1e-3 * abs(seen[-1])
+    # iters counts the points visited, x0 included: two points, one step
+    seen.clear()
+    x, steps = newton_scalar(f, 4.0 - 1e-9, 0.0, 4.0, iters=2, rtol=0.0)
+    assert len(seen) == 2 and steps == 1 and x == seen[-1]
+
+
+def test_newton_scalar_safeguards():
+    # a wrong (negative) slope is never followed: the midpoint of the bracket is used
+    seen = []
+
+    def f(x):
+        seen.append(x)
+        return x - 1.0, -1.0
+
+    x, _ = newton_scalar(f, 3.0, 0.0, 4.0, iters=200, rtol=0.0, floor=1.0, width_rtol=1e-15)
+    assert seen[:3] == [3.0, 1.5, 0.75] and x == pytest.approx(1.0, abs=1e-14)
+    # an open right end doubles (from grow_from) until the root is bracketed
+    seen.clear()
+
+    def g(x):
+        seen.append(x)
+        return x - 100.0, 0.0  # no slope: bracketing and bisection only
+
+    x, _ = newton_scalar(g, 1.0, 0.0, iters=200, rtol=0.0, floor=1.0, width_rtol=1e-14)
+    assert seen[:4] == [1.0, 2.0, 4.0, 8.0] and x == pytest.approx(100.0, rel=1e-13)
+    # x_max ends the search; first= gives the values at x0 (not evaluated, not tested)
+    seen.clear()
+    newton_scalar(g, 1.0, 0.0, iters=200, rtol=0.0, x_max=10.0)
+    assert max(seen) == 8.0
+    seen.clear()
+    x, steps = newton_scalar(f, 0.5, 0.0, 4.0, iters=50, rtol=0.0, ftol=0.6,
+                             first=(-0.5, 1.0))
+    assert seen == [1.0] and x == 1.0 and steps == 1
+    with pytest.raises(ValueError, match="keep"):
+        newton_scalar(f, 1.0, 0.0, 2.0, iters=3, rtol=0.0, keep="lo")

@@ -298,31 +298,38 @@ def newton_bracketed(f: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.
 def newton_scalar(f: Callable[[float], tuple[float, float]], x0: float, lo: float,
                   hi: float = math.inf, *, iters: int, rtol: float, floor: float = 0.0,
                   width_rtol: float | None = None, ftol: float | None = None,
-                  x_max: float = math.inf, grow_from: float = 1e-3,
-                  keep: str = "step") -> tuple[float, int]:
+                  x_max: float = math.inf, grow_from: float = 1e-3, keep: str = "step",
+                  first: tuple[float, float] | None = None) -> tuple[float, int]:
     """Safeguarded Newton iteration for one root of ``g(x) = 0`` with ``g`` increasing, inside
     the open bracket ``(lo, hi)`` (``hi = inf`` allowed: the search then doubles to the right).
 
     ``f(x) -> (g, dg/dx)``; every evaluation narrows the bracket (``g < 0`` moves ``lo``,
     otherwise -- a NaN included -- ``hi``). A Newton step that is not finite or leaves the
     open bracket (which rejects every step taken with a non-positive slope) is replaced by the
-    midpoint, or by ``2 max(lo, grow_from)`` while ``hi`` is infinite. The iteration stops
-    when ``|g| <= ftol`` (optional; the point is returned), when the step is at most
-    ``rtol max(floor, |x|)``, when the bracket is at most ``width_rtol max(floor, |hi|)``
-    (optional) or the new point passes ``|x| > x_max``: ``keep="step"`` returns the new point
-    then, ``keep="point"`` the last evaluated one. After ``iters`` evaluations the last
-    evaluated point is returned.
+    midpoint, or by ``2 max(lo, grow_from)`` while ``hi`` is infinite. ``first = (g, dg)``
+    gives the values at ``x0`` (then not evaluated, and not tested against ``ftol``).
+
+    The iteration stops at a point with ``|g| <= ftol`` (optional; the point is returned),
+    when the step is at most ``rtol max(floor, |x|)``, when a finite bracket is at most
+    ``width_rtol max(floor, |hi|)`` (optional) or the new point passes ``|x| > x_max``:
+    ``keep="step"`` returns the new point then, ``keep="point"`` the last evaluated one; and
+    at the ``iters``-th point (``x0`` counted), which is returned.
 
     No side is promised: callers that need one track the best value in ``f`` (a Chernoff
     bound is valid at every point) or settle the result with :func:`walk_out`. Returns
-    ``(x, evaluations)``."""
+    ``(x, steps)``, ``steps`` the number of Newton (or fallback) steps taken."""
     if keep not in ("step", "point"):
         raise ValueError(f"keep must be 'step' or 'point', got {keep!r}")
     x = x0
-    for it in range(1, iters + 1):
-        g, dg = f(x)
-        if ftol is not None and abs(g) <= ftol:
-            return x, it
+    for it in range(iters):
+        if it == 0 and first is not None:
+            g, dg = first
+        else:
+            g, dg = f(x)
+            if ftol is not None and abs(g) <= ftol:
+                return x, it
+        if it == iters - 1:
+            break
         if g < 0:
             lo = x
         else:
@@ -331,10 +338,11 @@ def newton_scalar(f: Callable[[float], tuple[float, float]], x0: float, lo: floa
         if not lo < xn < hi:
             xn = 0.5 * (lo + hi) if math.isfinite(hi) else 2.0 * max(lo, grow_from)
         if abs(xn - x) <= rtol * max(floor, abs(x)) or abs(xn) > x_max or (
-                width_rtol is not None and hi - lo <= width_rtol * max(floor, abs(hi))):
-            return (xn if keep == "step" else x), it
+                width_rtol is not None and math.isfinite(hi)
+                and hi - lo <= width_rtol * max(floor, abs(hi))):
+            return (xn if keep == "step" else x), it + 1
         x = xn
-    return x, iters
+    return x, iters - 1
 
 
 def newton_polish(f: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],

@@ -105,7 +105,7 @@ class LogMgf:
             _, k1, k2 = self(t)
             return k1 - target, k2
 
-        return newton_scalar(slope, 0.5 * (lo + hi), lo, hi, iters=100, rtol=1e-10, floor=1.0,
+        return newton_scalar(slope, 0.5 * (lo + hi), lo, hi, iters=101, rtol=1e-10, floor=1.0,
                              width_rtol=1e-12)[0]
 
     def tilt_to_mean(self, target: float) -> float:
