@@ -15,6 +15,7 @@ from tightdp._numerics import (
     expand_bracket,
     grow_until,
     newton_bracketed,
+    newton_monotone,
     newton_polish,
     newton_scalar,
     secant_start,
@@ -258,3 +259,26 @@ def test_newton_scalar_safeguards():
     assert seen == [1.0] and x == 1.0 and steps == 1
     with pytest.raises(ValueError, match="keep"):
         newton_scalar(f, 1.0, 0.0, 2.0, iters=3, rtol=0.0, keep="lo")
+
+
+def test_newton_monotone_from_the_right():
+    # g(x) = e^x (convex, increasing) = target from the right: log(target), never crossed
+    target = np.array([0.5, 1.0, 3.0, 1e5])
+    seen = {i: [] for i in range(target.size)}
+
+    def f(x, idx):
+        for i, xi in zip(idx, x, strict=True):
+            seen[int(i)].append(float(xi))
+        g = np.exp(x)
+        return g - target[idx], g, 4e-16 * target[idx]
+
+    x0 = np.log(target) + np.array([1.0, 3.0, 0.5, 10.0])
+    x = newton_monotone(f, x0, iters=100)
+    np.testing.assert_allclose(x, np.log(target), rtol=1e-15, atol=1e-15)
+    for i, its in seen.items():  # every element's iterates decrease, never below the root
+        assert len(its) > 2 and all(b <= a for a, b in zip(its[:-1], its[1:], strict=True))
+        assert min(its) >= math.log(target[i]) - 1e-15
+    # a residual already below the root (negative) makes no step; a zero slope neither
+    x = newton_monotone(lambda x, idx: (np.array([-1.0, 1.0]), np.array([1.0, 0.0]),
+                                        np.zeros(2)), np.array([2.0, 5.0]), iters=5)
+    assert np.array_equal(x, [2.0, 5.0])

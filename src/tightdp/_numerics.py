@@ -12,7 +12,9 @@ The solver family (every monotone root search of the package uses it, or scipy.o
   the side the caller needs), :func:`newton_bracketed` (safeguarded Newton or secant inside
   open brackets, stopping on the residual or the step), :func:`newton_scalar` (one scalar
   root, bracket possibly open to the right, relative stopping, returns the last step or
-  iterate; the caller's ``f`` may record what it sees), :func:`newton_polish` (Newton from a
+  iterate; the caller's ``f`` may record what it sees), :func:`newton_monotone` (Newton on
+  a convex increasing function from the right of the root: no bracket, no overshoot),
+  :func:`newton_polish` (Newton from a
   table cell, closed brackets, relative stopping), :func:`secant_walk` (secant steps on a
   monotone function, unbracketed, to be settled by :func:`walk_out`);
 * :func:`secant_start` (regula falsi start inside a bracket), :func:`table_start`.
@@ -31,7 +33,8 @@ import numpy as np
 
 __all__ = ["lse_last", "log_sub_exp", "table_start", "MACHINE_EPSILON", "UNIT_ROUNDOFF",
            "BracketError", "walk_out", "expand_bracket", "secant_walk", "grow_until",
-           "bisect", "secant_start", "newton_bracketed", "newton_scalar", "newton_polish",
+           "bisect", "secant_start", "newton_bracketed", "newton_scalar", "newton_monotone",
+           "newton_polish",
            "bracket_on_grids"]
 
 
@@ -343,6 +346,35 @@ def newton_scalar(f: Callable[[float], tuple[float, float]], x0: float, lo: floa
             return (xn if keep == "step" else x), it + 1
         x = xn
     return x, iters - 1
+
+
+def newton_monotone(f: Callable[[np.ndarray, np.ndarray],
+                                  tuple[np.ndarray, np.ndarray, np.ndarray]],
+                    x0: np.ndarray, *, iters: int) -> np.ndarray:
+    """Newton's method for ``g(x) = target`` with ``g`` convex and increasing, started to
+    the right of the root, elementwise over arrays: the tangent lies below ``g``, so the
+    iterates decrease monotonically to the root and need no bracket.
+
+    ``f(x, idx) -> (g - target, dg/dx, tol)`` at the points ``x`` of the still active
+    elements ``idx`` (``tol`` the rounding level of ``g`` there). A negative residual (the
+    root passed by rounding) makes no step; a non-finite step leaves the point where it is.
+    An element stops when its residual is at most ``tol`` or its iterate no longer moves; its
+    last step is applied. Returns the iterates (a new array); the caller settles them on the
+    side it needs (e.g. by :func:`walk_out`)."""
+    x = np.array(x0, dtype=float)
+    out = x.copy()
+    idx = np.arange(x.size)
+    for _ in range(iters):
+        r, d, tol = f(x, idx)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            xn = x - np.maximum(r, 0.0) / d
+        xn = np.where(np.isfinite(xn), xn, x)
+        out[idx] = xn
+        done = (r <= tol) | (xn == x)
+        if done.all():
+            break
+        idx, x = idx[~done], xn[~done]
+    return out
 
 
 def newton_polish(f: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],

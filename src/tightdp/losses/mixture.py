@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import log_ndtr, logsumexp
 
-from .._numerics import MACHINE_EPSILON, lse_last, walk_out
+from .._numerics import MACHINE_EPSILON, lse_last, newton_monotone, walk_out
 from .base import PrivacyLoss
 
 __all__ = ["LocationMixtureLoss", "KERNELS"]
@@ -180,23 +180,16 @@ class _LseForm:
         for i in range(0, uo.size, _BLOCK):
             z0[i:i + _BLOCK] = (np.subtract.outer(uo[i:i + _BLOCK], g) / b).min(axis=1)
         idx = np.flatnonzero(ok)
-        z[idx] = z0
-        cur, zc, uc = idx, z0, uo
-        for _ in range(100):
-            gz, d1 = self._g(zc, slope=True)
-            f = gz - uc
-            tol = 4 * MACHINE_EPSILON * (1.0 + np.abs(uc) + self._gmax + np.abs(zc) * b[-1])
-            with np.errstate(divide="ignore", invalid="ignore"):
-                zn = zc - np.maximum(f, 0.0) / d1
-            zn = np.where(np.isfinite(zn), zn, zc)
-            z[cur] = zn
+
+        def residual(zc: np.ndarray, act: np.ndarray):
             # f <= tol: at the root up to the rounding of G (the step is below the accuracy
-            # of z); zn == zc: Newton stalls at the rounding level
-            done = (f <= tol) | (zn == zc)
-            if done.all():
-                break
-            keep = ~done
-            cur, zc, uc = cur[keep], zn[keep], uc[keep]
+            # of z); a step of zero: Newton stalls at the rounding level
+            uc = uo[act]
+            gz, d1 = self._g(zc, slope=True)
+            tol = 4 * MACHINE_EPSILON * (1.0 + np.abs(uc) + self._gmax + np.abs(zc) * b[-1])
+            return gz - uc, d1, tol
+
+        z[idx] = newton_monotone(residual, z0, iters=100)
         # settle on the requested side of the root, by rounding only: the first move is the
         # Newton estimate of the remaining distance, then growing multiples of an ulp
         def wrong_side(zz: np.ndarray, rows: np.ndarray, slope: bool = False):
