@@ -404,3 +404,39 @@ def test_mog_loss_lse_form_matches_mpmath():
                     ref = L(mp.mpf(float(xi)))
                     assert abs(mp.mpf(float(gi)) - ref) <= 1e-14 * (1 + abs(ref)
                                                                      + bmax * abs(xi))
+
+
+def test_location_mixture_slope_and_with_inverse_public_api():
+    """``slope`` is L'(x) (against mpmath's derivative of the log-ratio of the two mixtures);
+    ``with_inverse`` rebuilds the same loss with the given inverse, used inside the support;
+    ``has_closed_inverse`` says which."""
+    a, pw, b, qw, s = [0.0, 1.0, 2.5], [0.5, 0.3, 0.2], [0.0, 0.7], [0.6, 0.4], 1.3
+    loss = td.LocationMixtureLoss("gaussian", a, pw, b, qw, s)
+
+    def lr(x):
+        p = sum(w * mp.exp(-(x - c) ** 2 / (2 * s * s)) for c, w in zip(a, pw, strict=True))
+        q = sum(w * mp.exp(-(x - c) ** 2 / (2 * s * s)) for c, w in zip(b, qw, strict=True))
+        return mp.log(p / q)
+
+    xs = np.array([-6.0, -1.0, 0.0, 0.4, 2.0, 7.5])
+    got = loss.slope(xs)
+    for x, g in zip(xs, got, strict=True):
+        with mp.workdps(40):
+            want = float(mp.diff(lr, mp.mpf(x)))
+        assert g == pytest.approx(want, rel=1e-12, abs=1e-14)
+    assert not loss.has_closed_inverse
+    calls = []
+
+    def inv(y):
+        calls.append(y.size)
+        return loss.inverse(y)
+
+    fast = loss.with_inverse(inv)
+    assert fast.has_closed_inverse and fast is not loss
+    ys = np.array([-0.1, 0.0, 0.3])  # inside the support (-0.18, inf)
+    assert np.array_equal(fast.inverse(ys), loss.inverse(ys)) and calls == [3]
+    assert np.array_equal(fast.loss(xs), loss.loss(xs))
+    assert fast.support == loss.support and fast.inf_mass == loss.inf_mass
+    lap = td.LocationMixtureLoss("laplace", [1.0], [1.0], [0.0], [1.0], 1.0)
+    with pytest.raises(ValueError, match="Gaussian kernel"):
+        lap.slope(xs)

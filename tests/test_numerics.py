@@ -15,7 +15,9 @@ from tightdp._numerics import (
     expand_bracket,
     grow_until,
     newton_bracketed,
+    newton_monotone,
     newton_polish,
+    newton_scalar,
     secant_start,
     secant_walk,
     walk_out,
@@ -348,3 +350,84 @@ def test_bracket_of_points():
     assert bracket_of_points(odd, keep="hi") == (1.0, 3.0)
     with pytest.raises(ValueError, match="keep"):
         bracket_of_points(pts, keep="mid")
+
+
+def test_newton_scalar_known_roots_and_stops():
+    # g(x) = x^3 - 2 on (0, 4): the root 2^(1/3)
+    seen = []
+
+    def f(x):
+        seen.append(x)
+        return x ** 3 - 2.0, 3.0 * x * x
+
+    x, steps = newton_scalar(f, 2.0, 0.0, 4.0, iters=100, rtol=1e-15, floor=1.0)
+    assert x == pytest.approx(2.0 ** (1 / 3), rel=1e-15) and steps == len(seen)
+    # the residual stop returns the evaluated point, no step taken after it
+    seen.clear()
+    x, steps = newton_scalar(f, 1.0, 0.0, 4.0, iters=100, rtol=0.0, ftol=1e-9)
+    assert abs(x ** 3 - 2.0) <= 1e-9 and x == seen[-1] and steps == len(seen) - 1
+    # keep="point" returns the last evaluated point, keep="step" the step after it
+    seen.clear()
+    xp, _ = newton_scalar(f, 2.0, 0.0, 4.0, iters=100, rtol=1e-3, floor=1.0, keep="point")
+    assert xp == seen[-1]
+    seen.clear()
+    xs, _ = newton_scalar(f, 2.0, 0.0, 4.0, iters=100, rtol=1e-3, floor=1.0, keep="step")
+    assert xs != seen[-1] and abs(xs - seen[-1]) <= 1e-3 * abs(seen[-1])
+    # iters counts the points visited, x0 included: two points, one step
+    seen.clear()
+    x, steps = newton_scalar(f, 4.0 - 1e-9, 0.0, 4.0, iters=2, rtol=0.0)
+    assert len(seen) == 2 and steps == 1 and x == seen[-1]
+
+
+def test_newton_scalar_safeguards():
+    # a wrong (negative) slope is never followed: the midpoint of the bracket is used
+    seen = []
+
+    def f(x):
+        seen.append(x)
+        return x - 1.0, -1.0
+
+    x, _ = newton_scalar(f, 3.0, 0.0, 4.0, iters=200, rtol=0.0, floor=1.0, width_rtol=1e-15)
+    assert seen[:3] == [3.0, 1.5, 0.75] and x == pytest.approx(1.0, abs=1e-14)
+    # an open right end doubles (from grow_from) until the root is bracketed
+    seen.clear()
+
+    def g(x):
+        seen.append(x)
+        return x - 100.0, 0.0  # no slope: bracketing and bisection only
+
+    x, _ = newton_scalar(g, 1.0, 0.0, iters=200, rtol=0.0, floor=1.0, width_rtol=1e-14)
+    assert seen[:4] == [1.0, 2.0, 4.0, 8.0] and x == pytest.approx(100.0, rel=1e-13)
+    # x_max ends the search; first= gives the values at x0 (not evaluated, not tested)
+    seen.clear()
+    newton_scalar(g, 1.0, 0.0, iters=200, rtol=0.0, x_max=10.0)
+    assert max(seen) == 8.0
+    seen.clear()
+    x, steps = newton_scalar(f, 0.5, 0.0, 4.0, iters=50, rtol=0.0, ftol=0.6,
+                             first=(-0.5, 1.0))
+    assert seen == [1.0] and x == 1.0 and steps == 1
+    with pytest.raises(ValueError, match="keep"):
+        newton_scalar(f, 1.0, 0.0, 2.0, iters=3, rtol=0.0, keep="lo")
+
+
+def test_newton_monotone_from_the_right():
+    # g(x) = e^x (convex, increasing) = target from the right: log(target), never crossed
+    target = np.array([0.5, 1.0, 3.0, 1e5])
+    seen = {i: [] for i in range(target.size)}
+
+    def f(x, idx):
+        for i, xi in zip(idx, x, strict=True):
+            seen[int(i)].append(float(xi))
+        g = np.exp(x)
+        return g - target[idx], g, 4e-16 * target[idx]
+
+    x0 = np.log(target) + np.array([1.0, 3.0, 0.5, 10.0])
+    x = newton_monotone(f, x0, iters=100)
+    np.testing.assert_allclose(x, np.log(target), rtol=1e-15, atol=1e-15)
+    for i, its in seen.items():  # every element's iterates decrease, never below the root
+        assert len(its) > 2 and all(b <= a for a, b in zip(its[:-1], its[1:], strict=True))
+        assert min(its) >= math.log(target[i]) - 1e-15
+    # a residual already below the root (negative) makes no step; a zero slope neither
+    x = newton_monotone(lambda x, idx: (np.array([-1.0, 1.0]), np.array([1.0, 0.0]),
+                                        np.zeros(2)), np.array([2.0, 5.0]), iters=5)
+    assert np.array_equal(x, [2.0, 5.0])

@@ -10,7 +10,11 @@ The solver family (every monotone root search of the package uses it, or scipy.o
   (first cell of a sequence of grids, one vectorized evaluation per grid);
 * refining -- :func:`bisect` (monotone predicate, scalar or vectorized, returning the end on
   the side the caller needs), :func:`newton_bracketed` (safeguarded Newton or secant inside
-  open brackets, stopping on the residual or the step), :func:`newton_polish` (Newton from a
+  open brackets, stopping on the residual or the step), :func:`newton_scalar` (one scalar
+  root, bracket possibly open to the right, relative stopping, returns the last step or
+  iterate; the caller's ``f`` may record what it sees), :func:`newton_monotone` (Newton on
+  a convex increasing function from the right of the root: no bracket, no overshoot),
+  :func:`newton_polish` (Newton from a
   table cell, closed brackets, relative stopping), :func:`secant_walk` (secant steps on a
   monotone function, unbracketed, to be settled by :func:`walk_out`);
 * :func:`secant_start` (regula falsi start inside a bracket), :func:`table_start`.
@@ -29,7 +33,9 @@ import numpy as np
 
 __all__ = ["lse_last", "log_sub_exp", "table_start", "MACHINE_EPSILON", "UNIT_ROUNDOFF",
            "BracketError", "walk_out", "expand_bracket", "secant_walk", "grow_until",
-           "bisect", "secant_start", "newton_bracketed", "newton_polish", "bracket_on_grids"]
+           "bisect", "secant_start", "newton_bracketed", "newton_scalar", "newton_monotone",
+           "newton_polish",
+           "bracket_on_grids"]
 
 
 def lse_last(x: np.ndarray) -> np.ndarray:
@@ -290,6 +296,85 @@ def newton_bracketed(f: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.
         x[act] = np.where(done & ~inside, xa, xn)
         act = act[~done]
     return x
+
+
+def newton_scalar(f: Callable[[float], tuple[float, float]], x0: float, lo: float,
+                  hi: float = math.inf, *, iters: int, rtol: float, floor: float = 0.0,
+                  width_rtol: float | None = None, ftol: float | None = None,
+                  x_max: float = math.inf, grow_from: float = 1e-3, keep: str = "step",
+                  first: tuple[float, float] | None = None) -> tuple[float, int]:
+    """Safeguarded Newton iteration for one root of ``g(x) = 0`` with ``g`` increasing, inside
+    the open bracket ``(lo, hi)`` (``hi = inf`` allowed: the search then doubles to the right).
+
+    ``f(x) -> (g, dg/dx)``; every evaluation narrows the bracket (``g < 0`` moves ``lo``,
+    otherwise -- a NaN included -- ``hi``). A Newton step that is not finite or leaves the
+    open bracket (which rejects every step taken with a non-positive slope) is replaced by the
+    midpoint, or by ``2 max(lo, grow_from)`` while ``hi`` is infinite. ``first = (g, dg)``
+    gives the values at ``x0`` (then not evaluated, and not tested against ``ftol``).
+
+    The iteration stops at a point with ``|g| <= ftol`` (optional; the point is returned),
+    when the step is at most ``rtol max(floor, |x|)``, when a finite bracket is at most
+    ``width_rtol max(floor, |hi|)`` (optional) or the new point passes ``|x| > x_max``:
+    ``keep="step"`` returns the new point then, ``keep="point"`` the last evaluated one; and
+    at the ``iters``-th point (``x0`` counted), which is returned.
+
+    No side is promised: callers that need one track the best value in ``f`` (a Chernoff
+    bound is valid at every point) or settle the result with :func:`walk_out`. Returns
+    ``(x, steps)``, ``steps`` the number of Newton (or fallback) steps taken."""
+    if keep not in ("step", "point"):
+        raise ValueError(f"keep must be 'step' or 'point', got {keep!r}")
+    x = x0
+    for it in range(iters):
+        if it == 0 and first is not None:
+            g, dg = first
+        else:
+            g, dg = f(x)
+            if ftol is not None and abs(g) <= ftol:
+                return x, it
+        if it == iters - 1:
+            break
+        if g < 0:
+            lo = x
+        else:
+            hi = x
+        xn = x - g / dg if dg != 0 else math.nan
+        if not lo < xn < hi:
+            xn = 0.5 * (lo + hi) if math.isfinite(hi) else 2.0 * max(lo, grow_from)
+        if abs(xn - x) <= rtol * max(floor, abs(x)) or abs(xn) > x_max or (
+                width_rtol is not None and math.isfinite(hi)
+                and hi - lo <= width_rtol * max(floor, abs(hi))):
+            return (xn if keep == "step" else x), it + 1
+        x = xn
+    return x, iters - 1
+
+
+def newton_monotone(f: Callable[[np.ndarray, np.ndarray],
+                                  tuple[np.ndarray, np.ndarray, np.ndarray]],
+                    x0: np.ndarray, *, iters: int) -> np.ndarray:
+    """Newton's method for ``g(x) = target`` with ``g`` convex and increasing, started to
+    the right of the root, elementwise over arrays: the tangent lies below ``g``, so the
+    iterates decrease monotonically to the root and need no bracket.
+
+    ``f(x, idx) -> (g - target, dg/dx, tol)`` at the points ``x`` of the still active
+    elements ``idx`` (``tol`` the rounding level of ``g`` there). A negative residual (the
+    root passed by rounding) makes no step; a non-finite step leaves the point where it is.
+    An element stops when its residual is at most ``tol`` or its iterate no longer moves; its
+    last step is applied. Returns the iterates (a new array); the caller settles them on the
+    side it needs (e.g. by :func:`walk_out`)."""
+    x = np.array(x0, dtype=float)
+    out = x.copy()
+    idx = np.arange(x.size)
+    for _ in range(iters):
+        r, d, tol = f(x, idx)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            xn = x - np.maximum(r, 0.0) / d
+        xn = np.where(np.isfinite(xn), xn, x)
+        out[idx] = xn
+        done = (r <= tol) | (xn == x)
+        if done.all():
+            break
+        idx, x = idx[~done], xn[~done]
+    return out
 
 
 def newton_polish(f: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],

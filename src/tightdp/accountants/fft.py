@@ -51,6 +51,7 @@ import numpy as np
 from scipy.fft import next_fast_len
 
 from .. import _validate as v
+from .._numerics import newton_scalar
 from ..losses import DiscreteLoss, GaussianLoss, LocationMixtureLoss
 from ..losses.cgf import MAX_NODES, cgf, cgf_supported, loss_sup, node_count
 from ..mechanisms.base import Mechanism
@@ -314,23 +315,19 @@ class FFTAccountant(Accountant):
         d_top, s_top = (float(x) for x in self._delta(np.asarray(top), L, n))
         if d_top > delta:
             return math.inf, 0.0, 1
-        a, b = 0.0, top
-        eps, d, s = 0.0, d0, s0
-        for it in range(1, 201):
-            eps_new = eps - (d - delta) / s if s < 0 else math.nan
-            if not a < eps_new < b:
-                eps_new = 0.5 * (a + b)
-            if eps_new == eps or b - a <= 4e-16 * max(1.0, abs(b)):
-                return eps, s, it
-            eps = eps_new
+        last_slope = [s0]
+
+        def gap(eps: float) -> tuple[float, float]:  # target - delta(eps): increasing
             d, s = (float(x) for x in self._delta(np.asarray(eps), L, n))
-            if abs(d - delta) <= tol:
-                return eps, s, it
-            if d > delta:
-                a = eps
-            else:
-                b = eps
-        return eps, s, 200
+            last_slope[0] = s
+            return delta - d, -s
+
+        # from eps_0 = 0 inside [0, top]; stop at |delta(eps) - target| <= tol, a repeated
+        # iterate or a bracket at the rounding level (the last evaluated point is returned)
+        eps, it = newton_scalar(gap, 0.0, 0.0, top, first=(delta - d0, -s0), ftol=tol,
+                                rtol=0.0, floor=1.0, width_rtol=4e-16, keep="point",
+                                iters=201)
+        return eps, last_slope[0], it
 
     # --- the mass beyond L: Chernoff with the steps' CGFs ---------------------------------------
     def _chernoff_table(self, direction: int, L: float, n: int) -> tuple[np.ndarray, float]:

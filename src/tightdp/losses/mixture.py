@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import log_ndtr, logsumexp
 
-from .._numerics import MACHINE_EPSILON, lse_last, walk_out
+from .._numerics import MACHINE_EPSILON, lse_last, newton_monotone, walk_out
 from .base import PrivacyLoss
 
 __all__ = ["LocationMixtureLoss", "KERNELS"]
@@ -180,23 +180,16 @@ class _LseForm:
         for i in range(0, uo.size, _BLOCK):
             z0[i:i + _BLOCK] = (np.subtract.outer(uo[i:i + _BLOCK], g) / b).min(axis=1)
         idx = np.flatnonzero(ok)
-        z[idx] = z0
-        cur, zc, uc = idx, z0, uo
-        for _ in range(100):
-            gz, d1 = self._g(zc, slope=True)
-            f = gz - uc
-            tol = 4 * MACHINE_EPSILON * (1.0 + np.abs(uc) + self._gmax + np.abs(zc) * b[-1])
-            with np.errstate(divide="ignore", invalid="ignore"):
-                zn = zc - np.maximum(f, 0.0) / d1
-            zn = np.where(np.isfinite(zn), zn, zc)
-            z[cur] = zn
+
+        def residual(zc: np.ndarray, act: np.ndarray):
             # f <= tol: at the root up to the rounding of G (the step is below the accuracy
-            # of z); zn == zc: Newton stalls at the rounding level
-            done = (f <= tol) | (zn == zc)
-            if done.all():
-                break
-            keep = ~done
-            cur, zc, uc = cur[keep], zn[keep], uc[keep]
+            # of z); a step of zero: Newton stalls at the rounding level
+            uc = uo[act]
+            gz, d1 = self._g(zc, slope=True)
+            tol = 4 * MACHINE_EPSILON * (1.0 + np.abs(uc) + self._gmax + np.abs(zc) * b[-1])
+            return gz - uc, d1, tol
+
+        z[idx] = newton_monotone(residual, z0, iters=100)
         # settle on the requested side of the root, by rounding only: the first move is the
         # Newton estimate of the remaining distance, then growing multiples of an ulp
         def wrong_side(zz: np.ndarray, rows: np.ndarray, slope: bool = False):
@@ -325,6 +318,18 @@ class LocationMixtureLoss(PrivacyLoss):
                 out[mid] = self._bisect(ym)
         return out
 
+    @property
+    def has_closed_inverse(self) -> bool:
+        """True when the loss was built with a closed form of ``x*(y)`` (``inverse=``)."""
+        return self._inverse is not None
+
+    def with_inverse(self, inverse: Callable[[np.ndarray], np.ndarray]) -> LocationMixtureLoss:
+        """The same pair built anew with ``inverse`` as its closed form of ``x*(y)`` (called
+        on finite ``y`` strictly inside the support, like the constructor's ``inverse=``):
+        e.g. a faster inversion of many sorted points."""
+        return type(self)(self.kernel.name, self.a, self.pw, self.b, self.qw, self.s,
+                          inverse=inverse, inf_mass=self.inf_mass)
+
     def _lse_form(self) -> _LseForm | None:
         """The log-sum-exp form of the loss when the kernel is Gaussian and one side of the
         pair has a single component (every :class:`~tightdp.mechanisms.MixtureOfGaussians`
@@ -346,9 +351,12 @@ class LocationMixtureLoss(PrivacyLoss):
             return None
         return _LseForm(sign, alpha, beta)
 
-    def _slope(self, x: np.ndarray) -> np.ndarray:
-        """L'(x) for the Gaussian kernel: (E_post_P[a] - E_post_Q[b]) / s^2."""
-        xx = x[..., None]
+    def slope(self, x: np.ndarray) -> np.ndarray:
+        """``L'(x)`` for the Gaussian kernel: ``(E_post_P[a] - E_post_Q[b]) / s^2`` (the
+        posterior means of the locations under P and under Q at ``x``), vectorized."""
+        if self.kernel is not _Gauss:
+            raise ValueError(f"slope needs the Gaussian kernel, got {self.kernel.name!r}")
+        xx = np.asarray(x, dtype=float)[..., None]
         k = self.kernel.logpdf
         lp = self.lpw + k((xx - self.a) / self.s)
         lq = self.lqw + k((xx - self.b) / self.s)
@@ -371,6 +379,10 @@ class LocationMixtureLoss(PrivacyLoss):
                          what="the inverse of the loss")
         _, hi = walk_out(lambda x: self.loss(x) <= y, hi, width, max_moves=200, on_limit="return",
                          what="the inverse of the loss")
+        # a private loop on purpose: every element iterates until all are done, inside open
+        # brackets; newton_polish (which freezes converged elements, closed brackets) moved
+        # certified PLD bounds of Poisson-subsampled Laplace pairs by ~1e-10 relative, upper
+        # bounds down included
         newton = self.kernel is _Gauss
         x = 0.5 * (lo + hi)
         for _ in range(300):
@@ -380,7 +392,7 @@ class LocationMixtureLoss(PrivacyLoss):
             hi = np.where(ok, hi, x)
             if newton:
                 with np.errstate(divide="ignore", invalid="ignore"):
-                    xn = x - fx / self._slope(x)
+                    xn = x - fx / self.slope(x)
                 inside = (xn > lo) & (xn < hi) & np.isfinite(xn)
                 x_new = np.where(inside, xn, 0.5 * (lo + hi))
             else:

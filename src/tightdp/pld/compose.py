@@ -37,7 +37,7 @@ from scipy import fft as sfft
 from scipy.special import logsumexp
 
 from .._budget import BudgetExceeded
-from .._numerics import UNIT_ROUNDOFF
+from .._numerics import UNIT_ROUNDOFF, BracketError, bisect, grow_until, newton_scalar
 from .grid import DiscretePLD, atom_cumulants, tail_sums
 
 __all__ = ["CHERNOFF_TS", "ComposedPLD", "LogMgf", "compose", "compose_fixed_window",
@@ -90,28 +90,23 @@ class LogMgf:
         _, k1, k2 = self(0.0)
         if k1 >= target or not self.parts or target >= self.hi:
             return 0.0 if k1 >= target or not self.parts else 1e4
-        # a bracket [lo, hi] first (K' is increasing), then Newton kept inside it: a Newton
-        # step from a nearly degenerate law (K'' ~ 0 at t = 0, e.g. a tiny sampling rate)
-        # overshoots by orders of magnitude, and the search once stopped at its cap there
-        lo, hi = 0.0, 1.0
-        while self(hi)[1] < target:
-            lo, hi = hi, 4.0 * hi
-            if hi > 1e6:
-                return 1e6
-        t = 0.5 * (lo + hi)
-        for _ in range(100):
+        # a bracket [lo, hi] first (K' is increasing; powers of 4 up to 1e6), then Newton kept
+        # inside it: a Newton step from a nearly degenerate law (K'' ~ 0 at t = 0, e.g. a tiny
+        # sampling rate) overshoots by orders of magnitude, and the search once stopped at its
+        # cap there
+        try:
+            hi = grow_until(lambda x: self(x)[1] < target, 1.0, 4.0, limit=1e6,
+                            what="the tilt")
+        except BracketError:
+            return 1e6
+        lo = 0.0 if hi == 1.0 else hi / 4.0
+
+        def slope(t: float) -> tuple[float, float]:
             _, k1, k2 = self(t)
-            if k1 < target:
-                lo = t
-            else:
-                hi = t
-            nt = t + (target - k1) / k2 if k2 > 0 else math.inf
-            if not (lo < nt < hi):
-                nt = 0.5 * (lo + hi)
-            if abs(nt - t) <= 1e-10 * max(1.0, t) or hi - lo <= 1e-12 * max(1.0, hi):
-                return nt
-            t = nt
-        return t
+            return k1 - target, k2
+
+        return newton_scalar(slope, 0.5 * (lo + hi), lo, hi, iters=101, rtol=1e-10, floor=1.0,
+                             width_rtol=1e-12)[0]
 
     def tilt_to_mean(self, target: float) -> float:
         """The tilt ``lam >= 0`` whose tilted composed law has mean ``K'(lam) = target``, by
@@ -122,16 +117,9 @@ class LogMgf:
         accountant."""
         if self(0.0)[1] >= target:
             return 0.0
-        lo, hi = 0.0, 1.0
-        while self(hi)[1] < target and hi < 2.0 ** 24:
-            lo, hi = hi, 2.0 * hi
-        for _ in range(30):
-            mid = 0.5 * (lo + hi)
-            if self(mid)[1] < target:
-                lo = mid
-            else:
-                hi = mid
-        return lo
+        hi = grow_until(lambda x: x < 2.0 ** 24 and self(x)[1] < target, 1.0, 2.0)
+        lo = 0.0 if hi == 1.0 else hi / 2.0
+        return bisect(lambda m: self(m)[1] < target, lo, hi, keep="lo", xtol=0.0, iters=30)
 
     def log_bound(self, a: float, sign: int) -> float:
         """log of a Chernoff bound on ``P(S >= a)`` (sign +1) or ``P(S <= a)`` (sign -1):
@@ -143,22 +131,15 @@ class LogMgf:
         if sign * (a - k1) <= 0:
             return best
         t = (a - k1) / k2 if k2 > 0 else sign * 1.0
-        lo, hi = 0.0, math.inf  # bracket on |t|
-        for _ in range(40):
-            kk, k1, k2 = self(t)
-            best = min(best, kk - t * a)
-            g = k1 - a  # derivative of K(t) - t a
-            if sign * g < 0:
-                lo = abs(t)
-            else:
-                hi = abs(t)
-            step = -g / k2 if k2 > 0 else math.inf
-            nt = t + step
-            if not (lo < abs(nt) < hi) or sign * nt <= 0:
-                nt = sign * (0.5 * (lo + hi) if math.isfinite(hi) else 2.0 * max(lo, 1e-3))
-            if abs(nt - t) <= 1e-6 * abs(t) or abs(nt) > _T_MAX:
-                break
-            t = nt
+
+        def gap(u: float) -> tuple[float, float]:
+            # in u = |t| = sign t: sign (K'(t) - a), increasing; records the smallest bound
+            nonlocal best
+            kk, k1, k2 = self(sign * u)
+            best = min(best, kk - sign * u * a)
+            return sign * (k1 - a), k2
+
+        newton_scalar(gap, sign * t, 0.0, iters=40, rtol=1e-6, x_max=_T_MAX)
         return best
 
     def quantile(self, log_mass: float, sign: int) -> tuple[float, float, float]:
@@ -174,24 +155,19 @@ class LogMgf:
         L = k0 - log_mass  # > 0
         t = sign * math.sqrt(2.0 * L / k2) if k2 > 0 else sign * 1.0
         best = (end, 0.0, k0)
-        lo, hi = 0.0, math.inf
-        for _ in range(40):
+
+        def slope(u: float) -> tuple[float, float]:
+            # in u = |t| = sign t: h = t K'(t) - K(t) + log_mass (increasing in u; the
+            # derivative of a(t) has the sign of h / t); records the best point a
+            nonlocal best
+            t = sign * u
             kk, k1, k2 = self(t)
             a = (kk - log_mass) / t
             if sign * (a - best[0]) < 0:
                 best = (a, t, kk)
-            h = t * k1 - kk + log_mass  # the derivative of a(t) has the sign of h / t
-            if h < 0:
-                lo = abs(t)
-            else:
-                hi = abs(t)
-            dh = t * k2
-            nt = t - h / dh if dh != 0 else math.inf
-            if not (lo < abs(nt) < hi) or sign * nt <= 0 or not math.isfinite(nt):
-                nt = sign * (0.5 * (lo + hi) if math.isfinite(hi) else 2.0 * max(lo, 1e-3))
-            if abs(nt - t) <= 1e-3 * abs(t) or abs(nt) > _T_MAX:
-                break
-            t = nt
+            return t * k1 - kk + log_mass, sign * (t * k2)
+
+        newton_scalar(slope, sign * t, 0.0, iters=40, rtol=1e-3, x_max=_T_MAX)
         if sign * (best[0] - end) >= 0:
             return end, 0.0, k0
         return best
@@ -414,14 +390,9 @@ class ComposedPLD:
                 # the upper side is guarded by the monotone evaluation itself
                 if not upper or float(self.delta_bound(np.asarray(e), True)) <= delta:
                     return e
-        for _ in range(100):
-            m = 0.5 * (lo + hi)
-            if float(self.delta_bound(np.asarray(m), upper)) <= delta:
-                hi = m
-            else:
-                lo = m
-            if hi - lo <= 1e-13 * max(1.0, abs(hi)):
-                break
+        # the end kept is the one where the bound is <= delta
+        hi = bisect(lambda m: not float(self.delta_bound(np.asarray(m), upper)) <= delta,
+                    lo, hi, keep="hi", xtol=1e-13, floor=1.0, iters=100)
         return max(hi, 0.0)
 
 

@@ -29,7 +29,6 @@ Two ways to obtain the weights:
 
 from __future__ import annotations
 
-import copy
 import math
 
 import numpy as np
@@ -97,7 +96,7 @@ def _sorted_inverse(loss: LocationMixtureLoss, y: np.ndarray) -> np.ndarray:
     interpolation and polished by Newton's method safeguarded by the bracket. This replaces
     one independent root search per grid point, which is far slower on 10^6 points.
     """
-    if loss._inverse is not None:
+    if loss.has_closed_inverse:
         return loss.inverse(y)
     s = loss.s
     lo = min(loss.a.min(), loss.b.min()) - 2 * s
@@ -111,19 +110,19 @@ def _sorted_inverse(loss: LocationMixtureLoss, y: np.ndarray) -> np.ndarray:
     a, b, x = table_start(tab_x, tab_l, y)
 
     def loss_and_slope(xx: np.ndarray, _idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return loss.loss(xx), loss._slope(xx)
+        return loss.loss(xx), loss.slope(xx)
 
     out = newton_polish(loss_and_slope, y, a, b, x, iters=60, floor=s)
     return out
 
 
 def _with_fast_inverse(loss: PrivacyLoss) -> PrivacyLoss:
-    """A shallow copy of a location-mixture loss without closed-form inverse whose inverse is
-    :func:`_sorted_inverse` (one tabulation + Newton for all points), so that its CDFs and bin
-    masses on 10^6 points are computed in seconds; other losses are returned as they are."""
-    if not isinstance(loss, LocationMixtureLoss) or loss._inverse is not None:
+    """The same location-mixture loss, when it has no closed-form inverse, rebuilt with
+    :func:`_sorted_inverse` (one tabulation + Newton for all points) as its inverse
+    (:meth:`LocationMixtureLoss.with_inverse`), so that its CDFs and bin masses on 10^6
+    points are computed in seconds; other losses are returned as they are."""
+    if not isinstance(loss, LocationMixtureLoss) or loss.has_closed_inverse:
         return loss
-    fast = copy.copy(loss)
 
     def inverse(y: np.ndarray) -> np.ndarray:
         y = np.asarray(y, dtype=float).ravel()
@@ -132,8 +131,7 @@ def _with_fast_inverse(loss: PrivacyLoss) -> PrivacyLoss:
         out[order] = _sorted_inverse(loss, y[order])
         return out
 
-    fast._inverse = inverse
-    return fast
+    return loss.with_inverse(inverse)
 
 
 def _mixture_terms(x: np.ndarray, locs: np.ndarray, lw: np.ndarray, s: float
