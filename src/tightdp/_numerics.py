@@ -17,6 +17,11 @@ The solver family (every monotone root search of the package uses it, or scipy.o
   :func:`newton_polish` (Newton from a
   table cell, closed brackets, relative stopping), :func:`secant_walk` (secant steps on a
   monotone function, unbracketed, to be settled by :func:`walk_out`);
+* searches over expensive queries (each evaluation an accountant run, so exact evaluation
+  points and a bracket that survives a time budget) -- :func:`grow_bracket`, :func:`step_out`,
+  :func:`bisect_until`, :func:`bisect_log` (geometric midpoints), :func:`bisect_int`,
+  :func:`descend_to_fixed_point`, :func:`bracket_of_points` (the bracket of a stopped search
+  from its evaluated points);
 * :func:`secant_start` (regula falsi start inside a bracket), :func:`table_start`.
 
 Certified callers keep the root on the safe side: the bracket ends keep their defining
