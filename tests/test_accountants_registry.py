@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tightdp._budget import DEFAULT_MAX_MEMORY, DEFAULT_MAX_SECONDS, Budget
 from tightdp.accountants.registry import ACCOUNTANTS, OPTIONS, make_accountant
+from tightdp.budget import DEFAULT_MAX_MEMORY, DEFAULT_MAX_SECONDS, Budget
 
 
 @pytest.mark.parametrize("name,option", [

@@ -125,8 +125,8 @@ def test_help_has_examples():
 
 from tightdp import cli  # noqa: E402
 from tightdp import results as acc_results  # noqa: E402
-from tightdp._budget import Budget  # noqa: E402
 from tightdp.accountants import base as acc_base  # noqa: E402
+from tightdp.budget import Budget  # noqa: E402
 
 CHEAP = ["--sampling-rate", "0.01", "--noise-multiplier", "1", "--steps", "10"]
 

@@ -1,6 +1,5 @@
 """tightdp: tight differential-privacy accounting with certified bounds."""
 
-from ._budget import BudgetExceeded
 from ._defaults import DEFAULT_RTOL
 from ._version import __version__ as __version__
 from .accountants import (
@@ -12,6 +11,7 @@ from .accountants import (
     RDPAccountant,
     SaddlePointAccountant,
 )
+from .budget import Budget, BudgetExceeded
 from .curves.gdp import gdp_delta, gdp_epsilon, gdp_mu
 from .dpsgd import (
     GroupResult,
@@ -59,6 +59,7 @@ __all__ = [
     "Accountant",
     "ApproxDP",
     "as_dict",
+    "Budget",
     "BudgetExceeded",
     "calibrate_noise",
     "calibrate_sampling_rate",

@@ -106,7 +106,7 @@ def _int(text: str) -> int:
 
 
 def _memory(text: str) -> int:
-    from ._budget import parse_memory
+    from .budget import parse_memory
 
     try:
         return parse_memory(text)
@@ -257,7 +257,7 @@ def _check_accountant_flags(a, names: list[str], where: str) -> None:
 
 def _budget(a) -> dict:
     """--max-memory / --max-seconds, validated before any work."""
-    from ._budget import Budget
+    from .budget import Budget
 
     b = Budget.make(a.max_memory, a.max_seconds)
     return {"max_memory": b.max_memory, "max_seconds": b.max_seconds}

@@ -617,7 +617,7 @@ def calibrate_scale(acc: Accountant, *, epsilon: float, delta: float,
     except OutOfTime:
         lo, hi = bracket_of_points({s: not meets(s) for s in cache}, keep="hi")
         if hi is None:
-            from ._budget import BudgetExceeded
+            from .budget import BudgetExceeded
             raise BudgetExceeded(
                 f"max_seconds: the search found no noise scale factor meeting eps={target:g} "
                 f"at delta={delta:g} within max_seconds={clock.deadline.max_seconds:g}; raise "

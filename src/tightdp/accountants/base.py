@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate as v
-from .._budget import Budget
+from ..budget import Budget
 from ..mechanisms.base import Mechanism
 from ..results import DeltaResult, EpsilonResult
 
@@ -98,8 +98,8 @@ class Accountant(Queries):
 
     Every accountant takes ``max_memory`` (bytes, or a string such as ``"2GB"``) and
     ``max_seconds``: the budget of one query (default 2 GB and 60 s; see
-    :mod:`tightdp._budget`). Over it, a query answers with a coarser certified result that
-    says so, or raises :class:`~tightdp._budget.BudgetExceeded` (a ``ValueError``)."""
+    :mod:`tightdp.budget`). Over it, a query answers with a coarser certified result that
+    says so, or raises :class:`~tightdp.budget.BudgetExceeded` (a ``ValueError``)."""
 
     name = "base"
 

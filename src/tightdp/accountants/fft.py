@@ -186,7 +186,7 @@ class FFTAccountant(Accountant):
     allow_truncation : return the published algorithm's number on the given ``[-L, L]`` with a
         note even where the answer lies beyond the domain, instead of refusing (to reproduce
         the paper's Table 2, whose ``L = 2`` row is truncated). Default False.
-    max_memory, max_seconds : the budget of one query (see :mod:`tightdp._budget`).
+    max_memory, max_seconds : the budget of one query (see :mod:`tightdp.budget`).
 
     When is the domain too small? The mass of the composed loss above ``L`` is estimated by
     the Chernoff bound ``min_lam exp(sum_i k_i K_i(lam) - lam L)`` with the exact cumulant

@@ -35,8 +35,8 @@ import time
 import numpy as np
 
 from .. import _validate as v
-from .._budget import BudgetExceeded
 from .._defaults import DEFAULT_RTOL
+from ..budget import BudgetExceeded
 from ..curves.saddle import saddle_point_eps
 from ..pld.compose import MAX_POINTS, ComposedPLD, LogMgf, compose
 from ..pld.discretize import certified_pair, connect_the_dots, loss_range

@@ -13,10 +13,10 @@ import time
 from dataclasses import dataclass, field
 
 from .. import _validate as v
-from .._budget import Budget, BudgetExceeded
 from .._defaults import DEFAULT_RTOL
 from .._numerics import BracketError, bisect_int, bisect_log, bracket_of_points, grow_bracket
 from ..accountants.registry import CERTIFYING
+from ..budget import Budget, BudgetExceeded
 from ..progress import progress_bar
 from ..results import Result
 from .epsilon import composed
@@ -158,7 +158,7 @@ def calibrate_noise(*, epsilon: float, delta: float, sampling_rate: float | None
     Bisection on ``log sigma`` until the bracket of sigma is within ``rtol / 4`` relative;
     the upper end (a sigma that provably meets the target) is returned. ``max_memory`` is the
     budget of each accountant query, ``max_seconds`` that of the whole search (see
-    :mod:`tightdp._budget`; past it, the smallest sigma found to meet the target is returned
+    :mod:`tightdp.budget`; past it, the smallest sigma found to meet the target is returned
     with ``details["converged"] = False`` and a note).
     """
     target, delta = _check(accountant, epsilon, delta)

@@ -71,7 +71,7 @@ def dpsgd_epsilon(*, noise_multiplier: float, delta: float, sampling_rate: float
     sampling : "poisson" (default), "fixed_batch", "without_replacement", "with_replacement".
     accountant : "pld" (default), "prv", "rdp", "fft", "spa" or "gdp".
     rtol : relative width of the certified bracket (pld).
-    max_memory, max_seconds : the budget of the query (see :mod:`tightdp._budget`).
+    max_memory, max_seconds : the budget of the query (see :mod:`tightdp.budget`).
     **accountant_options : ``eps_error``, ``delta_error`` (prv), ``L``, ``n`` (fft),
         ``spa_method`` (spa).
 

@@ -46,10 +46,10 @@ import numpy as np
 from scipy.special import logsumexp
 
 from .. import _validate as v
-from .._budget import Budget
 from .._defaults import DEFAULT_RTOL
 from .._numerics import bisect_until, descend_to_fixed_point, step_out
 from ..accountants.pld import PLDAccountant
+from ..budget import Budget
 from ..mechanisms import Mechanism, MixtureOfGaussians
 from ..results import Result
 from .setting import DPSGDSetting, Sampling, dpsgd_setting, make_sampling
@@ -339,7 +339,7 @@ def group_epsilon(*, group_size: int, noise_multiplier: float, delta: float,
         example-level delta it needs (slower; without it the example-level curve there is the
         moment bound of :class:`ChernoffCurve`, still certified).
     max_memory, max_seconds : the budget of each accountant query (see
-        :mod:`tightdp._budget`; default 2 GB and 60 s).
+        :mod:`tightdp.budget`; default 2 GB and 60 s).
 
     Returns
     -------

@@ -65,10 +65,10 @@ from scipy import fft as sfft
 from scipy.special import ndtri
 
 from .. import _validate as v
-from .._budget import Budget, BudgetExceeded
 from .._defaults import DEFAULT_RTOL
 from .._numerics import MACHINE_EPSILON
 from ..accountants.base import Queries
+from ..budget import Budget, BudgetExceeded
 from ..losses import LocationMixtureLoss
 from ..mechanisms.basic import Gaussian
 from ..mechanisms.subsampling import PoissonSubsampled
@@ -528,7 +528,7 @@ class IndividualPLDAccountant(NormHistory, Queries):
         2 s when stderr is a terminal (see :mod:`tightdp.progress`), True always, False never.
         Diagnostics go to the ``"tightdp"`` logger at level INFO.
     max_memory, max_seconds : the budget of one :meth:`epsilon` query (see
-        :mod:`tightdp._budget`): sizes are checked before allocating (refusal naming what
+        :mod:`tightdp.budget`): sizes are checked before allocating (refusal naming what
         drives the cost) and chunks of examples are sized to fit.
     """
 

@@ -459,7 +459,7 @@ class TightdpAccountant(_pa.PrivacyAccountant):
     accountant : ``"pld"`` (default), ``"prv"`` or ``"rdp"``.
     rtol : relative width of the certified bracket (pld only; default
         :data:`tightdp.DEFAULT_RTOL`).
-    max_memory, max_seconds : the budget of one query (see :mod:`tightdp._budget`).
+    max_memory, max_seconds : the budget of one query (see :mod:`tightdp.budget`).
 
     ``get_epsilon(delta)`` is the certified upper bound on epsilon (a float), ``get_delta(eps)``
     the certified upper bound on delta; :meth:`epsilon_result` and :meth:`delta_result` give

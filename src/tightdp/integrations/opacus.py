@@ -26,9 +26,9 @@ from typing import Any
 from opacus.accountants import IAccountant, register_accountant
 
 from .. import _validate as v
-from .._budget import Budget
 from .._defaults import DEFAULT_RTOL
 from ..accountants.pld import PLDAccountant
+from ..budget import Budget
 from ..dpsgd.calibrate import calibrate_noise
 from ..mechanisms import Gaussian, PoissonSubsampled
 from ..results import EpsilonResult
@@ -73,7 +73,7 @@ class TightAccountant(IAccountant):
     rtol : relative width of the certified bracket of eps (default :data:`tightdp.DEFAULT_RTOL`, as
         :func:`tightdp.dpsgd_epsilon`).
     max_memory, max_seconds : the budget of one ``get_epsilon`` query (see
-        :mod:`tightdp._budget`; default 2 GB and 60 s).
+        :mod:`tightdp.budget`; default 2 GB and 60 s).
 
     Opacus builds registered accountants without arguments; for other settings assign
     ``privacy_engine.accountant = TightAccountant(rtol=...)`` before ``make_private``.

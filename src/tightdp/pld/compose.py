@@ -36,8 +36,8 @@ import numpy as np
 from scipy import fft as sfft
 from scipy.special import logsumexp
 
-from .._budget import BudgetExceeded
 from .._numerics import UNIT_ROUNDOFF, BracketError, bisect, grow_until, newton_scalar
+from ..budget import BudgetExceeded
 from .grid import DiscretePLD, atom_cumulants, tail_sums
 
 __all__ = ["CHERNOFF_TS", "ComposedPLD", "LogMgf", "compose", "compose_fixed_window",
@@ -630,7 +630,7 @@ def compose_grid_chernoff(terms: list[tuple[DiscretePLD, int]], *, log_tail: flo
         they are (not trimmed, and not normalized when ``lam = 0``).
     log_tail : log of the mass allowed outside the window on each side (tilted measure).
     lam : exponential tilt (0 = none; see :func:`tilt`).
-    max_points : refuse (:class:`~tightdp._budget.BudgetExceeded`) rather than run a larger
+    max_points : refuse (:class:`~tightdp.budget.BudgetExceeded`) rather than run a larger
         FFT; ``refusal`` is its message, formatted with ``n`` and ``max_points``.
     ts : the Chernoff parameters (positive), increasing.
     """
