@@ -67,6 +67,7 @@ from ..curves.saddle import saddle_point_eps
 from ..pld.compose import MAX_POINTS, ComposedPLD, LogMgf, compose_grid_chernoff
 from ..pld.discretize import loss_range
 from ..pld.mean_preserving import coupling_log_mgf, mean_preserving
+from ..progress import progress_bar
 from ..results import DeltaResult, EpsilonResult, check_bracket
 from .base import Accountant
 
@@ -332,7 +333,7 @@ class PRVAccountant(Accountant):
             return EpsilonResult(0.0, delta, 0.0, 0.0, self.name, True, estimate=0.0)
         de = _DE_EPS * min(self.delta_error, delta / 1000.0)
         t = _T_START * self.eps_error
-        for _ in range(4):
+        for _ in progress_bar(range(4), desc="PRV: coupling radius", unit="try"):
             up, lo, est, info = self._eps_once(delta, de, t)
             excess = (up - lo) - 2 * t
             if not math.isfinite(up) or up - lo <= 2 * self.eps_error or lo == 0.0:
@@ -372,7 +373,9 @@ class PRVAccountant(Accountant):
                 # at most 8 tilts: each tiny value uses the tilt of the nearest representative
                 reps = np.unique(np.quantile(e[small], np.linspace(0.0, 1.0, min(small.size, 8)),
                                              method="nearest"))
-                comps = [self._composed_for(de, t, direction, float(r))[0] for r in reps]
+                comps = [self._composed_for(de, t, direction, float(r))[0]
+                         for r in progress_bar(reps, desc="PRV: tilted compositions",
+                                               unit="tilt")]
                 for j in small:
                     ct = comps[int(np.argmin(np.abs(reps - e[j])))]
                     groups.setdefault(id(ct), (ct, []))[1].append(j)
