@@ -177,3 +177,28 @@ def test_the_checks_can_fail(tmp_path, rule):
             test()
     finally:
         MODULES = saved
+
+
+def test_tests_benchmarks_and_examples_import_public_names():
+    """Outside the package only public names are imported: no ``_name`` from a tightdp module,
+    and no private module, except by its own unit test (``test_numerics.py`` for
+    ``tightdp._numerics``)."""
+    root = SRC.parents[1]
+    bad = []
+    files = [f for d in ("tests", "benchmarks", "examples") for f in (root / d).glob("*.py")]
+    for f in files:
+        if f.name == "test_architecture.py":
+            continue
+        for node in ast.walk(ast.parse(f.read_text())):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            parts = node.module.split(".")
+            if parts[0] != "tightdp":
+                continue
+            private = [p for p in parts[1:] if p.startswith("_")]
+            own_test = f.name == f"test{private[0]}.py" if len(private) == 1 else False
+            if private and not own_test:
+                bad.append(f"{f.name}:{node.lineno} imports the private module {node.module}")
+            bad += [f"{f.name}:{node.lineno} imports {a.name} from {node.module}"
+                    for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    assert files and not bad, "private imports outside the package:\n" + "\n".join(bad)
