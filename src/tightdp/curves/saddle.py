@@ -160,9 +160,21 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
     root was bracketed below ``cap`` (t = cap there); where ``g`` is at or above the target
     already at :data:`T_MIN`, t = T_MIN and ok is True. Vectorized over ``target``."""
     target = np.atleast_1d(np.asarray(target, dtype=float))
-    lo_t, hi_t, g_lo, g_hi, below = bracket_on_grids(lambda grid: f(grid)[0], target,
-                                                     tilt_grids(lo, hi, cap, npts),
-                                                     below_grid=1)
+    grids = tilt_grids(lo, hi, cap, npts)
+    below_grid = 1 if len(grids) > 1 and grids[1][-1] <= grids[0][0] else None
+
+    def g_of(grid: np.ndarray) -> np.ndarray:
+        return f(grid)[0]
+
+    # the first grid and the one below it; the grids above the first (expensive node sets)
+    # only for the targets still unbracketed that do not lie below every grid
+    lo_t, hi_t, g_lo, g_hi, below = bracket_on_grids(g_of, target, grids[:2],
+                                                     below_grid=below_grid)
+    rest = np.flatnonzero(np.isnan(lo_t) & ~below)
+    if rest.size and len(grids) > 2:
+        got = bracket_on_grids(g_of, target[rest], grids[2:])
+        for arr, part in zip((lo_t, hi_t, g_lo, g_hi), got[:4], strict=False):
+            arr[rest] = part
     found = ~np.isnan(lo_t)
     # one target (the common query) uses the math module's log/exp, numpy's vectorized ones
     # otherwise: the two may differ in the last bit, and each path keeps the numbers it had

@@ -42,7 +42,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import logsumexp
 
 from .base import PrivacyLoss
 from .discrete import DiscreteLoss
@@ -156,12 +155,26 @@ def _rows_lse(u: np.ndarray, lw: np.ndarray, locs: np.ndarray) -> np.ndarray:
     reductions: the same numbers as one block)."""
     rows = max(_BLOCK // max(locs.size, 1), 1)
     if u.size <= rows:
-        return logsumexp(lw - 0.5 * (u[:, None] - locs) ** 2, axis=1)
+        return _lse_rows(lw - 0.5 * (u[:, None] - locs) ** 2)
     out = np.empty(u.size)
     for i in range(0, u.size, rows):
         uu = u[i:i + rows, None]
-        out[i:i + rows] = logsumexp(lw - 0.5 * (uu - locs) ** 2, axis=1)
+        out[i:i + rows] = _lse_rows(lw - 0.5 * (uu - locs) ** 2)
     return out
+
+
+def _lse_rows(a: np.ndarray) -> np.ndarray:
+    """Row-wise log-sum-exp of a finite 2-d array, the same operations (hence the same
+    numbers) as ``scipy.special.logsumexp(a, axis=1)`` without its per-call overhead: the
+    maximal terms (``m`` of them) are taken out of the sum, ``s = sum(e^{a - max}) / m`` over the
+    others, and the result is ``log1p(s) + log(m) + max``."""
+    a_max = a.max(axis=1, keepdims=True)
+    is_max = a == a_max
+    m = is_max.sum(axis=1, keepdims=True, dtype=float)
+    with np.errstate(under="ignore"):
+        s = np.exp(np.where(is_max, -np.inf, a) - a_max).sum(axis=1, keepdims=True)
+    s = np.where(s == 0, s, s / m)
+    return (np.log1p(s) + np.log(m) + a_max)[:, 0]
 
 
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(32)
@@ -215,7 +228,7 @@ def _laplace_nodes(loss: LocationMixtureLoss, t_max: float) -> tuple[np.ndarray,
     rows = max(_BLOCK // max(loss.a.size, loss.b.size, 1), 1)
 
     def lse(xx, lw, locs):
-        return logsumexp(lw - np.abs(xx - locs) / s, axis=1)
+        return _lse_rows(lw - np.abs(xx - locs) / s)
 
     def lp_lq(x):
         x = np.asarray(x, dtype=float)
@@ -262,16 +275,23 @@ def _trim(y: np.ndarray, w: np.ndarray, t_min: float, t_max: float
         ts = np.linspace(t_min, t_max, 33)
     ks = _node_cumulants(y, w, ts, 1)
     k0, k1 = ks[0], ks[1]
+    # the test tilts of every interval at once (the same float operations as one interval at
+    # a time): each interval's ends and the tangents' crossing point, clipped to the interval
+    t1, t2 = ts[:-1], ts[1:]
+    k0a, k0b, k1a, k1b = k0[:-1], k0[1:], k1[:-1], k1[1:]
+    den = k1b - k1a
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tx = np.where(den > 0, ((k0a - k1a * t1) - (k0b - k1b * t2)) / den, t1)
+    tx = np.minimum(np.maximum(tx, t1), t2)
+    tt = np.concatenate([t1, t2, tx])
+    tangent = np.maximum(np.tile(k0a, 3) + np.tile(k1a, 3) * (tt - np.tile(t1, 3)),
+                         np.tile(k0b, 3) + np.tile(k1b, 3) * (tt - np.tile(t2, 3)))
     keep = np.zeros(y.size, dtype=bool)
-    for j in range(ts.size - 1):
-        t1, t2 = ts[j], ts[j + 1]
-        # crossing point of the two tangents (clipped to the interval)
-        den = k1[j + 1] - k1[j]
-        tx = ((k0[j] - k1[j] * t1) - (k0[j + 1] - k1[j + 1] * t2)) / den if den > 0 else t1
-        tx = min(max(tx, t1), t2)
-        for tt in (t1, t2, tx):
-            tangent = max(k0[j] + k1[j] * (tt - t1), k0[j + 1] + k1[j + 1] * (tt - t2))
-            keep |= (w + tt * y - tangent) > -90.0
+    rows = max(_BLOCK // max(y.size, 1), 1)  # (tests, nodes) temporaries below _BLOCK
+    for i in range(0, tt.size, rows):
+        sl = slice(i, i + rows)
+        keep |= ((w[None, :] + tt[sl, None] * y[None, :] - tangent[sl, None])
+                 > -90.0).any(axis=0)
     if not keep.any():
         return y, w
     # the quadrature is a weighted sum: negligible terms may be dropped anywhere
