@@ -30,12 +30,12 @@ from scipy.special import erfcx, log_ndtr
 from .._numerics import (
     BracketError,
     bisect,
-    bracket_on_grids,
     newton_bracketed,
     secant_start,
     secant_walk,
     walk_out,
 )
+from ..losses.cgf import node_bucket
 
 __all__ = ["METHODS", "LABELS", "UNRELIABLE", "T_MIN", "T_MAX_QUAD", "T_MAX",
            "log_theta_max", "log_clt_theta", "saddle_eps", "saddle_log_delta", "tilt_grids",
@@ -151,7 +151,8 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
                hi: float, cap: float, iters: int = 60, rtol: float = 1e-11, npts: int = 33
                ) -> tuple[np.ndarray, np.ndarray]:
     """Solve ``g(t) = target`` for the tilt ``t``, g (roughly) increasing in t: bracketed on
-    the geometric grids of :func:`tilt_grids` (each evaluated in one vectorized call), then
+    the geometric grids of :func:`tilt_grids` (each evaluated lazily, one CGF node-set range
+    at a time, by :func:`_scan_grid`), then
     safeguarded Newton in ``log t`` (:func:`tightdp._numerics.newton_bracketed`) from the
     secant point of the bracket, stopped when the residual is below
     ``rtol (1 + |target|)`` or the step is at the level of rounding.
@@ -161,20 +162,22 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
     already at :data:`T_MIN`, t = T_MIN and ok is True. Vectorized over ``target``."""
     target = np.atleast_1d(np.asarray(target, dtype=float))
     grids = tilt_grids(lo, hi, cap, npts)
-    below_grid = 1 if len(grids) > 1 and grids[1][-1] <= grids[0][0] else None
-
-    def g_of(grid: np.ndarray) -> np.ndarray:
-        return f(grid)[0]
-
-    # the first grid and the one below it; the grids above the first (expensive node sets)
-    # only for the targets still unbracketed that do not lie below every grid
-    lo_t, hi_t, g_lo, g_hi, below = bracket_on_grids(g_of, target, grids[:2],
-                                                     below_grid=below_grid)
-    rest = np.flatnonzero(np.isnan(lo_t) & ~below)
-    if rest.size and len(grids) > 2:
-        got = bracket_on_grids(g_of, target[rest], grids[2:])
-        for arr, part in zip((lo_t, hi_t, g_lo, g_hi), got[:4], strict=False):
-            arr[rest] = part
+    n = target.size
+    lo_t, hi_t, g_lo, g_hi = (np.full(n, np.nan) for _ in range(4))
+    below = np.zeros(n, dtype=bool)
+    # the first grid; the one below it for the targets it did not bracket; the grids above
+    # the first only for the targets still unbracketed that do not lie below every grid
+    _scan_grid(f, target, np.arange(n), grids[0], (lo_t, hi_t, g_lo, g_hi))
+    todo = np.flatnonzero(np.isnan(lo_t))
+    ups = grids[1:]
+    if todo.size and len(grids) > 1 and grids[1][-1] <= grids[0][0]:
+        below[_scan_grid(f, target, todo, grids[1], (lo_t, hi_t, g_lo, g_hi))] = True
+        ups = grids[2:]
+    for grid in ups:
+        todo = np.flatnonzero(np.isnan(lo_t) & ~below)
+        if not todo.size:
+            break
+        _scan_grid(f, target, todo, grid, (lo_t, hi_t, g_lo, g_hi))
     found = ~np.isnan(lo_t)
     # one target (the common query) uses the math module's log/exp, numpy's vectorized ones
     # otherwise: the two may differ in the last bit, and each path keeps the numbers it had
@@ -191,6 +194,47 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
         u[idx] = newton_bracketed(fu, target[idx], a, b, u0, iters=iters,
                                   ftol=rtol * (1.0 + np.abs(target[idx])))
     return exp(u), found | below
+
+
+def _scan_grid(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target: np.ndarray,
+               idx: np.ndarray, grid: np.ndarray, out: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Bracket ``g(t) = target[idx]`` on one increasing tilt grid: a target's bracket is the
+    first cell ``[grid[j-1], grid[j]]`` with ``g(grid[j]) >= target`` (non-finite ``g`` counts
+    as below every target), written into ``out = (lo, hi, g_lo, g_hi)`` at its index. The
+    same brackets as :func:`tightdp._numerics.bracket_on_grids` on this grid, found lazily:
+    the grid is evaluated one CGF node-set range (:func:`tightdp.losses.cgf.node_bucket`) at
+    a time, in increasing order, and only while some target is unbracketed, so that the
+    node sets of tilts above every root are never built (each range's points are evaluated
+    together, as in one call on the whole grid). Returns the indices whose ``g`` is at or above
+    the target already at ``grid[0]`` (no bracket on this grid)."""
+    lo_t, hi_t, g_lo, g_hi = out
+    bk = node_bucket(grid)
+    cuts = np.flatnonzero(np.diff(bk)) + 1
+    pending = np.asarray(idx)
+    at_start = pending[:0]
+    prev_t = prev_g = None
+    for part in np.split(np.arange(grid.size), cuts):
+        if not pending.size:
+            break
+        pts = grid[part]
+        g = np.asarray(f(pts)[0], dtype=float)
+        g = np.where(np.isfinite(g), g, -np.inf)
+        if prev_t is not None:
+            pts_c, g_c = np.concatenate([[prev_t], pts]), np.concatenate([[prev_g], g])
+        else:
+            pts_c, g_c = pts, g
+        ge = g_c[None, :] >= target[pending, None]
+        has = ge.any(axis=1)
+        j = np.argmax(ge, axis=1)
+        if prev_t is None:
+            at_start = pending[has & (j == 0)]
+        found = has & (j > 0)
+        sel, jf = pending[found], j[found]
+        lo_t[sel], hi_t[sel] = pts_c[jf - 1], pts_c[jf]
+        g_lo[sel], g_hi[sel] = g_c[jf - 1], g_c[jf]
+        pending = pending[~has]
+        prev_t, prev_g = pts[-1], g[-1]
+    return at_start
 
 
 def _log1(x: np.ndarray) -> np.ndarray:

@@ -49,7 +49,7 @@ from .gaussian import GaussianLoss
 from .mixture import LocationMixtureLoss
 
 __all__ = ["cgf", "cgf_and_abs3", "tilted_abs_third_moment", "cgf_supported",
-           "loss_sup", "max_tilt", "node_count", "MAX_NODES"]
+           "loss_sup", "max_tilt", "node_count", "node_bucket", "MAX_NODES"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 #: half-width (in standard deviations of the kernel) of the integration domain beyond the
@@ -88,7 +88,7 @@ def loss_sup(loss: PrivacyLoss) -> float:
 # ------------------------------------------------------------------------------------------------
 # node sets
 # ------------------------------------------------------------------------------------------------
-def _bucket(t: np.ndarray) -> np.ndarray:
+def node_bucket(t: np.ndarray) -> np.ndarray:
     """Node-set bucket of each tilt: ``b = 4`` serves ``[0, 4]``, ``b = 2^j`` (j > 2) serves
     ``(2^{j-1}, 2^j]``."""
     t = np.asarray(t, dtype=float)
@@ -193,7 +193,7 @@ def node_count(loss: PrivacyLoss, t_max: float) -> int:
     trimming), computed without building them (0 for closed forms and finite laws)."""
     if not isinstance(loss, LocationMixtureLoss):
         return 0
-    b = float(_bucket(np.asarray(t_max)))
+    b = float(node_bucket(np.asarray(t_max)))
     if loss.kernel.name == "gaussian":
         return _gauss_layout(loss, b)[2]
     _, m = _laplace_pieces(loss, b)
@@ -210,7 +210,7 @@ def max_tilt(loss: PrivacyLoss, cap: float = 2048.0) -> float:
             raise ValueError("the CGF quadrature of this privacy loss would need more than "
                              f"{MAX_NODES:.0e} nodes even for t <= 4 (scale too small "
                              "against its sensitivity)")
-        t = float(_bucket(np.asarray(t))) / 2.0
+        t = float(node_bucket(np.asarray(t))) / 2.0
     return t
 
 
@@ -300,7 +300,7 @@ def _trim(y: np.ndarray, w: np.ndarray, t_min: float, t_max: float
 
 def _nodes(loss: PrivacyLoss, bucket: float) -> tuple[np.ndarray, np.ndarray]:
     """(loss values, log P-masses) representing the law of Y under P for the tilts of
-    ``bucket`` (see :func:`_bucket`)."""
+    ``bucket`` (see :func:`node_bucket`)."""
     if isinstance(loss, DiscreteLoss):
         keep = loss.p > 0
         return loss.y[keep], np.log(loss.p[keep])
@@ -321,7 +321,7 @@ def _eval_nodes(loss: PrivacyLoss, tv: np.ndarray, order: int, abs3: bool) -> np
         return _node_cumulants(y, w, tv, order, abs3)
     rows = order + 1 + int(abs3)
     out = np.empty((rows, tv.size))
-    bk = _bucket(tv)
+    bk = node_bucket(tv)
     for b in np.unique(bk):
         sel = bk == b
         y, w = _nodes(loss, float(b))
