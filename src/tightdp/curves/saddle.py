@@ -20,6 +20,7 @@ solvers of :mod:`tightdp._numerics`.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Protocol
@@ -64,9 +65,9 @@ def log_theta_max(t: np.ndarray) -> np.ndarray:
 def _log_half_erfcx(a: np.ndarray) -> np.ndarray:
     """log(erfcx(a / sqrt 2) / 2) = a^2/2 + log Phi(-a), without overflow for any sign of a."""
     a = np.asarray(a, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        pos = np.log(erfcx(np.maximum(a, 0.0) / _SQRT2)) - _LOG2
-        neg = 0.5 * a * a + log_ndtr(-np.minimum(a, 0.0))
+    # floating-point warnings are silenced by the caller (log_clt_theta)
+    pos = np.log(erfcx(np.maximum(a, 0.0) / _SQRT2)) - _LOG2
+    neg = 0.5 * a * a + log_ndtr(-np.minimum(a, 0.0))
     return np.where(a >= 0, pos, neg)
 def log_clt_theta(t: np.ndarray, m: np.ndarray, s: np.ndarray) -> np.ndarray:
     """``log E[theta_t(Z)]`` for ``Z ~ N(m, s^2)`` (Alghamdi et al., Proposition 6 / eq. (79)).
@@ -78,7 +79,7 @@ def log_clt_theta(t: np.ndarray, m: np.ndarray, s: np.ndarray) -> np.ndarray:
     """
     # s = 0 (a tilted law on one atom, e.g. pure DP at a very large tilt) gives -inf/NaN,
     # handled by the callers; no warning for it
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         a1 = t * s - m / s
         a2 = a1 + s
         l1 = _log_half_erfcx(a1)
@@ -135,16 +136,23 @@ def saddle_log_delta(ks: np.ndarray, t: np.ndarray, eps: np.ndarray | None, meth
 def tilt_grids(lo: float, hi: float, cap: float, npts: int) -> list[np.ndarray]:
     """Tilt grids for bracketing: ``[lo, hi]``, then below ``lo`` down to :data:`T_MIN`, then
     upwards to ``cap`` in chunks of a factor ~4 (so that large tilts, whose quadrature node
-    sets are expensive, are only visited when a root lies there). Recomputed on each call
-    (a few ``geomspace``: no cache)."""
+    sets are expensive, are only visited when a root lies there). The grids of each
+    ``(lo, hi, cap, npts)`` are computed once (read-only arrays, a new list per call)."""
+    return list(_tilt_grids(float(lo), float(hi), float(cap), int(npts)))
+
+
+@functools.lru_cache(maxsize=64)
+def _tilt_grids(lo: float, hi: float, cap: float, npts: int) -> tuple[np.ndarray, ...]:
     hi = min(hi, cap)  # never beyond the supported tilts
     grids = [np.geomspace(lo, hi, npts)]
     if lo > T_MIN:
         grids.append(np.geomspace(T_MIN, lo, 12))
     if hi < cap:
         up = np.geomspace(hi, cap, max(9, int(4 * math.log10(cap / hi)) + 2))
-        grids.extend(up[i:i + 3] for i in range(0, up.size - 1, 2))
-    return grids
+        grids.extend(up[i:i + 3].copy() for i in range(0, up.size - 1, 2))
+    for g in grids:
+        g.setflags(write=False)
+    return tuple(grids)
 
 
 def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target, lo: float,
