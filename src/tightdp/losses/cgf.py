@@ -285,16 +285,65 @@ def _trim(y: np.ndarray, w: np.ndarray, t_min: float, t_max: float
     tt = np.concatenate([t1, t2, tx])
     tangent = np.maximum(np.tile(k0a, 3) + np.tile(k1a, 3) * (tt - np.tile(t1, 3)),
                          np.tile(k0b, 3) + np.tile(k1b, 3) * (tt - np.tile(t2, 3)))
+    # the test: node i is kept when some test k has w_i + tt_k y_i - tangent_k > -90. It is
+    # evaluated (the same expression) only on the candidates of a cheap superset: the upper
+    # envelope of the lines tt_k y - tangent_k, one lookup per node, with a margin of 1 (the
+    # envelope's rounding is far below it)
+    cand = _envelope_candidates(y, w, tt, tangent, -91.0)
     keep = np.zeros(y.size, dtype=bool)
-    rows = max(_BLOCK // max(y.size, 1), 1)  # (tests, nodes) temporaries below _BLOCK
+    yc, wc = y[cand], w[cand]
+    kc = np.zeros(yc.size, dtype=bool)
+    rows = max(_BLOCK // max(yc.size, 1), 1)  # (tests, nodes) temporaries below _BLOCK
     for i in range(0, tt.size, rows):
         sl = slice(i, i + rows)
-        keep |= ((w[None, :] + tt[sl, None] * y[None, :] - tangent[sl, None])
-                 > -90.0).any(axis=0)
+        kc |= ((wc[None, :] + tt[sl, None] * yc[None, :] - tangent[sl, None])
+               > -90.0).any(axis=0)
+    keep[cand] = kc
     if not keep.any():
         return y, w
     # the quadrature is a weighted sum: negligible terms may be dropped anywhere
     return y[keep], w[keep]
+
+
+def _envelope_candidates(y: np.ndarray, w: np.ndarray, slopes: np.ndarray,
+                         offsets: np.ndarray, level: float) -> np.ndarray:
+    """Indices of the nodes with ``w_i + max_k (slopes_k y_i - offsets_k) > level`` (the max
+    by the upper envelope of the lines: sort by slope, drop the lines never on top, locate each
+    ``y_i`` among the envelope's breakpoints). All nodes when some value is not finite."""
+    ok = np.isfinite(slopes) & np.isfinite(offsets)
+    if not (np.all(np.isfinite(y)) and np.all(np.isfinite(w))) or not ok.any() or np.any(
+            np.isneginf(offsets)):
+        return np.arange(y.size)
+    a, c = slopes[ok], offsets[ok]  # a NaN/+inf offset never keeps a node: left out
+    order = np.lexsort((c, a))  # by slope; among equal slopes the smallest offset last kept
+    a, c = a[order], c[order]
+    hull_a: list[float] = []
+    hull_c: list[float] = []
+    for ai, ci in zip(a.tolist(), c.tolist(), strict=True):
+        if hull_a and hull_a[-1] == ai:  # same slope: keep the higher line (smaller offset)
+            if ci >= hull_c[-1]:
+                continue
+            hull_a.pop()
+            hull_c.pop()
+        while len(hull_a) >= 2:
+            # the middle line is never on top if the new line overtakes the first no later
+            # than the middle one does
+            a1, c1, a2, c2 = hull_a[-2], hull_c[-2], hull_a[-1], hull_c[-1]
+            if (c2 - c1) * (ai - a1) >= (ci - c1) * (a2 - a1):
+                hull_a.pop()
+                hull_c.pop()
+            else:
+                break
+        hull_a.append(ai)
+        hull_c.append(ci)
+    ha, hc = np.array(hull_a), np.array(hull_c)
+    breaks = (hc[1:] - hc[:-1]) / (ha[1:] - ha[:-1])  # line j+1 on top for y beyond breaks[j]
+    j = np.searchsorted(breaks, y)
+    # the lines on both sides of the breakpoint, so that a rounding in the breakpoints never
+    # picks a line below the envelope
+    jl = np.maximum(j - 1, 0)
+    f = np.maximum(ha[j] * y - hc[j], ha[jl] * y - hc[jl])
+    return np.flatnonzero(w + f > level)
 
 
 def _nodes(loss: PrivacyLoss, bucket: float) -> tuple[np.ndarray, np.ndarray]:
