@@ -82,8 +82,8 @@ def log_clt_theta(t: np.ndarray, m: np.ndarray, s: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         a1 = t * s - m / s
         a2 = a1 + s
-        l1 = _log_half_erfcx(a1)
-        l2 = _log_half_erfcx(a2)
+        a1, a2 = np.broadcast_arrays(a1, a2)
+        l1, l2 = _log_half_erfcx(np.stack([a1, a2]))  # one evaluation for both
         diff = l1 + np.log(-np.expm1(np.minimum(l2 - l1, 0.0)))
         return -0.5 * (m / s) ** 2 + diff
 
