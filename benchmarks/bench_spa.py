@@ -9,7 +9,15 @@ builds the cached quadrature node sets of the CGF; its time is reported separate
 "first"). Both the bare approximation (``bounds=False``) and the default (approximation plus
 the certified refined-moments bound and the Berry-Esseen bracket) are timed.
 
-Run: ``python benchmarks/bench_spa.py [--accuracy] [--pld] [--gaussian]``; ``--accuracy`` adds a
+``cold()`` (issue 17) times the query a user makes after composing: construct the mechanism and
+the accountant, compose, ask once (``epsilon(1e-5)``, or ``delta`` at 100 eps), each run from
+scratch (a fresh mechanism, hence no cached CGF node sets), beside the certified PLD
+accountant's cold ``epsilon(1e-5)`` in the same process, with the ratio; "warm" is a further
+``epsilon`` query on the composed accountant at another delta (node sets built). Targets: cold
+eps <= 3 ms, cold delta at 100 eps <= 10 ms, warm <= 1 ms.
+
+Run: ``python benchmarks/bench_spa.py [--cold-only] [--accuracy] [--pld] [--gaussian]``;
+``--cold-only`` runs only the cold/warm table; ``--accuracy`` adds a
 table of SP-MSD0 / SP-MSD1 / SP-CLT errors against the reference brackets of
 ../shared/reference/cases.json, ``--pld`` one against the certified PLD accountant on the DP-SGD
 grid of issue 6 (slow: minutes), ``--gaussian`` the SP-MSD0/MSD1 errors for mu-GDP.
@@ -38,6 +46,52 @@ def _median_ms(fn, reps: int) -> float:
         fn()
         out.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(out)
+
+
+#: (q, sigma, steps) of the cold-query table: DP-SGD q=0.01, sigma=1 from 10 to 1e7 steps, and
+#: the issue's workloads (q=0.3, sigma=0.45, 2000 steps; q=1e-5, sigma=0.5, 1e6 steps)
+COLD_CASES = [(0.01, 1.0, 10), (0.01, 1.0, 1_000), (0.01, 1.0, 10_000), (0.01, 1.0, 100_000),
+              (0.01, 1.0, 10_000_000), (0.3, 0.45, 2_000), (1e-5, 0.5, 1_000_000)]
+
+
+def cold(reps: int = 7, pld_reps: int = 3) -> None:
+    """Cold and warm query times of the SPA beside the PLD accountant's cold query."""
+    from tightdp import PLDAccountant
+
+    def spa_eps(q, sigma, k):
+        return SaddlePointAccountant().compose(PoissonSubsampled(Gaussian(sigma), q),
+                                               k).epsilon(1e-5)
+
+    print("### Cold queries (construct + compose + one query; fresh mechanism each run), "
+          f"median of {reps} (PLD: {pld_reps}), delta = 1e-5\n")
+    print("| q | sigma | steps | SPA eps cold [ms] | SPA delta(100 eps) cold [ms] | "
+          "SPA eps warm [ms] | PLD eps cold [ms] | PLD / SPA (cold) | SPA eps [lower, upper] |"
+          " PLD [lower, upper] |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    spa_eps(0.01, 1.0, 1000)  # imports and first-call set-up outside the timings
+    for q, sigma, k in COLD_CASES:
+        r = spa_eps(q, sigma, k)
+        t_eps = _median_ms(lambda q=q, s=sigma, k=k: spa_eps(q, s, k), reps)
+        eps = np.linspace(0.05, 3.0 * max(r.epsilon, 0.1), 100)
+        t_del = _median_ms(lambda q=q, s=sigma, k=k, e=eps: SaddlePointAccountant().compose(
+            PoissonSubsampled(Gaussian(s), q), k).delta(e), reps)
+        acc = SaddlePointAccountant().compose(PoissonSubsampled(Gaussian(sigma), q), k)
+        acc.epsilon(1e-5)
+        ds = iter(np.geomspace(1e-6, 1e-4, 4 * reps + 1))
+        t_warm = _median_ms(lambda a=acc, it=ds: a.epsilon(float(next(it))), reps)
+        res = {}
+
+        def pld_eps(q=q, s=sigma, k=k, out=res):
+            out["r"] = PLDAccountant().compose(PoissonSubsampled(Gaussian(s), q),
+                                               k).epsilon(1e-5)
+
+        t_pld = _median_ms(pld_eps, pld_reps)
+        p = res["r"]
+        lo = f"{r.lower:.4f}" if r.lower is not None else "-"
+        print(f"| {q:g} | {sigma:g} | {k:.0e} | {t_eps:.2f} | {t_del:.2f} | {t_warm:.2f} | "
+              f"{t_pld:.2f} | {t_pld / t_eps:.1f} | [{lo}, {r.upper:.4f}] | "
+              f"[{p.lower:.4f}, {p.upper:.4f}] |", flush=True)
+    print()
 
 
 def timing(q: float = 0.01, sigma: float = 1.0) -> None:
@@ -162,6 +216,9 @@ def gaussian_table() -> None:
 
 
 if __name__ == "__main__":
+    cold()
+    if "--cold-only" in sys.argv:
+        sys.exit(0)
     timing()
     if "--accuracy" in sys.argv:
         accuracy()

@@ -494,3 +494,57 @@ def test_time_budget_refuses_cleanly():
         acc.epsilon(1e-5)
     r = SaddlePointAccountant().compose(PoissonSubsampled(Gaussian(1.0), 0.01), 10**12)
     assert math.isfinite(r.epsilon(1e-5).upper)
+
+
+# --- issue 17: the cold query's shortcuts (lazy bracketing, envelope pre-filter of the trim) ----
+def test_solve_tilt_lazy_bracketing_root_and_ranges():
+    """solve_tilt finds the saddle point of a Gaussian composition (closed form K, root by
+    brentq) and evaluates no tilt of a node-set range above the root's (the grids are scanned
+    one range at a time); a target below every grid gives T_MIN without visiting the upward
+    grids."""
+    from scipy.optimize import brentq
+
+    from tightdp.curves.saddle import T_MIN, solve_tilt
+    from tightdp.losses.cgf import node_bucket
+
+    mu2 = 0.3 ** 2 * 50  # 50 compositions of GaussianLoss(0.3)
+    seen: list[float] = []
+
+    def f(t):
+        seen.extend(np.asarray(t).tolist())
+        g = mu2 * (2 * t + 1) / 2 - 1 / t - 1 / (1 + t)
+        return g, t * (mu2 + 1 / t ** 2 + 1 / (1 + t) ** 2)
+
+    eps = 28.9  # root near t = 6
+    t, ok = solve_tilt(f, eps, 1e-4, 64.0, 1e12)
+    ref = brentq(lambda x: mu2 * (2 * x + 1) / 2 - 1 / x - 1 / (1 + x) - eps, 1e-6, 1e3,
+                 xtol=1e-15, rtol=1e-15)
+    assert ok[0] and abs(t[0] / ref - 1) < 1e-9
+    assert 4.0 < ref < 8.0  # the second range: points up to 8 only
+    assert max(seen) <= float(node_bucket(ref)) + 1e-12
+    seen.clear()
+    t, ok = solve_tilt(f, -1e12, 1e-4, 64.0, 1e12)
+    assert ok[0] and t[0] == pytest.approx(T_MIN) and max(seen) <= 64.0
+
+
+def test_trim_envelope_candidates_superset():
+    """The envelope pre-filter of the node trim returns every node the brute-force test
+    (some line with w + a y - c > level) keeps, and few others."""
+    import importlib
+
+    cgf_mod = importlib.import_module("tightdp.losses.cgf")
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        n, m = 2000, 96
+        y = rng.normal(scale=50, size=n)
+        w = rng.normal(scale=40, size=n) - 60
+        a = np.sort(rng.uniform(0, 300, size=m))
+        c = rng.normal(scale=500, size=m)
+        a[5] = a[4]  # equal slopes
+        c[7] = np.nan  # a test that never keeps
+        brute = np.flatnonzero(np.nanmax(w[None] + a[:, None] * y[None] - c[:, None], axis=0)
+                               > -90.0)
+        got = cgf_mod._envelope_candidates(y, w, a, c, -91.0)
+        assert set(brute) <= set(got)
+        exact = np.nanmax(w[None] + a[:, None] * y[None] - c[:, None], axis=0)
+        assert np.all(exact[got] > -91.0 - 1e-9)

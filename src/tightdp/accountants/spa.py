@@ -357,13 +357,20 @@ class SaddlePointAccountant(Accountant):
         ks2, rho = st[:3], st[5]
         mg = d.k_margin + _REL_MARGIN
 
+        seen: dict[float, tuple[np.ndarray, np.ndarray]] = {}
+
+        def be(x):  # the bracket's two terms at eps = x (each x evaluated once)
+            if x not in seen:
+                seen[x] = d.log_be(t, np.array([x]), ks2, rho)
+            return seen[x]
+
         def log_up(x):
-            lclt, lerr = d.log_be(t, np.array([x]), ks2, rho)
+            lclt, lerr = be(x)
             with np.errstate(invalid="ignore"):
                 return float(np.logaddexp(lclt + mg, lerr)[0])
 
         def log_lo(x):
-            lclt, lerr = d.log_be(t, np.array([x]), ks2, rho)
+            lclt, lerr = be(x)
             return float(_log_diff(lclt - mg, lerr)[0])
 
         x_up = root_decreasing(log_up, log_delta, float(eps_t[0]), float(t[0]), upper=True)

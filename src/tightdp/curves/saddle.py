@@ -20,6 +20,7 @@ solvers of :mod:`tightdp._numerics`.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Protocol
@@ -30,12 +31,12 @@ from scipy.special import erfcx, log_ndtr
 from .._numerics import (
     BracketError,
     bisect,
-    bracket_on_grids,
     newton_bracketed,
     secant_start,
     secant_walk,
     walk_out,
 )
+from ..losses.cgf import node_bucket
 
 __all__ = ["METHODS", "LABELS", "UNRELIABLE", "T_MIN", "T_MAX_QUAD", "T_MAX",
            "log_theta_max", "log_clt_theta", "saddle_eps", "saddle_log_delta", "tilt_grids",
@@ -64,9 +65,9 @@ def log_theta_max(t: np.ndarray) -> np.ndarray:
 def _log_half_erfcx(a: np.ndarray) -> np.ndarray:
     """log(erfcx(a / sqrt 2) / 2) = a^2/2 + log Phi(-a), without overflow for any sign of a."""
     a = np.asarray(a, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        pos = np.log(erfcx(np.maximum(a, 0.0) / _SQRT2)) - _LOG2
-        neg = 0.5 * a * a + log_ndtr(-np.minimum(a, 0.0))
+    # floating-point warnings are silenced by the caller (log_clt_theta)
+    pos = np.log(erfcx(np.maximum(a, 0.0) / _SQRT2)) - _LOG2
+    neg = 0.5 * a * a + log_ndtr(-np.minimum(a, 0.0))
     return np.where(a >= 0, pos, neg)
 def log_clt_theta(t: np.ndarray, m: np.ndarray, s: np.ndarray) -> np.ndarray:
     """``log E[theta_t(Z)]`` for ``Z ~ N(m, s^2)`` (Alghamdi et al., Proposition 6 / eq. (79)).
@@ -78,11 +79,11 @@ def log_clt_theta(t: np.ndarray, m: np.ndarray, s: np.ndarray) -> np.ndarray:
     """
     # s = 0 (a tilted law on one atom, e.g. pure DP at a very large tilt) gives -inf/NaN,
     # handled by the callers; no warning for it
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         a1 = t * s - m / s
         a2 = a1 + s
-        l1 = _log_half_erfcx(a1)
-        l2 = _log_half_erfcx(a2)
+        a1, a2 = np.broadcast_arrays(a1, a2)
+        l1, l2 = _log_half_erfcx(np.stack([a1, a2]))  # one evaluation for both
         diff = l1 + np.log(-np.expm1(np.minimum(l2 - l1, 0.0)))
         return -0.5 * (m / s) ** 2 + diff
 
@@ -135,23 +136,31 @@ def saddle_log_delta(ks: np.ndarray, t: np.ndarray, eps: np.ndarray | None, meth
 def tilt_grids(lo: float, hi: float, cap: float, npts: int) -> list[np.ndarray]:
     """Tilt grids for bracketing: ``[lo, hi]``, then below ``lo`` down to :data:`T_MIN`, then
     upwards to ``cap`` in chunks of a factor ~4 (so that large tilts, whose quadrature node
-    sets are expensive, are only visited when a root lies there). Recomputed on each call
-    (a few ``geomspace``: no cache)."""
+    sets are expensive, are only visited when a root lies there). The grids of each
+    ``(lo, hi, cap, npts)`` are computed once (read-only arrays, a new list per call)."""
+    return list(_tilt_grids(float(lo), float(hi), float(cap), int(npts)))
+
+
+@functools.lru_cache(maxsize=64)
+def _tilt_grids(lo: float, hi: float, cap: float, npts: int) -> tuple[np.ndarray, ...]:
     hi = min(hi, cap)  # never beyond the supported tilts
     grids = [np.geomspace(lo, hi, npts)]
     if lo > T_MIN:
         grids.append(np.geomspace(T_MIN, lo, 12))
     if hi < cap:
         up = np.geomspace(hi, cap, max(9, int(4 * math.log10(cap / hi)) + 2))
-        grids.extend(up[i:i + 3] for i in range(0, up.size - 1, 2))
-    return grids
+        grids.extend(up[i:i + 3].copy() for i in range(0, up.size - 1, 2))
+    for g in grids:
+        g.setflags(write=False)
+    return tuple(grids)
 
 
 def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target, lo: float,
                hi: float, cap: float, iters: int = 60, rtol: float = 1e-11, npts: int = 33
                ) -> tuple[np.ndarray, np.ndarray]:
     """Solve ``g(t) = target`` for the tilt ``t``, g (roughly) increasing in t: bracketed on
-    the geometric grids of :func:`tilt_grids` (each evaluated in one vectorized call), then
+    the geometric grids of :func:`tilt_grids` (each evaluated lazily, one CGF node-set range
+    at a time, by :func:`_scan_grid`), then
     safeguarded Newton in ``log t`` (:func:`tightdp._numerics.newton_bracketed`) from the
     secant point of the bracket, stopped when the residual is below
     ``rtol (1 + |target|)`` or the step is at the level of rounding.
@@ -160,9 +169,23 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
     root was bracketed below ``cap`` (t = cap there); where ``g`` is at or above the target
     already at :data:`T_MIN`, t = T_MIN and ok is True. Vectorized over ``target``."""
     target = np.atleast_1d(np.asarray(target, dtype=float))
-    lo_t, hi_t, g_lo, g_hi, below = bracket_on_grids(lambda grid: f(grid)[0], target,
-                                                     tilt_grids(lo, hi, cap, npts),
-                                                     below_grid=1)
+    grids = tilt_grids(lo, hi, cap, npts)
+    n = target.size
+    lo_t, hi_t, g_lo, g_hi = (np.full(n, np.nan) for _ in range(4))
+    below = np.zeros(n, dtype=bool)
+    # the first grid; the one below it for the targets it did not bracket; the grids above
+    # the first only for the targets still unbracketed that do not lie below every grid
+    _scan_grid(f, target, np.arange(n), grids[0], (lo_t, hi_t, g_lo, g_hi))
+    todo = np.flatnonzero(np.isnan(lo_t))
+    ups = grids[1:]
+    if todo.size and len(grids) > 1 and grids[1][-1] <= grids[0][0]:
+        below[_scan_grid(f, target, todo, grids[1], (lo_t, hi_t, g_lo, g_hi))] = True
+        ups = grids[2:]
+    for grid in ups:
+        todo = np.flatnonzero(np.isnan(lo_t) & ~below)
+        if not todo.size:
+            break
+        _scan_grid(f, target, todo, grid, (lo_t, hi_t, g_lo, g_hi))
     found = ~np.isnan(lo_t)
     # one target (the common query) uses the math module's log/exp, numpy's vectorized ones
     # otherwise: the two may differ in the last bit, and each path keeps the numbers it had
@@ -179,6 +202,47 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
         u[idx] = newton_bracketed(fu, target[idx], a, b, u0, iters=iters,
                                   ftol=rtol * (1.0 + np.abs(target[idx])))
     return exp(u), found | below
+
+
+def _scan_grid(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target: np.ndarray,
+               idx: np.ndarray, grid: np.ndarray, out: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Bracket ``g(t) = target[idx]`` on one increasing tilt grid: a target's bracket is the
+    first cell ``[grid[j-1], grid[j]]`` with ``g(grid[j]) >= target`` (non-finite ``g`` counts
+    as below every target), written into ``out = (lo, hi, g_lo, g_hi)`` at its index. The
+    same brackets as :func:`tightdp._numerics.bracket_on_grids` on this grid, found lazily:
+    the grid is evaluated one CGF node-set range (:func:`tightdp.losses.cgf.node_bucket`) at
+    a time, in increasing order, and only while some target is unbracketed, so that the
+    node sets of tilts above every root are never built (each range's points are evaluated
+    together, as in one call on the whole grid). Returns the indices whose ``g`` is at or above
+    the target already at ``grid[0]`` (no bracket on this grid)."""
+    lo_t, hi_t, g_lo, g_hi = out
+    bk = node_bucket(grid)
+    cuts = np.flatnonzero(np.diff(bk)) + 1
+    pending = np.asarray(idx)
+    at_start = pending[:0]
+    prev_t = prev_g = None
+    for part in np.split(np.arange(grid.size), cuts):
+        if not pending.size:
+            break
+        pts = grid[part]
+        g = np.asarray(f(pts)[0], dtype=float)
+        g = np.where(np.isfinite(g), g, -np.inf)
+        if prev_t is not None:
+            pts_c, g_c = np.concatenate([[prev_t], pts]), np.concatenate([[prev_g], g])
+        else:
+            pts_c, g_c = pts, g
+        ge = g_c[None, :] >= target[pending, None]
+        has = ge.any(axis=1)
+        j = np.argmax(ge, axis=1)
+        if prev_t is None:
+            at_start = pending[has & (j == 0)]
+        found = has & (j > 0)
+        sel, jf = pending[found], j[found]
+        lo_t[sel], hi_t[sel] = pts_c[jf - 1], pts_c[jf]
+        g_lo[sel], g_hi[sel] = g_c[jf - 1], g_c[jf]
+        pending = pending[~has]
+        prev_t, prev_g = pts[-1], g[-1]
+    return at_start
 
 
 def _log1(x: np.ndarray) -> np.ndarray:

@@ -42,7 +42,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import logsumexp
 
 from .base import PrivacyLoss
 from .discrete import DiscreteLoss
@@ -50,7 +49,7 @@ from .gaussian import GaussianLoss
 from .mixture import LocationMixtureLoss
 
 __all__ = ["cgf", "cgf_and_abs3", "tilted_abs_third_moment", "cgf_supported",
-           "loss_sup", "max_tilt", "node_count", "MAX_NODES"]
+           "loss_sup", "max_tilt", "node_count", "node_bucket", "MAX_NODES"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 #: half-width (in standard deviations of the kernel) of the integration domain beyond the
@@ -89,12 +88,11 @@ def loss_sup(loss: PrivacyLoss) -> float:
 # ------------------------------------------------------------------------------------------------
 # node sets
 # ------------------------------------------------------------------------------------------------
-def _bucket(t: np.ndarray) -> np.ndarray:
+def node_bucket(t: np.ndarray) -> np.ndarray:
     """Node-set bucket of each tilt: ``b = 4`` serves ``[0, 4]``, ``b = 2^j`` (j > 2) serves
     ``(2^{j-1}, 2^j]``."""
     t = np.asarray(t, dtype=float)
-    with np.errstate(divide="ignore"):
-        j = np.ceil(np.log2(np.maximum(t, 1e-300)))
+    j = np.ceil(np.log2(np.maximum(t, 1e-300)))  # a positive argument: no warning
     return 2.0 ** np.maximum(j, 2.0)
 
 
@@ -156,12 +154,26 @@ def _rows_lse(u: np.ndarray, lw: np.ndarray, locs: np.ndarray) -> np.ndarray:
     reductions: the same numbers as one block)."""
     rows = max(_BLOCK // max(locs.size, 1), 1)
     if u.size <= rows:
-        return logsumexp(lw - 0.5 * (u[:, None] - locs) ** 2, axis=1)
+        return _lse_rows(lw - 0.5 * (u[:, None] - locs) ** 2)
     out = np.empty(u.size)
     for i in range(0, u.size, rows):
         uu = u[i:i + rows, None]
-        out[i:i + rows] = logsumexp(lw - 0.5 * (uu - locs) ** 2, axis=1)
+        out[i:i + rows] = _lse_rows(lw - 0.5 * (uu - locs) ** 2)
     return out
+
+
+def _lse_rows(a: np.ndarray) -> np.ndarray:
+    """Row-wise log-sum-exp of a finite 2-d array, the same operations (hence the same
+    numbers) as ``scipy.special.logsumexp(a, axis=1)`` without its per-call overhead: the
+    maximal terms (``m`` of them) are taken out of the sum, ``s = sum(e^{a - max}) / m`` over the
+    others, and the result is ``log1p(s) + log(m) + max``."""
+    a_max = a.max(axis=1, keepdims=True)
+    is_max = a == a_max
+    m = is_max.sum(axis=1, keepdims=True, dtype=float)
+    with np.errstate(under="ignore"):
+        s = np.exp(np.where(is_max, -np.inf, a) - a_max).sum(axis=1, keepdims=True)
+    s = np.where(s == 0, s, s / m)
+    return (np.log1p(s) + np.log(m) + a_max)[:, 0]
 
 
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(32)
@@ -180,7 +192,7 @@ def node_count(loss: PrivacyLoss, t_max: float) -> int:
     trimming), computed without building them (0 for closed forms and finite laws)."""
     if not isinstance(loss, LocationMixtureLoss):
         return 0
-    b = float(_bucket(np.asarray(t_max)))
+    b = float(node_bucket(np.asarray(t_max)))
     if loss.kernel.name == "gaussian":
         return _gauss_layout(loss, b)[2]
     _, m = _laplace_pieces(loss, b)
@@ -197,7 +209,7 @@ def max_tilt(loss: PrivacyLoss, cap: float = 2048.0) -> float:
             raise ValueError("the CGF quadrature of this privacy loss would need more than "
                              f"{MAX_NODES:.0e} nodes even for t <= 4 (scale too small "
                              "against its sensitivity)")
-        t = float(_bucket(np.asarray(t))) / 2.0
+        t = float(node_bucket(np.asarray(t))) / 2.0
     return t
 
 
@@ -215,7 +227,7 @@ def _laplace_nodes(loss: LocationMixtureLoss, t_max: float) -> tuple[np.ndarray,
     rows = max(_BLOCK // max(loss.a.size, loss.b.size, 1), 1)
 
     def lse(xx, lw, locs):
-        return logsumexp(lw - np.abs(xx - locs) / s, axis=1)
+        return _lse_rows(lw - np.abs(xx - locs) / s)
 
     def lp_lq(x):
         x = np.asarray(x, dtype=float)
@@ -262,25 +274,81 @@ def _trim(y: np.ndarray, w: np.ndarray, t_min: float, t_max: float
         ts = np.linspace(t_min, t_max, 33)
     ks = _node_cumulants(y, w, ts, 1)
     k0, k1 = ks[0], ks[1]
+    # the test tilts of every interval at once (the same float operations as one interval at
+    # a time): each interval's ends and the tangents' crossing point, clipped to the interval
+    t1, t2 = ts[:-1], ts[1:]
+    k0a, k0b, k1a, k1b = k0[:-1], k0[1:], k1[:-1], k1[1:]
+    den = k1b - k1a
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tx = np.where(den > 0, ((k0a - k1a * t1) - (k0b - k1b * t2)) / den, t1)
+    tx = np.minimum(np.maximum(tx, t1), t2)
+    tt = np.concatenate([t1, t2, tx])
+    tangent = np.maximum(np.tile(k0a, 3) + np.tile(k1a, 3) * (tt - np.tile(t1, 3)),
+                         np.tile(k0b, 3) + np.tile(k1b, 3) * (tt - np.tile(t2, 3)))
+    # the test: node i is kept when some test k has w_i + tt_k y_i - tangent_k > -90. It is
+    # evaluated (the same expression) only on the candidates of a cheap superset: the upper
+    # envelope of the lines tt_k y - tangent_k, one lookup per node, with a margin of 1 (the
+    # envelope's rounding is far below it)
+    cand = _envelope_candidates(y, w, tt, tangent, -91.0)
     keep = np.zeros(y.size, dtype=bool)
-    for j in range(ts.size - 1):
-        t1, t2 = ts[j], ts[j + 1]
-        # crossing point of the two tangents (clipped to the interval)
-        den = k1[j + 1] - k1[j]
-        tx = ((k0[j] - k1[j] * t1) - (k0[j + 1] - k1[j + 1] * t2)) / den if den > 0 else t1
-        tx = min(max(tx, t1), t2)
-        for tt in (t1, t2, tx):
-            tangent = max(k0[j] + k1[j] * (tt - t1), k0[j + 1] + k1[j + 1] * (tt - t2))
-            keep |= (w + tt * y - tangent) > -90.0
+    yc, wc = y[cand], w[cand]
+    kc = np.zeros(yc.size, dtype=bool)
+    rows = max(_BLOCK // max(yc.size, 1), 1)  # (tests, nodes) temporaries below _BLOCK
+    for i in range(0, tt.size, rows):
+        sl = slice(i, i + rows)
+        kc |= ((wc[None, :] + tt[sl, None] * yc[None, :] - tangent[sl, None])
+               > -90.0).any(axis=0)
+    keep[cand] = kc
     if not keep.any():
         return y, w
     # the quadrature is a weighted sum: negligible terms may be dropped anywhere
     return y[keep], w[keep]
 
 
+def _envelope_candidates(y: np.ndarray, w: np.ndarray, slopes: np.ndarray,
+                         offsets: np.ndarray, level: float) -> np.ndarray:
+    """Indices of the nodes with ``w_i + max_k (slopes_k y_i - offsets_k) > level`` (the max
+    by the upper envelope of the lines: sort by slope, drop the lines never on top, locate each
+    ``y_i`` among the envelope's breakpoints). All nodes when some value is not finite."""
+    ok = np.isfinite(slopes) & np.isfinite(offsets)
+    if not (np.all(np.isfinite(y)) and np.all(np.isfinite(w))) or not ok.any() or np.any(
+            np.isneginf(offsets)):
+        return np.arange(y.size)
+    a, c = slopes[ok], offsets[ok]  # a NaN/+inf offset never keeps a node: left out
+    order = np.lexsort((c, a))  # by slope; among equal slopes the smallest offset last kept
+    a, c = a[order], c[order]
+    hull_a: list[float] = []
+    hull_c: list[float] = []
+    for ai, ci in zip(a.tolist(), c.tolist(), strict=True):
+        if hull_a and hull_a[-1] == ai:  # same slope: keep the higher line (smaller offset)
+            if ci >= hull_c[-1]:
+                continue
+            hull_a.pop()
+            hull_c.pop()
+        while len(hull_a) >= 2:
+            # the middle line is never on top if the new line overtakes the first no later
+            # than the middle one does
+            a1, c1, a2, c2 = hull_a[-2], hull_c[-2], hull_a[-1], hull_c[-1]
+            if (c2 - c1) * (ai - a1) >= (ci - c1) * (a2 - a1):
+                hull_a.pop()
+                hull_c.pop()
+            else:
+                break
+        hull_a.append(ai)
+        hull_c.append(ci)
+    ha, hc = np.array(hull_a), np.array(hull_c)
+    breaks = (hc[1:] - hc[:-1]) / (ha[1:] - ha[:-1])  # line j+1 on top for y beyond breaks[j]
+    j = np.searchsorted(breaks, y)
+    # the lines on both sides of the breakpoint, so that a rounding in the breakpoints never
+    # picks a line below the envelope
+    jl = np.maximum(j - 1, 0)
+    f = np.maximum(ha[j] * y - hc[j], ha[jl] * y - hc[jl])
+    return np.flatnonzero(w + f > level)
+
+
 def _nodes(loss: PrivacyLoss, bucket: float) -> tuple[np.ndarray, np.ndarray]:
     """(loss values, log P-masses) representing the law of Y under P for the tilts of
-    ``bucket`` (see :func:`_bucket`)."""
+    ``bucket`` (see :func:`node_bucket`)."""
     if isinstance(loss, DiscreteLoss):
         keep = loss.p > 0
         return loss.y[keep], np.log(loss.p[keep])
@@ -299,9 +367,12 @@ def _eval_nodes(loss: PrivacyLoss, tv: np.ndarray, order: int, abs3: bool) -> np
     if isinstance(loss, DiscreteLoss):
         y, w = _nodes(loss, 4.0)
         return _node_cumulants(y, w, tv, order, abs3)
+    bk = node_bucket(tv)
+    if bk.size and np.all(bk == bk[0]):  # one node set (the common case): no masks
+        y, w = _nodes(loss, float(bk[0]))
+        return _node_cumulants(y, w, tv, order, abs3)
     rows = order + 1 + int(abs3)
     out = np.empty((rows, tv.size))
-    bk = _bucket(tv)
     for b in np.unique(bk):
         sel = bk == b
         y, w = _nodes(loss, float(b))
