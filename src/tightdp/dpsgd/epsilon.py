@@ -73,7 +73,7 @@ def dpsgd_epsilon(*, noise_multiplier: float, delta: float, sampling_rate: float
     rtol : relative width of the certified bracket (pld).
     max_memory, max_seconds : the budget of the query (see :mod:`tightdp.budget`).
     **accountant_options : ``eps_error``, ``delta_error`` (prv), ``L``, ``n`` (fft),
-        ``spa_method`` (spa).
+        ``method`` (spa: "msd1", "msd0" or "clt").
 
     Returns
     -------
