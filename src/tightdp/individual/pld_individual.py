@@ -1,7 +1,7 @@
 """Individual epsilon for DP-SGD from gradient-norm histories, with the PLD engine.
 
-Paper 000 (Koskela, Tobaben, Honkela, "Individual Privacy Accounting with Gaussian
-Differential Privacy"), Sec. 5 and App. D.
+Koskela, Tobaben, Honkela, "Individual Privacy Accounting with Gaussian Differential
+Privacy", ICLR 2023, Sec. 5 and App. D.
 
 What is computed
 ----------------
@@ -48,11 +48,26 @@ added to every delta, which is why targets below 1e-9 are refused):
    ``delta = A - e^eps B`` on the bracketing interval. The returned eps is
    one at which the certified bound on delta is at most the target.
 
-The grid step ``d`` is half the one the certified :class:`~tightdp.PLDAccountant` needs to
+7. A certified *lower* bound per example comes from the lowered-chords pair of
+   :func:`~tightdp.pld.discretize.certified_pair` (a dominated pair, discretized from the same
+   evaluation of the loss's CDFs), evaluated the same way with every allowance taken against
+   it (truncation ``-2 tau``, folded mass subtracted, mass at ``+inf`` counted): the largest
+   grid point where that lower bound on delta still exceeds the target, then the closed form
+   on the next interval. Each example gets a certified bracket ``[lower, upper]``.
+
+Grid steps. ``d0`` is half the step the certified :class:`~tightdp.PLDAccountant` needs to
 reach ``rtol`` for the worst-case example (every norm at least ``C`` for the largest number of
-steps); examples with smaller norms are discretized on the same grid (their relative
-discretization error is larger, hence the factor; the cost per example does not depend on
-``d``, only the one-off discretizations and FFTs do).
+steps). The discretization error of an example's eps grows like ``(d / eps_i)^2``, so one
+step sized for the worst case is 1e-3 to 4e-3 loose for the small-eps examples (issue 17).
+Examples are therefore grouped by the CLT scale of their composition relative to the worst
+case (``mu_i / mu_worst``, Dong, Roth, Su 2022, Cor. 5.4; used only for the choice) and a
+group at level ``l`` gets ``d0 / 2^l`` (one level halving per halving of the scale, one level
+fewer overall); each group is discretized, transformed and windowed for its own buckets and
+counts. Examples whose certified bracket is still wider than ``rtol`` (relative to their upper
+bound) are evaluated again one level finer, at most ``MAX_REFINEMENTS`` times (and while half
+the time budget is left); ``details["loose"]`` counts those left wider, ``converged`` says
+whether there are none. Only the one-off discretizations and FFTs depend on ``d``; the cost
+per example does not.
 """
 
 from __future__ import annotations
@@ -90,6 +105,8 @@ LOG_WINDOW_TAIL = math.log(1e-22)
 TRUNC_FRACTION = 1e-5
 #: grid-step levels: an example at level ``l`` is discretized with step ``d0 / 2^l``
 MAX_LEVEL = 12
+#: levels saved on every example (the bracket check refines those that need it)
+LEVEL_OFFSET = 1.0
 #: rounds of halving the grid step of the examples whose bracket is still wider than rtol
 MAX_REFINEMENTS = 3
 
@@ -609,7 +626,8 @@ class IndividualPLDAccountant(NormHistory, Queries):
 
     Feed the per-example gradient norms of each step with :meth:`step` (only the bucket counts
     are stored: ``N x B`` integers, see :class:`NormHistory`), then ask :meth:`epsilon`
-    (a :class:`~tightdp.EpsilonResult` holding one eps per example; an array of deltas gives
+    (a :class:`~tightdp.EpsilonResult` holding one eps per example, with its certified lower
+    bound in ``lower``; an array of deltas gives
     arrays of shape ``delta.shape + (N,)``). ``delta(epsilon)`` is not offered.
 
     Parameters
@@ -620,8 +638,10 @@ class IndividualPLDAccountant(NormHistory, Queries):
     n_examples : ``N >= 1``.
     n_buckets : size of the uniform sensitivity grid (App. D.2); each ratio ``min(g, C)/C`` is
         rounded up by less than ``1 / n_buckets``.
-    rtol : relative accuracy asked of the certified accountant that chooses the grid step.
-    grid_step : fix the PLD grid step instead (skips that accountant run).
+    rtol : relative accuracy asked of the certified accountant that chooses the coarsest grid
+        step ``d0``, and the relative width asked of every example's certified bracket
+        (examples wider than it are refined; see the module docstring).
+    grid_step : fix ``d0`` instead (skips that accountant run).
     progress : a progress bar on stderr: None (default) draws one for work still running after
         2 s when stderr is a terminal (see :mod:`tightdp.progress`), True always, False never.
         Diagnostics go to the ``"tightdp"`` logger at level INFO.
@@ -789,7 +809,7 @@ class IndividualPLDAccountant(NormHistory, Queries):
         # (d / eps)^2), then halved again for every example whose certified bracket is wider
         # than rtol
         rel = self._relative_size(cnt, used, t_max)
-        level = np.clip(np.floor(-np.log2(rel)), 0, MAX_LEVEL).astype(np.int64)
+        level = np.clip(np.floor(-np.log2(rel) - LEVEL_OFFSET), 0, MAX_LEVEL).astype(np.int64)
         up = np.full(idx_act.size, np.inf)
         lo = np.zeros(idx_act.size)
         steps_used = set()
@@ -856,7 +876,9 @@ def individual_epsilons(grad_norms, *, sampling_rate: float, noise_multiplier: f
     -------
     EpsilonResult : ``epsilon`` (= ``upper``) an array ``(N,)``, each a certified upper bound
         on the eps of that example's composition *given its norms* (the approximative
-        accountant of Sec. 5, not a fully adaptive guarantee; see the module docstring).
+        accountant of Sec. 5, not a fully adaptive guarantee; see the module docstring), and
+        ``lower`` the certified lower bounds (brackets within ``rtol`` unless
+        ``details["converged"]`` is False).
     """
     g = np.asarray(grad_norms)
     if g.ndim != 2:
