@@ -410,6 +410,22 @@ def test_brackets_within_rtol_against_pld_accountant(mixed_population):
     assert np.array_equal(r.epsilon, r.upper)
 
 
+def test_brackets_over_budget_stay_certified_and_say_so(mixed_population):
+    """A small memory budget forces coarser grids: brackets wider than rtol, still around the
+    reference, flagged (converged False, a note)."""
+    acc, _ = mixed_population
+    small = IndividualPLDAccountant(acc.sampling_rate, acc.noise_multiplier, 1.0, 4,
+                                    max_memory="4MB")
+    small.step_many(np.tile(np.array([[1.0], [0.4], [0.25], [0.15]]), acc.n_steps))
+    assert np.array_equal(small.counts, acc.counts[:4])
+    r = small.epsilon(DELTA)
+    assert not r.details["converged"] and r.details["loose"] > 0
+    assert "wider than rtol" in r.note
+    for i in range(4):
+        ref = _reference_bracket(acc, i)
+        assert r.lower[i] <= ref.lower and r.upper[i] >= ref.upper
+
+
 def _mp_subsampled_gaussian_eps(q: float, sigma: float, c: float, delta: float) -> float:
     """eps(delta) of one Poisson subsampled Gaussian (sensitivity c, noise sigma, rate q),
     the larger of the remove and add directions, from the hockey-stick divergence in closed

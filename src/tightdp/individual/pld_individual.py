@@ -818,17 +818,34 @@ class IndividualPLDAccountant(NormHistory, Queries):
         info.update({"grid_step": d0, "buckets": int(used.size)})
         bar = progress_bar(total=2 * idx_act.size, desc="per-example epsilon", unit="example",
                            enabled=self.progress)
+        capped = np.zeros(idx_act.size, dtype=bool)  # no finer grid fits the budget
         while True:
-            for lv in np.unique(level[loose]):
-                rows = np.nonzero(loose & (level == lv))[0]
-                d = d0 * 2.0 ** -float(lv)
+            for lv0 in np.unique(level[loose]):
+                rows = np.nonzero(loose & (level == lv0))[0]
+                lv, res = int(lv0), None
+                while res is None:
+                    d = d0 * 2.0 ** -float(lv)
+                    self._log(f"grid step {d:.3g}: {rows.size} examples, "
+                              f"{time.perf_counter() - t0:.1f} s")
+                    try:
+                        res = self._bracket(cnt[rows], used, d, delta, log_tail, info, bar)
+                    except BudgetExceeded:
+                        # a finer grid than this does not fit: keep the previous round's
+                        # bracket, or (first round) fall back to a coarser step
+                        if refinements > 0 or lv == 0:
+                            if refinements == 0:
+                                raise
+                            break
+                        lv -= 1
+                if res is None:
+                    capped[rows] = True
+                    continue
                 steps_used.add(d)
-                self._log(f"grid step {d:.3g}: {rows.size} examples, "
-                          f"{time.perf_counter() - t0:.1f} s")
-                lo_g, up_g = self._bracket(cnt[rows], used, d, delta, log_tail, info, bar)
-                up[rows] = np.minimum(up[rows], up_g)
-                lo[rows] = np.maximum(lo[rows], lo_g)
-            loose = ~(up - lo <= self.rtol * up)
+                level[rows] = lv
+                up[rows] = np.minimum(up[rows], res[1])
+                lo[rows] = np.maximum(lo[rows], res[0])
+            wide = ~(up - lo <= self.rtol * up)
+            loose = wide & ~capped
             if (not np.any(loose) or refinements >= MAX_REFINEMENTS
                     or deadline.passed(0.5)):
                 break
@@ -838,8 +855,8 @@ class IndividualPLDAccountant(NormHistory, Queries):
         upper[idx_act] = up
         lower[idx_act] = lo
         info.update({"grid_steps": sorted(steps_used, reverse=True),
-                     "refinements": refinements, "loose": int(loose.sum()),
-                     "converged": not np.any(loose)})
+                     "refinements": refinements, "loose": int(wide.sum()),
+                     "converged": not np.any(wide)})
         return self._result(lower, upper, delta, info, t0)
 
     def _result(self, lower: np.ndarray, upper: np.ndarray, delta: float, info: dict,
