@@ -61,13 +61,13 @@ steps). The discretization error of an example's eps grows like ``(d / eps_i)^2`
 step sized for the worst case is 1e-3 to 4e-3 loose for the small-eps examples (issue 17).
 Examples are therefore grouped by the CLT scale of their composition relative to the worst
 case (``mu_i / mu_worst``, Dong, Roth, Su 2022, Cor. 5.4; used only for the choice) and a
-group at level ``l`` gets ``d0 / 2^l`` (one level halving per halving of the scale, one level
-fewer overall); each group is discretized, transformed and windowed for its own buckets and
-counts. Examples whose certified bracket is still wider than ``rtol`` (relative to their upper
-bound) are evaluated again one level finer, at most ``MAX_REFINEMENTS`` times (and while half
-the time budget is left); ``details["loose"]`` counts those left wider, ``converged`` says
-whether there are none. Only the one-off discretizations and FFTs depend on ``d``; the cost
-per example does not.
+group at level ``l`` gets ``d0 / 2^l`` (one level per halving of the scale, ``LEVEL_OFFSET``
+levels fewer for every example); each group is discretized, transformed and windowed for its
+own buckets and counts. Examples whose certified bracket is still wider than ``rtol``
+(relative to their upper bound) are evaluated again one level finer, at most
+``MAX_REFINEMENTS`` times (and while half the time budget is left); ``details["loose"]``
+counts those left wider, ``converged`` says whether there are none. Only the one-off
+discretizations and FFTs depend on ``d``; the cost per example does not.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ TRUNC_FRACTION = 1e-5
 #: grid-step levels: an example at level ``l`` is discretized with step ``d0 / 2^l``
 MAX_LEVEL = 12
 #: levels saved on every example (the bracket check refines those that need it)
-LEVEL_OFFSET = 1.0
+LEVEL_OFFSET = 0.5
 #: rounds of halving the grid step of the examples whose bracket is still wider than rtol
 MAX_REFINEMENTS = 3
 
