@@ -798,10 +798,10 @@ class IndividualPLDAccountant(NormHistory, Queries):
         d0 = self._choose_step(t_max, delta, info)
         self._log(f"grid step {d0:.3g}, {used.size} buckets, T_max={t_max}")
         # each bucket is discretized on the loss range outside of which its tails hold at most
-        # 1e-10 delta / T_max: what lies above goes to +inf (charged in full to delta), what
+        # 1e-7 delta / T_max: what lies above goes to +inf (charged in full to delta), what
         # lies below moves up (upper pair) or is dropped (lower pair), both certified; it
-        # moves no eps by more than a 1e-10 relative change of delta does
-        log_tail = math.log(1e-10 * delta) - math.log(max(t_max, 1))
+        # moves no eps by more than a 1e-7 relative change of delta does
+        log_tail = math.log(1e-7 * delta) - math.log(max(t_max, 1))
         idx_act = np.nonzero(tot > 0)[0]
         cnt = counts[idx_act]
         # grid step per group of examples: halved for each halving of the CLT scale of the
