@@ -696,12 +696,15 @@ class IndividualPLDAccountant(NormHistory, Queries):
         return cache[j][direction]
 
     def _direction(self, direction: int, used: np.ndarray, d: float, t_max: int,
-                   log_tail: float, counts: np.ndarray | None = None, lower: bool = False
+                   log_tail: float, counts: np.ndarray | None = None, lower: bool = False,
+                   window_tail: float = LOG_WINDOW_TAIL
                    ) -> _Direction | tuple[_Direction, _Direction]:
         """Discretize and transform the buckets ``used`` (grid indices): connect-the-dots
         (upper), and with ``lower`` also the lowered chords of :func:`certified_pair` (a
         dominated pair, for the lower bound), returned as ``(upper, lower)``. ``counts``
-        (examples x ``used``) sizes the window for those examples only."""
+        (examples x ``used``) sizes the window for those examples only, leaving out at most
+        ``e^window_tail`` of their composed mass on each side (bounded and charged per
+        example)."""
         ups, lows = [], []
         for j in used:
             loss = self._loss(int(j), direction)
@@ -713,10 +716,10 @@ class IndividualPLDAccountant(NormHistory, Queries):
             else:
                 ups.append(connect_the_dots(loss, d, lo, hi).trimmed())
         share = (0.25 if lower else 0.5) * self.budget.max_memory
-        up_dir = _Direction(ups, t_max, d, LOG_WINDOW_TAIL, self.workers, share, counts)
+        up_dir = _Direction(ups, t_max, d, window_tail, self.workers, share, counts)
         if not lower:
             return up_dir
-        return up_dir, _Direction(lows, t_max, d, LOG_WINDOW_TAIL, self.workers, share, counts)
+        return up_dir, _Direction(lows, t_max, d, window_tail, self.workers, share, counts)
 
     def _relative_size(self, cnt: np.ndarray, used: np.ndarray, t_max: int) -> np.ndarray:
         """Per example ``mu_i / mu_worst`` in (0, 1], the CLT scale of its composition
@@ -743,8 +746,9 @@ class IndividualPLDAccountant(NormHistory, Queries):
         upper = np.zeros(c.shape[0])
         lower = np.zeros(c.shape[0])
         for direction in (0, 1):
+            # the window leaves out at most 1e-7 delta of each example's composition
             dr, dl = self._direction(direction, used[cols], d, t_max, log_tail, counts=c,
-                                     lower=True)
+                                     lower=True, window_tail=math.log(1e-7 * delta))
             key = f"fft_points_{direction}"
             info[key] = max(info.get(key, 0), dr.K, dl.K)
             extra = dr.extras(c)
