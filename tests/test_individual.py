@@ -415,7 +415,7 @@ def test_brackets_over_budget_stay_certified_and_say_so(mixed_population):
     reference, flagged (converged False, a note)."""
     acc, _ = mixed_population
     small = IndividualPLDAccountant(acc.sampling_rate, acc.noise_multiplier, 1.0, 4,
-                                    max_memory="4MB")
+                                    max_memory="1MB")
     small.step_many(np.tile(np.array([[1.0], [0.4], [0.25], [0.15]]), acc.n_steps))
     assert np.array_equal(small.counts, acc.counts[:4])
     r = small.epsilon(DELTA)
