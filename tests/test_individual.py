@@ -367,6 +367,113 @@ def test_single_step_is_finite_and_matches_accountant():
     assert e[1] == 0.0
 
 
+def _reference_bracket(acc: IndividualPLDAccountant, i: int):
+    """Certified bracket (PLDAccountant, rtol 1e-5) of example ``i``'s bucketed composition."""
+    ref = PLDAccountant(rtol=1e-5)
+    for j, k in enumerate(acc.counts[i, 1:]):
+        if k > 0:
+            ref.compose(PoissonSubsampled(Gaussian(acc.noise_multiplier, float(acc.grid[j])),
+                                          acc.sampling_rate), int(k))
+    return ref.epsilon(DELTA)
+
+
+@pytest.fixture(scope="module")
+def mixed_population():
+    """Full-norm examples beside small-norm ones (issue 17: the small-eps examples' upper bounds
+    were 1e-3 to 4e-3 loose with one grid step for all, e.g. 0.27314 for a truth in
+    [0.27214, 0.27214], 0.49607 for [0.49546, 0.49547])."""
+    q, sigma, steps = 0.01, 0.6, 1000
+    rng = np.random.default_rng(3)
+    norms = [1.0, 0.4, 0.25, 0.15]
+    acc = IndividualPLDAccountant(q, sigma, 1.0, len(norms) + 2)
+    mixed = rng.choice([0.1, 0.3, 1.5], size=steps, p=[0.6, 0.3, 0.1])
+    for t in range(steps):
+        acc.step(np.array(norms + [mixed[t], 0.0]))
+    return acc, acc.epsilon(DELTA)
+
+
+def test_brackets_within_rtol_against_pld_accountant(mixed_population):
+    acc, r = mixed_population
+    assert r.certified and r.lower is not None
+    assert r.details["converged"] and r.details["loose"] == 0
+    assert len(r.details["grid_steps"]) >= 2  # small-eps examples got a finer grid
+    for i in range(5):
+        ref = _reference_bracket(acc, i)
+        # certified on both sides ...
+        assert r.lower[i] <= ref.upper
+        assert r.upper[i] >= ref.lower
+        # ... and within 1e-3 relative (the bracket and the distance to the truth)
+        assert r.upper[i] - r.lower[i] <= 1e-3 * r.upper[i]
+        assert r.upper[i] <= ref.upper * (1 + 1e-3)
+        assert r.lower[i] >= ref.lower * (1 - 1e-3)
+    assert r.upper[5] == r.lower[5] == 0.0
+    assert np.array_equal(r.epsilon, r.upper)
+
+
+def test_brackets_over_budget_stay_certified_and_say_so(mixed_population):
+    """A small memory budget forces coarser grids: brackets wider than rtol, still around the
+    reference, flagged (converged False, a note)."""
+    acc, _ = mixed_population
+    small = IndividualPLDAccountant(acc.sampling_rate, acc.noise_multiplier, 1.0, 4,
+                                    max_memory="1MB")
+    small.step_many(np.tile(np.array([[1.0], [0.4], [0.25], [0.15]]), acc.n_steps))
+    assert np.array_equal(small.counts, acc.counts[:4])
+    r = small.epsilon(DELTA)
+    assert not r.details["converged"] and r.details["loose"] > 0
+    assert "wider than rtol" in r.note
+    for i in range(4):
+        ref = _reference_bracket(acc, i)
+        assert r.lower[i] <= ref.lower and r.upper[i] >= ref.upper
+
+
+def _mp_subsampled_gaussian_eps(q: float, sigma: float, c: float, delta: float) -> float:
+    """eps(delta) of one Poisson subsampled Gaussian (sensitivity c, noise sigma, rate q),
+    the larger of the remove and add directions, from the hockey-stick divergence in closed
+    form (the likelihood ratio is monotone in the output) in 40-digit arithmetic."""
+    mpmath.mp.dps = 40
+    q, s, c = mpmath.mpf(q), mpmath.mpf(sigma), mpmath.mpf(c)
+    phi = mpmath.ncdf
+
+    def remove(eps):  # P = (1-q) N(0) + q N(c), Q = N(0): region x > x*
+        x = s ** 2 / c * mpmath.log((mpmath.exp(eps) - 1 + q) / q) + c / 2
+        return ((1 - q) * phi(-x / s) + q * phi((c - x) / s)
+                - mpmath.exp(eps) * phi(-x / s)) - delta
+
+    def add(eps):  # P = N(0), Q = (1-q) N(0) + q N(c): region x < x'
+        r = mpmath.exp(-eps)
+        if r <= 1 - q:
+            return -delta
+        x = s ** 2 / c * mpmath.log((r - 1 + q) / q) + c / 2
+        return (phi(x / s) - mpmath.exp(eps) * ((1 - q) * phi(x / s) + q * phi((x - c) / s))
+                - delta)
+
+    out = []
+    for f in (remove, add):
+        if f(mpmath.mpf("1e-12")) <= 0:
+            out.append(0.0)
+            continue
+        lo, hi = mpmath.mpf("1e-12"), mpmath.mpf(1)
+        while f(hi) > 0:
+            hi *= 2
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if f(mid) > 0 else (lo, mid)
+        out.append(float(hi))
+    return max(out)
+
+
+def test_one_step_brackets_contain_exact_value():
+    """T = 1: every bracket holds the exact eps (mpmath) and is within 1e-3 relative."""
+    q, sigma = 0.2, 1.0
+    norms = np.array([[1.0], [0.3], [0.05]])
+    r = individual_epsilons(norms, sampling_rate=q, noise_multiplier=sigma, clip_norm=1.0,
+                            delta=DELTA)
+    for i, c in enumerate((1.0, 0.3, 0.05)):
+        exact = _mp_subsampled_gaussian_eps(q, sigma, c, DELTA)
+        assert r.lower[i] <= exact <= r.upper[i]
+        assert r.upper[i] - r.lower[i] <= 1e-3 * r.upper[i]
+
+
 # ----------------------------------------------------------------------------------------------
 # individual saddle-point accounting (an approximation; paper 002 with paper 000's buckets)
 # ----------------------------------------------------------------------------------------------

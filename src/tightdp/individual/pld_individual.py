@@ -1,7 +1,7 @@
 """Individual epsilon for DP-SGD from gradient-norm histories, with the PLD engine.
 
-Paper 000 (Koskela, Tobaben, Honkela, "Individual Privacy Accounting with Gaussian
-Differential Privacy"), Sec. 5 and App. D.
+Koskela, Tobaben, Honkela, "Individual Privacy Accounting with Gaussian Differential
+Privacy", ICLR 2023, Sec. 5 and App. D.
 
 What is computed
 ----------------
@@ -48,11 +48,26 @@ added to every delta, which is why targets below 1e-9 are refused):
    ``delta = A - e^eps B`` on the bracketing interval. The returned eps is
    one at which the certified bound on delta is at most the target.
 
-The grid step ``d`` is half the one the certified :class:`~tightdp.PLDAccountant` needs to
+7. A certified *lower* bound per example comes from the lowered-chords pair of
+   :func:`~tightdp.pld.discretize.certified_pair` (a dominated pair, discretized from the same
+   evaluation of the loss's CDFs), evaluated the same way with every allowance taken against
+   it (truncation ``-2 tau``, folded mass subtracted, mass at ``+inf`` counted): the largest
+   grid point where that lower bound on delta still exceeds the target, then the closed form
+   on the next interval. Each example gets a certified bracket ``[lower, upper]``.
+
+Grid steps. ``d0`` is half the step the certified :class:`~tightdp.PLDAccountant` needs to
 reach ``rtol`` for the worst-case example (every norm at least ``C`` for the largest number of
-steps); examples with smaller norms are discretized on the same grid (their relative
-discretization error is larger, hence the factor; the cost per example does not depend on
-``d``, only the one-off discretizations and FFTs do).
+steps). The discretization error of an example's eps grows like ``(d / eps_i)^2``, so one
+step sized for the worst case is 1e-3 to 4e-3 loose for the small-eps examples (issue 17).
+Examples are therefore grouped by the CLT scale of their composition relative to the worst
+case (``mu_i / mu_worst``, Dong, Roth, Su 2022, Cor. 5.4; used only for the choice) and a
+group at level ``l`` gets ``d0 / 2^l`` (one level per halving of the scale, ``LEVEL_OFFSET``
+levels fewer for every example); each group is discretized, transformed and windowed for its
+own buckets and counts. Examples whose certified bracket is still wider than ``rtol``
+(relative to their upper bound) are evaluated again one level finer, at most
+``MAX_REFINEMENTS`` times (and while half the time budget is left); ``details["loose"]``
+counts those left wider, ``converged`` says whether there are none. Only the one-off
+discretizations and FFTs depend on ``d``; the cost per example does not.
 """
 
 from __future__ import annotations
@@ -73,10 +88,10 @@ from ..losses import LocationMixtureLoss
 from ..mechanisms.basic import Gaussian
 from ..mechanisms.subsampling import PoissonSubsampled
 from ..pld.compose import MAX_POINTS
-from ..pld.discretize import connect_the_dots, loss_range
+from ..pld.discretize import certified_pair, connect_the_dots, loss_range
 from ..pld.grid import DiscretePLD
 from ..progress import logger, progress_bar
-from ..results import EpsilonResult
+from ..results import EpsilonResult, check_bracket
 
 __all__ = ["IndividualPLDAccountant", "NormHistory", "individual_epsilons",
            "sensitivity_grid"]
@@ -88,6 +103,12 @@ MIN_DELTA = 1e-9
 LOG_WINDOW_TAIL = math.log(1e-22)
 #: frequencies are dropped while their certified contribution is below this fraction of delta
 TRUNC_FRACTION = 1e-5
+#: grid-step levels: an example at level ``l`` is discretized with step ``d0 / 2^l``
+MAX_LEVEL = 12
+#: levels saved on every example (the bracket check refines those that need it)
+LEVEL_OFFSET = 0.5
+#: rounds of halving the grid step of the examples whose bracket is still wider than rtol
+MAX_REFINEMENTS = 3
 
 
 def sensitivity_grid(n_buckets: int) -> np.ndarray:
@@ -135,7 +156,8 @@ class _Direction:
     """Precomputed transforms of the bucket PLDs for one direction of the pair."""
 
     def __init__(self, plds: list[DiscretePLD], t_max: int, d: float, log_tail: float,
-                 workers: int | None, max_bytes: float = math.inf):
+                 workers: int | None, max_bytes: float = math.inf,
+                 counts: np.ndarray | None = None):
         self.d = d
         # Chernoff exponents of the bucket laws (window placement and the mass outside it)
         ts = np.geomspace(2e-2, 40.0, 12)
@@ -149,19 +171,31 @@ class _Direction:
         self.shift = np.array([p.shift for p in plds])
         self.ymin = np.array([float(p.ys[0]) for p in plds])  # support of each bucket law
         self.ymax = np.array([float(p.ys[-1]) for p in plds])
-        lo, hi = 0.0, d
-        for j, p in enumerate(plds):
-            ys = p.ys
-            a_hi = float(np.min((t_max * self.logm_pos[j] - log_tail) / ts))
-            a_lo = float(np.max((t_max * self.logm_neg[j] - log_tail) / -ts))
-            a_hi = min(a_hi, t_max * float(ys[-1]))
-            a_lo = max(a_lo, t_max * float(ys[0]))
-            lo, hi = min(lo, a_lo), max(hi, a_hi)
-        # composed law of an example: loss = S + index * d with S = sum_j n_j shift_j
-        s_min = t_max * min(float(self.shift.min()), 0.0)
-        s_max = t_max * max(float(self.shift.max()), 0.0)
-        i_lo = int(math.floor((lo - s_max) / d)) - 1
-        i_hi = int(math.ceil((hi - s_min) / d)) + 1
+        if counts is None:
+            lo, hi = 0.0, d
+            for j, p in enumerate(plds):
+                ys = p.ys
+                a_hi = float(np.min((t_max * self.logm_pos[j] - log_tail) / ts))
+                a_lo = float(np.max((t_max * self.logm_neg[j] - log_tail) / -ts))
+                a_hi = min(a_hi, t_max * float(ys[-1]))
+                a_lo = max(a_lo, t_max * float(ys[0]))
+                lo, hi = min(lo, a_lo), max(hi, a_hi)
+            # composed law of an example: loss = S + index * d with S = sum_j n_j shift_j
+            s_min = t_max * min(float(self.shift.min()), 0.0)
+            s_max = t_max * max(float(self.shift.max()), 0.0)
+            i_lo = int(math.floor((lo - s_max) / d)) - 1
+            i_hi = int(math.ceil((hi - s_min) / d)) + 1
+        else:
+            # the same Chernoff windows for the actual composition of each example (rows of
+            # ``counts``), united in grid-index coordinates: narrower when the examples'
+            # buckets differ (only accuracy depends on it, see ``extras``)
+            a_hi = np.min((counts @ self.logm_pos - log_tail) / ts, axis=1)
+            a_lo = np.max((counts @ self.logm_neg - log_tail) / -ts, axis=1)
+            a_hi = np.maximum(np.minimum(a_hi, counts @ self.ymax), d)
+            a_lo = np.minimum(np.maximum(a_lo, counts @ self.ymin), 0.0)
+            s_ex = counts @ self.shift
+            i_lo = int(math.floor(float(np.min((a_lo - s_ex) / d)))) - 1
+            i_hi = int(math.ceil(float(np.max((a_hi - s_ex) / d)))) + 1
         n = i_hi - i_lo + 1
         if n > MAX_POINTS:
             raise BudgetExceeded(f"rtol: the window needs {n} grid points (> {MAX_POINTS}); "
@@ -178,20 +212,16 @@ class _Direction:
         self.K, self.i_lo = K, i_lo
         kh = K // 2 + 1
         B = len(plds)
-        self.log_abs = np.empty((B, kh))
-        self.phase = np.empty((B, kh))
+        # spectra of the bucket laws; log-modulus and phase are taken on demand for the first
+        # frequencies only (:meth:`spectra`), the per-example cut-offs keeping few of them
+        self.spec = np.empty((B, kh), dtype=complex)
+        self._log_abs = self._phase = np.empty((B, 0))
         self.mass = np.empty(B)
         self.inf = np.empty(B)
-        absF = np.empty((B, kh))
         for j, p in enumerate(plds):
-            buf = np.zeros(K)
             idx = (p.offset + np.arange(p.probs.size)) % K
-            np.add.at(buf, idx, p.probs)
-            F = sfft.rfft(buf, workers=workers)
-            a = np.abs(F)
-            absF[j] = a
-            self.log_abs[j] = np.log(np.maximum(a, 1e-300))
-            self.phase[j] = np.angle(F)
+            buf = np.bincount(idx, weights=p.probs, minlength=K)
+            self.spec[j] = sfft.rfft(buf, workers=workers)
             self.mass[j] = float(p.probs.sum())
             self.inf[j] = float(p.inf_mass)
         # window rotation: window position m holds absolute grid index i_lo + m
@@ -211,8 +241,10 @@ class _Direction:
                                            np.round(np.geomspace(32, kh, 64)).astype(int)]))
         starts = starts[starts < kh]
         self.starts = starts
-        env = np.maximum.accumulate(absF[:, ::-1], axis=1)[:, ::-1]
-        self.log_env = np.log(np.maximum(env[:, starts], 1e-300))  # (B, nb)
+        # envelope max_{k' >= starts[b]} |F_j(k')|: maxima per block, then from the right
+        block_max = np.maximum.reduceat(np.abs(self.spec), starts, axis=1)
+        env = np.maximum.accumulate(block_max[:, ::-1], axis=1)[:, ::-1]
+        self.log_env = np.log(np.maximum(env, 1e-300))  # (B, nb)
         ends = np.append(starts[1:], kh)
         self.block_w = np.array([tw[s:e].sum() for s, e in zip(starts, ends, strict=True)])
         # closed-form Fourier weights
@@ -234,6 +266,12 @@ class _Direction:
     # --- per-example quantities --------------------------------------------------------------
     def extras(self, counts: np.ndarray) -> np.ndarray:
         """inf mass + Chernoff bounds on the mass above and below the window."""
+        inf_mass, outside = self.extras_split(counts)
+        return inf_mass + outside
+
+    def extras_split(self, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The composed mass at ``+inf`` and a Chernoff bound on the finite mass outside
+        the window (what the circular convolution may fold into it), per example."""
         log_fin = counts @ np.log1p(-np.minimum(self.inf, 1.0 - 1e-16))
         inf_mass = -np.expm1(log_fin)
         s = (counts @ self.shift)[:, None]
@@ -244,7 +282,7 @@ class _Direction:
         # no mass at all outside the window when the composed support fits in it
         up = np.where(counts @ self.ymax < top[:, 0], -np.inf, up)
         lo = np.where(counts @ self.ymin > bot[:, 0], -np.inf, lo)
-        return inf_mass + np.exp(np.minimum(up, 0.0)) + np.exp(np.minimum(lo, 0.0))
+        return inf_mass, np.exp(np.minimum(up, 0.0)) + np.exp(np.minimum(lo, 0.0))
 
     def cutoffs(self, counts: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray]:
         """Per example: number of frequencies kept (0..kk-1) and the certified bound tau on
@@ -253,17 +291,27 @@ class _Direction:
         contrib = np.exp(np.minimum(le, 0.0)) * self.block_w
         tail = np.cumsum(contrib[:, ::-1], axis=1)[:, ::-1]  # tail[:, b] = sum_{b' >= b}
         ok = tail <= tol
-        kh = self.log_abs.shape[1]
+        kh = self.spec.shape[1]
         has = ok.any(axis=1)
         first = np.where(has, np.argmax(ok, axis=1), 0)
         kk = np.where(has, self.starts[first], kh)
         tau = np.where(has, tail[np.arange(tail.shape[0]), first], 0.0)
         return kk, tau
 
+    def spectra(self, kk: int) -> tuple[np.ndarray, np.ndarray]:
+        """``log |F_j(k)|`` and ``arg F_j(k)`` of the bucket laws for ``k < kk``."""
+        if self._log_abs.shape[1] < kk:
+            n = min(self.spec.shape[1], max(kk, 2 * self._log_abs.shape[1]))
+            f = self.spec[:, :n]
+            self._log_abs = np.log(np.maximum(np.abs(f), 1e-300))
+            self._phase = np.angle(f)
+        return self._log_abs[:, :kk], self._phase[:, :kk]
+
     def transform(self, counts: np.ndarray, kk: int) -> np.ndarray:
         """``P_k`` of the composed law in window coordinates for ``k < kk``."""
-        lr = counts @ self.log_abs[:, :kk]
-        li = counts @ self.phase[:, :kk] + self.win_phase[:kk]
+        log_abs, phase = self.spectra(kk)
+        lr = counts @ log_abs
+        li = counts @ phase + self.win_phase[:kk]
         return np.exp(lr) * (np.cos(li) + 1j * np.sin(li))
 
 
@@ -360,13 +408,80 @@ class Evaluator:
         extra = self.extra if rows is None else self.extra[rows]
         return self.hinge(m, rows) + 2.0 * tau + extra
 
-    def epsilon(self, delta: float) -> np.ndarray:
+    def first_nonnegative(self) -> np.ndarray:
+        """Per example the first window position ``m0`` with ``y >= 0`` (``y_{m0-1} < 0``)."""
+        m0 = np.ceil(-self.s / self.d - self.dr.i_lo).astype(np.int64)
+        m0 = np.where(self.y(m0) < 0, m0 + 1, m0)
+        return np.where(self.y(m0 - 1) >= 0, m0 - 1, m0)
+
+    def epsilon_lower(self, delta: float, start: np.ndarray, credit: np.ndarray) -> np.ndarray:
+        """Certified lower bound on each example's eps at ``delta``, this evaluator holding the
+        transforms of a *dominated* pair (lowered chords, :func:`certified_pair`).
+
+        ``credit`` is what is added to the truncated Plancherel hinge to get a lower bound on
+        the composed delta: the mass at ``+inf`` minus the Chernoff bound on the mass folded
+        into the window (each folded atom adds at most its mass, its weight being in
+        ``[0, 1]``) minus the rounding allowance; the truncation costs ``2 tau``. Where that
+        lower bound exceeds ``delta`` at ``y_m``, the true eps exceeds ``y_m`` (delta is
+        non-increasing in eps, and the dominated pair's curve is below the true one). The
+        search starts at the grid point below ``start`` (the upper bound), walks down in
+        doubling steps to a point above ``delta``, bisects, and solves the closed form
+        ``A - e^eps B`` (each term with its ``2 tau`` allowance taken against us) on the last
+        interval."""
         K, d = self.K, self.d
         n = self.p0.size
-        # m0: first window position with y >= 0 (y_{m0 - 1} < 0)
-        m0 = np.ceil(-self.s / d - self.dr.i_lo).astype(np.int64)
-        m0 = np.where(self.y(m0) < 0, m0 + 1, m0)
-        m0 = np.where(self.y(m0 - 1) >= 0, m0 - 1, m0)
+        m0 = self.first_nonnegative()
+        fin = np.isfinite(start)
+        pos = np.floor((np.where(fin, start, 0.0) - self.s) / d - self.dr.i_lo)
+        m = np.clip(np.where(fin, pos, K - 2), m0, K - 2).astype(np.int64)
+
+        def above(mm: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            val = self.hinge(mm, rows) - 2.0 * self.tau[rows] + credit[rows]
+            return val > delta
+
+        lo = np.full(n, -1, dtype=np.int64)  # a position known above delta (-1: none yet)
+        hi = m + 1  # a position not known above delta
+        cand = m.copy()
+        step = np.ones(n, dtype=np.int64)
+        run = np.ones(n, dtype=bool)
+        while np.any(run):
+            rows = np.nonzero(run)[0]
+            ok = above(cand[rows], rows)
+            lo[rows[ok]] = cand[rows[ok]]
+            fail = rows[~ok]
+            hi[fail] = cand[fail]
+            stop = fail[cand[fail] <= m0[fail]]  # nothing above delta at y >= 0
+            run[rows[ok]] = False
+            run[stop] = False
+            step[fail] *= 2
+            cand[fail] = np.maximum(hi[fail] - step[fail], m0[fail])
+        while True:
+            rows = np.nonzero((lo >= 0) & (hi - lo > 1))[0]
+            if rows.size == 0:
+                break
+            mid = (lo[rows] + hi[rows]) // 2
+            ok = above(mid, rows)
+            lo[rows[ok]] = mid[ok]
+            hi[rows[~ok]] = mid[~ok]
+        out = np.zeros(n)
+        rows = np.nonzero(lo >= 0)[0]
+        if rows.size:
+            m1 = lo[rows] + 1
+            a, eb = self.ab(m1, rows)
+            y1 = self.s[rows] + (self.dr.i_lo + m1) * d
+            y0 = y1 - d
+            num = a - 2.0 * self.tau[rows] + credit[rows] - delta
+            den = eb + 2.0 * self.tau[rows]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                sol = y1 + np.log(num / den)
+            sol = np.where(num <= 0, y0, np.where(den <= 0, y1, sol))
+            out[rows] = np.maximum(np.clip(sol, y0, y1), 0.0)
+        return out
+
+    def epsilon(self, delta: float) -> np.ndarray:
+        K = self.K
+        n = self.p0.size
+        m0 = self.first_nonnegative()
         out = np.full(n, np.inf)
         d0 = self.delta_upper_at(m0)
         top = np.full(n, K - 1)
@@ -511,7 +626,8 @@ class IndividualPLDAccountant(NormHistory, Queries):
 
     Feed the per-example gradient norms of each step with :meth:`step` (only the bucket counts
     are stored: ``N x B`` integers, see :class:`NormHistory`), then ask :meth:`epsilon`
-    (a :class:`~tightdp.EpsilonResult` holding one eps per example; an array of deltas gives
+    (a :class:`~tightdp.EpsilonResult` holding one eps per example, with its certified lower
+    bound in ``lower``; an array of deltas gives
     arrays of shape ``delta.shape + (N,)``). ``delta(epsilon)`` is not offered.
 
     Parameters
@@ -522,8 +638,10 @@ class IndividualPLDAccountant(NormHistory, Queries):
     n_examples : ``N >= 1``.
     n_buckets : size of the uniform sensitivity grid (App. D.2); each ratio ``min(g, C)/C`` is
         rounded up by less than ``1 / n_buckets``.
-    rtol : relative accuracy asked of the certified accountant that chooses the grid step.
-    grid_step : fix the PLD grid step instead (skips that accountant run).
+    rtol : relative accuracy asked of the certified accountant that chooses the coarsest grid
+        step ``d0``, and the relative width asked of every example's certified bracket
+        (examples wider than it are refined; see the module docstring).
+    grid_step : fix ``d0`` instead (skips that accountant run).
     progress : a progress bar on stderr: None (default) draws one for work still running after
         2 s when stderr is a terminal (see :mod:`tightdp.progress`), True always, False never.
         Diagnostics go to the ``"tightdp"`` logger at level INFO.
@@ -568,78 +686,195 @@ class IndividualPLDAccountant(NormHistory, Queries):
         # discretization error at a given step; the per-example cost does not depend on it
         return 0.5 * float(step)
 
-    def _direction(self, direction: int, used: np.ndarray, d: float, t_max: int,
-                   log_tail: float) -> _Direction:
-        """Discretize (connect-the-dots) and transform the buckets ``used`` (grid indices)."""
-        plds = []
-        for j in used:
+    def _loss(self, j: int, direction: int):
+        """Privacy loss of bucket ``j`` (remove: 0, add: 1), built once per accountant."""
+        cache = self.__dict__.setdefault("_loss_cache", {})
+        if j not in cache:
             mech = PoissonSubsampled(Gaussian(self.noise_multiplier, float(self.grid[j])),
                                      self.sampling_rate)
-            loss = mech.privacy_losses()[direction]
+            cache[j] = mech.privacy_losses()
+        return cache[j][direction]
+
+    def _direction(self, direction: int, used: np.ndarray, d: float, t_max: int,
+                   log_tail: float, counts: np.ndarray | None = None, lower: bool = False,
+                   window_tail: float = LOG_WINDOW_TAIL
+                   ) -> _Direction | tuple[_Direction, _Direction]:
+        """Discretize and transform the buckets ``used`` (grid indices): connect-the-dots
+        (upper), and with ``lower`` also the lowered chords of :func:`certified_pair` (a
+        dominated pair, for the lower bound), returned as ``(upper, lower)``. ``counts``
+        (examples x ``used``) sizes the window for those examples only, leaving out at most
+        ``e^window_tail`` of their composed mass on each side (bounded and charged per
+        example)."""
+        ups, lows = [], []
+        for j in used:
+            loss = self._loss(int(j), direction)
             lo, hi = _loss_range(loss, log_tail)
-            plds.append(connect_the_dots(loss, d, lo, hi).trimmed())
-        return _Direction(plds, t_max, d, LOG_WINDOW_TAIL, self.workers,
-                          0.5 * self.budget.max_memory)
+            if lower:
+                up, low = certified_pair(loss, d, lo, hi)
+                ups.append(up.trimmed())
+                lows.append(low.trimmed())
+            else:
+                ups.append(connect_the_dots(loss, d, lo, hi).trimmed())
+        share = (0.25 if lower else 0.5) * self.budget.max_memory
+        up_dir = _Direction(ups, t_max, d, window_tail, self.workers, share, counts)
+        if not lower:
+            return up_dir
+        return up_dir, _Direction(lows, t_max, d, window_tail, self.workers, share, counts)
+
+    def _relative_size(self, cnt: np.ndarray, used: np.ndarray, t_max: int) -> np.ndarray:
+        """Per example ``mu_i / mu_worst`` in (0, 1], the CLT scale of its composition
+        (``mu^2 = q^2 sum_t (e^{c_t^2 / sigma^2} - 1)``; Dong, Roth, Su, "Gaussian
+        differential privacy", 2022, Thm. 5.2 / Cor. 5.4) relative to the worst case (every
+        step at full sensitivity). Only used to choose grid steps: the certified bracket of
+        every example is checked afterwards."""
+        x = np.minimum((self.grid[used] / self.noise_multiplier) ** 2, 700.0)
+        x_w = min(1.0 / self.noise_multiplier ** 2, 700.0)
+        with np.errstate(divide="ignore"):
+            log_i = np.log(np.maximum(cnt @ np.expm1(x), 1e-300))
+        log_w = math.log(t_max) + math.log(math.expm1(x_w))
+        return np.clip(np.exp(0.5 * (log_i - log_w)), 1e-300, 1.0)
+
+    def _bracket(self, cnt: np.ndarray, used: np.ndarray, d: float, delta: float,
+                 log_tail: float, info: dict, bar) -> tuple[np.ndarray, np.ndarray]:
+        """Certified ``(lower, upper)`` eps of the examples ``cnt`` (their counts on the
+        buckets ``used``) on the grid step ``d``: both directions, the larger of each."""
+        cols = np.nonzero(cnt.sum(axis=0) > 0)[0]
+        c = cnt[:, cols]
+        t_max = int(c.sum(axis=1).max())
+        tol = TRUNC_FRACTION * delta
+        round_allow = 64 * MACHINE_EPSILON * (1.0 + c.sum(axis=1))
+        upper = np.zeros(c.shape[0])
+        lower = np.zeros(c.shape[0])
+        for direction in (0, 1):
+            # the window leaves out at most 1e-7 delta of each example's composition
+            dr, dl = self._direction(direction, used[cols], d, t_max, log_tail, counts=c,
+                                     lower=True, window_tail=math.log(1e-7 * delta))
+            key = f"fft_points_{direction}"
+            info[key] = max(info.get(key, 0), dr.K, dl.K)
+            extra = dr.extras(c)
+            kk, tau = dr.cutoffs(c, tol)
+            inf_low, out_low = dl.extras_split(c)
+            kl, tau_l = dl.cutoffs(c, tol)
+            key = f"max_frequencies_{direction}"
+            info[key] = max(info.get(key, 0), int(kk.max()), int(kl.max()))
+            order = np.argsort(kk, kind="stable")
+            # a chunk's evaluator holds about six (chunk, frequencies) complex arrays: at most
+            # a quarter of the memory budget
+            cs = max(1, min(self.chunk_size, int(0.25 * self.budget.max_memory
+                                                 / (96.0 * max(int(kk.max()),
+                                                               int(kl.max()), 1)))))
+            for s in range(0, order.size, cs):
+                sel = order[s:s + cs]
+                k_up, k_lo = int(kk[sel].max()), int(kl[sel].max())
+                ev = Evaluator(dr, c[sel], k_up, tau[sel],
+                               extra[sel] + round_allow[sel] * (1.0 + math.log(k_up)))
+                eps_up = ev.epsilon(delta)
+                del ev
+                ev = Evaluator(dl, c[sel], k_lo, tau_l[sel], np.zeros(sel.size))
+                credit = (inf_low[sel] - out_low[sel]
+                          - round_allow[sel] * (1.0 + math.log(k_lo)))
+                eps_lo = ev.epsilon_lower(delta, eps_up, credit)
+                del ev
+                upper[sel] = np.maximum(upper[sel], eps_up)
+                lower[sel] = np.maximum(lower[sel], eps_lo)
+                bar.update(sel.size)
+        return lower, upper
 
     def _epsilon_of(self, delta: float) -> EpsilonResult:
         """Per-example eps at ``delta`` (``epsilon`` of shape ``(N,)``): a certified upper bound
-        on the eps of each example's composition given its norms (see the module docstring)."""
+        on the eps of each example's composition given its norms, with a certified lower bound
+        (see the module docstring)."""
         if delta < MIN_DELTA:
             raise ValueError(f"delta must be in [{MIN_DELTA}, 1) for the individual accountant "
                              f"(its rounding allowance is ~1e-10), got {delta!r}")
         t0 = time.perf_counter()
+        deadline = self.budget.deadline()
         counts_all = self.counts[:, 1:]
         used = np.nonzero(counts_all.sum(axis=0) > 0)[0]
-        out = np.zeros(self.n_examples)
+        upper = np.zeros(self.n_examples)
+        lower = np.zeros(self.n_examples)
         info: dict = {}
         if used.size == 0:
-            return self._result(out, delta, info, t0)
+            return self._result(lower, upper, delta, info, t0)
         counts = counts_all[:, used].astype(float)
         tot = counts.sum(axis=1)
         t_max = int(tot.max())
-        d = self._choose_step(t_max, delta, info)
-        self._log(f"grid step {d:.3g}, {used.size} buckets, T_max={t_max}")
-        log_tail = math.log(1e-40) - math.log(max(t_max, 1))
-        active = tot > 0
-        idx_act = np.nonzero(active)[0]
+        d0 = self._choose_step(t_max, delta, info)
+        self._log(f"grid step {d0:.3g}, {used.size} buckets, T_max={t_max}")
+        # each bucket is discretized on the loss range outside of which its tails hold at most
+        # 1e-7 delta / T_max: what lies above goes to +inf (charged in full to delta), what
+        # lies below moves up (upper pair) or is dropped (lower pair), both certified; it
+        # moves no eps by more than a 1e-7 relative change of delta does
+        log_tail = math.log(1e-7 * delta) - math.log(max(t_max, 1))
+        idx_act = np.nonzero(tot > 0)[0]
         cnt = counts[idx_act]
-        round_allow = 64 * MACHINE_EPSILON * (1.0 + cnt.sum(axis=1))
-        tol = TRUNC_FRACTION * delta
-        info.update({"grid_step": d, "buckets": int(used.size)})
+        # grid step per group of examples: halved for each halving of the CLT scale of the
+        # composition below the worst case's (the discretization error of eps grows like
+        # (d / eps)^2), then halved again for every example whose certified bracket is wider
+        # than rtol
+        rel = self._relative_size(cnt, used, t_max)
+        level = np.clip(np.floor(-np.log2(rel) - LEVEL_OFFSET), 0, MAX_LEVEL).astype(np.int64)
+        up = np.full(idx_act.size, np.inf)
+        lo = np.zeros(idx_act.size)
+        steps_used = set()
+        loose = np.ones(idx_act.size, dtype=bool)
+        refinements = 0
+        info.update({"grid_step": d0, "buckets": int(used.size)})
         bar = progress_bar(total=2 * idx_act.size, desc="per-example epsilon", unit="example",
                            enabled=self.progress)
-        for direction in (0, 1):
-            dr = self._direction(direction, used, d, t_max, log_tail)
-            info[f"fft_points_{direction}"] = dr.K
-            self._log(f"direction {direction}: window of {dr.K} points, "
-                      f"{time.perf_counter() - t0:.1f} s")
-            extra = dr.extras(cnt)
-            kk, tau = dr.cutoffs(cnt, tol)
-            order = np.argsort(kk, kind="stable")
-            eps_dir = np.empty(idx_act.size)
-            info[f"max_frequencies_{direction}"] = int(kk.max())
-            info[f"median_frequencies_{direction}"] = int(np.median(kk))
-            # a chunk's evaluator holds about six (chunk, frequencies) complex arrays: at most
-            # a quarter of the memory budget
-            cs = max(1, min(self.chunk_size, int(0.25 * self.budget.max_memory
-                                                 / (96.0 * max(int(kk.max()), 1)))))
-            for s in range(0, order.size, cs):
-                sel = order[s:s + cs]
-                ev = Evaluator(dr, cnt[sel], int(kk[sel].max()), tau[sel],
-                                extra[sel] + round_allow[sel] * (1.0 + math.log(kk[sel].max())))
-                eps_dir[sel] = ev.epsilon(delta)
-                bar.update(sel.size)
-            out[idx_act] = np.maximum(out[idx_act], eps_dir)
+        capped = np.zeros(idx_act.size, dtype=bool)  # no finer grid fits the budget
+        while True:
+            for lv0 in np.unique(level[loose]):
+                rows = np.nonzero(loose & (level == lv0))[0]
+                lv, res = int(lv0), None
+                while res is None:
+                    d = d0 * 2.0 ** -float(lv)
+                    self._log(f"grid step {d:.3g}: {rows.size} examples, "
+                              f"{time.perf_counter() - t0:.1f} s")
+                    try:
+                        res = self._bracket(cnt[rows], used, d, delta, log_tail, info, bar)
+                    except BudgetExceeded:
+                        # a finer grid than this does not fit: keep the previous round's
+                        # bracket, or (first round) fall back to a coarser step
+                        if refinements > 0 or lv == 0:
+                            if refinements == 0:
+                                raise
+                            break
+                        lv -= 1
+                if res is None:
+                    capped[rows] = True
+                    continue
+                steps_used.add(d)
+                level[rows] = lv
+                up[rows] = np.minimum(up[rows], res[1])
+                lo[rows] = np.maximum(lo[rows], res[0])
+            wide = ~(up - lo <= self.rtol * up)
+            loose = wide & ~capped
+            if (not np.any(loose) or refinements >= MAX_REFINEMENTS
+                    or deadline.passed(0.5)):
+                break
+            refinements += 1
+            level[loose] += 1
         bar.close()
-        return self._result(out, delta, info, t0)
+        upper[idx_act] = up
+        lower[idx_act] = lo
+        info.update({"grid_steps": sorted(steps_used, reverse=True),
+                     "refinements": refinements, "loose": int(wide.sum()),
+                     "converged": not np.any(wide)})
+        return self._result(lower, upper, delta, info, t0)
 
-    def _result(self, eps: np.ndarray, delta: float, info: dict, t0: float) -> EpsilonResult:
+    def _result(self, lower: np.ndarray, upper: np.ndarray, delta: float, info: dict,
+                t0: float) -> EpsilonResult:
         info["seconds"] = time.perf_counter() - t0
-        return EpsilonResult(eps, delta, None, eps, self.name, True, estimate=eps,
-                             note="per example: certified upper bound on the eps of its "
-                                  "composition given its recorded gradient norms (not a fully "
-                                  "adaptive guarantee: see IndividualGDPFilter)",
-                             details=info)
+        check_bracket(lower, upper, "per-example eps", self.name)
+        note = ("per example: certified bracket [lower, upper] of the eps of its composition "
+                "given its recorded gradient norms (not a fully adaptive guarantee: see "
+                "IndividualGDPFilter)")
+        if not info.get("converged", True):
+            note += (f"; {info['loose']} brackets wider than rtol={self.rtol:g} (refinement "
+                     "stopped by its limit or the time budget)")
+        return EpsilonResult(upper, delta, lower, upper, self.name, True, estimate=upper,
+                             note=note, details=info)
 
 
 def individual_epsilons(grad_norms, *, sampling_rate: float, noise_multiplier: float,
@@ -662,7 +897,9 @@ def individual_epsilons(grad_norms, *, sampling_rate: float, noise_multiplier: f
     -------
     EpsilonResult : ``epsilon`` (= ``upper``) an array ``(N,)``, each a certified upper bound
         on the eps of that example's composition *given its norms* (the approximative
-        accountant of Sec. 5, not a fully adaptive guarantee; see the module docstring).
+        accountant of Sec. 5, not a fully adaptive guarantee; see the module docstring), and
+        ``lower`` the certified lower bounds (brackets within ``rtol`` unless
+        ``details["converged"]`` is False).
     """
     g = np.asarray(grad_norms)
     if g.ndim != 2:
