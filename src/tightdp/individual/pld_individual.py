@@ -53,7 +53,11 @@ added to every delta, which is why targets below 1e-9 are refused):
    evaluation of the loss's CDFs), evaluated the same way with every allowance taken against
    it (truncation ``-2 tau``, folded mass subtracted, mass at ``+inf`` counted): the largest
    grid point where that lower bound on delta still exceeds the target, then the closed form
-   on the next interval. Each example gets a certified bracket ``[lower, upper]``.
+   on the next interval. Each example gets a certified bracket ``[lower, upper]`` of its
+   composition *as recorded* (norm ratios rounded up to the grid). ``upper`` bounds the eps at
+   the exact norms too (rounding up only adds loss); ``lower`` does not: at the exact norms
+   the eps can be smaller by the bucketing error (about one bucket, ``1 / n_buckets``, of
+   sensitivity per step).
 
 Grid steps. ``d0`` is half the step the certified :class:`~tightdp.PLDAccountant` needs to
 reach ``rtol`` for the worst-case example (every norm at least ``C`` for the largest number of
@@ -627,7 +631,10 @@ class IndividualPLDAccountant(NormHistory, Queries):
     Feed the per-example gradient norms of each step with :meth:`step` (only the bucket counts
     are stored: ``N x B`` integers, see :class:`NormHistory`), then ask :meth:`epsilon`
     (a :class:`~tightdp.EpsilonResult` holding one eps per example, with its certified lower
-    bound in ``lower``; an array of deltas gives
+    bound in ``lower``; both bound the composition *as recorded*, each norm ratio rounded up
+    to the bucket grid: ``upper`` is also an upper bound at the exact norms, ``lower`` is not
+    a lower bound at the exact norms, which can be smaller by the bucketing; an array of deltas
+    gives
     arrays of shape ``delta.shape + (N,)``). ``delta(epsilon)`` is not offered.
 
     Parameters
@@ -868,8 +875,10 @@ class IndividualPLDAccountant(NormHistory, Queries):
         info["seconds"] = time.perf_counter() - t0
         check_bracket(lower, upper, "per-example eps", self.name)
         note = ("per example: certified bracket [lower, upper] of the eps of its composition "
-                "given its recorded gradient norms (not a fully adaptive guarantee: see "
-                "IndividualGDPFilter)")
+                "as recorded (each norm ratio rounded up to the bucket grid j/n_buckets); "
+                "upper also bounds the eps at the exact norms, which may lie below lower by "
+                "the bucketing error (raise n_buckets to shrink it); not a fully adaptive "
+                "guarantee: see IndividualGDPFilter")
         if not info.get("converged", True):
             note += (f"; {info['loose']} brackets wider than rtol={self.rtol:g} (refinement "
                      "stopped by its limit or the time budget)")

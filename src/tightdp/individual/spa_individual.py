@@ -1,8 +1,9 @@
 """Individual epsilon for DP-SGD with the saddle-point accountant: an APPROXIMATION.
 
-Papers: 000 (Koskela, Tobaben, Honkela, "Individual Privacy Accounting with Gaussian
-Differential Privacy"), Sec. 5 and App. D.2, for what an individual eps is and the sensitivity
-buckets; 002 (Alghamdi et al., "The Saddle-Point Accountant") for the approximation.
+Papers: Koskela, Tobaben, Honkela, "Individual Privacy Accounting with Gaussian Differential
+Privacy" (ICLR 2023), Sec. 5 and App. D.2, for what an individual eps is and the sensitivity
+buckets; Alghamdi et al., "The Saddle-Point Accountant for Differential Privacy" (2023) for the
+approximation.
 
 What is computed
 ----------------
@@ -270,7 +271,8 @@ def _g_spa(comp: np.ndarray, t: np.ndarray, method: str) -> np.ndarray:
 class IndividualSPAAccountant(NormHistory, Queries):
     """Individual eps of DP-SGD by the saddle-point accountant, per example: an approximation.
 
-    Paper 000 (Sec. 5, App. D.2) for the individual composition and the sensitivity buckets;
+    Koskela et al. 2023 (Sec. 5, App. D.2) for the individual composition and the sensitivity
+    buckets;
     Alghamdi et al. 2023 eqs. (50), (60), (61), (66), (72) for the approximation and
     eqs. (42)-(44) for the certified ``upper``; see the module docstring. Meant for very large
     ``N``, where the certified :class:`~tightdp.individual.IndividualPLDAccountant` is slower;
@@ -285,8 +287,8 @@ class IndividualSPAAccountant(NormHistory, Queries):
       ``delta`` (max over the remove/add directions). **Not certified** (``certified`` is
       False): it may be below the true eps. Where the saddle point is outside the supported
       tilt range the certified ``upper`` is reported instead.
-    * ``upper``: certified upper bound on each example's eps (refined moments bound, paper
-      002 eq. (43)), given its recorded norms; ``lower`` is None.
+    * ``upper``: certified upper bound on each example's eps (refined moments bound,
+      Alghamdi et al. 2023, eq. (43)), given its recorded norms; ``lower`` is None.
     * ``details["reliable"]``: bool array ``(N,)``; False where the SP-MSD1 correction terms of
       a direction that was solved exceed ``UNRELIABLE`` (few effective compositions: the
       approximation can be far off, in either direction), where the saddle point is beyond
