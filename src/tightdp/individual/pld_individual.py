@@ -76,6 +76,7 @@ discretizations and FFTs depend on ``d``; the cost per example does not.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 
@@ -693,9 +694,14 @@ class IndividualPLDAccountant(NormHistory, Queries):
         # discretization error at a given step; the per-example cost does not depend on it
         return 0.5 * float(step)
 
+    @functools.cached_property
+    def _loss_cache(self) -> dict:
+        """Bucket index -> (remove, add) privacy losses, built on first use."""
+        return {}
+
     def _loss(self, j: int, direction: int):
         """Privacy loss of bucket ``j`` (remove: 0, add: 1), built once per accountant."""
-        cache = self.__dict__.setdefault("_loss_cache", {})
+        cache = self._loss_cache
         if j not in cache:
             mech = PoissonSubsampled(Gaussian(self.noise_multiplier, float(self.grid[j])),
                                      self.sampling_rate)

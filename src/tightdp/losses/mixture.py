@@ -416,8 +416,8 @@ class LocationMixtureLoss(PrivacyLoss):
         """``log sum_i w_i F((x - c_i)/s)`` and the same with the survival function, for the
         components of P (``side="p"``) or Q, at the same points; remembered for the last
         ``x`` of each side (the CDF and the survival function are usually both asked)."""
-        key = "_last_mix_" + side
-        last = self.__dict__.get(key)
+        key = "last_mix_" + side  # a memo in the loss's own tables (PrivacyLoss.tables)
+        last = self.tables.get(key)
         if last is not None and last[0] is x:
             return last[1], last[2]
         locs, lw = (self.a, self.lpw) if side == "p" else (self.b, self.lqw)
@@ -446,18 +446,18 @@ class LocationMixtureLoss(PrivacyLoss):
                 ls[i:i + _BLOCK] = lse_last(sf)
         lc, ls = lc.reshape(np.shape(x)), ls.reshape(np.shape(x))
         if n > 16:
-            self.__dict__[key] = (x, lc, ls)
+            self.tables[key] = (x, lc, ls)
         return lc, ls
 
     def _split(self, y):
         y = np.asarray(y, dtype=float)
         # the four CDFs are usually asked at the same points (bin edges): reuse x*(y)
-        last = self.__dict__.get("_last_inverse")
+        last = self.tables.get("last_inverse")
         if last is not None and last[0].shape == y.shape and np.array_equal(last[0], y):
             return y, last[1]
         x = self.inverse(np.atleast_1d(y)).reshape(y.shape)
         if y.size > 16:
-            self.__dict__["_last_inverse"] = (y.copy(), x)
+            self.tables["last_inverse"] = (y.copy(), x)
         return y, x
 
     def logp_cdf(self, y):
