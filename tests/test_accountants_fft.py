@@ -36,7 +36,7 @@ from tightdp import (
 from tightdp.accountants.fft import FFTAccountant, tail_estimate_73
 from tightdp.losses import LocationMixtureLoss
 from tightdp.mechanisms.base import Mechanism
-from tightdp.pld.compose import compose_fixed_window, compose_fixed_window_plain
+from tightdp.pld.compose import compose_fixed_window
 from tightdp.pld.grid import DiscretePLD
 from tightdp.pld.riemann import loss_density, riemann
 
@@ -146,7 +146,7 @@ def test_compose_fixed_window_is_circular_convolution():
     np.testing.assert_allclose(out.probs, want, rtol=1e-12, atol=1e-14)
 
 
-def test_compose_fixed_window_plain_same_numbers():
+def test_compose_fixed_window_without_noise_bound_same_numbers():
     """The accountant's composition without the noise bound gives bitwise the same law, for
     the paper's window (the half-swap D), a law longer than the window and two terms."""
     rng = np.random.default_rng(2)
@@ -156,11 +156,13 @@ def test_compose_fixed_window_plain_same_numbers():
     for terms, lo, n in (([(a, 3)], -8, 16), ([(a, 2), (b, 1)], -8, 16), ([(c, 2)], -6, 12),
                          ([(b, 4), (a, 1)], 3, 10)):
         want = compose_fixed_window(terms, lo, n)
-        got = compose_fixed_window_plain(terms, lo, n)
+        got = compose_fixed_window(terms, lo, n, noise_bound=False)
         assert got.offset == want.offset and got.shift == want.shift
         assert np.array_equal(got.probs, want.probs)
+        assert "log_noise" in want.meta and "log_noise" not in got.meta
     with pytest.raises(ValueError, match="one grid"):
-        compose_fixed_window_plain([(a, 1), (DiscretePLD(0.25, 0, np.ones(2)), 1)], -8, 16)
+        compose_fixed_window([(a, 1), (DiscretePLD(0.25, 0, np.ones(2)), 1)], -8, 16,
+                             noise_bound=False)
 
 
 def test_err_estimate_reruns_only_the_winning_direction():

@@ -4,7 +4,8 @@ Algorithm 1 of the paper: the density of each mechanism's privacy loss distribut
 sampled on ``n`` equidistant points of ``[-L, L)`` (:func:`tightdp.pld.riemann.riemann`), the
 k-fold convolution is computed circularly on that fixed window by FFT, with the half-swap ``D``
 and the k-th power taken in the Fourier domain
-(:func:`tightdp.pld.compose.compose_fixed_window_plain`; Sec. 5.5 for varying mechanisms),
+(:func:`tightdp.pld.compose.compose_fixed_window` without its noise bound; Sec. 5.5 for
+varying mechanisms),
 ``delta(eps)`` is the Riemann sum (5.2) and ``eps(delta)`` is found by Newton's method with
 the derivative (5.3).
 
@@ -58,7 +59,7 @@ from ..losses.cgf import MAX_NODES, cgf, cgf_supported, loss_sup, node_count
 from ..mechanisms.base import Mechanism
 from ..mechanisms.basic import Gaussian
 from ..mechanisms.subsampling import PoissonSubsampled
-from ..pld.compose import compose_fixed_window_plain
+from ..pld.compose import compose_fixed_window
 from ..pld.grid import DiscretePLD, atom_log_mgf
 from ..pld.riemann import has_density, riemann
 from ..results import DeltaResult, EpsilonResult
@@ -284,7 +285,7 @@ class FFTAccountant(Accountant):
         if key not in self._cache:
             terms = [(self._single(m, direction, L, n), k) for m, k in self.terms]
             with np.errstate(over="ignore", invalid="ignore"):
-                pld = compose_fixed_window_plain(terms, -(n // 2), n)
+                pld = compose_fixed_window(terms, -(n // 2), n, noise_bound=False)
             if not np.all(np.isfinite(pld.probs)):
                 raise ValueError(f"n: the Fourier accountant overflowed: with n={n} on "
                                  f"[-{L:g}, {L:g}] the Riemann weights of one step are "
