@@ -460,32 +460,27 @@ class LocationMixtureLoss(PrivacyLoss):
             self.tables["last_inverse"] = (y.copy(), x)
         return y, x
 
-    def logp_cdf(self, y):
+    def _tail(self, y, side: str, upper: bool, atom: float) -> np.ndarray:
+        """``log P(X <= x*(y))`` (``upper`` False) or ``log P(X > x*(y))`` under the components
+        of P (``side="p"``) or Q, the whole mass or none where ``x*(y)`` is infinite, plus an
+        ``atom`` of loss mass outside the finite values (P's at +inf, Q's at -inf)."""
         _, x = self._split(y)
-        base = self._mix(x, "p")[0]
-        return np.where(np.isneginf(x), -np.inf, np.where(np.isposinf(x),
-                        self._lse_p, base))
+        total = self._lse_p if side == "p" else self._lse_q
+        at_minus, at_plus = (total, -np.inf) if upper else (-np.inf, total)
+        base = self._mix(x, side)[1 if upper else 0]
+        base = np.where(np.isneginf(x), at_minus, np.where(np.isposinf(x), at_plus, base))
+        if atom > 0:
+            base = np.logaddexp(base, math.log(atom))
+        return base
+
+    def logp_cdf(self, y):
+        return self._tail(y, "p", False, 0.0)
 
     def logp_sf(self, y):
-        _, x = self._split(y)
-        base = self._mix(x, "p")[1]
-        base = np.where(np.isneginf(x), self._lse_p, np.where(np.isposinf(x), -np.inf,
-                        base))
-        if self.inf_mass > 0:
-            base = np.logaddexp(base, math.log(self.inf_mass))
-        return base
+        return self._tail(y, "p", True, self.inf_mass)
 
     def logq_cdf(self, y):
-        _, x = self._split(y)
-        base = self._mix(x, "q")[0]
-        base = np.where(np.isneginf(x), -np.inf, np.where(np.isposinf(x), self._lse_q,
-                        base))
-        if self.neg_inf_mass > 0:
-            base = np.logaddexp(base, math.log(self.neg_inf_mass))
-        return base
+        return self._tail(y, "q", False, self.neg_inf_mass)
 
     def logq_sf(self, y):
-        _, x = self._split(y)
-        base = self._mix(x, "q")[1]
-        return np.where(np.isneginf(x), self._lse_q, np.where(np.isposinf(x), -np.inf,
-                        base))
+        return self._tail(y, "q", True, 0.0)
