@@ -9,18 +9,14 @@ pair, and epoch counts worked out by hand.
 
 from __future__ import annotations
 
-import ast
 import json
 import math
-from pathlib import Path
 
 import pytest
 
 import tightdp as td
 from tightdp import cli
 from tightdp.dpsgd import dpsgd_setting
-
-SRC = Path(td.__file__).parent
 
 
 def _cli_json(capsys, *args: str) -> dict:
@@ -266,21 +262,7 @@ def test_cli_prints_the_library_message(capsys, args, message):
     assert line == message
 
 
-# --- no private names across modules in the DP-SGD layer --------------------------------------
-
-@pytest.mark.parametrize("path", sorted([*(SRC / "dpsgd").glob("*.py"), SRC / "cli.py",
-                                         SRC / "state.py", *(SRC / "integrations").glob("*.py")]),
-                         ids=lambda p: p.name)
-def test_no_private_import_across_modules(path):
-    private_modules = {p.stem for p in SRC.rglob("_*.py")}  # a private module's public names
-    bad = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            bad += [a.name for a in node.names if a.name.startswith("_")
-                    and a.name not in private_modules | {"__version__"}]
-    # cli.py's plotting._plt belongs to plotting.py's owner (issue 15); the rest must be clean
-    assert set(bad) <= ({"_plt"} if path.name == "cli.py" else set()), bad
-
+# --- no module-level cache (private imports: tests/test_architecture.py) ---------------------
 
 def test_no_module_level_cache_of_accountants():
     from tightdp.dpsgd import group
