@@ -46,7 +46,8 @@ def main(n: int = 100_000, t: int = 1000, method: str = "pld", q: float = 0.01,
          sigma: float = 1.0) -> None:
     clip, delta = 1.0, 1e-5
     rng = np.random.default_rng(0)
-    pld = IndividualPLDAccountant(q, sigma, clip, n, progress=True)
+    pld = IndividualPLDAccountant(sampling_rate=q, noise_multiplier=sigma, clip_norm=clip,
+                                  n_examples=n, progress=True)
     scale = rng.lognormal(-0.5, 0.6, n)
     t0 = time.perf_counter()
     for _ in range(t):

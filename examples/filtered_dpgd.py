@@ -73,7 +73,8 @@ def main() -> None:
     t_worst = int(np.floor(mu ** 2 * sigma ** 2))
     print(f"budget: ({eps}, {delta})-DP = {mu:.4f}-GDP; worst-case DP-GD steps: {t_worst}")
 
-    rec = IndividualPLDAccountant(1.0, sigma, clip, n)
+    rec = IndividualPLDAccountant(sampling_rate=1.0, noise_multiplier=sigma, clip_norm=clip,
+                                  n_examples=n)
     w_base = dpgd(x, y, sigma, clip, t_worst, lr, np.random.default_rng(1), record=rec)
     flt = IndividualGDPFilter(mu, sigma, clip, n)
     w_filt = dpgd(x, y, sigma, clip, 4 * t_worst, lr, np.random.default_rng(1), flt=flt)

@@ -66,7 +66,8 @@ def main(epochs: int = 8, batch_size: int = 64, sigma: float = 1.0, clip: float 
         return F.cross_entropy(out, yi.unsqueeze(0))
 
     per_example_grads = vmap(grad(loss_one), in_dims=(None, 0, 0))
-    ind = IndividualPLDAccountant(q, sigma, clip, n)
+    ind = IndividualPLDAccountant(sampling_rate=q, noise_multiplier=sigma, clip_norm=clip,
+                                  n_examples=n)
     steps = 0
     for _ in range(epochs):
         for xb, yb in loader:

@@ -214,7 +214,8 @@ def individual_run():
     g[1] = 0.5  # always C/2: noise multiplier 2 sigma
     g[2] = rng.uniform(0.0, 1.2, T)
     g[3] = 0.0  # never any loss
-    acc = IndividualPLDAccountant(Q, SIGMA, 1.0, 4)
+    acc = IndividualPLDAccountant(sampling_rate=Q, noise_multiplier=SIGMA, clip_norm=1.0,
+                                  n_examples=4)
     for t in range(T):
         acc.step(g[:, t])
     return g, acc, acc.epsilon(DELTA)
@@ -288,7 +289,8 @@ def test_bucketing_never_below_exact_composition_many():
 def test_plancherel_equals_inverse_fft(grid_step):
     """Lemma 1 of App. D: the Plancherel evaluation of delta at grid points equals the direct
     sum over the inverse FFT of the composed transform (both frequency code paths)."""
-    acc = IndividualPLDAccountant(0.05, 1.0, 1.0, 1, n_buckets=10)
+    acc = IndividualPLDAccountant(sampling_rate=0.05, noise_multiplier=1.0, clip_norm=1.0,
+                                  n_examples=1, n_buckets=10)
     used = np.array([2, 6, 9])
     dr = acc._direction(0, used, grid_step, 60, math.log(1e-40))
     counts = np.array([[10.0, 25.0, 17.0], [3.0, 0.0, 40.0]])
@@ -310,7 +312,8 @@ def test_plancherel_equals_inverse_fft(grid_step):
 
 
 def test_individual_input_validation():
-    acc = IndividualPLDAccountant(0.01, 1.0, 1.0, 2)
+    acc = IndividualPLDAccountant(sampling_rate=0.01, noise_multiplier=1.0, clip_norm=1.0,
+                                  n_examples=2)
     with pytest.raises(ValueError, match="grad_norms"):
         acc.step(np.array([1.0]))
     with pytest.raises(ValueError, match="grad_norms"):
@@ -318,7 +321,8 @@ def test_individual_input_validation():
     with pytest.raises(ValueError, match="delta"):
         acc.epsilon(1e-12)
     with pytest.raises(ValueError, match="sampling_rate"):
-        IndividualPLDAccountant(1.5, 1.0, 1.0, 2)
+        IndividualPLDAccountant(sampling_rate=1.5, noise_multiplier=1.0, clip_norm=1.0,
+                                n_examples=2)
     with pytest.raises(ValueError, match="grad_norms"):
         individual_epsilons(np.ones(3), sampling_rate=0.01, noise_multiplier=1.0, clip_norm=1.0,
                             delta=1e-5)
@@ -385,7 +389,8 @@ def mixed_population():
     q, sigma, steps = 0.01, 0.6, 1000
     rng = np.random.default_rng(3)
     norms = [1.0, 0.4, 0.25, 0.15]
-    acc = IndividualPLDAccountant(q, sigma, 1.0, len(norms) + 2)
+    acc = IndividualPLDAccountant(sampling_rate=q, noise_multiplier=sigma, clip_norm=1.0,
+                                  n_examples=len(norms) + 2)
     mixed = rng.choice([0.1, 0.3, 1.5], size=steps, p=[0.6, 0.3, 0.1])
     for t in range(steps):
         acc.step(np.array(norms + [mixed[t], 0.0]))
@@ -414,7 +419,9 @@ def test_brackets_over_budget_stay_certified_and_say_so(mixed_population):
     """A small memory budget forces coarser grids: brackets wider than rtol, still around the
     reference, flagged (converged False, a note)."""
     acc, _ = mixed_population
-    small = IndividualPLDAccountant(acc.sampling_rate, acc.noise_multiplier, 1.0, 4,
+    small = IndividualPLDAccountant(sampling_rate=acc.sampling_rate,
+                                    noise_multiplier=acc.noise_multiplier, clip_norm=1.0,
+                                    n_examples=4,
                                     max_memory="1MB")
     small.step_many(np.tile(np.array([[1.0], [0.4], [0.25], [0.15]]), acc.n_steps))
     assert np.array_equal(small.counts, acc.counts[:4])
@@ -490,7 +497,8 @@ def spa_history(request):
     g[0] = rng.uniform(1.0, 3.0, steps)  # always >= C: the worst case
     g[1] = 0.5  # always C/2: noise multiplier 2 sigma
     g[2] = 0.0  # never any loss
-    acc = IndividualSPAAccountant(q, sigma, 1.0, 3)
+    acc = IndividualSPAAccountant(sampling_rate=q, noise_multiplier=sigma, clip_norm=1.0,
+                                  n_examples=3)
     acc.step_many(g)
     return q, sigma, steps, acc
 
@@ -545,7 +553,8 @@ def test_spa_individual_matches_pld_where_reliable():
     q, sigma, steps, n = 0.1, 2.0, 1000, 30
     rng = np.random.default_rng(5)
     g = rng.lognormal(-0.5, 0.6, n)[:, None] * rng.exponential(1.0, (n, steps))
-    pld = IndividualPLDAccountant(q, sigma, 1.0, n, n_buckets=10)
+    pld = IndividualPLDAccountant(sampling_rate=q, noise_multiplier=sigma, clip_norm=1.0,
+                                  n_examples=n, n_buckets=10)
     pld.step_many(g)
     e = pld.epsilon(DELTA).epsilon
     r = IndividualSPAAccountant.from_history(pld).epsilon(DELTA)
@@ -569,7 +578,8 @@ def test_spa_individual_matches_pld_where_reliable():
 def test_spa_individual_gaussian_symmetric():
     """q = 1: Gaussian losses, one (symmetric) direction, closed-form CGFs."""
     g = np.array([[0.5] * 50, [2.0] * 50])
-    acc = IndividualSPAAccountant(1.0, 4.0, 1.0, 2)
+    acc = IndividualSPAAccountant(sampling_rate=1.0, noise_multiplier=4.0, clip_norm=1.0,
+                                  n_examples=2)
     acc.step_many(g)
     r = acc.epsilon(DELTA)
     assert r.details["directions"] == ["both (symmetric)"]
@@ -585,7 +595,8 @@ def test_spa_individual_chunks_and_beyond():
     supported tilt range (one step with a tiny norm) gets its certified bound and a flag."""
     q, sigma = 0.1, 1.0
     g = np.array([[0.01], [1.0], [0.3]])
-    acc = IndividualSPAAccountant(q, sigma, 1.0, 3)
+    acc = IndividualSPAAccountant(sampling_rate=q, noise_multiplier=sigma, clip_norm=1.0,
+                                  n_examples=3)
     acc.step_many(g)
     r = acc.epsilon(DELTA)
     assert r.epsilon[0] == r.upper[0] and not r.details["reliable"][0]
@@ -597,16 +608,21 @@ def test_spa_individual_chunks_and_beyond():
 
 def test_spa_individual_input_validation():
     with pytest.raises(ValueError, match="method"):
-        IndividualSPAAccountant(0.01, 1.0, 1.0, 2, method="exact")
+        IndividualSPAAccountant(sampling_rate=0.01, noise_multiplier=1.0, clip_norm=1.0,
+                                n_examples=2, method="exact")
     with pytest.raises(ValueError, match="sampling_rate"):
-        IndividualSPAAccountant(0.0, 1.0, 1.0, 2)
+        IndividualSPAAccountant(sampling_rate=0.0, noise_multiplier=1.0, clip_norm=1.0,
+                                n_examples=2)
     with pytest.raises(ValueError, match="noise_multiplier"):
-        IndividualSPAAccountant(0.01, -1.0, 1.0, 2)
+        IndividualSPAAccountant(sampling_rate=0.01, noise_multiplier=-1.0, clip_norm=1.0,
+                                n_examples=2)
     with pytest.raises(ValueError, match="chunk_size"):
-        IndividualSPAAccountant(0.01, 1.0, 1.0, 2, chunk_size=0)
+        IndividualSPAAccountant(sampling_rate=0.01, noise_multiplier=1.0, clip_norm=1.0,
+                                n_examples=2, chunk_size=0)
     with pytest.raises(ValueError, match="history"):
         IndividualSPAAccountant.from_history(np.ones((2, 3)))
-    acc = IndividualSPAAccountant(0.01, 1.0, 1.0, 2)
+    acc = IndividualSPAAccountant(sampling_rate=0.01, noise_multiplier=1.0, clip_norm=1.0,
+                                  n_examples=2)
     with pytest.raises(ValueError, match="grad_norms"):
         acc.step(np.array([1.0, -2.0]))
     for bad in (0.0, 1.0, float("nan")):

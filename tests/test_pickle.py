@@ -167,7 +167,8 @@ def _norms(steps: int = 4) -> np.ndarray:
 
 
 def test_individual_pld_accountant_pickles():
-    acc = IndividualPLDAccountant(0.05, 1.0, 1.0, 3, n_buckets=10)
+    acc = IndividualPLDAccountant(sampling_rate=0.05, noise_multiplier=1.0, clip_norm=1.0,
+                                  n_examples=3, n_buckets=10)
     for c in _copies(acc):  # before any step
         c.step(_norms()[0])
     for g in _norms():
@@ -183,7 +184,8 @@ def test_individual_pld_accountant_pickles():
 
 
 def test_individual_spa_accountant_and_result_pickle():
-    acc = IndividualSPAAccountant(0.05, 1.0, 1.0, 3)
+    acc = IndividualSPAAccountant(sampling_rate=0.05, noise_multiplier=1.0, clip_norm=1.0,
+                                  n_examples=3)
     _copies(acc)
     acc.step_many(_norms().T)
     first = acc.epsilon(1e-5)

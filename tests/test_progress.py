@@ -48,7 +48,8 @@ def test_forced_bar_draws_on_stderr(capsys, monkeypatch):
 
 
 def test_individual_accounting_logs_not_prints(capsys, caplog):
-    acc = td.IndividualPLDAccountant(0.1, 1.0, 1.0, 4, progress=False)
+    acc = td.IndividualPLDAccountant(sampling_rate=0.1, noise_multiplier=1.0, clip_norm=1.0,
+                                     n_examples=4, progress=False)
     for _ in range(3):
         acc.step(np.array([0.5, 1.0, 0.0, 2.0]))
     with caplog.at_level(logging.INFO, logger="tightdp"):

@@ -179,7 +179,8 @@ def norm_history():
     rng = np.random.default_rng(2)
     g = rng.uniform(0.0, 2.0, (4, 30))
     g[3] = 0.0
-    acc = IndividualPLDAccountant(0.05, 1.0, 1.0, 4, n_buckets=10)
+    acc = IndividualPLDAccountant(sampling_rate=0.05, noise_multiplier=1.0, clip_norm=1.0,
+                                  n_examples=4, n_buckets=10)
     acc.step_many(g)
     return acc
 

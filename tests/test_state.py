@@ -189,7 +189,8 @@ def test_what_cannot_be_written_is_refused():
     from tightdp.individual import IndividualPLDAccountant
 
     with pytest.raises(ValueError, match="cannot write IndividualPLDAccountant"):
-        state.to_dict(IndividualPLDAccountant(0.05, 1.0, 1.0, 3, n_buckets=10))
+        state.to_dict(IndividualPLDAccountant(sampling_rate=0.05, noise_multiplier=1.0,
+                                              clip_norm=1.0, n_examples=3, n_buckets=10))
 
     class MyGaussian(td.Gaussian):  # a user's subclass may carry state the file cannot hold
         pass

@@ -565,7 +565,7 @@ class NormHistory:
     A NaN norm (unknown) is charged the full clipping norm.
     """
 
-    def __init__(self, sampling_rate: float, noise_multiplier: float, clip_norm: float,
+    def __init__(self, *, sampling_rate: float, noise_multiplier: float, clip_norm: float,
                  n_examples: int, n_buckets: int = 100):
         self.sampling_rate = v.probability_open_closed("sampling_rate", sampling_rate)
         self.noise_multiplier = v.positive("noise_multiplier", noise_multiplier)
@@ -658,12 +658,13 @@ class IndividualPLDAccountant(NormHistory, Queries):
         drives the cost) and chunks of examples are sized to fit.
     """
 
-    def __init__(self, sampling_rate: float, noise_multiplier: float, clip_norm: float,
-                 n_examples: int, *, n_buckets: int = 100, rtol: float = DEFAULT_RTOL,
+    def __init__(self, *, sampling_rate: float, noise_multiplier: float, clip_norm: float,
+                 n_examples: int, n_buckets: int = 100, rtol: float = DEFAULT_RTOL,
                  grid_step: float | None = None, progress: bool | None = None,
                  workers: int | None = None, chunk_size: int = 4096, max_memory=None,
                  max_seconds=None):
-        super().__init__(sampling_rate, noise_multiplier, clip_norm, n_examples, n_buckets)
+        super().__init__(sampling_rate=sampling_rate, noise_multiplier=noise_multiplier,
+                         clip_norm=clip_norm, n_examples=n_examples, n_buckets=n_buckets)
         self.budget = Budget.make(max_memory, max_seconds)
         self.rtol = v.positive("rtol", rtol)
         self.grid_step = None if grid_step is None else v.positive("grid_step", grid_step)
@@ -920,7 +921,8 @@ def individual_epsilons(grad_norms, *, sampling_rate: float, noise_multiplier: f
     if g.ndim != 2:
         raise ValueError(f"grad_norms must be a 2-d array (N examples x T steps), got shape "
                          f"{g.shape}")
-    acc = IndividualPLDAccountant(sampling_rate, noise_multiplier, clip_norm, g.shape[0],
+    acc = IndividualPLDAccountant(sampling_rate=sampling_rate, noise_multiplier=noise_multiplier,
+                                  clip_norm=clip_norm, n_examples=g.shape[0],
                                   n_buckets=n_buckets, rtol=rtol, grid_step=grid_step,
                                   progress=progress, max_memory=max_memory,
                                   max_seconds=max_seconds)

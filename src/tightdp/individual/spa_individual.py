@@ -311,10 +311,11 @@ class IndividualSPAAccountant(NormHistory, Queries):
         buckets), whatever ``N``.
     """
 
-    def __init__(self, sampling_rate: float, noise_multiplier: float, clip_norm: float,
-                 n_examples: int, *, n_buckets: int = 100, method: str = "msd1",
+    def __init__(self, *, sampling_rate: float, noise_multiplier: float, clip_norm: float,
+                 n_examples: int, n_buckets: int = 100, method: str = "msd1",
                  progress: bool | None = None, chunk_size: int = 65536):
-        super().__init__(sampling_rate, noise_multiplier, clip_norm, n_examples, n_buckets)
+        super().__init__(sampling_rate=sampling_rate, noise_multiplier=noise_multiplier,
+                         clip_norm=clip_norm, n_examples=n_examples, n_buckets=n_buckets)
         if method not in METHODS:
             raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
         self.method = method
@@ -331,8 +332,8 @@ class IndividualSPAAccountant(NormHistory, Queries):
         (``kwargs``: ``method``, ``progress``, ``chunk_size``)."""
         if not isinstance(history, NormHistory):
             raise ValueError(f"history must be a NormHistory, got {type(history).__name__}")
-        new = cls(history.sampling_rate, history.noise_multiplier, history.clip_norm,
-                  history.n_examples,
+        new = cls(sampling_rate=history.sampling_rate, noise_multiplier=history.noise_multiplier,
+                  clip_norm=history.clip_norm, n_examples=history.n_examples,
                   n_buckets=history.grid.size, **kwargs)
         new._counts = history.counts  # flushed; shared
         new.n_steps = history.n_steps
