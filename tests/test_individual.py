@@ -22,7 +22,7 @@ from tightdp.individual import (
     individual_epsilons,
     rdp_to_epsilon,
 )
-from tightdp.individual.pld_individual import Evaluator
+from tightdp.individual.plancherel import Evaluator
 from tightdp.losses.cgf import cgf
 
 DELTA = 1e-5
@@ -330,7 +330,7 @@ def test_individual_input_validation():
 
 @pytest.mark.parametrize("n", [1, 3, 7, 100, 1000])
 def test_bucket_index_rounds_sensitivity_up(n):
-    from tightdp.individual.pld_individual import bucket_index, sensitivity_grid
+    from tightdp.individual.history import bucket_index, sensitivity_grid
 
     rng = np.random.default_rng(n)
     grid = sensitivity_grid(n)
@@ -347,7 +347,7 @@ def test_bucket_index_rounds_sensitivity_up(n):
 
 @pytest.mark.parametrize("kk", [1, 7, 300, 5000])
 def test_horner_paths_equal_direct_sum(kk):
-    from tightdp.individual.pld_individual import horner
+    from tightdp.individual.plancherel import horner
 
     rng = np.random.default_rng(kk)
     K, n = 12000, 5

@@ -15,12 +15,8 @@ from .filters import (
     gaussian_rdp_order,
     rdp_to_epsilon,
 )
-from .pld_individual import (
-    IndividualPLDAccountant,
-    NormHistory,
-    individual_epsilons,
-    sensitivity_grid,
-)
+from .history import NormHistory, sensitivity_grid
+from .pld_individual import IndividualPLDAccountant, individual_epsilons
 from .spa_individual import IndividualSPAAccountant
 
 __all__ = [

@@ -103,7 +103,7 @@ from ..mechanisms.basic import Gaussian
 from ..mechanisms.subsampling import PoissonSubsampled
 from ..progress import progress_bar
 from ..results import EpsilonResult
-from .pld_individual import NormHistory
+from .history import NormHistory
 
 __all__ = ["IndividualSPAAccountant"]
 

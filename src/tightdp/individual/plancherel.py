@@ -1,0 +1,447 @@
+"""Per-example evaluation of composed privacy loss distributions in the Fourier domain: the
+discretized buckets of one direction (:class:`Direction`), and the vectorized search for
+each example's eps from its bucket counts (:class:`Evaluator`, Plancherel; Koskela,
+Tobaben, Honkela 2023, App. D, Lemma 1). The steps and why each number is a bound are in
+the docstring of :mod:`tightdp.individual.pld_individual`."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import fft as sfft
+from scipy.special import ndtri
+
+from ..budget import BudgetExceeded
+from ..losses import LocationMixtureLoss
+from ..pld.compose import MAX_POINTS
+from ..pld.discretize import loss_range
+from ..pld.grid import DiscretePLD
+
+__all__ = ["Direction", "Evaluator", "horner", "bucket_loss_range", "LOG_WINDOW_TAIL",
+           "TRUNC_FRACTION"]
+
+#: log of the mass each pure composition may leave outside the FFT window (what leaves it is
+#: bounded per example by a Chernoff bound and added to delta, so this only sets accuracy)
+LOG_WINDOW_TAIL = math.log(1e-22)
+#: frequencies are dropped while their certified contribution is below this fraction of delta
+TRUNC_FRACTION = 1e-5
+
+
+def bucket_loss_range(loss, log_tail: float) -> tuple[float, float]:
+    """Loss interval outside of which each tail has P-mass <= e^log_tail.
+
+    For a Gaussian location mixture with non-decreasing loss ``L`` (every Poisson subsampled
+    Gaussian pair here) the P-mass of ``X > max(a) + s z`` and of ``X < min(a) - s z`` is at
+    most ``Phi(-z)``, so ``[L(min(a) - s z), L(max(a) + s z)]`` with ``Phi(-z) = e^log_tail``
+    qualifies (two loss evaluations instead of a search). Otherwise
+    :func:`tightdp.pld.discretize.loss_range`. Connect-the-dots dominates on any range; the
+    range only sets its accuracy."""
+    if isinstance(loss, LocationMixtureLoss) and loss.kernel.name == "gaussian":
+        z = -float(ndtri(math.exp(max(log_tail, -700.0))))
+        x = np.array([loss.a.min() - loss.s * z, loss.a.max() + loss.s * z])
+        lo, hi = (float(y) for y in loss.loss(x))
+        lo = max(lo, loss.support[0])
+        hi = min(hi, loss.support[1])
+        if math.isfinite(lo) and math.isfinite(hi) and hi > lo:
+            return lo, hi
+    return loss_range(loss, log_tail)
+
+
+class Direction:
+    """Precomputed transforms of the bucket PLDs for one direction of the pair."""
+
+    def __init__(self, plds: list[DiscretePLD], t_max: int, d: float, log_tail: float,
+                 workers: int | None, max_bytes: float = math.inf,
+                 counts: np.ndarray | None = None):
+        self.d = d
+        # Chernoff exponents of the bucket laws (window placement and the mass outside it)
+        ts = np.geomspace(2e-2, 40.0, 12)
+        self.t_pos, self.t_neg = ts, -ts
+        both = np.concatenate([ts, -ts])
+        logm = np.stack([p.log_mgf(both) for p in plds])  # (B, 2 nt)
+        self.logm_pos, self.logm_neg = logm[:, :ts.size], logm[:, ts.size:]
+        # window: union over buckets of the Chernoff windows of t_max-fold compositions:
+        # P(S >= a) <= e^log_tail as soon as a >= (t_max psi(t) - log_tail) / t for one t > 0
+        # (and the mirror for t < 0), clipped to the support of the composition
+        self.shift = np.array([p.shift for p in plds])
+        self.ymin = np.array([float(p.ys[0]) for p in plds])  # support of each bucket law
+        self.ymax = np.array([float(p.ys[-1]) for p in plds])
+        if counts is None:
+            lo, hi = 0.0, d
+            for j, p in enumerate(plds):
+                ys = p.ys
+                a_hi = float(np.min((t_max * self.logm_pos[j] - log_tail) / ts))
+                a_lo = float(np.max((t_max * self.logm_neg[j] - log_tail) / -ts))
+                a_hi = min(a_hi, t_max * float(ys[-1]))
+                a_lo = max(a_lo, t_max * float(ys[0]))
+                lo, hi = min(lo, a_lo), max(hi, a_hi)
+            # composed law of an example: loss = S + index * d with S = sum_j n_j shift_j
+            s_min = t_max * min(float(self.shift.min()), 0.0)
+            s_max = t_max * max(float(self.shift.max()), 0.0)
+            i_lo = int(math.floor((lo - s_max) / d)) - 1
+            i_hi = int(math.ceil((hi - s_min) / d)) + 1
+        else:
+            # the same Chernoff windows for the actual composition of each example (rows of
+            # ``counts``), united in grid-index coordinates: narrower when the examples'
+            # buckets differ (only accuracy depends on it, see ``extras``)
+            a_hi = np.min((counts @ self.logm_pos - log_tail) / ts, axis=1)
+            a_lo = np.max((counts @ self.logm_neg - log_tail) / -ts, axis=1)
+            a_hi = np.maximum(np.minimum(a_hi, counts @ self.ymax), d)
+            a_lo = np.minimum(np.maximum(a_lo, counts @ self.ymin), 0.0)
+            s_ex = counts @ self.shift
+            i_lo = int(math.floor(float(np.min((a_lo - s_ex) / d)))) - 1
+            i_hi = int(math.ceil(float(np.max((a_hi - s_ex) / d)))) + 1
+        n = i_hi - i_lo + 1
+        if n > MAX_POINTS:
+            raise BudgetExceeded(f"rtol: the window needs {n} grid points (> {MAX_POINTS}); "
+                                 "use a larger rtol or grid_step")
+        K = sfft.next_fast_len(n, real=True)
+        # what the per-bucket spectra below hold (five (B, K/2) float arrays and one FFT
+        # buffer), checked before they are allocated
+        need = 8.0 * (5 * len(plds) * (K // 2 + 1) + 3 * K)
+        if need > max_bytes:
+            raise BudgetExceeded(
+                f"n_buckets: {len(plds)} buckets x a window of {K} points need about "
+                f"{need / 1e9:.3g} GB (over max_memory={max_bytes / 1e9:.3g} GB); use fewer "
+                "buckets, a larger rtol or grid_step, or raise max_memory")
+        self.K, self.i_lo = K, i_lo
+        kh = K // 2 + 1
+        B = len(plds)
+        # spectra of the bucket laws; log-modulus and phase are taken on demand for the first
+        # frequencies only (:meth:`spectra`), the per-example cut-offs keeping few of them
+        self.spec = np.empty((B, kh), dtype=complex)
+        self._log_abs = self._phase = np.empty((B, 0))
+        self.mass = np.empty(B)
+        self.inf = np.empty(B)
+        for j, p in enumerate(plds):
+            idx = (p.offset + np.arange(p.probs.size)) % K
+            buf = np.bincount(idx, weights=p.probs, minlength=K)
+            self.spec[j] = sfft.rfft(buf, workers=workers)
+            self.mass[j] = float(p.probs.sum())
+            self.inf[j] = float(p.inf_mass)
+        # window rotation: window position m holds absolute grid index i_lo + m
+        k = np.arange(kh)
+        self.win_phase = 2.0 * np.pi * ((k * (i_lo % K)) % K) / K
+        # frequency weights (rfft half-spectrum: conjugate pairs counted twice)
+        om = np.full(kh, 2.0)
+        om[0] = 1.0
+        if K % 2 == 0:
+            om[-1] = 1.0
+        self.omega = om
+        with np.errstate(divide="ignore"):
+            tw = om / (2.0 * K * np.sin(np.pi * k / K))
+        tw[0] = np.inf
+        # envelope blocks for the truncation bound
+        starts = np.unique(np.concatenate([np.arange(1, min(kh, 33)),
+                                           np.round(np.geomspace(32, kh, 64)).astype(int)]))
+        starts = starts[starts < kh]
+        self.starts = starts
+        # envelope max_{k' >= starts[b]} |F_j(k')|: maxima per block, then from the right
+        block_max = np.maximum.reduceat(np.abs(self.spec), starts, axis=1)
+        env = np.maximum.accumulate(block_max[:, ::-1], axis=1)[:, ::-1]
+        self.log_env = np.log(np.maximum(env, 1e-300))  # (B, nb)
+        ends = np.append(starts[1:], kh)
+        self.block_w = np.array([tw[s:e].sum() for s, e in zip(starts, ends, strict=True)])
+        # closed-form Fourier weights
+        # 1 - z and 1 - e^{-d} z (z = e^{-2 pi i k / K}) without cancellation at small k:
+        # 1 - cos t = 2 sin(t/2)^2
+        t = 2.0 * np.pi * k / K
+        vers = 2.0 * np.sin(t / 2.0) ** 2
+        one_z = vers + 1j * np.sin(t)
+        ed = math.exp(-d)
+        one_rz = (-math.expm1(-d) + ed * vers) + 1j * ed * np.sin(t)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.g1 = np.conj(1.0 / one_z)
+            self.g2 = np.conj(1.0 / one_rz)
+            self.gh = np.conj(-math.expm1(-d) / (one_z * one_rz))
+        self.g1[0] = 0.0
+        self.g2[0] = 0.0
+        self.gh[0] = 0.0
+
+    # --- per-example quantities --------------------------------------------------------------
+    def extras(self, counts: np.ndarray) -> np.ndarray:
+        """inf mass + Chernoff bounds on the mass above and below the window."""
+        inf_mass, outside = self.extras_split(counts)
+        return inf_mass + outside
+
+    def extras_split(self, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The composed mass at ``+inf`` and a Chernoff bound on the finite mass outside
+        the window (what the circular convolution may fold into it), per example."""
+        log_fin = counts @ np.log1p(-np.minimum(self.inf, 1.0 - 1e-16))
+        inf_mass = -np.expm1(log_fin)
+        s = (counts @ self.shift)[:, None]
+        top = s + (self.i_lo + self.K) * self.d  # smallest loss above the window
+        bot = s + (self.i_lo - 1) * self.d  # largest loss below the window
+        up = np.min(counts @ self.logm_pos - self.t_pos * top, axis=1)
+        lo = np.min(counts @ self.logm_neg - self.t_neg * bot, axis=1)
+        # no mass at all outside the window when the composed support fits in it
+        up = np.where(counts @ self.ymax < top[:, 0], -np.inf, up)
+        lo = np.where(counts @ self.ymin > bot[:, 0], -np.inf, lo)
+        return inf_mass, np.exp(np.minimum(up, 0.0)) + np.exp(np.minimum(lo, 0.0))
+
+    def cutoffs(self, counts: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray]:
+        """Per example: number of frequencies kept (0..kk-1) and the certified bound tau on
+        ``sum_{dropped k} omega_k |P_k| / (2 K sin(pi k / K))``."""
+        le = counts @ self.log_env  # (n, nb)
+        contrib = np.exp(np.minimum(le, 0.0)) * self.block_w
+        tail = np.cumsum(contrib[:, ::-1], axis=1)[:, ::-1]  # tail[:, b] = sum_{b' >= b}
+        ok = tail <= tol
+        kh = self.spec.shape[1]
+        has = ok.any(axis=1)
+        first = np.where(has, np.argmax(ok, axis=1), 0)
+        kk = np.where(has, self.starts[first], kh)
+        tau = np.where(has, tail[np.arange(tail.shape[0]), first], 0.0)
+        return kk, tau
+
+    def spectra(self, kk: int) -> tuple[np.ndarray, np.ndarray]:
+        """``log |F_j(k)|`` and ``arg F_j(k)`` of the bucket laws for ``k < kk``."""
+        if self._log_abs.shape[1] < kk:
+            n = min(self.spec.shape[1], max(kk, 2 * self._log_abs.shape[1]))
+            f = self.spec[:, :n]
+            self._log_abs = np.log(np.maximum(np.abs(f), 1e-300))
+            self._phase = np.angle(f)
+        return self._log_abs[:, :kk], self._phase[:, :kk]
+
+    def transform(self, counts: np.ndarray, kk: int) -> np.ndarray:
+        """``P_k`` of the composed law in window coordinates for ``k < kk``."""
+        log_abs, phase = self.spectra(kk)
+        lr = counts @ log_abs
+        li = counts @ phase + self.win_phase[:kk]
+        return np.exp(lr) * (np.cos(li) + 1j * np.sin(li))
+
+
+def _horner1(qt: np.ndarray, m: np.ndarray, K: int) -> np.ndarray:
+    """``Re sum_{k>=1} q_k e^{2 pi i k m / K}`` for one coefficient set ``qt`` (kk, n)."""
+    return horner(qt[:, None, :], m, K)[0]
+
+
+def horner(qt: np.ndarray, m: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """``Re sum_{k>=1} q_k e^{2 pi i k m / K}`` for the two coefficient sets of ``qt``
+    (shape ``(kk, 2, n)``: frequency, set, example), by Horner's scheme (or a direct sum for
+    many frequencies)."""
+    kk = qt.shape[0]
+    n = m.size
+    if kk <= 1:
+        z = np.zeros(n)
+        return z, z
+    theta = 2.0 * np.pi * (m % K) / K
+    w = np.exp(1j * theta)
+    if kk <= 4096:
+        acc = np.zeros(qt.shape[1:], dtype=complex)
+        for k in range(kk - 1, 0, -1):
+            acc *= w
+            acc += qt[k]
+        acc *= w
+        return acc[0].real, (acc[1].real if acc.shape[0] > 1 else None)
+    k = np.arange(1, kk)
+    h = np.empty((qt.shape[1], n))
+    step = max(1, 2_000_000 // kk)
+    for s in range(0, n, step):
+        e = np.exp(1j * np.outer(k, theta[s:s + step]))  # (kk-1, b)
+        h[:, s:s + step] = np.einsum("kb,ksb->sb", e, qt[1:, :, s:s + step]).real
+    return h[0], (h[1] if h.shape[0] > 1 else None)
+
+
+class Evaluator:
+    """Certified delta bounds of one chunk of examples (one direction) by Plancherel."""
+
+    def __init__(self, dr: Direction, counts: np.ndarray, kk: int, tau: np.ndarray,
+                 extra: np.ndarray):
+        self.dr, self.K, self.d = dr, dr.K, dr.d
+        P = dr.transform(counts, kk)
+        self.P = P
+        om = dr.omega[:kk]
+        self.p0 = P[:, 0].real
+        qt = np.empty((kk, 2, P.shape[0]), dtype=complex)
+        qt[:, 0, :] = (P * (om * dr.g1[:kk])).T
+        qt[:, 1, :] = (P * (om * dr.g2[:kk])).T
+        self.qt = qt
+        c = qt[1:].sum(axis=0).real
+        self.c1, self.c2 = c[0], c[1]
+        # hinge coefficients g1 - e^{-d} g2 = conj((1 - e^{-d}) / ((1 - z)(1 - e^{-d} z))),
+        # combined before summing (no cancellation between the two sums)
+        self.qh = (P * (om * dr.gh[:kk])).T.copy()
+        self.tau = tau
+        self.extra = extra
+        self.s = counts @ dr.shift  # grid shift of each example's composed law
+
+    def y(self, m: np.ndarray) -> np.ndarray:
+        return self.s + (self.dr.i_lo + m) * self.d
+
+    def ab(self, m: np.ndarray, rows=None) -> tuple[np.ndarray, np.ndarray]:
+        """``A(m) = sum_{j>=m} p_j`` and ``e^{y_m} B(m)`` with ``B(m) = sum_{j>=m} p_j e^{-y_j}``
+        (window positions ``j``), from the truncated Plancherel sums (rows: optional mask)."""
+        K, d = self.K, self.d
+        if rows is None:
+            qt, p0, c1, c2 = self.qt, self.p0, self.c1, self.c2
+        else:
+            qt, p0, c1, c2 = self.qt[:, :, rows], self.p0[rows], self.c1[rows], self.c2[rows]
+        h1, h2 = horner(qt, m, K)
+        tail = np.exp(-(K - m) * d)
+        a = (p0 * (K - m) + h1 - c1) / K
+        geo = -np.expm1(-(K - m) * d) / -math.expm1(-d)
+        eb = (p0 * geo + h2 - tail * c2) / K
+        return a, eb
+
+    def hinge(self, m: np.ndarray, rows=None) -> np.ndarray:
+        """Plancherel value of ``sum_{j>m} p_j (1 - e^{y_m - y_j})`` (delta at eps = y_m):
+        ``(1/K) [P_0 W_0 + sum_k omega_k Re P_k conj(W_k)]`` with
+        ``W_k = z^{m+1} (g1 - e^{-d} g2) - g1 + e^{-(K-m)d} g2`` (geometric sums)."""
+        K, d = self.K, self.d
+        if rows is None:
+            qh, p0, c1, c2 = self.qh, self.p0, self.c1, self.c2
+        else:
+            qh, p0, c1, c2 = self.qh[:, rows], self.p0[rows], self.c1[rows], self.c2[rows]
+        h = _horner1(qh, m + 1, K)
+        n_above = K - m - 1
+        w0 = n_above - math.exp(-d) * (-np.expm1(-n_above * d) / -math.expm1(-d))
+        return (p0 * w0 + h - c1 + np.exp(-(K - m) * d) * c2) / K
+
+    def delta_upper_at(self, m: np.ndarray, rows=None) -> np.ndarray:
+        """Certified upper bound on delta(y_m) of the composition."""
+        tau = self.tau if rows is None else self.tau[rows]
+        extra = self.extra if rows is None else self.extra[rows]
+        return self.hinge(m, rows) + 2.0 * tau + extra
+
+    def first_nonnegative(self) -> np.ndarray:
+        """Per example the first window position ``m0`` with ``y >= 0`` (``y_{m0-1} < 0``)."""
+        m0 = np.ceil(-self.s / self.d - self.dr.i_lo).astype(np.int64)
+        m0 = np.where(self.y(m0) < 0, m0 + 1, m0)
+        return np.where(self.y(m0 - 1) >= 0, m0 - 1, m0)
+
+    def epsilon_lower(self, delta: float, start: np.ndarray, credit: np.ndarray) -> np.ndarray:
+        """Certified lower bound on each example's eps at ``delta``, this evaluator holding the
+        transforms of a *dominated* pair (lowered chords, :func:`certified_pair`).
+
+        ``credit`` is what is added to the truncated Plancherel hinge to get a lower bound on
+        the composed delta: the mass at ``+inf`` minus the Chernoff bound on the mass folded
+        into the window (each folded atom adds at most its mass, its weight being in
+        ``[0, 1]``) minus the rounding allowance; the truncation costs ``2 tau``. Where that
+        lower bound exceeds ``delta`` at ``y_m``, the true eps exceeds ``y_m`` (delta is
+        non-increasing in eps, and the dominated pair's curve is below the true one). The
+        search starts at the grid point below ``start`` (the upper bound), walks down in
+        doubling steps to a point above ``delta``, bisects, and solves the closed form
+        ``A - e^eps B`` (each term with its ``2 tau`` allowance taken against us) on the last
+        interval."""
+        K, d = self.K, self.d
+        n = self.p0.size
+        m0 = self.first_nonnegative()
+        fin = np.isfinite(start)
+        pos = np.floor((np.where(fin, start, 0.0) - self.s) / d - self.dr.i_lo)
+        m = np.clip(np.where(fin, pos, K - 2), m0, K - 2).astype(np.int64)
+
+        def above(mm: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            val = self.hinge(mm, rows) - 2.0 * self.tau[rows] + credit[rows]
+            return val > delta
+
+        lo = np.full(n, -1, dtype=np.int64)  # a position known above delta (-1: none yet)
+        hi = m + 1  # a position not known above delta
+        cand = m.copy()
+        step = np.ones(n, dtype=np.int64)
+        run = np.ones(n, dtype=bool)
+        while np.any(run):
+            rows = np.nonzero(run)[0]
+            ok = above(cand[rows], rows)
+            lo[rows[ok]] = cand[rows[ok]]
+            fail = rows[~ok]
+            hi[fail] = cand[fail]
+            stop = fail[cand[fail] <= m0[fail]]  # nothing above delta at y >= 0
+            run[rows[ok]] = False
+            run[stop] = False
+            step[fail] *= 2
+            cand[fail] = np.maximum(hi[fail] - step[fail], m0[fail])
+        while True:
+            rows = np.nonzero((lo >= 0) & (hi - lo > 1))[0]
+            if rows.size == 0:
+                break
+            mid = (lo[rows] + hi[rows]) // 2
+            ok = above(mid, rows)
+            lo[rows[ok]] = mid[ok]
+            hi[rows[~ok]] = mid[~ok]
+        out = np.zeros(n)
+        rows = np.nonzero(lo >= 0)[0]
+        if rows.size:
+            m1 = lo[rows] + 1
+            a, eb = self.ab(m1, rows)
+            y1 = self.s[rows] + (self.dr.i_lo + m1) * d
+            y0 = y1 - d
+            num = a - 2.0 * self.tau[rows] + credit[rows] - delta
+            den = eb + 2.0 * self.tau[rows]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                sol = y1 + np.log(num / den)
+            sol = np.where(num <= 0, y0, np.where(den <= 0, y1, sol))
+            out[rows] = np.maximum(np.clip(sol, y0, y1), 0.0)
+        return out
+
+    def epsilon(self, delta: float) -> np.ndarray:
+        K = self.K
+        n = self.p0.size
+        m0 = self.first_nonnegative()
+        out = np.full(n, np.inf)
+        d0 = self.delta_upper_at(m0)
+        top = np.full(n, K - 1)
+        dtop = self.delta_upper_at(top)
+        small = d0 <= delta
+        todo = small | (dtop <= delta)
+        if not np.any(todo):
+            return out
+        sub = _Subset(self, todo)
+        small = small[todo]
+        lo = np.where(small, m0[todo] - 1, m0[todo])
+        hi = np.where(small, m0[todo], top[todo])
+        # bracket search on the grid: regula falsi on log(delta) alternating with bisection
+        # (each step keeps delta_up(y_lo) > delta >= delta_up(y_hi))
+        ld = math.log(delta)
+        f_lo = np.log(np.maximum(d0[todo], 1e-300)) - ld
+        f_hi = np.maximum(np.log(np.maximum(dtop[todo], 1e-300)), -700.0) - ld
+        it = 0
+        while np.any(hi - lo > 1):
+            if it % 2 == 0:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    frac = np.nan_to_num(f_lo / (f_lo - f_hi), nan=0.5)
+                mid = lo + np.rint((hi - lo) * np.clip(frac, 0.0, 1.0)).astype(np.int64)
+            else:
+                mid = (lo + hi) // 2
+            mid = np.clip(mid, lo + 1, np.maximum(hi - 1, lo + 1))
+            run = hi - lo > 1
+            val = np.full(lo.size, np.inf)
+            val[run] = sub.delta_upper_at(mid[run], run)
+            ok = run & (val <= delta)
+            up = run & ~ok
+            f_val = np.log(np.maximum(val, 1e-300)) - ld
+            hi = np.where(ok, mid, hi)
+            f_hi = np.where(ok, np.maximum(f_val, -700.0), f_hi)
+            lo = np.where(up, mid, lo)
+            f_lo = np.where(up, f_val, f_lo)
+            it += 1
+        # closed form on [y_{hi-1}, y_hi]: delta <= A + 2 tau + X - e^eps (B - 2 e^{-y} tau),
+        # a non-increasing function of eps that is <= delta at y_hi
+        a, eb = sub.ab(hi)
+        y_hi = sub.y(hi)
+        num = a + 2.0 * sub.tau + sub.extra - delta
+        den = eb - 2.0 * sub.tau  # e^{y_hi} times (B - 2 e^{-y_hi} tau)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sol = y_hi + np.log(num / den)
+        y_prev = sub.y(hi - 1)
+        sol = np.where(num <= 0, y_prev, np.where(den <= 0, y_hi, sol))
+        sol = np.clip(sol, y_prev, y_hi)
+        out[todo] = np.maximum(sol, 0.0)
+        return out
+
+
+class _Subset:
+    """The rows ``mask`` of an evaluator (avoids recomputing the transforms)."""
+
+    def __init__(self, ev: Evaluator, mask: np.ndarray):
+        self.dr, self.K, self.d = ev.dr, ev.K, ev.d
+        self.p0, self.qt, self.qh = ev.p0[mask], ev.qt[:, :, mask], ev.qh[:, mask]
+        self.c1, self.c2 = ev.c1[mask], ev.c2[mask]
+        self.tau, self.extra = ev.tau[mask], ev.extra[mask]
+        self.s = ev.s[mask]
+
+    y = Evaluator.y
+    s: np.ndarray
+    ab = Evaluator.ab
+    hinge = Evaluator.hinge
+    delta_upper_at = Evaluator.delta_upper_at
