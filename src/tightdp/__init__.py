@@ -54,6 +54,7 @@ from .mechanisms import (
 from .progress import set_progress
 from .results import DeltaResult, EpsilonResult, InconsistentBounds, Result, as_dict
 from .state import ScaleCalibration, load, save
+from .sweep import SweepTable, sweep
 
 __all__ = [
     "Accountant",
@@ -111,4 +112,6 @@ __all__ = [
     "save",
     "ScaleCalibration",
     "set_progress",
+    "sweep",
+    "SweepTable",
 ]

@@ -11,6 +11,8 @@ Examples
   tightdp group --group-size 8 --sampling-rate 0.01 --noise-multiplier 1 --steps 2000 \\
       --delta 1e-6
   tightdp plot --sampling-rate 0.01 --noise-multiplier 1 --steps 1000 --output curve.png
+  tightdp sweep --sampling-rate 0.01,0.02 --noise-multiplier 0.8,1.0 --steps 1000,10000 \\
+      --delta 1e-5 --out sweep.csv --workers 2
 
 Options are strict (an option that does not apply, or conflicts with another, is an error
 naming it; no abbreviations); every computing subcommand takes ``--max-memory`` and
@@ -41,6 +43,8 @@ EXAMPLES = """examples:
       --noise-multiplier 1 --steps 2000 --delta 1e-6
   tightdp plot --sampling-rate 0.01 --noise-multiplier 1 --steps 1000 --delta 1e-5 \\
       --output curve.png
+  tightdp sweep --sampling-rate 0.01,0.02 --noise-multiplier 0.8,1.0 --steps 1000,10000 \\
+      --delta 1e-5 --out sweep.csv   (a table: every combination; --grid FILE.json)
 """
 
 #: every option string of the command (filled by :func:`build_parser`): a library error's
@@ -665,6 +669,78 @@ def _cmd_plot(a) -> dict:
             "sampling": a.sampling, "output": a.output, "kind": a.kind}
 
 
+#: ``tightdp sweep``: (attribute, option, element type) of the options taking a
+#: comma-separated list of values (the grid is their cartesian product); the grid key is the
+#: attribute (the front doors' parameter name), except ``method`` for --spa-method
+_SWEEP_LISTS = (
+    ("sampling_rate", "--sampling-rate", _float),
+    ("noise_multiplier", "--noise-multiplier", _float), ("steps", "--steps", _int),
+    ("epochs", "--epochs", _float),
+    ("batch_size", "--batch-size", _int), ("dataset_size", "--dataset-size", _int),
+    ("sampling", "--sampling", str), ("group_size", "--group-size", _int),
+    ("delta", "--delta", _float), ("epsilon", "--epsilon", _float),
+    ("solve_for", "--solve-for", str), ("accountant", "--accountant", str),
+    ("rtol", "--rtol", _float), ("eps_error", "--eps-error", _float),
+    ("delta_error", "--delta-error", _float), ("L", "--L", _float), ("n", "--n", _int),
+    ("spa_method", "--spa-method", str))
+
+
+def _values(kind):
+    """An argparse type: a comma-separated list of values of ``kind``."""
+    def parse(text: str) -> list:
+        items = [x.strip() for x in text.split(",")]
+        if not all(items):
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}")
+        return [kind(x) for x in items]
+    return parse
+
+
+def _sweep_grid(a):
+    """The grid of ``tightdp sweep``: --grid FILE (a dict of lists or a list of rows) or the
+    list options (their cartesian product); --max-memory / --max-seconds apply to every row
+    that does not set its own."""
+    lists = {"method" if attr == "spa_method" else attr: getattr(a, attr)
+             for attr, _, _ in _SWEEP_LISTS if getattr(a, attr) is not None}
+    budget = {k: getattr(a, k) for k in ("max_memory", "max_seconds") if getattr(a, k) is not None}
+    if a.grid is None:
+        if not lists:
+            _fail("give the settings as options (--sampling-rate 0.01,0.02 ...) or --grid FILE")
+        return {**budget, **lists}
+    if lists:
+        given = [opt for attr, opt, _ in _SWEEP_LISTS if getattr(a, attr) is not None]
+        _fail(f"--grid gives the settings; leave out {', '.join(given)}")
+    try:
+        with open(a.grid, encoding="utf-8") as f:
+            grid = json.load(f)
+    except OSError as err:
+        _fail(f"--grid {a.grid}: cannot read the file: {err.strerror or err}")
+    except ValueError as err:
+        _fail(f"--grid {a.grid}: not JSON: {err}")
+    if isinstance(grid, dict):
+        return {**budget, **grid}
+    if isinstance(grid, list) and all(isinstance(row, dict) for row in grid):
+        return [{**budget, **row} for row in grid]
+    _fail(f"--grid {a.grid}: must hold a JSON object of lists or a list of objects")
+
+
+def _cmd_sweep(a) -> dict:
+    from .sweep import sweep
+
+    if a.workers is not None and a.scheduler is not None:
+        _fail("give --workers or --scheduler, not both")
+    grid = _sweep_grid(a)
+    try:
+        table = sweep(grid, query=a.query, workers=a.workers, scheduler=a.scheduler,
+                      out=a.out, batch=a.batch)
+    except ImportError as err:
+        _fail(str(err))
+    if a.out is None:
+        table.to_csv(sys.stdout)
+    else:
+        print(f"wrote {len(table)} rows to {a.out} ({len(table.errors)} refused)")
+    return {}
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ._version import __version__
 
@@ -739,6 +815,42 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--kind steps only: comma list of accountants (default pld,rdp)")
     s.add_argument("--output", required=True, help="PNG file to write")
     _accountant_options(s, "--kind curve/tradeoff: the accountant (default pld)")
+
+    s = add("sweep", "a table of DP-SGD settings: every combination of the comma-separated "
+                     "values (or --grid FILE), one query each, in-process or on Dask")
+    g = s.add_argument_group("the grid: each option a comma-separated list of values, as in "
+                             "the other subcommands (or --grid FILE)")
+    for attr, option, kind in _SWEEP_LISTS:
+        g.add_argument(option, dest=attr, type=_values(kind), metavar="LIST")
+    g.add_argument("--grid", metavar="FILE",
+                   help="a JSON file: an object of lists (every combination) or a list of "
+                        "objects (one per row), keys named as tightdp.sweep's (sampling_rate, "
+                        "noise_multiplier, steps, delta, query, ...)")
+    s.add_argument("--query", default="epsilon", choices=["epsilon", "delta", "group",
+                                                          "calibrate"],
+                   help="the question of each row (default epsilon; a --grid row may set its "
+                        "own query); calibrate solves for --solve-for (default "
+                        "noise_multiplier)")
+    s.add_argument("--out", metavar="FILE",
+                   help="write the table to FILE.csv or FILE.jsonl (rows appended as they "
+                        "complete, then the file in grid order); default CSV on stdout")
+    d = s.add_argument_group("where it runs (default in-process)")
+    d.add_argument("--workers", type=_int, metavar="N",
+                   help="on a Dask LocalCluster of N worker processes (pip install "
+                        "\"tightdp[dask]\")")
+    d.add_argument("--scheduler", metavar="ADDRESS",
+                   help="on the existing Dask cluster at ADDRESS (tcp://host:port)")
+    d.add_argument("--batch", type=_int, metavar="ROWS",
+                   help="rows per Dask task (default: at most 16, at least 4 tasks per "
+                        "worker)")
+    r = s.add_argument_group("resources")
+    r.add_argument("--max-memory", type=_memory, metavar="SIZE",
+                   help="memory one row's query may use, e.g. 2GB (default 2GB)")
+    r.add_argument("--max-seconds", type=_float, metavar="S",
+                   help="time one row's query may use, in seconds (default 60)")
+    s.add_argument("--quiet", action="store_true",
+                   help="no progress bar on stderr (one is drawn for a sweep running past 2 s "
+                        "when stderr is a terminal)")
     for parser in sub.choices.values():
         _FLAGS.update(o for action in parser._actions for o in action.option_strings)
     return p
@@ -761,7 +873,8 @@ def _main(argv: list[str] | None) -> int:
     import numpy
 
     handlers = {"epsilon": _cmd_epsilon, "delta": _cmd_delta, "compare": _cmd_compare,
-                "calibrate": _cmd_calibrate, "group": _cmd_group, "plot": _cmd_plot}
+                "calibrate": _cmd_calibrate, "group": _cmd_group, "plot": _cmd_plot,
+                "sweep": _cmd_sweep}
     from .progress import set_progress
 
     set_progress(False if getattr(a, "quiet", False) else None)
