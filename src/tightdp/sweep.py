@@ -485,7 +485,7 @@ def _on_dask(distributed, plans, workers, scheduler, client, batch, retries, rec
     try:
         if workers is not None:
             cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1,
-                                               processes=True, dashboard_address=None)
+                                               processes=True, dashboard_address=":0")
             client = own = distributed.Client(cluster)
         elif scheduler is not None:
             client = own = distributed.Client(scheduler)
