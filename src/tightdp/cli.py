@@ -220,14 +220,16 @@ def _spec_accountant(a, doc, file_acc):
     return acc
 
 
-def _budget_options(p: argparse.ArgumentParser) -> None:
+def _budget_options(p: argparse.ArgumentParser, json_output: bool = True) -> None:
     g = p.add_argument_group("resources")
     g.add_argument("--max-memory", type=_memory, metavar="SIZE",
                    help="memory one accountant query may use, e.g. 2GB, 500MB (default 2GB)")
     g.add_argument("--max-seconds", type=_float, metavar="S",
                    help="time one accountant query may use, in seconds (default 60)")
-    p.add_argument("--json", action="store_true",
-                   help="print one JSON object (infinity as null with <key>_infinite: true)")
+    if json_output:
+        p.add_argument("--json", action="store_true",
+                       help="print one JSON object (infinity as null with <key>_infinite: "
+                            "true)")
     p.add_argument("--quiet", action="store_true",
                    help="no progress bar on stderr (one is drawn for work running past 2 s "
                         "when stderr is a terminal)")
@@ -843,14 +845,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--batch", type=_int, metavar="ROWS",
                    help="rows per Dask task (default: at most 16, at least 4 tasks per "
                         "worker)")
-    r = s.add_argument_group("resources")
-    r.add_argument("--max-memory", type=_memory, metavar="SIZE",
-                   help="memory one row's query may use, e.g. 2GB (default 2GB)")
-    r.add_argument("--max-seconds", type=_float, metavar="S",
-                   help="time one row's query may use, in seconds (default 60)")
-    s.add_argument("--quiet", action="store_true",
-                   help="no progress bar on stderr (one is drawn for a sweep running past 2 s "
-                        "when stderr is a terminal)")
+    _budget_options(s, json_output=False)  # the budget of each row's query
     for parser in sub.choices.values():
         _FLAGS.update(o for action in parser._actions for o in action.option_strings)
     return p

@@ -35,16 +35,9 @@ import time
 from collections.abc import Iterator, Mapping
 
 from . import _validate as v
+from . import dpsgd
 from .accountants.registry import ACCOUNTANTS, CERTIFYING, OPTIONS, make_accountant
 from .budget import Budget
-from .dpsgd import (
-    calibrate_noise,
-    calibrate_sampling_rate,
-    calibrate_steps,
-    dpsgd_delta,
-    dpsgd_epsilon,
-    group_epsilon,
-)
 from .dpsgd.setting import dpsgd_setting
 from .progress import progress_bar
 from .results import as_dict
@@ -68,11 +61,12 @@ RESULT_COLUMNS = ("answer", "lower", "upper", "estimate", "certified", "converge
 #: the most rows one Dask task runs
 MAX_BATCH = 16
 
-_SOLVE_FOR = {"noise_multiplier": calibrate_noise, "steps": calibrate_steps,
-              "sampling_rate": calibrate_sampling_rate}
+_SOLVE_FOR = {"noise_multiplier": dpsgd.calibrate_noise, "steps": dpsgd.calibrate_steps,
+              "sampling_rate": dpsgd.calibrate_sampling_rate}
 _DOOR_SOLVES = {"calibrate_noise": "noise_multiplier", "calibrate_steps": "steps",
                 "calibrate_sampling_rate": "sampling_rate"}
-_DOORS = {"epsilon": dpsgd_epsilon, "delta": dpsgd_delta, "group": group_epsilon}
+_DOORS = {"epsilon": dpsgd.dpsgd_epsilon, "delta": dpsgd.dpsgd_delta,
+          "group": dpsgd.group_epsilon}
 _SETTING = ("sampling_rate", "noise_multiplier", "steps", "epochs", "batch_size",
             "dataset_size", "sampling")
 #: the options the accountants of ``dpsgd_epsilon`` / ``dpsgd_delta`` take by keyword
@@ -215,7 +209,7 @@ def _run(door: str, kwargs: dict) -> dict:
                        estimate=_float(r.estimate), certified=bool(r.certified),
                        converged=bool(r.details.get("converged", True)), note=r.note)
         elif door == "group":
-            r = group_epsilon(**kwargs)
+            r = dpsgd.group_epsilon(**kwargs)
             out.update(answer=float(r.epsilon), upper=float(r.upper),
                        certified=bool(r.certified), converged=bool(r.converged), note=r.note)
         else:  # a calibration: the bracket is of the eps the calibrated setting achieves
