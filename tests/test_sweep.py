@@ -219,9 +219,9 @@ def test_dask_missing_is_one_line(monkeypatch):
 # ------------------------------------------------------------------------------------------
 def test_cli_sweep_csv_matches_the_python_api(tmp_path, capsys):
     args = ["--sampling-rate", "0.01,0.02", "--noise-multiplier", "0.8,1.0", "--steps",
-            "10,100", "--delta", "1e-5", "--accountant", "rdp,gdp"]
+            "10,100", "--delta", "1e-5", "--accountant", "pld,gdp"]
     grid = {"sampling_rate": [0.01, 0.02], "noise_multiplier": [0.8, 1.0],
-            "steps": [10, 100], "delta": [1e-5], "accountant": ["rdp", "gdp"]}
+            "steps": [10, 100], "delta": [1e-5], "accountant": ["pld", "gdp"]}
     ref = td.sweep(grid, progress=False)
     path = tmp_path / "s.csv"
     assert cli.main(["sweep", *args, "--out", str(path), "--quiet"]) == 0
@@ -357,3 +357,9 @@ def test_cli_sweep_on_its_own_local_cluster(tmp_path, capsys):
     ref = td.sweep(rows, progress=False)
     assert [{k: x for k, x in g.items() if k not in TIMING} for g in got] == [
         td.as_dict(r) for r in without_timing(ref)]
+
+
+def test_an_unreachable_scheduler_is_one_line():
+    pytest.importorskip("distributed")
+    with pytest.raises(ValueError, match="scheduler 'nonsense': cannot connect"):
+        td.sweep([{**CHEAP, "delta": 1e-5}], scheduler="nonsense", progress=False)

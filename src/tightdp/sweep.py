@@ -36,6 +36,7 @@ from collections.abc import Iterator, Mapping
 
 from . import _validate as v
 from . import dpsgd
+from ._version import __version__
 from .accountants.registry import ACCOUNTANTS, CERTIFYING, OPTIONS, make_accountant
 from .budget import Budget
 from .dpsgd.setting import dpsgd_setting
@@ -229,9 +230,10 @@ def _float(x):
     return None if x is None else float(x)
 
 
-def _run_batch(batch: list[tuple[int, str, dict]]) -> list[tuple[int, dict]]:
-    """One Dask task: the rows ``(index, door, kwargs)`` of a batch, run in order."""
-    return [(i, _run(door, kwargs)) for i, door, kwargs in batch]
+def _run_batch(batch: list[tuple[int, str, dict]]) -> tuple[str, list[tuple[int, dict]]]:
+    """One Dask task: the rows ``(index, door, kwargs)`` of a batch, run in order; with the
+    version of tightdp that ran them."""
+    return __version__, [(i, _run(door, kwargs)) for i, door, kwargs in batch]
 
 
 class SweepTable:
@@ -434,10 +436,10 @@ def sweep(grid, *, query: str = "epsilon", workers: int | None = None,
         plans.append((i, door, kwargs))
     present = {k for s in shown for k in s}
     columns = tuple(k for k in _ORDER if k in present) + tuple(
-        sorted(present - set(_ORDER))) + tuple(c for c in RESULT_COLUMNS)
+        sorted(present - set(_ORDER))) + RESULT_COLUMNS
     done: list[dict | None] = [None] * len(plans)
-    distributed = None if workers is None and scheduler is None and client is None \
-        else _distributed()
+    on_dask = workers is not None or scheduler is not None or client is not None
+    distributed = _distributed() if on_dask else None
     f = None if out is None else open(out, "w", newline="", encoding="utf-8")
     try:
         lines = None if f is None else _Lines(f, columns, fmt)
@@ -471,24 +473,34 @@ def sweep(grid, *, query: str = "epsilon", workers: int | None = None,
     return table
 
 
-def _on_dask(distributed, plans, workers, scheduler, client, batch, retries, record,
-             bar) -> None:
+def _on_dask(distributed, plans, workers, scheduler, client, batch, retries, record, bar,
+             connect_timeout: str = "20s") -> None:
     """Run ``plans`` on Dask (see :func:`sweep`), calling ``record(i, result)`` as each
     batch completes."""
     cluster = own = None
     try:
         if workers is not None:
+            # no progress bars from the workers (their stderr may be this terminal)
             cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1,
-                                               processes=True, dashboard_address=":0")
+                                               processes=True, dashboard_address=":0",
+                                               env={"TIGHTDP_PROGRESS": "0"})
             client = own = distributed.Client(cluster)
         elif scheduler is not None:
-            client = own = distributed.Client(scheduler)
+            try:
+                client = own = distributed.Client(scheduler, timeout=connect_timeout)
+            except (OSError, ValueError) as err:
+                raise ValueError(f"scheduler {scheduler!r}: cannot connect to a Dask scheduler "
+                                 f"there ({_one_line(str(err))})") from None
         threads = sum(client.nthreads().values()) or 1
         futures = [client.submit(_run_batch, b, retries=retries, pure=False)
                    for b in _batches(plans, threads, batch)]
         try:
             for fut in distributed.as_completed(futures):
-                results = fut.result()
+                version, results = fut.result()
+                if version != __version__:
+                    raise ValueError(f"the Dask workers run tightdp {version} and this process "
+                                     f"tightdp {__version__}; install the same version on the "
+                                     "workers")
                 for i, result in results:
                     record(i, result)
                 bar.update(len(results))
