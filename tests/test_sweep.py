@@ -267,8 +267,9 @@ def test_cli_sweep_errors_are_one_line(capsys, args, words):
 # ------------------------------------------------------------------------------------------
 # on Dask: a real LocalCluster of 2 single-threaded worker processes
 # ------------------------------------------------------------------------------------------
-#: peak resident memory allowed per worker process over the whole module (a fresh worker
-#: with tightdp, numpy and scipy imported holds about 120 MB; the cheap rows add little)
+#: peak resident memory allowed per worker process (VmHWM) after the sweeps of 200 settings:
+#: measured about 85 MB for a fresh worker and 125-165 MB after the 200 rows
+#: (PLD at rtol=1e-2, SPA, RDP, GDP; steps <= 100)
 WORKER_PEAK_MB = 500
 
 #: 200 cheap settings: 4 accountants x 5 rates x 5 noise multipliers x 2 step counts
@@ -295,9 +296,14 @@ def in_process_200():
 
 
 def worker_peaks_mb(client) -> dict:
-    import resource
+    """The peak resident memory (VmHWM, MB) of each worker process since it started. Not
+    ``ru_maxrss``: a worker spawned by a nanny in this process inherits this process's peak in
+    it across fork and exec."""
+    def peak() -> float:
+        with open("/proc/self/status") as f:
+            return next(int(x.split()[1]) for x in f if x.startswith("VmHWM:")) / 1024
 
-    return client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    return client.run(peak)
 
 
 def test_dask_sweep_of_200_equals_in_process(dask_client, in_process_200, tmp_path):
@@ -311,8 +317,9 @@ def test_dask_sweep_of_200_equals_in_process(dask_client, in_process_200, tmp_pa
     again = td.sweep(GRID200, scheduler=dask_client.scheduler.address, batch=1,
                      progress=False)
     assert without_timing(again) == without_timing(in_process_200)
-    peaks = worker_peaks_mb(dask_client)
-    assert len(peaks) == 2 and max(peaks.values()) < WORKER_PEAK_MB, peaks
+    if sys.platform.startswith("linux"):  # /proc/self/status
+        peaks = worker_peaks_mb(dask_client)
+        assert len(peaks) == 2 and max(peaks.values()) < WORKER_PEAK_MB, peaks
 
 
 def test_dask_sweep_survives_a_killed_worker(dask_client, in_process_200, tmp_path):
@@ -338,8 +345,7 @@ def test_dask_sweep_survives_a_killed_worker(dask_client, in_process_200, tmp_pa
     table = td.sweep(GRID200, client=dask_client, progress=False, out=out, batch=2)
     killer.join(timeout=5)
     assert 20 <= seen.get("rows_at_kill", 0) < 200, seen  # killed in the middle
-    with pytest.raises(ProcessLookupError):
-        os.kill(victim, 0)  # that process is gone
+    assert victim not in dask_client.run(os.getpid).values()  # that worker is gone
     assert without_timing(table) == without_timing(in_process_200)
     assert [json.loads(line)["row"] for line in out.read_text().splitlines()] == list(
         range(200))

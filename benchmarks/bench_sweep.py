@@ -1,0 +1,90 @@
+"""Benchmark: a sweep of DP-SGD settings in-process vs on a Dask LocalCluster.
+
+The grid: 5 sampling rates (0.001 .. 0.05) x 5 noise multipliers (0.6 .. 2) x 4 step counts
+(100 .. 10^4) x 2 deltas x 5 accountants (pld, rdp, prv, spa, gdp) = 1000 settings, eps at
+delta for each (``tightdp.sweep``, query "epsilon", default options). Measured: wall time and
+settings per second in-process (one process) and on ``--workers`` single-threaded worker
+processes with the default batching and with one row per task; that the Dask tables equal the
+in-process one (the ``seconds`` column aside); the peak resident memory of each worker (the
+workers are restarted before each run, so each figure is that run's). Prints a markdown
+table. Single runs on a shared CPU: the figures are indicative.
+
+``python benchmarks/bench_sweep.py [--n 1000] [--workers 2] [--memory-limit 1.5GB]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+from tightdp import sweep
+from tightdp.sweep import MAX_BATCH
+
+GRID = {"accountant": ["pld", "rdp", "prv", "spa", "gdp"],
+        "sampling_rate": [0.001, 0.004, 0.01, 0.02, 0.05],
+        "noise_multiplier": [0.6, 0.8, 1.0, 1.5, 2.0], "steps": [100, 1000, 5000, 10000],
+        "delta": [1e-5, 1e-6]}
+
+
+def rows(n: int) -> list[dict]:
+    """``n`` settings of the grid, taken at even strides over it (all of it for n = 1000)."""
+    from itertools import product
+
+    every = [dict(zip(GRID, combo, strict=True)) for combo in product(*GRID.values())]
+    step = max(1, len(every) // n)
+    return every[::step][:n]
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def same(a, b) -> bool:
+    strip = [[{k: x for k, x in r.items() if k != "seconds"} for r in t] for t in (a, b)]
+    return strip[0] == strip[1]
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--memory-limit", default="1.5GB")
+    a = ap.parse_args(argv)
+    grid = rows(a.n)
+    n = len(grid)
+
+    t = time.perf_counter()
+    ref = sweep(grid, progress=False)
+    t_in = time.perf_counter() - t
+    print(f"{n} settings; {len(ref.errors)} refused rows (kept with their error)\n")
+    print("| where | batch (rows/task) | tasks | seconds | settings/s | settings/s per core "
+          "| equal to in-process | peak RSS per worker (MB) |")
+    print("|---|---|---|---|---|---|---|---|")
+    print(f"| in-process | - | - | {t_in:.1f} | {n / t_in:.1f} | {n / t_in:.1f} | - | "
+          f"{peak_mb():.0f} (this process) |")
+
+    from distributed import Client, LocalCluster
+
+    t = time.perf_counter()
+    with LocalCluster(n_workers=a.workers, threads_per_worker=1, processes=True,
+                      dashboard_address=":0", memory_limit=a.memory_limit) as cluster, \
+            Client(cluster) as client:
+        start = time.perf_counter() - t
+        for batch in (None, 1):
+            client.restart()  # fresh workers: each run's own peak memory
+            size = batch or max(1, min(MAX_BATCH, n // (4 * a.workers)))  # sweep's default
+            t = time.perf_counter()
+            table = sweep(grid, client=client, batch=batch, progress=False)
+            sec = time.perf_counter() - t
+            peaks = client.run(peak_mb)
+            print(f"| Dask, {a.workers} workers | {size} | {-(-n // size)} | {sec:.1f} | "
+                  f"{n / sec:.1f} | {n / sec / a.workers:.1f} | "
+                  f"{'yes' if same(table, ref) else 'NO'} | "
+                  f"{', '.join(f'{p:.0f}' for p in sorted(peaks.values()))} |")
+    print(f"\nLocalCluster start: {start:.1f} s (not in the times above); "
+          f"sum of the rows' own seconds: {sum(r['seconds'] for r in ref):.1f} s")
+
+
+if __name__ == "__main__":
+    main()
