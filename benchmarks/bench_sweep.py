@@ -4,8 +4,10 @@ The grid: 5 sampling rates (0.001 .. 0.05) x 5 noise multipliers (0.6 .. 2) x 4 
 (100 .. 10^4) x 2 deltas x 5 accountants (pld, rdp, prv, spa, gdp) = 1000 settings, eps at
 delta for each (``tightdp.sweep``, query "epsilon", default options). Measured: wall time and
 settings per second in-process (one process) and on ``--workers`` single-threaded worker
-processes with the default batching and with one row per task; that the Dask tables equal the
-in-process one (the ``seconds`` column aside); the peak resident memory of each worker (the
+processes with the default batching and with one row per task; the CPU seconds used (this
+process in-process; the workers' sum on Dask), whose ratio to the settings is the per-core
+throughput even on a shared CPU; that the Dask tables equal the in-process one (the
+``seconds`` column aside); the peak resident memory (VmHWM, Linux) of each worker (the
 workers are restarted before each run, so each figure is that run's). Prints a markdown
 table. Single runs on a shared CPU: the figures are indicative.
 
@@ -37,7 +39,16 @@ def rows(n: int) -> list[dict]:
 
 
 def peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """Peak resident memory of this process (VmHWM, MB; Linux). Not ``ru_maxrss``: a worker
+    started by a nanny in the client's process inherits the client's peak in it."""
+    with open("/proc/self/status") as f:
+        return next(int(x.split()[1]) for x in f if x.startswith("VmHWM:")) / 1024
+
+
+def cpu_seconds() -> float:
+    """CPU time (user + system) this process has used."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def same(a, b) -> bool:
@@ -54,15 +65,15 @@ def main(argv: list[str] | None = None) -> None:
     grid = rows(a.n)
     n = len(grid)
 
-    t = time.perf_counter()
+    t, c = time.perf_counter(), cpu_seconds()
     ref = sweep(grid, progress=False)
-    t_in = time.perf_counter() - t
+    t_in, c_in = time.perf_counter() - t, cpu_seconds() - c
     print(f"{n} settings; {len(ref.errors)} refused rows (kept with their error)\n")
-    print("| where | batch (rows/task) | tasks | seconds | settings/s | settings/s per core "
-          "| equal to in-process | peak RSS per worker (MB) |")
-    print("|---|---|---|---|---|---|---|---|")
-    print(f"| in-process | - | - | {t_in:.1f} | {n / t_in:.1f} | {n / t_in:.1f} | - | "
-          f"{peak_mb():.0f} (this process) |")
+    print("| where | batch (rows/task) | tasks | wall s | settings/s | CPU s | settings per "
+          "CPU s | equal to in-process | peak RSS per worker (MB) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"| in-process | - | - | {t_in:.1f} | {n / t_in:.1f} | {c_in:.1f} | "
+          f"{n / c_in:.1f} | - | {peak_mb():.0f} (this process) |")
 
     from distributed import Client, LocalCluster
 
@@ -74,12 +85,14 @@ def main(argv: list[str] | None = None) -> None:
         for batch in (None, 1):
             client.restart()  # fresh workers: each run's own peak memory
             size = batch or max(1, min(MAX_BATCH, n // (4 * a.workers)))  # sweep's default
+            c0 = sum(client.run(cpu_seconds).values())  # the fresh workers' start-up
             t = time.perf_counter()
             table = sweep(grid, client=client, batch=batch, progress=False)
             sec = time.perf_counter() - t
+            cpu = sum(client.run(cpu_seconds).values()) - c0
             peaks = client.run(peak_mb)
             print(f"| Dask, {a.workers} workers | {size} | {-(-n // size)} | {sec:.1f} | "
-                  f"{n / sec:.1f} | {n / sec / a.workers:.1f} | "
+                  f"{n / sec:.1f} | {cpu:.1f} | {n / cpu:.1f} | "
                   f"{'yes' if same(table, ref) else 'NO'} | "
                   f"{', '.join(f'{p:.0f}' for p in sorted(peaks.values()))} |")
     print(f"\nLocalCluster start: {start:.1f} s (not in the times above); "

@@ -169,6 +169,7 @@ def test_a_refused_row_keeps_its_error_and_the_others_complete():
     ([{"query": "volume", **CHEAP}], ["query must be one of"]),
     ({**CHEAP, "delta": []}, ["grid['delta'] is empty"]),
     ([], ["at least one row"]),
+    ([{**CHEAP, "delta": 1e-5}, 3], ["row 1 of the grid must be a dict"]),
     ("rows.csv", ["dict of lists or a list of dicts"]),
 ])
 def test_a_bad_grid_is_refused_up_front_naming_row_and_parameter(tmp_path, grid, words):
@@ -204,6 +205,19 @@ def test_out_files_and_table_writers(tmp_path):
         td.sweep(rows, out=tmp_path / "t.txt")
     with pytest.raises(ValueError, match="does not exist"):
         td.sweep(rows, out=tmp_path / "missing" / "t.csv")
+
+
+def test_numpy_values_become_plain_numbers():
+    import numpy as np
+
+    table = td.sweep({"sampling_rate": np.array([0.01, 0.02]), "noise_multiplier": 1.0,
+                      "steps": np.int64(10), "delta": 1e-5, "accountant": "gdp"},
+                     progress=False)
+    assert [type(r["sampling_rate"]) for r in table] == [float, float]
+    assert type(table[0]["steps"]) is int
+    buf = io.StringIO()
+    table.to_csv(buf)
+    assert buf.getvalue().splitlines()[1].startswith("0,epsilon,0.01,1.0,10,1e-05,gdp,")
 
 
 def test_dask_missing_is_one_line(monkeypatch):

@@ -98,7 +98,7 @@ def _rows_of(grid) -> list[dict]:
         values = []
         for key, val in grid.items():
             if not isinstance(key, str):
-                raise ValueError(f"grid keys must be parameter names, got {key!r}")
+                raise ValueError(f"the keys of the grid must be parameter names, got {key!r}")
             vals = [val] if isinstance(val, str | bytes) or not hasattr(val, "__iter__") \
                 else list(val)
             if not vals:
@@ -111,11 +111,12 @@ def _rows_of(grid) -> list[dict]:
     rows = list(grid)
     for i, row in enumerate(rows):
         if not isinstance(row, Mapping):
-            raise ValueError(f"grid row {i} must be a dict of parameters, got "
+            raise ValueError(f"row {i} of the grid must be a dict of parameters, got "
                              f"{type(row).__name__}")
         for key in row:
             if not isinstance(key, str):
-                raise ValueError(f"grid row {i}: keys must be parameter names, got {key!r}")
+                raise ValueError(f"row {i} of the grid: keys must be parameter names, got "
+                                 f"{key!r}")
     return [dict(row) for row in rows]
 
 
