@@ -293,12 +293,18 @@ GRID200 = {"accountant": ["gdp", "pld", "spa", "rdp"],
            "delta": 1e-5, "rtol": 1e-2}
 
 
+#: whether this process had Dask's MALLOC_TRIM_THRESHOLD_ before any cluster of this module
+#: (a cluster started with Dask's defaults writes it into os.environ)
+TRIM_BEFORE = "MALLOC_TRIM_THRESHOLD_" in os.environ
+
+
 @pytest.fixture(scope="module")
 def dask_client():
+    """The LocalCluster that sweep(workers=2) starts, with a memory limit per worker."""
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=":0", memory_limit="1GB") as cluster, \
-            distributed.Client(cluster) as client:
+    from tightdp.sweep import local_cluster
+
+    with local_cluster(2, memory_limit="1GB") as cluster, distributed.Client(cluster) as client:
         yield client
 
 
@@ -327,10 +333,18 @@ def test_dask_sweep_of_200_equals_in_process(dask_client, in_process_200, tmp_pa
     assert without_timing(table) == without_timing(in_process_200)  # bit for bit
     with open(out) as f:
         assert [int(r["row"]) for r in csv.DictReader(f)] == list(range(200))  # grid order
-    # the same through an address, and one row per task
-    again = td.sweep(GRID200, scheduler=dask_client.scheduler.address, batch=1,
-                     progress=False)
-    assert without_timing(again) == without_timing(in_process_200)
+    # the same through an address, one row per task (every 4th setting, as a list of rows)
+    some = in_process_200.rows[::4]
+    again = td.sweep([{k: r[k] for k in GRID200} for r in some],
+                     scheduler=dask_client.scheduler.address, batch=1, progress=False)
+    assert [{**r, "row": None} for r in without_timing(again)] == [
+        {**r, "row": None} for r in without_timing(some)]
+    environ = dask_client.run(lambda: {k: os.environ.get(k) for k in (
+        "MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS", "TIGHTDP_PROGRESS")})
+    for env in environ.values():
+        assert env["OMP_NUM_THREADS"] == "1" and env["TIGHTDP_PROGRESS"] == "0"
+        if not TRIM_BEFORE:  # see tightdp.sweep.local_cluster
+            assert env["MALLOC_TRIM_THRESHOLD_"] is None
     if sys.platform.startswith("linux"):  # /proc/self/status
         peaks = worker_peaks_mb(dask_client)
         assert len(peaks) == 2 and max(peaks.values()) < WORKER_PEAK_MB, peaks
