@@ -2,14 +2,17 @@
 
 The grid: 5 sampling rates (0.001 .. 0.05) x 5 noise multipliers (0.6 .. 2) x 4 step counts
 (100 .. 10^4) x 2 deltas x 5 accountants (pld, rdp, prv, spa, gdp) = 1000 settings, eps at
-delta for each (``tightdp.sweep``, query "epsilon", default options). Measured: wall time and
-settings per second in-process (one process) and on ``--workers`` single-threaded worker
-processes with the default batching and with one row per task; the CPU seconds used (this
-process in-process; the workers' sum on Dask), whose ratio to the settings is the per-core
-throughput even on a shared CPU; that the Dask tables equal the in-process one (the
-``seconds`` column aside); the peak resident memory (VmHWM, Linux) of each worker (the
-workers are restarted before each run, so each figure is that run's). Prints a markdown
-table. Single runs on a shared CPU: the figures are indicative.
+delta for each (``tightdp.sweep``, query "epsilon", default options).
+
+Measured, in-process (one process) and on ``--workers`` single-threaded worker processes --
+the LocalCluster of ``sweep(workers=N)`` (:func:`tightdp.sweep.local_cluster`) with the
+default batching and with one row per task, and a LocalCluster with Dask's default worker
+environment (``MALLOC_TRIM_THRESHOLD_=65536``, which the sweep's own cluster leaves out):
+wall time and settings per second; CPU seconds used (this process in-process, the workers'
+sum on Dask), whose ratio to the settings is the throughput per core even on a shared CPU;
+whether the Dask table equals the in-process one (the ``seconds`` column aside); the peak
+resident memory (VmHWM, Linux) of each worker (restarted before each run, so each figure is
+that run's). Prints a markdown table. Single runs on a shared CPU: indicative figures.
 
 ``python benchmarks/bench_sweep.py [--n 1000] [--workers 2] [--memory-limit 1.5GB]``
 """
@@ -21,7 +24,7 @@ import resource
 import time
 
 from tightdp import sweep
-from tightdp.sweep import MAX_BATCH
+from tightdp.sweep import MAX_BATCH, local_cluster
 
 GRID = {"accountant": ["pld", "rdp", "prv", "spa", "gdp"],
         "sampling_rate": [0.001, 0.004, 0.01, 0.02, 0.05],
@@ -77,24 +80,31 @@ def main(argv: list[str] | None = None) -> None:
 
     from distributed import Client, LocalCluster
 
-    t = time.perf_counter()
-    with LocalCluster(n_workers=a.workers, threads_per_worker=1, processes=True,
-                      dashboard_address=":0", memory_limit=a.memory_limit) as cluster, \
-            Client(cluster) as client:
-        start = time.perf_counter() - t
-        for batch in (None, 1):
-            client.restart()  # fresh workers: each run's own peak memory
-            size = batch or max(1, min(MAX_BATCH, n // (4 * a.workers)))  # sweep's default
-            c0 = sum(client.run(cpu_seconds).values())  # the fresh workers' start-up
-            t = time.perf_counter()
-            table = sweep(grid, client=client, batch=batch, progress=False)
-            sec = time.perf_counter() - t
-            cpu = sum(client.run(cpu_seconds).values()) - c0
-            peaks = client.run(peak_mb)
-            print(f"| Dask, {a.workers} workers | {size} | {-(-n // size)} | {sec:.1f} | "
-                  f"{n / sec:.1f} | {cpu:.1f} | {n / cpu:.1f} | "
-                  f"{'yes' if same(table, ref) else 'NO'} | "
-                  f"{', '.join(f'{p:.0f}' for p in sorted(peaks.values()))} |")
+    def on(cluster, name: str, batches) -> float:
+        t = time.perf_counter()
+        with cluster as c, Client(c) as client:
+            start = time.perf_counter() - t
+            for batch in batches:
+                client.restart()  # fresh workers: each run's own peak memory
+                size = batch or max(1, min(MAX_BATCH, n // (4 * a.workers)))  # sweep's default
+                c0 = sum(client.run(cpu_seconds).values())  # the fresh workers' start-up
+                t = time.perf_counter()
+                table = sweep(grid, client=client, batch=batch, progress=False)
+                sec = time.perf_counter() - t
+                cpu = sum(client.run(cpu_seconds).values()) - c0
+                peaks = client.run(peak_mb)
+                print(f"| {name} | {size} | {-(-n // size)} | {sec:.1f} | {n / sec:.1f} | "
+                      f"{cpu:.1f} | {n / cpu:.1f} | {'yes' if same(table, ref) else 'NO'} | "
+                      f"{', '.join(f'{p:.0f}' for p in sorted(peaks.values()))} |")
+        return start
+
+    # sweep(workers=N)'s cluster first: a cluster with Dask's defaults writes
+    # MALLOC_TRIM_THRESHOLD_ into this process's environment, and later workers inherit it
+    start = on(local_cluster(a.workers, memory_limit=a.memory_limit),
+               f"Dask, {a.workers} workers (sweep's LocalCluster)", (None, 1))
+    on(LocalCluster(n_workers=a.workers, threads_per_worker=1, processes=True,
+                    dashboard_address=":0", memory_limit=a.memory_limit),
+       f"Dask, {a.workers} workers, Dask's default MALLOC_TRIM_THRESHOLD_", (None,))
     print(f"\nLocalCluster start: {start:.1f} s (not in the times above); "
           f"sum of the rows' own seconds: {sum(r['seconds'] for r in ref):.1f} s")
 
