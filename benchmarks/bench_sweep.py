@@ -59,54 +59,69 @@ def same(a, b) -> bool:
     return strip[0] == strip[1]
 
 
+def cheap_rows(n: int) -> list[dict]:
+    """``n`` GDP rows at sampling rate 1 (closed form, well under a millisecond each): what
+    the per-task cost of Dask weighs against."""
+    return [{"accountant": "gdp", "sampling_rate": 1.0, "noise_multiplier": 0.5 + i / n,
+             "steps": 100, "delta": 1e-5} for i in range(n)]
+
+
+def in_process(grid) -> tuple:
+    t, c = time.perf_counter(), cpu_seconds()
+    ref = sweep(grid, progress=False)
+    return ref, time.perf_counter() - t, cpu_seconds() - c
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--memory-limit", default="1.5GB")
     a = ap.parse_args(argv)
-    grid = rows(a.n)
-    n = len(grid)
-
-    t, c = time.perf_counter(), cpu_seconds()
-    ref = sweep(grid, progress=False)
-    t_in, c_in = time.perf_counter() - t, cpu_seconds() - c
-    print(f"{n} settings; {len(ref.errors)} refused rows (kept with their error)\n")
-    print("| where | batch (rows/task) | tasks | wall s | settings/s | CPU s | settings per "
-          "CPU s | equal to in-process | peak RSS per worker (MB) |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    print(f"| in-process | - | - | {t_in:.1f} | {n / t_in:.1f} | {c_in:.1f} | "
-          f"{n / c_in:.1f} | - | {peak_mb():.0f} (this process) |")
+    grids = {"mixed": rows(a.n), "cheap GDP": cheap_rows(a.n)}
+    refs = {k: in_process(g) for k, g in grids.items()}
+    print(f"{a.n} settings per grid; {len(refs['mixed'][0].errors)} refused rows in the mixed "
+          "grid (kept with their error)\n")
+    print("| grid | where | batch (rows/task) | tasks | wall s | settings/s | CPU s | settings "
+          "per CPU s | equal to in-process | peak RSS per worker (MB) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for k, (_, sec, cpu) in refs.items():
+        print(f"| {k} | in-process | - | - | {sec:.1f} | {a.n / sec:.1f} | {cpu:.1f} | "
+              f"{a.n / cpu:.1f} | - | {peak_mb():.0f} (this process) |")
 
     from distributed import Client, LocalCluster
 
-    def on(cluster, name: str, batches) -> float:
+    def on(client, name: str, key: str, batch: int | None) -> None:
+        grid, ref = grids[key], refs[key][0]
+        client.restart()  # fresh workers: each run's own peak memory
+        size = batch or max(1, min(MAX_BATCH, a.n // (4 * a.workers)))  # sweep's default
+        c0 = sum(client.run(cpu_seconds).values())  # the fresh workers' start-up
         t = time.perf_counter()
-        with cluster as c, Client(c) as client:
-            start = time.perf_counter() - t
-            for batch in batches:
-                client.restart()  # fresh workers: each run's own peak memory
-                size = batch or max(1, min(MAX_BATCH, n // (4 * a.workers)))  # sweep's default
-                c0 = sum(client.run(cpu_seconds).values())  # the fresh workers' start-up
-                t = time.perf_counter()
-                table = sweep(grid, client=client, batch=batch, progress=False)
-                sec = time.perf_counter() - t
-                cpu = sum(client.run(cpu_seconds).values()) - c0
-                peaks = client.run(peak_mb)
-                print(f"| {name} | {size} | {-(-n // size)} | {sec:.1f} | {n / sec:.1f} | "
-                      f"{cpu:.1f} | {n / cpu:.1f} | {'yes' if same(table, ref) else 'NO'} | "
-                      f"{', '.join(f'{p:.0f}' for p in sorted(peaks.values()))} |")
-        return start
+        table = sweep(grid, client=client, batch=batch, progress=False)
+        sec = time.perf_counter() - t
+        cpu = sum(client.run(cpu_seconds).values()) - c0
+        peaks = client.run(peak_mb)
+        print(f"| {key} | {name} | {size} | {-(-a.n // size)} | {sec:.1f} | {a.n / sec:.1f} | "
+              f"{cpu:.1f} | {a.n / cpu:.1f} | {'yes' if same(table, ref) else 'NO'} | "
+              f"{', '.join(f'{p:.0f}' for p in sorted(peaks.values()))} |")
 
     # sweep(workers=N)'s cluster first: a cluster with Dask's defaults writes
     # MALLOC_TRIM_THRESHOLD_ into this process's environment, and later workers inherit it
-    start = on(local_cluster(a.workers, memory_limit=a.memory_limit),
-               f"Dask, {a.workers} workers (sweep's LocalCluster)", (None, 1))
-    on(LocalCluster(n_workers=a.workers, threads_per_worker=1, processes=True,
-                    dashboard_address=":0", memory_limit=a.memory_limit),
-       f"Dask, {a.workers} workers, Dask's default MALLOC_TRIM_THRESHOLD_", (None,))
-    print(f"\nLocalCluster start: {start:.1f} s (not in the times above); "
-          f"sum of the rows' own seconds: {sum(r['seconds'] for r in ref):.1f} s")
+    t = time.perf_counter()
+    cluster = local_cluster(a.workers, memory_limit=a.memory_limit)
+    start = time.perf_counter() - t
+    name = f"Dask, {a.workers} workers (sweep's LocalCluster)"
+    with cluster, Client(cluster) as client:
+        for key in grids:
+            for batch in (None, 1):
+                on(client, name, key, batch)
+    with LocalCluster(n_workers=a.workers, threads_per_worker=1, processes=True,
+                      dashboard_address=":0", memory_limit=a.memory_limit) as cluster, \
+            Client(cluster) as client:
+        on(client, f"Dask, {a.workers} workers, Dask's default MALLOC_TRIM_THRESHOLD_",
+           "mixed", None)
+    print(f"\nLocalCluster start: {start:.1f} s (not in the times above); sum of the mixed "
+          f"rows' own seconds in-process: {sum(r['seconds'] for r in refs['mixed'][0]):.1f} s")
 
 
 if __name__ == "__main__":
