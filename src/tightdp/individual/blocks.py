@@ -136,16 +136,16 @@ def merge_summaries(parts: list[dict]) -> dict:
 
 
 class ResultStore:
-    """A directory of ``.npy`` files (one per field, ``N`` float64 values) that blocks write
-    their rows into (from any process sharing the file system), opened read-only afterwards
-    as memmaps."""
+    """A directory of ``.npy`` files (one per field: ``N`` values of its dtype) that blocks
+    write their rows into (from any process sharing the file system), opened read-only
+    afterwards as memmaps."""
 
-    def __init__(self, path, n: int, fields: tuple[str, ...]):
+    def __init__(self, path, n: int, fields: dict):
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
-        self.fields = fields
-        for f in fields:
-            np.lib.format.open_memmap(self.path / f"{f}.npy", mode="w+", dtype=np.float64,
+        self.fields = tuple(fields)
+        for f, dtype in fields.items():
+            np.lib.format.open_memmap(self.path / f"{f}.npy", mode="w+", dtype=dtype,
                                       shape=(n,)).flush()
 
     def write(self, start: int, values: dict) -> None:

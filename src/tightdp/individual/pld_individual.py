@@ -300,7 +300,8 @@ class IndividualPLDAccountant(NormHistory, Queries):
                 bar.close()
         store = None
         if self.store is not None:
-            store = ResultStore(self.store, self.n_examples, ("epsilon", "lower"))
+            store = ResultStore(self.store, self.n_examples,
+                                {"epsilon": np.float64, "lower": np.float64})
         states, outs = ex.run(pb.finish, states, self.name, store)
         info["summary"] = merge_summaries(outs)
         if store is not None:
