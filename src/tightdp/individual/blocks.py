@@ -23,10 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["LocalBlocks", "block_summary", "merge_summaries", "as_blocks", "ResultStore",
-           "attach_counts",
-           "DEFAULT_BLOCK_ROWS", "SUMMARY_EDGES"]
+__all__ = ["LocalBlocks", "LostBlocks", "run_with_restarts", "MAX_RESTARTS", "block_summary",
+           "merge_summaries", "as_blocks", "ResultStore", "attach_counts", "DEFAULT_BLOCK_ROWS",
+           "SUMMARY_EDGES"]
 
+#: how many times a query starts over after losing block state with a Dask worker
+MAX_RESTARTS = 3
 #: examples per block when the counts are a numpy array (a dask array keeps its own chunks)
 DEFAULT_BLOCK_ROWS = 1 << 16
 #: histogram bins of a per-example summary: 0, then 10^-6 .. 10^4 in 100 bins per decade, +inf
@@ -35,6 +37,23 @@ SUMMARY_EDGES = np.concatenate([[0.0], np.logspace(-6, 4, 1001), [np.inf]])
 TOP_K = 10
 #: quantiles a summary reports
 QUANTILES = (0.5, 0.9, 0.99, 0.999, 1.0)
+
+
+class LostBlocks(RuntimeError):
+    """Per-block state was lost with a worker (the query can start over)."""
+
+
+def run_with_restarts(run: Callable, log: Callable):
+    """``run(restarts)`` again after each :class:`LostBlocks`, at most :data:`MAX_RESTARTS`
+    times; then one clear error."""
+    for attempt in range(MAX_RESTARTS + 1):
+        try:
+            return run(attempt)
+        except LostBlocks as e:
+            log(f"{e}; starting over ({attempt + 1}/{MAX_RESTARTS})")
+            last = e
+    raise RuntimeError(f"per-example accounting lost Dask workers {MAX_RESTARTS + 1} times in a "
+                       f"row (last: {last}); check the cluster's stability and memory_limit")
 
 
 def _is_dask(x) -> bool:
@@ -70,7 +89,7 @@ class LocalBlocks:
         blk = self.counts[a:b]
         return np.asarray(blk.compute() if _is_dask(blk) else blk)
 
-    def run(self, fn: Callable, states: list, *shared,
+    def run(self, fn: Callable, states: list, *shared, keep_state: bool = False,
             on_done: Callable | None = None) -> tuple[list, list]:
         """Apply ``fn(block, state, *shared)`` to every block: the new states and the outs
         (``on_done(i, out)`` is called as each block completes)."""

@@ -5,8 +5,10 @@
 block of examples and pass, each block's state between passes kept on the workers as a
 future, what the driver computed once (bucket transforms, tables) scattered to every worker
 once per pass (broadcast), and only small per-block summaries gathered. A worker lost in the
-middle is not a failure: every state is a pure function of the counts and of what was
-shipped, so Dask recomputes what it held from its lineage, and the answer is the same.
+middle is not a failure: Dask reruns its running tasks elsewhere; if it also held block
+state from earlier passes (whose lineage Dask has released), the query starts over
+(:data:`~tightdp.individual.blocks.MAX_RESTARTS` times at most). Every state is a pure function
+of the counts and of what the driver shipped, so the answer is the same.
 
 Counts given as a ``dask.array`` are read block by block by the tasks themselves (from
 whatever the array is built on: a :class:`~tightdp.individual.NormRecorder` file, zarr, ...),
@@ -18,17 +20,19 @@ scheduler) for the duration of the query.
 from __future__ import annotations
 
 import operator
+import sys
 import warnings
 from collections.abc import Callable
+from concurrent.futures import CancelledError
 
 import numpy as np
 
-from .blocks import DEFAULT_BLOCK_ROWS, as_blocks
+from .blocks import DEFAULT_BLOCK_ROWS, LostBlocks, as_blocks
 
 __all__ = ["DaskBlocks", "require_dask"]
 
 #: how many times a task is retried after an error on a worker (a lost worker is not one)
-RETRIES = 2
+RETRIES = 1
 
 
 def require_dask():
@@ -41,6 +45,16 @@ def require_dask():
         raise ImportError('per-example accounting on Dask needs the dask extra: pip install '
                           '"tightdp[dask]"') from None
     return dask, distributed
+
+
+def _peak_rss() -> int | None:
+    """Peak resident set size of this process in bytes (``getrusage``; kB on Linux)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
 class DaskBlocks:
@@ -64,7 +78,7 @@ class DaskBlocks:
             else:
                 self._cluster = distributed.LocalCluster(
                     n_workers=int(workers), threads_per_worker=1, processes=True,
-                    dashboard_address=None, memory_limit=memory_limit)
+                    dashboard_address=":0", memory_limit=memory_limit)
                 client = distributed.Client(self._cluster)
         self.client = client
         self.bounds = as_blocks(counts, block_rows)
@@ -90,27 +104,32 @@ class DaskBlocks:
         the task graphs stay small and nothing in them is mistaken for a task)."""
         return self.client.scatter([obj], broadcast=True, hash=False)[0]
 
-    def run(self, fn: Callable, states: list, *shared,
+    def run(self, fn: Callable, states: list, *shared, keep_state: bool = False,
             on_done: Callable | None = None) -> tuple[list, list]:
         """Apply ``fn(block, state, *shared)`` to every block on the cluster: the new states
-        (futures, kept on the workers) and the outs (gathered as blocks complete;
-        ``on_done(i, out)`` is called for each)."""
+        (futures, kept on the workers; the old ones with ``keep_state``, for passes that only
+        read) and the outs (gathered as blocks complete; ``on_done(i, out)`` is called for
+        each). Raises :class:`~tightdp.individual.blocks.LostBlocks` when a lost worker took
+        state whose lineage Dask no longer has (the caller starts over)."""
         dly = self._dask.delayed
         shared_f = [self._share(x) for x in shared]
         states = [st if hasattr(st, "key") else self._share(st) for st in states]
-        new, outs_f = [], []
-        for blk, st in zip(self.blocks, states, strict=True):
-            pair = self.client.compute(dly(fn)(blk, st, *shared_f), retries=RETRIES)
-            new.append(self.client.submit(operator.getitem, pair, 0, retries=RETRIES))
-            outs_f.append(self.client.submit(operator.getitem, pair, 1, retries=RETRIES))
-            del pair
+        pairs = [self.client.compute(dly(fn)(blk, st, *shared_f), retries=RETRIES)
+                 for blk, st in zip(self.blocks, states, strict=True)]
+        outs_f = [self.client.submit(operator.getitem, p, 1, retries=RETRIES) for p in pairs]
+        new = states if keep_state else [
+            self.client.submit(operator.getitem, p, 0, retries=RETRIES) for p in pairs]
         where = {f.key: i for i, f in enumerate(outs_f)}
         outs: list = [None] * len(outs_f)
-        for f in self._as_completed(outs_f):
-            i = where[f.key]
-            outs[i] = f.result()
-            if on_done is not None:
-                on_done(i, outs[i])
+        try:
+            for f in self._as_completed(outs_f):
+                i = where[f.key]
+                outs[i] = f.result()
+                if on_done is not None:
+                    on_done(i, outs[i])
+        except CancelledError as e:
+            self.client.cancel(pairs + outs_f)
+            raise LostBlocks(f"a Dask worker was lost with per-example state: {e}") from None
         return new, outs
 
     def assemble(self, states: list, field: str, lazy: bool = False):
@@ -124,6 +143,11 @@ class DaskBlocks:
         dly = self._dask.delayed
         return da.concatenate([da.from_delayed(dly(f), shape=(b - a,), dtype=float)
                                for f, (a, b) in zip(get, self.bounds, strict=True)])
+
+    def worker_peak_memory(self) -> dict:
+        """Each worker's peak resident memory since it started, in bytes (None where the
+        platform does not say)."""
+        return self.client.run(_peak_rss)
 
     def close(self) -> None:
         """Close the client and the cluster if this object started them."""

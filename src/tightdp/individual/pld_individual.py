@@ -98,6 +98,7 @@ from .blocks import (
     ResultStore,
     attach_counts,
     merge_summaries,
+    run_with_restarts,
 )
 from .history import NormHistory
 from .plancherel import LOG_WINDOW_TAIL, BucketLaws, Direction, bucket_loss_range
@@ -272,16 +273,16 @@ class IndividualPLDAccountant(NormHistory, Queries):
         t0 = time.perf_counter()
         ex = self._executor(self.counts)
         try:
-            return self._run(ex, delta, t0)
+            return run_with_restarts(lambda k: self._run(ex, delta, t0, k), self._log)
         finally:
             ex.close()
 
-    def _run(self, ex, delta: float, t0: float) -> EpsilonResult:
+    def _run(self, ex, delta: float, t0: float, restarts: int = 0) -> EpsilonResult:
         """The passes of :mod:`tightdp.individual.pld_blocks` over the blocks of ``ex``."""
         deadline = self.budget.deadline()
-        info: dict = {"blocks": ex.n_blocks}
+        info: dict = {"blocks": ex.n_blocks, "restarts": restarts}
         states = [{"start": a, "rows": b - a} for a, b in ex.bounds]
-        states, outs = ex.run(pb.used_buckets, states, self.grid.size)
+        states, outs = ex.run(pb.used_buckets, states, self.grid.size, keep_state=True)
         used = np.nonzero(np.any([o[0] for o in outs], axis=0))[0]
         t_max = max(o[1] for o in outs)
         if used.size:
@@ -311,6 +312,8 @@ class IndividualPLDAccountant(NormHistory, Queries):
             lazy = ex.distributed and not ex.owns_client and hasattr(self.counts, "dask")
             upper = ex.assemble(states, "upper", lazy)
             lower = ex.assemble(states, "lower", lazy)
+        if ex.distributed:
+            info["worker_peak_memory"] = ex.worker_peak_memory()
         info["seconds"] = time.perf_counter() - t0
         return self._result(lower, upper, delta, info)
 
@@ -334,7 +337,7 @@ class IndividualPLDAccountant(NormHistory, Queries):
         counters = {0: 0, 1: 0}
         while True:
             while True:  # until every example of the round is done (or capped)
-                states, outs = ex.run(pb.groups, states, used)
+                states, outs = ex.run(pb.groups, states, used, keep_state=True)
                 todo: dict = {}
                 for o in outs:
                     for lv, (mask, n) in o.items():
@@ -349,7 +352,7 @@ class IndividualPLDAccountant(NormHistory, Queries):
                     plds[lv] = [self._laws(r, used[cols], d, log_tail) for r in (0, 1)]
                     jobs[lv] = (cols, [BucketLaws(p) for pair in plds[lv] for p in pair],
                                 win_tail, d)
-                states, outs = ex.run(pb.extents, states, used, jobs)
+                states, outs = ex.run(pb.extents, states, used, jobs, keep_state=True)
                 for lv in sorted(todo):
                     wins = [o[lv] for o in outs if o[lv] is not None]
                     win = [(min(w[k][0] for w in wins), max(w[k][1] for w in wins))

@@ -109,6 +109,7 @@ from .blocks import (
     attach_counts,
     block_summary,
     merge_summaries,
+    run_with_restarts,
 )
 from .history import NormHistory
 from .pld_blocks import used_buckets
@@ -556,41 +557,50 @@ class IndividualSPAAccountant(NormHistory, Queries):
             ex = DaskBlocks(self.counts, client=self.client, scheduler=self.scheduler,
                             workers=self.workers, block_rows=self.chunk_size)
         try:
-            states = [{"start": a, "rows": b - a} for a, b in ex.bounds]
-            states, outs = ex.run(used_buckets, states, self.grid.size)
-            used = np.nonzero(np.any([o[0] for o in outs], axis=0))[0]
-            tables = self._tables(used) if used.size else []
-            info["directions"] = [tb.name for tb in tables]
-            bar = progress_bar(total=self.n_examples, desc="per-example epsilon (saddle point)",
-                               unit="example", enabled=self.progress)
-            done = [0]
-
-            def update(i, o):
-                bar.update(o[0])
-                done[0] += o[0]
-                self._log(f"saddle points: {done[0]}/{self.n_examples} examples, "
-                          f"{time.perf_counter() - t0:.1f} s")
-
-            store = None
-            if self.store is not None:
-                store = ResultStore(self.store, self.n_examples, FIELDS)
-            try:
-                states, outs = ex.run(spa_block, states, used, tables, math.log(delta),
-                                      _Solver(self.method), store, on_done=update)
-            finally:
-                bar.close()
-            info["summary"] = merge_summaries([o[2] for o in outs])
-            info["interpolation_pieces"] = {tb.name: max(o[1].get(tb.name, 0) for o in outs)
-                                            for tb in tables}
-            flags = {k: sum(o[3][k] for o in outs) for k in FLAGS}
-            if store is not None:
-                arr = store.open()
-            else:
-                lazy = ex.distributed and not ex.owns_client and hasattr(self.counts, "dask")
-                arr = {f: ex.assemble(states, f, lazy) for f in FIELDS}
+            arr, flags = run_with_restarts(lambda k: self._run(ex, delta, info, t0, k),
+                                           self._log)
         finally:
             ex.close()
         return self._result(arr, delta, flags, info, t0)
+
+    def _run(self, ex, delta: float, info: dict, t0: float, restarts: int):
+        """The passes over the blocks of ``ex``: the buckets used, then :func:`spa_block`."""
+        info["restarts"] = restarts
+        states = [{"start": a, "rows": b - a} for a, b in ex.bounds]
+        states, outs = ex.run(used_buckets, states, self.grid.size, keep_state=True)
+        used = np.nonzero(np.any([o[0] for o in outs], axis=0))[0]
+        tables = self._tables(used) if used.size else []
+        info["directions"] = [tb.name for tb in tables]
+        bar = progress_bar(total=self.n_examples, desc="per-example epsilon (saddle point)",
+                           unit="example", enabled=self.progress)
+        done = [0]
+
+        def update(i, o):
+            bar.update(o[0])
+            done[0] += o[0]
+            self._log(f"saddle points: {done[0]}/{self.n_examples} examples, "
+                      f"{time.perf_counter() - t0:.1f} s")
+
+        store = None
+        if self.store is not None:
+            store = ResultStore(self.store, self.n_examples, FIELDS)
+        try:
+            states, outs = ex.run(spa_block, states, used, tables, math.log(delta),
+                                  _Solver(self.method), store, on_done=update)
+        finally:
+            bar.close()
+        info["summary"] = merge_summaries([o[2] for o in outs])
+        info["interpolation_pieces"] = {tb.name: max(o[1].get(tb.name, 0) for o in outs)
+                                        for tb in tables}
+        flags = {k: sum(o[3][k] for o in outs) for k in FLAGS}
+        if ex.distributed:
+            info["worker_peak_memory"] = ex.worker_peak_memory()
+        if store is not None:
+            arr = store.open()
+        else:
+            lazy = ex.distributed and not ex.owns_client and hasattr(self.counts, "dask")
+            arr = {f: ex.assemble(states, f, lazy) for f in FIELDS}
+        return arr, flags
 
     def _result(self, arr: dict, delta: float, flags: dict, info: dict,
                 t0: float) -> EpsilonResult:
