@@ -3,6 +3,7 @@ as in process, a worker killed in the middle, memory per worker bounded by the b
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -136,3 +137,30 @@ def test_store_and_memory_per_worker(counts, in_process, tmp_path):
                       + 4 * 5 * BUCKETS * 8 * fft) / 1e6
     assert len(peaks) == 2
     assert max(peaks) < bound_mb, (peaks, bound_mb)
+
+
+def test_cli_individual_on_workers_equals_python_api(counts, tmp_path, capsys):
+    from tightdp.cli import main
+
+    path = tmp_path / "counts.npy"
+    np.save(path, counts[:20_000])
+    local = IndividualPLDAccountant.from_counts(counts[:20_000], **SETTING,
+                                                progress=False).epsilon(DELTA)
+    assert main(["individual", "--counts", str(path), "--sampling-rate", "0.02",
+                 "--noise-multiplier", "1", "--delta", "1e-5", "--workers", "2",
+                 "--block-rows", "6000", "--out", str(tmp_path / "eps"), "--json",
+                 "--quiet"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    _same(np.load(tmp_path / "eps" / "epsilon.npy"), local.upper)
+    _same(np.load(tmp_path / "eps" / "lower.npy"), local.lower)
+    assert out["n_examples"] == 20_000 and out["certified"]
+    assert out["max"] == pytest.approx(local.upper.max(), rel=1e-12)
+    worst = int(np.argmax(local.upper))
+    assert out["worst"][0]["index"] == worst
+    assert out["worst"][0]["lower"] == pytest.approx(local.lower[worst], rel=1e-12)
+    assert out["quantiles_upper"]["1"] == pytest.approx(local.upper.max(), rel=1e-12)
+    with pytest.raises(SystemExit):
+        main(["individual", "--counts", str(path), "--sampling-rate", "0.02",
+              "--noise-multiplier", "1", "--delta", "1e-5", "--workers", "2",
+              "--scheduler", "tcp://127.0.0.1:1"])
+    assert "not both" in capsys.readouterr().err

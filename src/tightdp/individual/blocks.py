@@ -131,8 +131,8 @@ def block_summary(values: np.ndarray, start: int) -> dict:
 def merge_summaries(parts: list[dict]) -> dict:
     """The summary of all blocks: exact count, min, max, mean (of the finite values), the
     worst :data:`TOP_K` examples (largest first), and quantiles reported as the upper edge of
-    the histogram bin holding them (never below the true quantile; bins are 2.3% wide from
-    1e-6 to 1e4)."""
+    the histogram bin holding them or the maximum, whichever is smaller (never below the true
+    quantile; bins are 2.3% wide from 1e-6 to 1e4)."""
     hist = np.sum([p["hist"] for p in parts], axis=0)
     n = sum(p["count"] for p in parts)
     n_inf = sum(p["infinite"] for p in parts)
@@ -141,9 +141,11 @@ def merge_summaries(parts: list[dict]) -> dict:
     order = np.lexsort((idx, -np.nan_to_num(vals, posinf=np.inf)))[:TOP_K]
     cum = np.cumsum(hist)
     quant = {}
+    top = max(p["max"] for p in parts)
     for qq in QUANTILES:
         b = int(np.searchsorted(cum, max(math.ceil(qq * n), 1)))
-        quant[f"{qq:g}"] = float(SUMMARY_EDGES[min(b + 1, SUMMARY_EDGES.size - 1)])
+        # two upper bounds on the quantile: its bin's upper edge, and the maximum
+        quant[f"{qq:g}"] = min(float(SUMMARY_EDGES[min(b + 1, SUMMARY_EDGES.size - 1)]), top)
     n_fin = n - n_inf
     return {"count": n, "infinite": n_inf,
             "min": min(p["min"] for p in parts), "max": max(p["max"] for p in parts),

@@ -12,9 +12,10 @@ of the counts and of what the driver shipped, so the answer is the same.
 
 Counts given as a ``dask.array`` are read block by block by the tasks themselves (from
 whatever the array is built on: a :class:`~tightdp.individual.NormRecorder` file, zarr, ...),
-again at every pass, so no worker ever holds more than the blocks it is working on. A numpy
-array is cut into blocks whose copies live in the cluster (and, as task data, on the
-scheduler) for the duration of the query.
+again at every pass, so no worker ever holds more than the blocks it is working on. So are the
+rows of a ``.npy`` file opened as a memmap (``np.load(path, mmap_mode="r")``; the workers
+must see the same file system). A numpy array in memory is cut into blocks whose copies live
+in the cluster (and, as task data, on the scheduler) for the duration of the query.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import numpy as np
 
 from .blocks import DEFAULT_BLOCK_ROWS, LostBlocks, as_blocks
 
-__all__ = ["DaskBlocks", "require_dask"]
+__all__ = ["DaskBlocks", "require_dask", "read_rows"]
 
 #: how many times a task is retried after an error on a worker (a lost worker is not one)
 RETRIES = 1
@@ -45,6 +46,11 @@ def require_dask():
         raise ImportError('per-example accounting on Dask needs the dask extra: pip install '
                           '"tightdp[dask]"') from None
     return dask, distributed
+
+
+def read_rows(path: str, a: int, b: int) -> np.ndarray:
+    """Rows ``[a, b)`` of the 2-d ``.npy`` file ``path`` (memory-mapped, only those read)."""
+    return np.array(np.load(path, mmap_mode="r")[a:b])
 
 
 def _peak_rss() -> int | None:
@@ -86,9 +92,13 @@ class DaskBlocks:
             # one block per row chunk, all columns; read by the tasks at every pass
             counts = counts.rechunk({1: -1})
             self.blocks = list(counts.to_delayed(optimize_graph=True).ravel())
+        elif isinstance(counts, np.memmap) and str(counts.filename).endswith(".npy"):
+            # a .npy file on disk (shared file system): each task reads its rows by path
+            rd = dask.delayed(read_rows, pure=True)
+            self.blocks = [rd(str(counts.filename), a, b) for a, b in self.bounds]
         else:
-            # numpy (or a memmap): each block a task holding its rows, persisted (the data
-            # stays in the task, so a lost copy is recomputed)
+            # numpy: each block a task holding its rows, persisted (the data stays in the
+            # task, so a lost copy is recomputed)
             mk = dask.delayed(np.ascontiguousarray, pure=True)
             with warnings.catch_warnings():  # the data has to go to the cluster: on purpose
                 warnings.filterwarnings("ignore", message="Sending large graph")
