@@ -271,23 +271,29 @@ class Evaluator:
     def __init__(self, dr: Direction, counts: np.ndarray, kk: int, tau: np.ndarray,
                  extra: np.ndarray, kk_rows: np.ndarray | None = None):
         self.dr, self.K, self.d = dr, dr.K, dr.d
-        P = dr.transform(counts, kk)
+        # transform in (frequency, example) layout: the Horner sums below run over its rows
+        log_abs, phase = dr.spectra(kk)
+        lr = log_abs.T @ counts.T
+        li = phase.T @ counts.T
+        li += dr.win_phase[:kk, None]
+        P = np.exp(lr + 1j * li)  # (kk, n)
+        del lr, li
         if kk_rows is not None:
             # each example keeps its own frequencies k < kk_rows[i] (its cut-off; ``tau``
             # bounds the rest), whatever the other examples evaluated with it
-            P[np.arange(kk)[None, :] >= np.asarray(kk_rows)[:, None]] = 0.0
-        self.P = P
+            P[np.arange(kk)[:, None] >= np.asarray(kk_rows)[None, :]] = 0.0
         om = dr.omega[:kk]
-        self.p0 = P[:, 0].real
-        qt = np.empty((kk, 2, P.shape[0]), dtype=complex)
-        qt[:, 0, :] = (P * (om * dr.g1[:kk])).T
-        qt[:, 1, :] = (P * (om * dr.g2[:kk])).T
+        self.p0 = P[0].real.copy()
+        qt = np.empty((kk, 2, P.shape[1]), dtype=complex)
+        np.multiply(P, (om * dr.g1[:kk])[:, None], out=qt[:, 0, :])
+        np.multiply(P, (om * dr.g2[:kk])[:, None], out=qt[:, 1, :])
         self.qt = qt
         c = qt[1:].sum(axis=0).real
         self.c1, self.c2 = c[0], c[1]
         # hinge coefficients g1 - e^{-d} g2 = conj((1 - e^{-d}) / ((1 - z)(1 - e^{-d} z))),
         # combined before summing (no cancellation between the two sums)
-        self.qh = (P * (om * dr.gh[:kk])).T.copy()
+        P *= (om * dr.gh[:kk])[:, None]
+        self.qh = P
         self.tau = tau
         self.extra = extra
         self.s = counts @ dr.shift  # grid shift of each example's composed law

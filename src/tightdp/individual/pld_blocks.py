@@ -34,9 +34,13 @@ LEVEL_OFFSET = 0.5
 HORNER_MAX = 4096
 
 
-def _cnt(block: np.ndarray, used: np.ndarray) -> np.ndarray:
-    """Counts of the buckets ``used`` (grid indices, column ``j + 1`` of the block), float."""
-    return np.asarray(block)[:, 1:][:, used].astype(float)
+def _cnt(block: np.ndarray, used: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    """Counts of the buckets ``used`` (grid indices, column ``j + 1`` of the block) of the
+    examples ``rows`` (all by default), as floats."""
+    b = np.asarray(block)
+    if rows is not None:
+        b = b[rows]
+    return b[:, used + 1].astype(float)
 
 
 def used_buckets(block, state, n_buckets: int):
@@ -80,7 +84,7 @@ def groups(block, state, used: np.ndarray):
     lv_todo = state["level"][state["todo"]]
     if lv_todo.size == 0:
         return state, {}
-    cnt = _cnt(block, used)[state["act"]]
+    cnt = _cnt(block, used, state["act"])
     out = {}
     for lv in np.unique(lv_todo):
         rows = state["todo"] & (state["level"] == lv)
@@ -92,7 +96,7 @@ def extents(block, state, used: np.ndarray, jobs: dict):
     """For each level of ``jobs`` (``lv -> (cols, laws, log_tail, d)``, ``laws`` a list of
     :class:`BucketLaws`): the FFT window each law set needs for this block's examples of that
     level (None if it has none)."""
-    cnt = _cnt(block, used)[state["act"]]
+    cnt = _cnt(block, used, state["act"])
     out = {}
     for lv, (cols, laws, log_tail, d) in jobs.items():
         rows = state["todo"] & (state["level"] == lv)
@@ -127,7 +131,7 @@ def evaluate(block, state, used: np.ndarray, lv: int, cols: np.ndarray, directio
     rows = np.nonzero(state["todo"] & (state["level"] == lv))[0]
     if rows.size == 0:
         return state, (0, 0)
-    c = _cnt(block, used)[state["act"][rows]][:, cols]
+    c = _cnt(block, used[cols], state["act"][rows])
     tol = TRUNC_FRACTION * delta
     round_allow = 64 * MACHINE_EPSILON * (1.0 + c.sum(axis=1))
     extra = dr.extras(c)
