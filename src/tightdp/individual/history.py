@@ -26,16 +26,26 @@ def sensitivity_grid(n_buckets: int) -> np.ndarray:
     return g
 
 
-def bucket_index(ratios: np.ndarray, grid: np.ndarray) -> np.ndarray:
+def bucket_index(ratios: np.ndarray, grid: np.ndarray, *, dtype=np.int64) -> np.ndarray:
     """Index (1-based; 0 = no loss) of the smallest point of the uniform grid ``j / n`` that
-    is >= each ratio (rounding the sensitivity *up*). NaN (unknown norm) goes to the top."""
+    is >= each ratio (rounding the sensitivity *up*), as ``dtype``. NaN (unknown norm) goes
+    to the top."""
     n = grid.size
-    r = np.nan_to_num(np.asarray(ratios, dtype=float), nan=1.0)
-    x = np.ceil(r * n)
+    r = np.array(ratios, dtype=float)  # our copy: NaN replaced in place
+    np.copyto(r, 1.0, where=np.isnan(r))
+    x = np.multiply(r, n, out=np.empty_like(r))  # out=: an array also when 0-d
+    np.ceil(x, out=x)
     # correct by one where the rounding of r * n missed (x / n is exactly grid[x - 1])
-    x += x / n < r
-    x -= (x >= 2) & ((x - 1) / n >= r)
-    return np.clip(x, 0, n).astype(np.int64)
+    t = np.divide(x, n, out=np.empty_like(r))
+    low = np.less(t, r, out=np.empty(r.shape, dtype=bool))
+    x += low
+    np.subtract(x, 1.0, out=t)
+    t /= n
+    np.greater_equal(t, r, out=low)
+    low &= x >= 2
+    x -= low
+    np.clip(x, 0, n, out=x)
+    return x.astype(dtype)[()]  # a scalar for a scalar
 
 
 def index_dtype(n_columns: int) -> np.dtype:
@@ -49,7 +59,8 @@ def add_steps(counts: np.ndarray, steps: np.ndarray, *, block_rows: int = BLOCK_
     """Count buffered steps in place: ``counts[i, steps[s, i]] += 1`` for every step ``s``.
 
     ``counts`` is a C-contiguous ``(n, B + 1)`` integer array (in memory or a memory map),
-    ``steps`` a ``(k, n)`` array of bucket indices (step-major). Each step adds one to one
+    ``steps`` a ``(k, n)`` array of bucket indices (step-major) or a sequence of ``k`` arrays
+    ``(n,)`` (for instance memory maps of a step log). Each step adds one to one
     entry of each row, so the entries of one step are distinct and an unbuffered fancy-index
     increment (``np.add.at``) is exact: O(n) work per step, done a block of ``block_rows`` rows
     at a time so that the temporaries stay small and the rows being counted stay in cache.
@@ -57,8 +68,8 @@ def add_steps(counts: np.ndarray, steps: np.ndarray, *, block_rows: int = BLOCK_
     n, nb = counts.shape
     if not counts.flags.c_contiguous:
         raise ValueError("counts must be C-contiguous")
-    if steps.ndim != 2 or steps.shape[1] != n:
-        raise ValueError(f"steps must have shape (k, {n}), got {steps.shape}")
+    if any(np.shape(row) != (n,) for row in steps):
+        raise ValueError(f"steps must be k arrays of shape ({n},)")
     flat = counts.reshape(-1)  # a view (C-contiguous)
     m = min(block_rows, n)
     ones = np.ones(m, dtype=counts.dtype)  # same dtype: np.add.at's fast path
@@ -66,8 +77,8 @@ def add_steps(counts: np.ndarray, steps: np.ndarray, *, block_rows: int = BLOCK_
     for a in range(0, n, m):
         b = min(a + m, n)
         base = np.arange(a * nb, b * nb, nb, dtype=np.int64)
-        for s in range(steps.shape[0]):
-            np.add(base, steps[s, a:b], out=idx[:b - a])
+        for row in steps:
+            np.add(base, row[a:b], out=idx[:b - a])
             np.add.at(flat, idx[:b - a], ones[:b - a])
 
 
@@ -98,11 +109,14 @@ class NormHistory:
         self.n_examples = v.count("n_examples", n_examples, minimum=1)
         self.grid = sensitivity_grid(n_buckets)
 
-    def _buckets(self, g: np.ndarray) -> np.ndarray:
-        """Bucket indices of the norms ``g`` (float array; any part of one step's norms)."""
+    def _buckets(self, g: np.ndarray, dtype=np.int64) -> np.ndarray:
+        """Bucket indices (as ``dtype``) of the norms ``g`` (a float array: one step's norms
+        or a part of them)."""
         if np.any(g < 0):
             raise ValueError("grad_norms must be >= 0 (NaN = unknown norm)")
-        return bucket_index(np.minimum(g, self.clip_norm) / self.clip_norm, self.grid)
+        r = np.minimum(g, self.clip_norm)
+        r /= self.clip_norm
+        return bucket_index(r, self.grid, dtype=dtype)
 
     def step(self, grad_norms) -> None:
         """Record one step: ``grad_norms[i]`` is example ``i``'s gradient norm at this step's
@@ -110,7 +124,7 @@ class NormHistory:
         g = np.asarray(grad_norms, dtype=float)
         if g.shape != (self.n_examples,):
             raise ValueError(f"grad_norms must have shape ({self.n_examples},), got {g.shape}")
-        self._buf[self._nbuf] = self._buckets(g)
+        self._buf[self._nbuf] = self._buckets(g, self._buf.dtype)
         self._nbuf += 1
         self.n_steps += 1
         if self._nbuf == self._buf.shape[0]:
