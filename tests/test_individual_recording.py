@@ -208,6 +208,37 @@ def test_recorder_resumes_rows_half_updated(tmp_path, monkeypatch):
     assert np.array_equal(rec.counts, _history(n, 10, steps).counts)
 
 
+def test_recorder_flush_is_idempotent_per_row(tmp_path, monkeypatch):
+    """Progress lost (meta.json rolled back to the flush's start after 3 of 6 chunks were
+    counted): the resumed flush counts nothing twice. Counts that no prefix of the logged
+    steps explains are refused."""
+    n, cs = 1003, 200
+    rng = np.random.default_rng(11)
+    steps = [_norms(rng, n) for _ in range(6)]
+    rec = _create(tmp_path, n, chunk_size=cs, buffer_steps=4)
+    for g in steps[:3]:
+        rec.step(g)
+    meta = tmp_path / "rec" / "meta.json"
+    with monkeypatch.context() as m:
+        _crash_after(m, "_flush_chunk", 3)
+        with pytest.raises(Crash):
+            rec.step(steps[3])
+    doc = json.loads(meta.read_text())
+    assert doc["flush_rows"] == 600
+    meta.write_text(json.dumps(dict(doc, flush_rows=0)))
+    rec = NormRecorder.open(tmp_path / "rec")
+    for g in steps[4:]:
+        rec.step(g)
+    assert np.array_equal(rec.counts, _history(n, 10, steps).counts)
+    # rows holding more steps than flushed + logged: refused, naming the first
+    (tmp_path / "rec" / "steps.log").write_bytes(bytes(2 * n))
+    meta.write_text(json.dumps(dict(json.loads(meta.read_text()), n_steps=5, n_flushed=3,
+                                    flush_rows=0)))
+    with pytest.raises(ValueError, match=r"counts.npy of .* is inconsistent with meta.json: "
+                                         r"row 0 counts 6 steps, expected 3 to 5"):
+        NormRecorder.open(tmp_path / "rec")
+
+
 def test_recorder_crash_mid_step_leaves_no_trace(tmp_path):
     n = 1003
     rng = np.random.default_rng(6)
@@ -309,6 +340,9 @@ def test_recorder_validation(tmp_path):
         _create(tmp_path, n)
     with pytest.raises(ValueError, match=r"path must be a norm recording"):
         NormRecorder.open(tmp_path / "nothing")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match=r"path must be a directory \(or not exist yet\)"):
+        NormRecorder.create(tmp_path / "file", **SETTING, n_examples=n)
 
 
 def test_recorder_open_checks_metadata(tmp_path):

@@ -15,14 +15,16 @@ Differential Privacy", App. D.2) kept in a directory instead of in memory::
                  the other (N indices of ``index_dtype`` per step)
 
 Each step is read a chunk of ``chunk_size`` examples at a time, bucketed and appended to the
-step log, then committed by rewriting ``meta.json`` (``n_steps``; written to a temporary file
-and moved over the old one with :func:`os.replace`, which is atomic). Every ``buffer_steps``
-steps the log is added to the counts, a chunk of rows at a time, each chunk committed the same
-way (``flush_rows``: the rows that already hold the logged steps). The counts of a row sum to
-its number of counted steps, so a row is never counted twice: when a flush is resumed after a
-crash (:meth:`NormRecorder.open`, or the next call), the rows of the one chunk that may have
-been partly updated are completed from their sums. A crash at any point therefore leaves every
-step either counted (once) or not recorded at all.
+step log, then committed by rewriting ``meta.json`` (``n_steps``; written to a temporary file,
+synced, and moved over the old one with :func:`os.replace`, which is atomic). Every
+``buffer_steps`` steps the log is added to the counts, a chunk of rows at a time, each chunk
+synced to disk and then committed the same way (``flush_rows``: the rows that hold the logged
+steps). The counts of a row sum to its number of counted steps, and the steps are counted in
+order, so the flush of a chunk is idempotent: a row gets only the logged steps its sum says it
+lacks. When a flush is resumed after a crash (:meth:`NormRecorder.open`, or the next call on
+the same object), the chunk that was being counted -- its rows may hold different numbers of
+the steps -- is completed, never counted twice. A crash at any point therefore leaves every
+step either counted once or not recorded at all.
 
 Memory: O(chunk_size) per step (about 50 bytes per example of the chunk for the bucketing);
 the flush maps the rows of one chunk of the counts and of the log at a time (resident pages
@@ -67,12 +69,22 @@ def _write_json(path: str, doc: dict) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)  # make the rename durable
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
-def _read_rows(path: str, dtype: str, block_info=None) -> np.ndarray:
-    """Rows ``[a, b)`` of the counts file ``path`` (a dask task: opens the file by path)."""
-    (a, b), _ = block_info[None]["array-location"]
-    return np.array(np.load(path, mmap_mode="r")[a:b], dtype=dtype)
+def _read_rows(path: str, offset: int, dtype: str, block_info=None) -> np.ndarray:
+    """Rows ``[a, b)`` of the counts file ``path`` whose data starts at byte ``offset`` (a
+    dask task: reads just these rows from the file, by path)."""
+    (a, b), (_, nb) = block_info[None]["array-location"]
+    isz = np.dtype(dtype).itemsize
+    out = np.fromfile(path, dtype=dtype, count=(b - a) * nb, offset=offset + a * nb * isz)
+    if out.size != (b - a) * nb:
+        raise ValueError(f"{path} is shorter than its header says (rows {a} to {b})")
+    return out.reshape(b - a, nb)
 
 
 def _is_dask(x) -> bool:
@@ -161,6 +173,8 @@ class NormRecorder(NormHistory):
             raise ValueError(f"dtype must be one of {', '.join(map(repr, DTYPES))}, got "
                              f"{dtype!r}")
         path = os.fspath(path)
+        if os.path.exists(path) and not os.path.isdir(path):
+            raise ValueError(f"path must be a directory (or not exist yet), got {path!r}")
         if os.path.exists(os.path.join(path, META)):
             raise ValueError(f"path must not hold a recording already (open it with "
                              f"NormRecorder.open), got {path!r}")
@@ -325,52 +339,46 @@ class NormRecorder(NormHistory):
         interrupted flush (``flush_rows`` set) where it stopped."""
         if self._pending() == 0 and self._doc["flush_rows"] is None:
             return
-        start = self._doc["flush_rows"]
-        if start is None:
+        if self._doc["flush_rows"] is None:
             self._commit(flush_rows=0)
-            start, repair = 0, False
-        else:
-            repair = True  # the chunk at ``start`` may hold some of the steps already
-        for a in range(start, self.n_examples, self.chunk_size):
-            self._flush_chunk(a, min(a + self.chunk_size, self.n_examples), repair)
-            repair = False
+        for a in range(self._doc["flush_rows"], self.n_examples, self.chunk_size):
+            self._flush_chunk(a, min(a + self.chunk_size, self.n_examples))
         self._end_flush()
 
-    def _flush_chunk(self, a: int, b: int, repair: bool) -> None:
+    def _flush_chunk(self, a: int, b: int) -> None:
         """Add the logged steps to rows ``[a, b)`` (only these rows of the files are mapped),
-        make them durable, commit the progress. ``repair``: some rows may hold a prefix of the
-        steps (a crash); each row's sum tells how many, and only the others are added."""
+        make them durable, commit the progress.
+
+        Idempotent: every step counts one bucket in every row, so a row's sum less
+        ``n_flushed`` is the number of logged steps it holds already (a prefix of them: the
+        steps are counted in order), and only the others are added -- after a crash inside
+        this chunk its rows may hold different numbers of them."""
         nb, isz = self.grid.size + 1, self.index_dtype.itemsize
+        nf, k = self._doc["n_flushed"], self._pending()
         steps = [np.memmap(self._file(LOG), dtype=self.index_dtype, mode="r",
                            offset=s * self._step_bytes() + a * isz, shape=(b - a,))
-                 for s in range(self._pending())]
+                 for s in range(k)]
         if steps:
             block = np.memmap(self._file(COUNTS), dtype=self.dtype, mode="r+",
                               offset=self._offset + a * nb * self.dtype.itemsize,
                               shape=(b - a, nb))
-            if repair:
-                self._repair(block, steps)
-            else:
-                add_steps(block, steps)
+            done = block.sum(axis=1, dtype=np.int64) - nf
+            if np.any(done < 0) or np.any(done > k):
+                bad = int(np.nonzero((done < 0) | (done > k))[0][0])
+                raise ValueError(f"{COUNTS} of {self.path!r} is inconsistent with {META}: row "
+                                 f"{a + bad} counts {int(done[bad]) + nf} steps, expected "
+                                 f"{nf} to {nf + k}")
+            if not done.any():
+                add_steps(block, steps)  # the usual case: none counted yet
+            elif not np.all(done == k):
+                flat = block.reshape(-1)
+                for s in range(k):
+                    rows = np.nonzero(done <= s)[0]
+                    np.add.at(flat, rows * nb + steps[s][rows], np.ones(rows.size, self.dtype))
             block.flush()
             del block
         del steps
         self._commit(flush_rows=b)
-
-    def _repair(self, block: np.ndarray, steps: list[np.ndarray]) -> None:
-        """Complete rows of ``block`` holding a prefix of ``steps`` (their sum tells its
-        length: every row counts one bucket per step)."""
-        nf, k = self._doc["n_flushed"], len(steps)
-        done = block.sum(axis=1, dtype=np.int64) - nf
-        if np.any(done < 0) or np.any(done > k):
-            bad = int(np.nonzero((done < 0) | (done > k))[0][0])
-            raise ValueError(f"{COUNTS} of {self.path!r} is inconsistent with {META}: a row "
-                             f"counts {int(done[bad]) + nf} steps, expected {nf} to {nf + k}")
-        nb = block.shape[1]
-        flat = block.reshape(-1)
-        for s in range(k):
-            rows = np.nonzero(done <= s)[0]
-            np.add.at(flat, rows * nb + steps[s][rows], np.ones(rows.size, block.dtype))
 
     def _end_flush(self) -> None:
         """Commit: the logged steps are counted, the log is empty."""
@@ -396,7 +404,7 @@ class NormRecorder(NormHistory):
         self._flush()
         n, nb = self.n_examples, self.grid.size + 1
         sizes = (rows,) * (n // rows) + ((n % rows,) if n % rows else ())
-        return da.map_blocks(_read_rows, self._file(COUNTS), self.dtype.name,
+        return da.map_blocks(_read_rows, self._file(COUNTS), self._offset, self.dtype.name,
                              chunks=(sizes, (nb,)), dtype=self.dtype,
                              meta=np.empty((0, 0), dtype=self.dtype))
 
