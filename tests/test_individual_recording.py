@@ -88,10 +88,12 @@ def _as_kind(g: np.ndarray, kind: str, cut: int = 77):
     return pieces if kind == "generator" else list(pieces)
 
 
-@pytest.mark.parametrize("n, chunk_size, buffer_steps", [(103, 1, 3), (103, 7, 1), (1003, 100, 5),
+@pytest.mark.parametrize("n, chunk_size, buffer_steps", [(19, 1, 3), (53, 7, 1), (1003, 100, 5),
                                                          (1003, 1003, 64), (1003, 5000, 4)])
 def test_recorder_counts_equal_history(tmp_path, n, chunk_size, buffer_steps):
-    t = 23  # n not a multiple of the chunk sizes above 1; t not a multiple of the buffers
+    # n not a multiple of the chunk sizes above 1; t not a multiple of the buffers (small n
+    # with small chunks: every chunk of every flush is a synced commit)
+    t = 23
     rng = np.random.default_rng(chunk_size)
     steps = [_norms(rng, n) for _ in range(t)]
     rec = _create(tmp_path, n, chunk_size=chunk_size, buffer_steps=buffer_steps)

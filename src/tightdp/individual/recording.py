@@ -355,28 +355,30 @@ class NormRecorder(NormHistory):
         this chunk its rows may hold different numbers of them."""
         nb, isz = self.grid.size + 1, self.index_dtype.itemsize
         nf, k = self._doc["n_flushed"], self._pending()
+        # plain ndarray views of the maps: slicing a np.memmap costs a Python-level wrapper
         steps = [np.memmap(self._file(LOG), dtype=self.index_dtype, mode="r",
-                           offset=s * self._step_bytes() + a * isz, shape=(b - a,))
-                 for s in range(k)]
+                           offset=s * self._step_bytes() + a * isz, shape=(b - a,)
+                           ).view(np.ndarray) for s in range(k)]
         if steps:
             block = np.memmap(self._file(COUNTS), dtype=self.dtype, mode="r+",
                               offset=self._offset + a * nb * self.dtype.itemsize,
                               shape=(b - a, nb))
-            done = block.sum(axis=1, dtype=np.int64) - nf
+            rows = block.view(np.ndarray)
+            done = rows.sum(axis=1, dtype=np.int64) - nf
             if np.any(done < 0) or np.any(done > k):
                 bad = int(np.nonzero((done < 0) | (done > k))[0][0])
                 raise ValueError(f"{COUNTS} of {self.path!r} is inconsistent with {META}: row "
                                  f"{a + bad} counts {int(done[bad]) + nf} steps, expected "
                                  f"{nf} to {nf + k}")
             if not done.any():
-                add_steps(block, steps)  # the usual case: none counted yet
+                add_steps(rows, steps)  # the usual case: none counted yet
             elif not np.all(done == k):
-                flat = block.reshape(-1)
+                flat = rows.reshape(-1)
                 for s in range(k):
-                    rows = np.nonzero(done <= s)[0]
-                    np.add.at(flat, rows * nb + steps[s][rows], np.ones(rows.size, self.dtype))
+                    lack = np.nonzero(done <= s)[0]
+                    np.add.at(flat, lack * nb + steps[s][lack], np.ones(lack.size, self.dtype))
             block.flush()
-            del block
+            del block, rows
         del steps
         self._commit(flush_rows=b)
 
