@@ -5,6 +5,8 @@ number of steps."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from .. import _validate as v
@@ -49,13 +51,15 @@ def bucket_index(ratios: np.ndarray, grid: np.ndarray, *, dtype=np.int64) -> np.
 
 
 def index_dtype(n_columns: int) -> np.dtype:
-    """The smallest unsigned integer type holding a bucket index ``0 .. n_columns - 1``."""
+    """The smallest integer type holding a bucket index ``0 .. n_columns - 1`` (uint8, uint16,
+    else int64)."""
     if n_columns <= 256:
         return np.dtype(np.uint8)
     return np.dtype(np.uint16) if n_columns <= 65536 else np.dtype(np.int64)
 
 
-def add_steps(counts: np.ndarray, steps: np.ndarray, *, block_rows: int = BLOCK_ROWS) -> None:
+def add_steps(counts: np.ndarray, steps: np.ndarray | Sequence[np.ndarray], *,
+              block_rows: int = BLOCK_ROWS) -> None:
     """Count buffered steps in place: ``counts[i, steps[s, i]] += 1`` for every step ``s``.
 
     ``counts`` is a C-contiguous ``(n, B + 1)`` integer array (in memory or a memory map),
