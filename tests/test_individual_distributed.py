@@ -104,15 +104,16 @@ def test_worker_killed_mid_run_same_result(counts, in_process, client):
 
 
 def test_spa_on_cluster_equals_in_process(counts, client):
-    local = IndividualSPAAccountant.from_counts(counts, **SETTING, progress=False,
-                                                chunk_size=40_000).epsilon(DELTA)
-    r = IndividualSPAAccountant.from_counts(counts, **SETTING, progress=False, client=client,
-                                            chunk_size=40_000).epsilon(DELTA)
+    part = counts[:100_000]
+    local = IndividualSPAAccountant.from_counts(part, **SETTING, progress=False,
+                                                chunk_size=20_000).epsilon(DELTA)
+    r = IndividualSPAAccountant.from_counts(part, **SETTING, progress=False, client=client,
+                                            chunk_size=20_000).epsilon(DELTA)
     # the worker processes run BLAS single-threaded (the products may round differently)
     _same(r.epsilon, local.epsilon)
     _same(r.upper, local.upper)
     assert np.array_equal(r.details["reliable"], local.details["reliable"])
-    assert r.details["summary"]["count"] == N
+    assert r.details["summary"]["count"] == part.shape[0]
 
 
 def test_store_and_memory_per_worker(counts, in_process, tmp_path):
@@ -164,3 +165,45 @@ def test_cli_individual_on_workers_equals_python_api(counts, tmp_path, capsys):
               "--noise-multiplier", "1", "--delta", "1e-5", "--workers", "2",
               "--scheduler", "tcp://127.0.0.1:1"])
     assert "not both" in capsys.readouterr().err
+
+
+def test_recorder_to_accountants_in_process_and_on_cluster(tmp_path, client, capsys):
+    """Norms recorded on disk (NormRecorder) give the same per-example numbers as the same
+    norms fed to the accountants in memory: from the memmap in process, from counts_dask on
+    the cluster, SPA from_history, and the CLI on the recording's directory."""
+    from tightdp import NormRecorder
+    from tightdp.cli import main
+
+    rng = np.random.default_rng(5)
+    n, t = 10_000, 30
+    rec = NormRecorder.create(tmp_path / "rec", **SETTING, n_examples=n, n_buckets=BUCKETS,
+                              chunk_size=3_000, buffer_steps=16)
+    mem = IndividualPLDAccountant(**SETTING, n_examples=n, n_buckets=BUCKETS, progress=False)
+    spa_mem = IndividualSPAAccountant.from_history(mem, progress=False)
+    scale = rng.uniform(0.05, 1.5, n)
+    for _ in range(t):
+        g = scale * rng.uniform(0.5, 1.2, n)
+        rec.step(g)
+        mem.step(g)
+    ref = mem.epsilon(DELTA)
+    assert np.array_equal(rec.counts, mem.counts)
+    local = IndividualPLDAccountant.from_counts(rec.counts, **SETTING,
+                                                progress=False).epsilon(DELTA)
+    assert np.array_equal(local.upper, ref.upper) and np.array_equal(local.lower, ref.lower)
+    dist = IndividualPLDAccountant.from_counts(rec.counts_dask(), **SETTING, client=client,
+                                               progress=False).epsilon(DELTA)
+    _same(dist.upper.compute(), ref.upper)
+    _same(dist.lower.compute(), ref.lower)
+    spa_ref = spa_mem.epsilon(DELTA)  # shares the in-memory counts: sees every step
+    spa_rec = IndividualSPAAccountant.from_history(rec, progress=False).epsilon(DELTA)
+    assert np.array_equal(spa_rec.epsilon, spa_ref.epsilon)
+    with pytest.raises(ValueError, match="records no steps"):
+        IndividualSPAAccountant.from_history(rec).step(np.ones(n))
+    assert main(["individual", "--counts", str(tmp_path / "rec"), "--delta", "1e-5",
+                 "--json", "--quiet"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["max"] == pytest.approx(ref.upper.max(), rel=1e-12)
+    with pytest.raises(SystemExit):
+        main(["individual", "--counts", str(tmp_path / "rec"), "--delta", "1e-5",
+              "--noise-multiplier", "2"])
+    assert "differs from the recording" in capsys.readouterr().err

@@ -41,8 +41,8 @@ EXAMPLES = """examples:
       --noise-multiplier 1 --steps 2000 --delta 1e-6
   tightdp plot --sampling-rate 0.01 --noise-multiplier 1 --steps 1000 --delta 1e-5 \\
       --output curve.png
-  tightdp individual --counts counts.npy --sampling-rate 0.01 --noise-multiplier 1 \\
-      --delta 1e-5 --workers 2 --out eps/   (per-example eps; see docs/scaling.md)
+  tightdp individual --counts recording/ --delta 1e-5 --workers 2 --out eps/
+      (per-example eps from a NormRecorder directory or a .npy of counts; docs/scaling.md)
 """
 
 #: every option string of the command (filled by :func:`build_parser`): a library error's
@@ -588,18 +588,40 @@ def _cmd_group(a) -> dict:
     return out
 
 
-def _load_counts(path: str):
-    """Per-example bucket counts: a ``.npy`` file (memory-mapped, never read whole)."""
+def _load_counts(a):
+    """Per-example bucket counts and the DP-SGD setting: a NormRecorder directory (its
+    setting, unless the options give one) or a ``.npy`` file (the options give it); the
+    counts memory-mapped, never read whole."""
     import os
 
     import numpy as np
 
+    path = a.counts
+    setting = {"sampling_rate": a.sampling_rate, "noise_multiplier": a.noise_multiplier,
+               "clip_norm": a.clip_norm}
+    if os.path.isdir(path):
+        from .individual import NormRecorder
+
+        rec = NormRecorder.open(path)
+        for key in setting:
+            if setting[key] is None:
+                setting[key] = getattr(rec, key)
+            elif setting[key] != getattr(rec, key):
+                _fail(f"--{key.replace('_', '-')} {setting[key]:g} differs from the recording's "
+                      f"{getattr(rec, key):g} ({path})")
+        return rec.counts, setting
     if not os.path.exists(path):
         _fail(f"--counts {path!r} does not exist")
     if not path.endswith(".npy"):
-        _fail(f"--counts must be a .npy file of per-example bucket counts, got {path!r}")
+        _fail(f"--counts must be a NormRecorder directory or a .npy file of per-example bucket "
+              f"counts, got {path!r}")
+    for key in ("sampling_rate", "noise_multiplier"):
+        if setting[key] is None:
+            _fail(f"--{key.replace('_', '-')} is required with a .npy --counts")
+    if setting["clip_norm"] is None:
+        setting["clip_norm"] = 1.0
     try:
-        return np.load(path, mmap_mode="r")
+        return np.load(path, mmap_mode="r"), setting
     except (OSError, ValueError) as err:
         _fail(f"--counts {path!r} is not a readable .npy file: {err}")
 
@@ -609,10 +631,8 @@ def _cmd_individual(a) -> dict:
 
     if a.workers is not None and a.scheduler is not None:
         _fail("give --workers (a local cluster) or --scheduler (a running one), not both")
-    counts = _load_counts(a.counts)
-    kw = {"sampling_rate": a.sampling_rate, "noise_multiplier": a.noise_multiplier,
-          "clip_norm": a.clip_norm, "workers": a.workers, "scheduler": a.scheduler,
-          "store": a.out}
+    counts, setting = _load_counts(a)
+    kw = {**setting, "workers": a.workers, "scheduler": a.scheduler, "store": a.out}
     if a.method == "pld":
         kw.update(rtol=DEFAULT_RTOL if a.rtol is None else a.rtol, **_budget(a))
         if a.block_rows is not None:
@@ -810,12 +830,15 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("individual", "per-example eps of DP-SGD from recorded bucket counts, in process "
                           "or on Dask (--workers / --scheduler)")
     s.add_argument("--counts", required=True,
-                   help=".npy file: examples x (n_buckets + 1) integer counts (column 0: steps "
-                        "without loss, column j: norm ratio rounded up to j/n_buckets)")
-    s.add_argument("--sampling-rate", type=_float, required=True, help="q in (0, 1]")
-    s.add_argument("--noise-multiplier", type=_float, required=True, help="sigma > 0")
-    s.add_argument("--clip-norm", type=_float, default=1.0,
-                   help="C > 0 (the counts already hold ratios; default 1)")
+                   help="a NormRecorder directory, or a .npy file: examples x (n_buckets + 1) "
+                        "integer counts (column 0: steps without loss, column j: norm ratio "
+                        "rounded up to j/n_buckets)")
+    s.add_argument("--sampling-rate", type=_float,
+                   help="q in (0, 1] (default: the recording's)")
+    s.add_argument("--noise-multiplier", type=_float,
+                   help="sigma > 0 (default: the recording's)")
+    s.add_argument("--clip-norm", type=_float,
+                   help="C > 0 (the counts already hold ratios; default: the recording's, or 1)")
     s.add_argument("--delta", type=_float, required=True, help="delta in [1e-9, 1)")
     s.add_argument("--method", default="pld", choices=["pld", "spa"],
                    help="pld: certified brackets (default); spa: saddle-point approximation")

@@ -25,7 +25,7 @@ import numpy as np
 
 __all__ = ["LocalBlocks", "LostBlocks", "run_with_restarts", "MAX_RESTARTS", "block_summary",
            "merge_summaries", "as_blocks", "ResultStore", "attach_counts", "DEFAULT_BLOCK_ROWS",
-           "SUMMARY_EDGES"]
+           "SUMMARY_EDGES", "is_dask_array", "read_npy_rows", "npy_dask"]
 
 #: how many times a query starts over after losing block state with a Dask worker
 MAX_RESTARTS = 3
@@ -56,15 +56,41 @@ def run_with_restarts(run: Callable, log: Callable):
                        f"row (last: {last}); check the cluster's stability and memory_limit")
 
 
-def _is_dask(x) -> bool:
-    return type(x).__module__.split(".")[0] == "dask"
+def is_dask_array(x) -> bool:
+    """Is ``x`` a ``dask.array`` (checked without importing dask)?"""
+    return type(x).__module__.split(".")[0] == "dask" and hasattr(x, "blocks")
+
+
+def read_npy_rows(path: str, offset: int, dtype: str, block_info=None) -> np.ndarray:
+    """Rows ``[a, b)`` (the block's location, from dask's ``block_info``) of the 2-d C-ordered
+    array stored in the file ``path`` from byte ``offset`` (a ``.npy`` file's data): a dask
+    task that reads just these rows, by path."""
+    (a, b), (_, nb) = block_info[None]["array-location"]
+    isz = np.dtype(dtype).itemsize
+    out = np.fromfile(path, dtype=dtype, count=(b - a) * nb, offset=offset + a * nb * isz)
+    if out.size != (b - a) * nb:
+        raise ValueError(f"{path} is shorter than its header says (rows {a} to {b})")
+    return out.reshape(b - a, nb)
+
+
+def npy_dask(path: str, offset: int, shape: tuple[int, int], dtype, rows: int):
+    """A ``dask.array`` of the 2-d array in the file ``path`` (data from byte ``offset``),
+    in blocks of ``rows`` rows, each read by its task (the graph holds the path, not the
+    data)."""
+    import dask.array as da
+
+    n, nb = shape
+    dtype = np.dtype(dtype)
+    sizes = (rows,) * (n // rows) + ((n % rows,) if n % rows else ())
+    return da.map_blocks(read_npy_rows, str(path), int(offset), dtype.name,
+                         chunks=(sizes, (nb,)), dtype=dtype, meta=np.empty((0, 0), dtype=dtype))
 
 
 def as_blocks(counts, block_rows: int) -> list[tuple[int, int]]:
     """Row ranges ``[a, b)`` of the blocks of ``counts``: its chunks for a dask array, else
     ``block_rows`` rows each."""
     n = counts.shape[0]
-    if _is_dask(counts):
+    if is_dask_array(counts):
         edges = np.cumsum((0,) + tuple(counts.chunks[0]))
         return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
     return [(a, min(a + block_rows, n)) for a in range(0, n, block_rows)]
@@ -87,7 +113,7 @@ class LocalBlocks:
     def block(self, i: int) -> np.ndarray:
         a, b = self.bounds[i]
         blk = self.counts[a:b]
-        return np.asarray(blk.compute() if _is_dask(blk) else blk)
+        return np.asarray(blk.compute() if is_dask_array(blk) else blk)
 
     def run(self, fn: Callable, states: list, *shared, keep_state: bool = False,
             on_done: Callable | None = None) -> tuple[list, list]:
@@ -180,10 +206,12 @@ class ResultStore:
         return {f: np.load(self.path / f"{f}.npy", mmap_mode="r") for f in self.fields}
 
 
-def attach_counts(cls, counts, **kwargs):
+def attach_counts(cls, counts, *, n_steps: int | None = None, recording: bool = False,
+                  **kwargs):
     """An individual accountant of class ``cls`` over recorded bucket counts ``counts``
     (``N x (B + 1)`` integers: a numpy array, a memmap or a dask array; never copied), with
-    ``n_buckets = B``; it answers queries and records no further steps."""
+    ``n_buckets = B``. It answers queries; it records further steps (into ``counts``, which
+    must then be a writable numpy array) only with ``recording``."""
     shape = getattr(counts, "shape", None)
     if shape is None or len(shape) != 2 or shape[0] < 1 or shape[1] < 2:
         raise ValueError("counts must be a 2-d array (n_examples >= 1 rows, n_buckets + 1 >= 2 "
@@ -193,11 +221,12 @@ def attach_counts(cls, counts, **kwargs):
     if "n_buckets" in kwargs and kwargs.pop("n_buckets") != shape[1] - 1:
         raise ValueError(f"n_buckets must be the number of columns of counts minus one "
                          f"({shape[1] - 1})")
-    if not _is_dask(counts) and not isinstance(counts, np.memmap):
+    if not is_dask_array(counts) and not isinstance(counts, np.memmap):
         counts = np.asarray(counts)
-    acc = cls(n_examples=1, n_buckets=int(shape[1]) - 1, **kwargs)
+    acc = cls(n_examples=1, n_buckets=int(shape[1]) - 1, **kwargs)  # nothing N-sized
     acc.n_examples = int(shape[0])
     acc._counts = counts
-    acc._buf = np.zeros((0, 1), dtype=np.uint8)  # recording is closed
-    acc.n_steps = None
+    acc._buf = np.zeros((64, acc.n_examples), dtype=acc._buf.dtype) if recording else None
+    acc._nbuf = 0
+    acc.n_steps = n_steps
     return acc

@@ -28,9 +28,9 @@ from concurrent.futures import CancelledError
 
 import numpy as np
 
-from .blocks import DEFAULT_BLOCK_ROWS, LostBlocks, as_blocks
+from .blocks import DEFAULT_BLOCK_ROWS, LostBlocks, as_blocks, is_dask_array, npy_dask
 
-__all__ = ["DaskBlocks", "require_dask", "read_rows"]
+__all__ = ["DaskBlocks", "require_dask"]
 
 #: how many times a task is retried after an error on a worker (a lost worker is not one)
 RETRIES = 1
@@ -46,11 +46,6 @@ def require_dask():
         raise ImportError('per-example accounting on Dask needs the dask extra: pip install '
                           '"tightdp[dask]"') from None
     return dask, distributed
-
-
-def read_rows(path: str, a: int, b: int) -> np.ndarray:
-    """Rows ``[a, b)`` of the 2-d ``.npy`` file ``path`` (memory-mapped, only those read)."""
-    return np.array(np.load(path, mmap_mode="r")[a:b])
 
 
 def _peak_rss() -> int | None:
@@ -87,15 +82,15 @@ class DaskBlocks:
                     dashboard_address=":0", memory_limit=memory_limit)
                 client = distributed.Client(self._cluster)
         self.client = client
+        if isinstance(counts, np.memmap) and str(counts.filename).endswith(".npy"):
+            # a .npy file on disk (shared file system): each task reads its rows by path
+            counts = npy_dask(counts.filename, counts.offset, counts.shape, counts.dtype,
+                              block_rows)
         self.bounds = as_blocks(counts, block_rows)
-        if type(counts).__module__.split(".")[0] == "dask":
+        if is_dask_array(counts):
             # one block per row chunk, all columns; read by the tasks at every pass
             counts = counts.rechunk({1: -1})
             self.blocks = list(counts.to_delayed(optimize_graph=True).ravel())
-        elif isinstance(counts, np.memmap) and str(counts.filename).endswith(".npy"):
-            # a .npy file on disk (shared file system): each task reads its rows by path
-            rd = dask.delayed(read_rows, pure=True)
-            self.blocks = [rd(str(counts.filename), a, b) for a, b in self.bounds]
         else:
             # numpy: each block a task holding its rows, persisted (the data stays in the
             # task, so a lost copy is recomputed)

@@ -125,6 +125,10 @@ class NormHistory:
     def step(self, grad_norms) -> None:
         """Record one step: ``grad_norms[i]`` is example ``i``'s gradient norm at this step's
         model (NaN = unknown, charged the full clipping norm)."""
+        if self._buf is None:
+            raise ValueError("this accountant reads recorded counts (from_counts / "
+                             "from_history) and records no steps: record them with a "
+                             "NormHistory or NormRecorder")
         g = np.asarray(grad_norms, dtype=float)
         if g.shape != (self.n_examples,):
             raise ValueError(f"grad_norms must have shape ({self.n_examples},), got {g.shape}")
@@ -137,7 +141,8 @@ class NormHistory:
     def _flush(self) -> None:
         """Add the buffered steps' bucket indices to the counts (:func:`add_steps`: O(N)
         per step, no ``N x (B + 1)`` temporary)."""
-        add_steps(self._counts, self._buf[:self._nbuf])
+        if self._buf is not None and self._nbuf:
+            add_steps(self._counts, self._buf[:self._nbuf])
         self._nbuf = 0
 
     @property

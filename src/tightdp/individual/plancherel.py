@@ -271,17 +271,21 @@ class Evaluator:
     def __init__(self, dr: Direction, counts: np.ndarray, kk: int, tau: np.ndarray,
                  extra: np.ndarray, kk_rows: np.ndarray | None = None):
         self.dr, self.K, self.d = dr, dr.K, dr.d
-        # transform in (frequency, example) layout: the Horner sums below run over its rows
+        # the products with the counts as (example, frequency) matrices (a row's values do
+        # not depend on the other rows: BLAS sums each over the buckets alike), then the
+        # (frequency, example) layout the Horner sums below run over
         log_abs, phase = dr.spectra(kk)
-        lr = log_abs.T @ counts.T
-        li = phase.T @ counts.T
-        li += dr.win_phase[:kk, None]
-        P = np.exp(lr + 1j * li)  # (kk, n)
-        del lr, li
+        lr = counts @ log_abs
+        li = counts @ phase
+        li += dr.win_phase[:kk]
+        lr = lr + 1j * li
+        del li
         if kk_rows is not None:
             # each example keeps its own frequencies k < kk_rows[i] (its cut-off; ``tau``
             # bounds the rest), whatever the other examples evaluated with it
-            P[np.arange(kk)[:, None] >= np.asarray(kk_rows)[None, :]] = 0.0
+            lr[np.arange(kk)[None, :] >= np.asarray(kk_rows)[:, None]] = -np.inf
+        P = np.exp(lr.T)  # (kk, n); exp(-inf) = 0
+        del lr
         om = dr.omega[:kk]
         self.p0 = P[0].real.copy()
         qt = np.empty((kk, 2, P.shape[1]), dtype=complex)

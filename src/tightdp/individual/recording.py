@@ -45,6 +45,7 @@ import numpy as np
 
 from .. import _validate as v
 from .._version import __version__
+from .blocks import is_dask_array, npy_dask
 from .history import NormHistory, add_steps, index_dtype
 
 __all__ = ["NormRecorder", "FORMAT", "SCHEMA_VERSION"]
@@ -74,21 +75,6 @@ def _write_json(path: str, doc: dict) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _read_rows(path: str, offset: int, dtype: str, block_info=None) -> np.ndarray:
-    """Rows ``[a, b)`` of the counts file ``path`` whose data starts at byte ``offset`` (a
-    dask task: reads just these rows from the file, by path)."""
-    (a, b), (_, nb) = block_info[None]["array-location"]
-    isz = np.dtype(dtype).itemsize
-    out = np.fromfile(path, dtype=dtype, count=(b - a) * nb, offset=offset + a * nb * isz)
-    if out.size != (b - a) * nb:
-        raise ValueError(f"{path} is shorter than its header says (rows {a} to {b})")
-    return out.reshape(b - a, nb)
-
-
-def _is_dask(x) -> bool:
-    return type(x).__module__.split(".")[0] == "dask" and hasattr(x, "blocks")
 
 
 def _import_dask():
@@ -260,7 +246,7 @@ class NormRecorder(NormHistory):
         the shape checked (a wrong total raises once it is known)."""
         n, cs = self.n_examples, self.chunk_size
         shape_error = f"grad_norms must have shape ({n},), got "
-        if _is_dask(grad_norms):
+        if is_dask_array(grad_norms):
             if grad_norms.shape != (n,):
                 raise ValueError(shape_error + str(grad_norms.shape))
             sources: Iterable = (grad_norms.blocks[i].compute()
@@ -401,14 +387,11 @@ class NormRecorder(NormHistory):
         """The counts as a ``dask.array`` of blocks of ``chunks`` rows (default
         ``chunk_size``), each read from the file by the task that needs it (the graph holds
         the path, not the data). Computed when asked: record no step until then."""
-        da = _import_dask()
+        _import_dask()
         rows = self.chunk_size if chunks is None else v.count("chunks", chunks, minimum=1)
         self._flush()
-        n, nb = self.n_examples, self.grid.size + 1
-        sizes = (rows,) * (n // rows) + ((n % rows,) if n % rows else ())
-        return da.map_blocks(_read_rows, self._file(COUNTS), self._offset, self.dtype.name,
-                             chunks=(sizes, (nb,)), dtype=self.dtype,
-                             meta=np.empty((0, 0), dtype=self.dtype))
+        return npy_dask(self._file(COUNTS), self._offset, (self.n_examples, self.grid.size + 1),
+                        self.dtype, rows)
 
     def to_zarr(self, url: str, **kwargs) -> None:
         """Write the counts to a zarr store at ``url`` (through :meth:`counts_dask`;

@@ -521,17 +521,19 @@ class IndividualSPAAccountant(NormHistory, Queries):
     @classmethod
     def from_history(cls, history: NormHistory, **kwargs) -> IndividualSPAAccountant:
         """An accountant over the norms already recorded in ``history`` (for instance an
-        :class:`~tightdp.individual.IndividualPLDAccountant`), without copying them: the two
-        share one count array, so steps recorded later in either are seen by both
-        (``kwargs``: ``method``, ``progress``, ``chunk_size``)."""
+        :class:`~tightdp.individual.IndividualPLDAccountant`, or a
+        :class:`~tightdp.individual.NormRecorder` on disk), without copying them: the two share
+        one count array, so steps recorded later in either are seen by both (an in-memory
+        history; a recorder's counts are read-only here) (``kwargs``: as for the
+        constructor)."""
         if not isinstance(history, NormHistory):
             raise ValueError(f"history must be a NormHistory, got {type(history).__name__}")
-        new = cls(sampling_rate=history.sampling_rate, noise_multiplier=history.noise_multiplier,
-                  clip_norm=history.clip_norm, n_examples=history.n_examples,
-                  n_buckets=history.grid.size, **kwargs)
-        new._counts = history.counts  # flushed; shared
-        new.n_steps = history.n_steps
-        return new
+        counts = history.counts  # flushed; shared
+        writable = (type(counts) is np.ndarray and counts.flags.writeable)
+        return attach_counts(cls, counts, sampling_rate=history.sampling_rate,
+                             noise_multiplier=history.noise_multiplier,
+                             clip_norm=history.clip_norm, n_steps=history.n_steps,
+                             recording=writable, **kwargs)
 
     # --- evaluation --------------------------------------------------------------------------
     def _tables(self, used: np.ndarray) -> list[_Table]:
