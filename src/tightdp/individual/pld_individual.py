@@ -94,14 +94,13 @@ from ..results import EpsilonResult
 from . import pld_blocks as pb
 from .blocks import (
     DEFAULT_BLOCK_ROWS,
-    LocalBlocks,
     ResultStore,
-    attach_counts,
     merge_summaries,
     run_with_restarts,
 )
 from .history import NormHistory
 from .plancherel import LOG_WINDOW_TAIL, BucketLaws, Direction, bucket_loss_range
+from .runner import BlockRunner
 
 __all__ = ["IndividualPLDAccountant", "individual_epsilons"]
 
@@ -111,7 +110,7 @@ MIN_DELTA = 1e-9
 MAX_REFINEMENTS = 3
 
 
-class IndividualPLDAccountant(NormHistory, Queries):
+class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
     """Streaming individual accountant for DP-SGD (Koskela et al. 2023, Sec. 5 and App. D); see the
     module docstring for what the numbers mean and why they are upper bounds.
 
@@ -177,24 +176,9 @@ class IndividualPLDAccountant(NormHistory, Queries):
         self.fft_workers = fft_workers
         self.chunk_size = v.count("chunk_size", chunk_size, minimum=1)
         self.block_rows = v.count("block_rows", block_rows, minimum=1)
-        self.workers = None if workers is None else v.count("workers", workers, minimum=1)
-        self.scheduler = scheduler
-        self.client = client
-        self.store = store
+        self._set_where(workers, scheduler, client, store)
 
     name = "individual-pld"
-
-    @classmethod
-    def from_counts(cls, counts, *, sampling_rate: float, noise_multiplier: float,
-                    clip_norm: float, **kwargs) -> IndividualPLDAccountant:
-        """An accountant over recorded bucket counts (``N x (n_buckets + 1)`` integers: column
-        0 the steps without loss, column ``j`` the steps whose norm ratio was rounded up to
-        ``j / n_buckets``; :attr:`NormHistory.counts`, a
-        :class:`~tightdp.individual.NormRecorder`'s, a memmap or a ``dask.array``), read block
-        by block, never copied whole; ``kwargs`` as for the constructor (``n_buckets`` is the
-        number of columns minus one)."""
-        return attach_counts(cls, counts, sampling_rate=sampling_rate,
-                             noise_multiplier=noise_multiplier, clip_norm=clip_norm, **kwargs)
 
     # --- evaluation --------------------------------------------------------------------------
     def _choose_step(self, t_max: int, delta: float, info: dict) -> float:
@@ -255,14 +239,6 @@ class IndividualPLDAccountant(NormHistory, Queries):
         return Direction(plds, laws, d, laws.extent_worst(t_max, LOG_WINDOW_TAIL, d),
                          self.fft_workers, 0.5 * self.budget.max_memory)
 
-    def _executor(self, counts):
-        if self.workers is None and self.scheduler is None and self.client is None:
-            return LocalBlocks(counts, self.block_rows)
-        from .distributed import DaskBlocks
-
-        return DaskBlocks(counts, client=self.client, scheduler=self.scheduler,
-                          workers=self.workers, block_rows=self.block_rows)
-
     def _epsilon_of(self, delta: float) -> EpsilonResult:
         """Per-example eps at ``delta`` (``epsilon`` of shape ``(N,)``): a certified upper bound
         on the eps of each example's composition given its norms, with a certified lower bound
@@ -271,7 +247,7 @@ class IndividualPLDAccountant(NormHistory, Queries):
             raise ValueError(f"delta must be in [{MIN_DELTA}, 1) for the individual accountant "
                              f"(its rounding allowance is ~1e-10), got {delta!r}")
         t0 = time.perf_counter()
-        ex = self._executor(self.counts)
+        ex = self._executor(self.block_rows)
         try:
             return run_with_restarts(lambda k: self._run(ex, delta, t0, k), self._log)
         finally:
@@ -309,9 +285,8 @@ class IndividualPLDAccountant(NormHistory, Queries):
             arrays = store.open()
             upper, lower = arrays["epsilon"], arrays["lower"]
         else:
-            lazy = ex.distributed and not ex.owns_client and hasattr(self.counts, "dask")
-            upper = ex.assemble(states, "upper", lazy)
-            lower = ex.assemble(states, "lower", lazy)
+            upper = ex.assemble(states, "upper", self._lazy(ex))
+            lower = ex.assemble(states, "lower", self._lazy(ex))
         if ex.distributed:
             info["worker_peak_memory"] = ex.worker_peak_memory()
         info["seconds"] = time.perf_counter() - t0

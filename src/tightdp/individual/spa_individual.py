@@ -104,7 +104,6 @@ from ..mechanisms.subsampling import PoissonSubsampled
 from ..progress import progress_bar
 from ..results import EpsilonResult
 from .blocks import (
-    LocalBlocks,
     ResultStore,
     attach_counts,
     block_summary,
@@ -113,6 +112,7 @@ from .blocks import (
 )
 from .history import NormHistory
 from .pld_blocks import used_buckets
+from .runner import BlockRunner
 
 __all__ = ["IndividualSPAAccountant"]
 
@@ -441,7 +441,7 @@ class _Solver:
         return out
 
 
-class IndividualSPAAccountant(NormHistory, Queries):
+class IndividualSPAAccountant(NormHistory, BlockRunner, Queries):
     """Individual eps of DP-SGD by the saddle-point accountant, per example: an approximation.
 
     Koskela et al. 2023 (Sec. 5, App. D.2) for the individual composition and the sensitivity
@@ -502,21 +502,9 @@ class IndividualSPAAccountant(NormHistory, Queries):
         self.method = method
         self.progress = None if progress is None else bool(progress)
         self.chunk_size = v.count("chunk_size", chunk_size, minimum=1)
-        self.workers = None if workers is None else v.count("workers", workers, minimum=1)
-        self.scheduler = scheduler
-        self.client = client
-        self.store = store
+        self._set_where(workers, scheduler, client, store)
 
     name = "individual-spa"
-
-    @classmethod
-    def from_counts(cls, counts, *, sampling_rate: float, noise_multiplier: float,
-                    clip_norm: float, **kwargs) -> IndividualSPAAccountant:
-        """An accountant over recorded bucket counts (a numpy array, a memmap or a
-        ``dask.array``; see :meth:`IndividualPLDAccountant.from_counts`), read block by block
-        (``chunk_size`` rows, or the dask array's chunks), never copied whole."""
-        return attach_counts(cls, counts, sampling_rate=sampling_rate,
-                             noise_multiplier=noise_multiplier, clip_norm=clip_norm, **kwargs)
 
     @classmethod
     def from_history(cls, history: NormHistory, **kwargs) -> IndividualSPAAccountant:
@@ -551,13 +539,7 @@ class IndividualSPAAccountant(NormHistory, Queries):
         (:func:`spa_block`), in this process or on Dask."""
         t0 = time.perf_counter()
         info: dict = {"method": self.method, "label": LABELS[self.method]}
-        if self.workers is None and self.scheduler is None and self.client is None:
-            ex = LocalBlocks(self.counts, self.chunk_size)
-        else:
-            from .distributed import DaskBlocks
-
-            ex = DaskBlocks(self.counts, client=self.client, scheduler=self.scheduler,
-                            workers=self.workers, block_rows=self.chunk_size)
+        ex = self._executor(self.chunk_size)
         try:
             arr, flags = run_with_restarts(lambda k: self._run(ex, delta, info, t0, k),
                                            self._log)
@@ -600,8 +582,7 @@ class IndividualSPAAccountant(NormHistory, Queries):
         if store is not None:
             arr = store.open()
         else:
-            lazy = ex.distributed and not ex.owns_client and hasattr(self.counts, "dask")
-            arr = {f: ex.assemble(states, f, lazy) for f in FIELDS}
+            arr = {f: ex.assemble(states, f, self._lazy(ex)) for f in FIELDS}
         return arr, flags
 
     def _result(self, arr: dict, delta: float, flags: dict, info: dict,
