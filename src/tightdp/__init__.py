@@ -31,6 +31,7 @@ from .individual import (
     IndividualGDPFilter,
     IndividualPLDAccountant,
     IndividualSPAAccountant,
+    NormRecorder,
     RDPFilter,
     individual_epsilons,
 )
@@ -92,6 +93,7 @@ __all__ = [
     "IndividualGDPFilter",
     "IndividualPLDAccountant",
     "IndividualSPAAccountant",
+    "NormRecorder",
     "Laplace",
     "load",
     "LocationMixtureLoss",

@@ -17,6 +17,7 @@ from .filters import (
 )
 from .history import NormHistory, sensitivity_grid
 from .pld_individual import IndividualPLDAccountant, individual_epsilons
+from .recording import NormRecorder
 from .spa_individual import IndividualSPAAccountant
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "rdp_to_epsilon",
     "IndividualPLDAccountant",
     "NormHistory",
+    "NormRecorder",
     "individual_epsilons",
     "sensitivity_grid",
     "IndividualSPAAccountant",

@@ -18,7 +18,7 @@ from ..pld.compose import MAX_POINTS
 from ..pld.discretize import loss_range
 from ..pld.grid import DiscretePLD
 
-__all__ = ["Direction", "Evaluator", "horner", "bucket_loss_range", "LOG_WINDOW_TAIL",
+__all__ = ["BucketLaws", "Direction", "Evaluator", "horner", "bucket_loss_range", "LOG_WINDOW_TAIL",
            "TRUNC_FRACTION"]
 
 #: log of the mass each pure composition may leave outside the FFT window (what leaves it is
@@ -48,50 +48,69 @@ def bucket_loss_range(loss, log_tail: float) -> tuple[float, float]:
     return loss_range(loss, log_tail)
 
 
-class Direction:
-    """Precomputed transforms of the bucket PLDs for one direction of the pair."""
+class BucketLaws:
+    """Chernoff data of the discretized bucket laws of one direction (what placing an FFT
+    window for a set of examples needs; small, shipped to workers): the log moment generating
+    functions at a few tilts, the shifts and the supports."""
 
-    def __init__(self, plds: list[DiscretePLD], t_max: int, d: float, log_tail: float,
-                 workers: int | None, max_bytes: float = math.inf,
-                 counts: np.ndarray | None = None):
-        self.d = d
-        # Chernoff exponents of the bucket laws (window placement and the mass outside it)
+    def __init__(self, plds: list[DiscretePLD]):
         ts = np.geomspace(2e-2, 40.0, 12)
         self.t_pos, self.t_neg = ts, -ts
         both = np.concatenate([ts, -ts])
         logm = np.stack([p.log_mgf(both) for p in plds])  # (B, 2 nt)
         self.logm_pos, self.logm_neg = logm[:, :ts.size], logm[:, ts.size:]
-        # window: union over buckets of the Chernoff windows of t_max-fold compositions:
-        # P(S >= a) <= e^log_tail as soon as a >= (t_max psi(t) - log_tail) / t for one t > 0
-        # (and the mirror for t < 0), clipped to the support of the composition
         self.shift = np.array([p.shift for p in plds])
         self.ymin = np.array([float(p.ys[0]) for p in plds])  # support of each bucket law
         self.ymax = np.array([float(p.ys[-1]) for p in plds])
-        if counts is None:
-            lo, hi = 0.0, d
-            for j, p in enumerate(plds):
-                ys = p.ys
-                a_hi = float(np.min((t_max * self.logm_pos[j] - log_tail) / ts))
-                a_lo = float(np.max((t_max * self.logm_neg[j] - log_tail) / -ts))
-                a_hi = min(a_hi, t_max * float(ys[-1]))
-                a_lo = max(a_lo, t_max * float(ys[0]))
-                lo, hi = min(lo, a_lo), max(hi, a_hi)
-            # composed law of an example: loss = S + index * d with S = sum_j n_j shift_j
-            s_min = t_max * min(float(self.shift.min()), 0.0)
-            s_max = t_max * max(float(self.shift.max()), 0.0)
-            i_lo = int(math.floor((lo - s_max) / d)) - 1
-            i_hi = int(math.ceil((hi - s_min) / d)) + 1
-        else:
-            # the same Chernoff windows for the actual composition of each example (rows of
-            # ``counts``), united in grid-index coordinates: narrower when the examples'
-            # buckets differ (only accuracy depends on it, see ``extras``)
-            a_hi = np.min((counts @ self.logm_pos - log_tail) / ts, axis=1)
-            a_lo = np.max((counts @ self.logm_neg - log_tail) / -ts, axis=1)
-            a_hi = np.maximum(np.minimum(a_hi, counts @ self.ymax), d)
-            a_lo = np.minimum(np.maximum(a_lo, counts @ self.ymin), 0.0)
-            s_ex = counts @ self.shift
-            i_lo = int(math.floor(float(np.min((a_lo - s_ex) / d)))) - 1
-            i_hi = int(math.ceil(float(np.max((a_hi - s_ex) / d)))) + 1
+
+    def extent(self, counts: np.ndarray, log_tail: float, d: float) -> tuple[int, int]:
+        """Grid-index window ``[i_lo, i_hi]`` holding, for every example (rows of
+        ``counts``), all of its composition but at most ``e^log_tail`` on each side (Chernoff:
+        ``P(S >= a) <= e^log_tail`` as soon as ``a >= (K(t) - log_tail) / t`` for one ``t > 0``,
+        and the mirror for ``t < 0``), clipped to the composed support; the union over the
+        examples. Only accuracy depends on it: what lies outside is bounded per example and
+        charged (:meth:`Direction.extras_split`). Exact (min/max of per-row values), so the
+        union over blocks of examples is the window of all of them."""
+        ts = self.t_pos
+        a_hi = np.min((counts @ self.logm_pos - log_tail) / ts, axis=1)
+        a_lo = np.max((counts @ self.logm_neg - log_tail) / -ts, axis=1)
+        a_hi = np.maximum(np.minimum(a_hi, counts @ self.ymax), d)
+        a_lo = np.minimum(np.maximum(a_lo, counts @ self.ymin), 0.0)
+        s_ex = counts @ self.shift
+        i_lo = int(math.floor(float(np.min((a_lo - s_ex) / d)))) - 1
+        i_hi = int(math.ceil(float(np.max((a_hi - s_ex) / d)))) + 1
+        return i_lo, i_hi
+
+    def extent_worst(self, t_max: int, log_tail: float, d: float) -> tuple[int, int]:
+        """The window of :meth:`extent` for any example of at most ``t_max`` steps in any of
+        the buckets (the union over buckets of their ``t_max``-fold windows, and the extreme
+        shifts)."""
+        ts = self.t_pos
+        lo, hi = 0.0, d
+        for j in range(self.shift.size):
+            a_hi = float(np.min((t_max * self.logm_pos[j] - log_tail) / ts))
+            a_lo = float(np.max((t_max * self.logm_neg[j] - log_tail) / -ts))
+            a_hi = min(a_hi, t_max * float(self.ymax[j]))
+            a_lo = max(a_lo, t_max * float(self.ymin[j]))
+            lo, hi = min(lo, a_lo), max(hi, a_hi)
+        # composed law of an example: loss = S + index * d with S = sum_j n_j shift_j
+        s_min = t_max * min(float(self.shift.min()), 0.0)
+        s_max = t_max * max(float(self.shift.max()), 0.0)
+        return (int(math.floor((lo - s_max) / d)) - 1, int(math.ceil((hi - s_min) / d)) + 1)
+
+
+class Direction:
+    """Precomputed transforms of the bucket PLDs for one direction of the pair, on the FFT
+    window ``window = (i_lo, i_hi)`` of grid indices (from :meth:`BucketLaws.extent`)."""
+
+    def __init__(self, plds: list[DiscretePLD], laws: BucketLaws, d: float,
+                 window: tuple[int, int], fft_workers: int | None = None,
+                 max_bytes: float = math.inf):
+        self.d = d
+        self.t_pos, self.t_neg = laws.t_pos, laws.t_neg
+        self.logm_pos, self.logm_neg = laws.logm_pos, laws.logm_neg
+        self.shift, self.ymin, self.ymax = laws.shift, laws.ymin, laws.ymax
+        i_lo, i_hi = window
         n = i_hi - i_lo + 1
         if n > MAX_POINTS:
             raise BudgetExceeded(f"rtol: the window needs {n} grid points (> {MAX_POINTS}); "
@@ -117,7 +136,7 @@ class Direction:
         for j, p in enumerate(plds):
             idx = (p.offset + np.arange(p.probs.size)) % K
             buf = np.bincount(idx, weights=p.probs, minlength=K)
-            self.spec[j] = sfft.rfft(buf, workers=workers)
+            self.spec[j] = sfft.rfft(buf, workers=fft_workers)
             self.mass[j] = float(p.probs.sum())
             self.inf[j] = float(p.inf_mass)
         # window rotation: window position m holds absolute grid index i_lo + m
@@ -236,10 +255,13 @@ def horner(qt: np.ndarray, m: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarra
         return acc[0].real, (acc[1].real if acc.shape[0] > 1 else None)
     k = np.arange(1, kk)
     h = np.empty((qt.shape[1], n))
-    step = max(1, 2_000_000 // kk)
+    step = max(1, 1_000_000 // kk)
     for s in range(0, n, step):
         e = np.exp(1j * np.outer(k, theta[s:s + step]))  # (kk-1, b)
-        h[:, s:s + step] = np.einsum("kb,ksb->sb", e, qt[1:, :, s:s + step]).real
+        # summed in the order of k (a reduction over the leading axis adds whole rows in
+        # turn): an example's value does not depend on the other examples of the chunk, nor
+        # on zero coefficients past its own cut-off
+        h[:, s:s + step] = (e[:, None, :] * qt[1:, :, s:s + step]).sum(axis=0).real
     return h[0], (h[1] if h.shape[0] > 1 else None)
 
 
@@ -247,21 +269,35 @@ class Evaluator:
     """Certified delta bounds of one chunk of examples (one direction) by Plancherel."""
 
     def __init__(self, dr: Direction, counts: np.ndarray, kk: int, tau: np.ndarray,
-                 extra: np.ndarray):
+                 extra: np.ndarray, kk_rows: np.ndarray | None = None):
         self.dr, self.K, self.d = dr, dr.K, dr.d
-        P = dr.transform(counts, kk)
-        self.P = P
+        # the products with the counts as (example, frequency) matrices (a row's values do
+        # not depend on the other rows: BLAS sums each over the buckets alike), then the
+        # (frequency, example) layout the Horner sums below run over
+        log_abs, phase = dr.spectra(kk)
+        lr = counts @ log_abs
+        li = counts @ phase
+        li += dr.win_phase[:kk]
+        lr = lr + 1j * li
+        del li
+        if kk_rows is not None:
+            # each example keeps its own frequencies k < kk_rows[i] (its cut-off; ``tau``
+            # bounds the rest), whatever the other examples evaluated with it
+            lr[np.arange(kk)[None, :] >= np.asarray(kk_rows)[:, None]] = -np.inf
+        P = np.exp(lr.T)  # (kk, n); exp(-inf) = 0
+        del lr
         om = dr.omega[:kk]
-        self.p0 = P[:, 0].real
-        qt = np.empty((kk, 2, P.shape[0]), dtype=complex)
-        qt[:, 0, :] = (P * (om * dr.g1[:kk])).T
-        qt[:, 1, :] = (P * (om * dr.g2[:kk])).T
+        self.p0 = P[0].real.copy()
+        qt = np.empty((kk, 2, P.shape[1]), dtype=complex)
+        np.multiply(P, (om * dr.g1[:kk])[:, None], out=qt[:, 0, :])
+        np.multiply(P, (om * dr.g2[:kk])[:, None], out=qt[:, 1, :])
         self.qt = qt
         c = qt[1:].sum(axis=0).real
         self.c1, self.c2 = c[0], c[1]
         # hinge coefficients g1 - e^{-d} g2 = conj((1 - e^{-d}) / ((1 - z)(1 - e^{-d} z))),
         # combined before summing (no cancellation between the two sums)
-        self.qh = (P * (om * dr.gh[:kk])).T.copy()
+        P *= (om * dr.gh[:kk])[:, None]
+        self.qh = P
         self.tau = tau
         self.extra = extra
         self.s = counts @ dr.shift  # grid shift of each example's composed law

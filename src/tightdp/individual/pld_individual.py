@@ -84,47 +84,51 @@ import numpy as np
 
 from .. import _validate as v
 from .._defaults import DEFAULT_RTOL
-from .._numerics import MACHINE_EPSILON
 from ..accountants.base import Queries
 from ..budget import Budget, BudgetExceeded
 from ..mechanisms.basic import Gaussian
 from ..mechanisms.subsampling import PoissonSubsampled
 from ..pld.discretize import certified_pair, connect_the_dots
 from ..progress import progress_bar
-from ..results import EpsilonResult, check_bracket
-from .history import NormHistory
-from .plancherel import (
-    LOG_WINDOW_TAIL,
-    TRUNC_FRACTION,
-    Direction,
-    Evaluator,
-    bucket_loss_range,
+from ..results import EpsilonResult
+from . import pld_blocks as pb
+from .blocks import (
+    DEFAULT_BLOCK_ROWS,
+    ResultStore,
+    merge_summaries,
+    run_with_restarts,
 )
+from .history import NormHistory
+from .plancherel import LOG_WINDOW_TAIL, BucketLaws, Direction, bucket_loss_range
+from .runner import BlockRunner
 
 __all__ = ["IndividualPLDAccountant", "individual_epsilons"]
 
 #: smallest target delta accepted (below it the rounding allowance would dominate)
 MIN_DELTA = 1e-9
-#: grid-step levels: an example at level ``l`` is discretized with step ``d0 / 2^l``
-MAX_LEVEL = 12
-#: levels saved on every example (the bracket check refines those that need it)
-LEVEL_OFFSET = 0.5
 #: rounds of halving the grid step of the examples whose bracket is still wider than rtol
 MAX_REFINEMENTS = 3
 
 
-class IndividualPLDAccountant(NormHistory, Queries):
+class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
     """Streaming individual accountant for DP-SGD (Koskela et al. 2023, Sec. 5 and App. D); see the
     module docstring for what the numbers mean and why they are upper bounds.
 
     Feed the per-example gradient norms of each step with :meth:`step` (only the bucket counts
-    are stored: ``N x B`` integers, see :class:`NormHistory`), then ask :meth:`epsilon`
-    (a :class:`~tightdp.EpsilonResult` holding one eps per example, with its certified lower
-    bound in ``lower``; both bound the composition *as recorded*, each norm ratio rounded up
-    to the bucket grid: ``upper`` is also an upper bound at the exact norms, ``lower`` is not
-    a lower bound at the exact norms, which can be smaller by the bucketing; an array of deltas
-    gives
-    arrays of shape ``delta.shape + (N,)``). ``delta(epsilon)`` is not offered.
+    are stored: ``N x B`` integers, see :class:`NormHistory`), or start from recorded counts
+    with :meth:`from_counts` (a numpy array, a memmap, or a ``dask.array`` too large for one
+    machine), then ask :meth:`epsilon` (a :class:`~tightdp.EpsilonResult` holding one eps per
+    example, with its certified lower bound in ``lower``; both bound the composition *as
+    recorded*, each norm ratio rounded up to the bucket grid: ``upper`` is also an upper bound
+    at the exact norms, ``lower`` is not a lower bound at the exact norms, which can be smaller
+    by the bucketing; an array of deltas gives arrays of shape ``delta.shape + (N,)``;
+    ``details["summary"]`` holds quantiles, a histogram and the worst examples).
+    ``delta(epsilon)`` is not offered.
+
+    The examples are evaluated block by block (``block_rows`` per block, or the row chunks of
+    a dask array): in this process by default, on Dask with ``workers``, ``scheduler`` or
+    ``client`` (see :mod:`tightdp.individual.distributed`); an example's numbers do not depend
+    on the blocks, so both give the same answer.
 
     Parameters
     ----------
@@ -143,13 +147,25 @@ class IndividualPLDAccountant(NormHistory, Queries):
         Diagnostics go to the ``"tightdp"`` logger at level INFO.
     max_memory, max_seconds : the budget of one :meth:`epsilon` query (see
         :mod:`tightdp.budget`): sizes are checked before allocating (refusal naming what
-        drives the cost) and chunks of examples are sized to fit.
+        drives the cost) and chunks of examples are sized to fit (per worker on a cluster).
+    chunk_size : examples evaluated at once inside a block (fewer when the budget asks).
+    block_rows : examples per block for numpy counts.
+    workers : run on a ``dask.distributed.LocalCluster`` of this many single-threaded worker
+        processes, started and closed by each query (needs ``tightdp[dask]``).
+    scheduler : the address of a running Dask scheduler to run on instead.
+    client : a ``dask.distributed.Client`` to run on instead; with dask-array counts the
+        per-example arrays of the result are then lazy dask arrays on that cluster.
+    store : a directory: the per-example ``epsilon.npy`` and ``lower.npy`` are written there
+        by the blocks (shared file system) and the result holds them as read-only memmaps.
+    fft_workers : threads of the few FFTs of the bucket laws (``scipy.fft`` ``workers``).
     """
 
     def __init__(self, *, sampling_rate: float, noise_multiplier: float, clip_norm: float,
                  n_examples: int, n_buckets: int = 100, rtol: float = DEFAULT_RTOL,
                  grid_step: float | None = None, progress: bool | None = None,
-                 workers: int | None = None, chunk_size: int = 4096, max_memory=None,
+                 chunk_size: int = 4096, block_rows: int = DEFAULT_BLOCK_ROWS,
+                 workers: int | None = None, scheduler: str | None = None, client=None,
+                 store=None, fft_workers: int | None = None, max_memory=None,
                  max_seconds=None):
         super().__init__(sampling_rate=sampling_rate, noise_multiplier=noise_multiplier,
                          clip_norm=clip_norm, n_examples=n_examples, n_buckets=n_buckets)
@@ -157,8 +173,10 @@ class IndividualPLDAccountant(NormHistory, Queries):
         self.rtol = v.positive("rtol", rtol)
         self.grid_step = None if grid_step is None else v.positive("grid_step", grid_step)
         self.progress = None if progress is None else bool(progress)
-        self.workers = workers
+        self.fft_workers = fft_workers
         self.chunk_size = v.count("chunk_size", chunk_size, minimum=1)
+        self.block_rows = v.count("block_rows", block_rows, minimum=1)
+        self._set_where(workers, scheduler, client, store)
 
     name = "individual-pld"
 
@@ -174,7 +192,7 @@ class IndividualPLDAccountant(NormHistory, Queries):
                     t_max)
         r = acc.epsilon(delta)
         info["worst_case"] = {"epsilon": r.epsilon, "lower": r.lower,
-                                      "upper": r.upper, "steps": t_max}
+                              "upper": r.upper, "steps": t_max}
         step = r.details.get("grid_step_upper", r.details.get("grid_step"))
         if step is None:  # pragma: no cover - the accountant always reports its grid
             raise ValueError("the certified accountant did not report its grid step; pass "
@@ -197,90 +215,29 @@ class IndividualPLDAccountant(NormHistory, Queries):
             cache[j] = mech.privacy_losses()
         return cache[j][direction]
 
-    def _direction(self, direction: int, used: np.ndarray, d: float, t_max: int,
-                   log_tail: float, counts: np.ndarray | None = None, lower: bool = False,
-                   window_tail: float = LOG_WINDOW_TAIL
-                   ) -> Direction | tuple[Direction, Direction]:
-        """Discretize and transform the buckets ``used`` (grid indices): connect-the-dots
-        (upper), and with ``lower`` also the lowered chords of :func:`certified_pair` (a
-        dominated pair, for the lower bound), returned as ``(upper, lower)``. ``counts``
-        (examples x ``used``) sizes the window for those examples only, leaving out at most
-        ``e^window_tail`` of their composed mass on each side (bounded and charged per
-        example)."""
+    def _laws(self, direction: int, used: np.ndarray, d: float, log_tail: float) -> list:
+        """The buckets ``used`` (grid indices) discretized on the grid step ``d``: the
+        connect-the-dots (dominating) and lowered-chords (dominated) pairs of
+        :func:`certified_pair`, as ``[upper plds, lower plds]``."""
         ups, lows = [], []
         for j in used:
             loss = self._loss(int(j), direction)
             lo, hi = bucket_loss_range(loss, log_tail)
-            if lower:
-                up, low = certified_pair(loss, d, lo, hi)
-                ups.append(up.trimmed())
-                lows.append(low.trimmed())
-            else:
-                ups.append(connect_the_dots(loss, d, lo, hi).trimmed())
-        share = (0.25 if lower else 0.5) * self.budget.max_memory
-        up_dir = Direction(ups, t_max, d, window_tail, self.workers, share, counts)
-        if not lower:
-            return up_dir
-        return up_dir, Direction(lows, t_max, d, window_tail, self.workers, share, counts)
+            up, low = certified_pair(loss, d, lo, hi)
+            ups.append(up.trimmed())
+            lows.append(low.trimmed())
+        return [ups, lows]
 
-    def _relative_size(self, cnt: np.ndarray, used: np.ndarray, t_max: int) -> np.ndarray:
-        """Per example ``mu_i / mu_worst`` in (0, 1], the CLT scale of its composition
-        (``mu^2 = q^2 sum_t (e^{c_t^2 / sigma^2} - 1)``; Dong, Roth, Su, "Gaussian
-        differential privacy", 2022, Thm. 5.2 / Cor. 5.4) relative to the worst case (every
-        step at full sensitivity). Only used to choose grid steps: the certified bracket of
-        every example is checked afterwards."""
-        x = np.minimum((self.grid[used] / self.noise_multiplier) ** 2, 700.0)
-        x_w = min(1.0 / self.noise_multiplier ** 2, 700.0)
-        with np.errstate(divide="ignore"):
-            log_i = np.log(np.maximum(cnt @ np.expm1(x), 1e-300))
-        log_w = math.log(t_max) + math.log(math.expm1(x_w))
-        return np.clip(np.exp(0.5 * (log_i - log_w)), 1e-300, 1.0)
-
-    def _bracket(self, cnt: np.ndarray, used: np.ndarray, d: float, delta: float,
-                 log_tail: float, info: dict, bar) -> tuple[np.ndarray, np.ndarray]:
-        """Certified ``(lower, upper)`` eps of the examples ``cnt`` (their counts on the
-        buckets ``used``) on the grid step ``d``: both directions, the larger of each."""
-        cols = np.nonzero(cnt.sum(axis=0) > 0)[0]
-        c = cnt[:, cols]
-        t_max = int(c.sum(axis=1).max())
-        tol = TRUNC_FRACTION * delta
-        round_allow = 64 * MACHINE_EPSILON * (1.0 + c.sum(axis=1))
-        upper = np.zeros(c.shape[0])
-        lower = np.zeros(c.shape[0])
-        for direction in (0, 1):
-            # the window leaves out at most 1e-7 delta of each example's composition
-            dr, dl = self._direction(direction, used[cols], d, t_max, log_tail, counts=c,
-                                     lower=True, window_tail=math.log(1e-7 * delta))
-            key = f"fft_points_{direction}"
-            info[key] = max(info.get(key, 0), dr.K, dl.K)
-            extra = dr.extras(c)
-            kk, tau = dr.cutoffs(c, tol)
-            inf_low, out_low = dl.extras_split(c)
-            kl, tau_l = dl.cutoffs(c, tol)
-            key = f"max_frequencies_{direction}"
-            info[key] = max(info.get(key, 0), int(kk.max()), int(kl.max()))
-            order = np.argsort(kk, kind="stable")
-            # a chunk's evaluator holds about six (chunk, frequencies) complex arrays: at most
-            # a quarter of the memory budget
-            cs = max(1, min(self.chunk_size, int(0.25 * self.budget.max_memory
-                                                 / (96.0 * max(int(kk.max()),
-                                                               int(kl.max()), 1)))))
-            for s in range(0, order.size, cs):
-                sel = order[s:s + cs]
-                k_up, k_lo = int(kk[sel].max()), int(kl[sel].max())
-                ev = Evaluator(dr, c[sel], k_up, tau[sel],
-                               extra[sel] + round_allow[sel] * (1.0 + math.log(k_up)))
-                eps_up = ev.epsilon(delta)
-                del ev
-                ev = Evaluator(dl, c[sel], k_lo, tau_l[sel], np.zeros(sel.size))
-                credit = (inf_low[sel] - out_low[sel]
-                          - round_allow[sel] * (1.0 + math.log(k_lo)))
-                eps_lo = ev.epsilon_lower(delta, eps_up, credit)
-                del ev
-                upper[sel] = np.maximum(upper[sel], eps_up)
-                lower[sel] = np.maximum(lower[sel], eps_lo)
-                bar.update(sel.size)
-        return lower, upper
+    def _direction(self, direction: int, used: np.ndarray, d: float, t_max: int,
+                   log_tail: float) -> Direction:
+        """Connect-the-dots transforms of the buckets ``used`` on a window holding any
+        composition of at most ``t_max`` steps but ``e^LOG_WINDOW_TAIL`` (for checks)."""
+        plds = [connect_the_dots(self._loss(int(j), direction), d,
+                                 *bucket_loss_range(self._loss(int(j), direction), log_tail)
+                                 ).trimmed() for j in used]
+        laws = BucketLaws(plds)
+        return Direction(plds, laws, d, laws.extent_worst(t_max, LOG_WINDOW_TAIL, d),
+                         self.fft_workers, 0.5 * self.budget.max_memory)
 
     def _epsilon_of(self, delta: float) -> EpsilonResult:
         """Per-example eps at ``delta`` (``epsilon`` of shape ``(N,)``): a certified upper bound
@@ -290,85 +247,131 @@ class IndividualPLDAccountant(NormHistory, Queries):
             raise ValueError(f"delta must be in [{MIN_DELTA}, 1) for the individual accountant "
                              f"(its rounding allowance is ~1e-10), got {delta!r}")
         t0 = time.perf_counter()
+        ex = self._executor(self.block_rows)
+        try:
+            return run_with_restarts(lambda k: self._run(ex, delta, t0, k), self._log)
+        finally:
+            ex.close()
+
+    def _run(self, ex, delta: float, t0: float, restarts: int = 0) -> EpsilonResult:
+        """The passes of :mod:`tightdp.individual.pld_blocks` over the blocks of ``ex``."""
         deadline = self.budget.deadline()
-        counts_all = self.counts[:, 1:]
-        used = np.nonzero(counts_all.sum(axis=0) > 0)[0]
-        upper = np.zeros(self.n_examples)
-        lower = np.zeros(self.n_examples)
-        info: dict = {}
-        if used.size == 0:
-            return self._result(lower, upper, delta, info, t0)
-        counts = counts_all[:, used].astype(float)
-        tot = counts.sum(axis=1)
-        t_max = int(tot.max())
-        d0 = self._choose_step(t_max, delta, info)
-        self._log(f"grid step {d0:.3g}, {used.size} buckets, T_max={t_max}")
+        info: dict = {"blocks": ex.n_blocks, "restarts": restarts}
+        states = [{"start": a, "rows": b - a} for a, b in ex.bounds]
+        states, outs = ex.run(pb.used_buckets, states, self.grid.size, keep_state=True)
+        used = np.nonzero(np.any([o[0] for o in outs], axis=0))[0]
+        t_max = max(o[1] for o in outs)
+        if used.size:
+            d0 = self._choose_step(t_max, delta, info)
+            self._log(f"grid step {d0:.3g}, {used.size} buckets, T_max={t_max}")
+            x = np.expm1(np.minimum((self.grid[used] / self.noise_multiplier) ** 2, 700.0))
+            log_w = math.log(t_max) + math.log(math.expm1(
+                min(1.0 / self.noise_multiplier ** 2, 700.0)))
+            states, outs = ex.run(pb.init_state, states, used, x, log_w)
+            info.update({"grid_step": d0, "buckets": int(used.size)})
+            bar = progress_bar(total=2 * sum(outs), desc="per-example epsilon",
+                               unit="example", enabled=self.progress)
+            try:
+                states = self._rounds(ex, states, used, d0, t_max, delta, deadline, info, bar)
+            finally:
+                bar.close()
+        store = None
+        if self.store is not None:
+            store = ResultStore(self.store, self.n_examples,
+                                {"epsilon": np.float64, "lower": np.float64})
+        states, outs = ex.run(pb.finish, states, self.name, store)
+        info["summary"] = merge_summaries(outs)
+        if store is not None:
+            arrays = store.open()
+            upper, lower = arrays["epsilon"], arrays["lower"]
+        else:
+            upper = ex.assemble(states, "upper", self._lazy(ex))
+            lower = ex.assemble(states, "lower", self._lazy(ex))
+        if ex.distributed:
+            info["worker_peak_memory"] = ex.worker_peak_memory()
+        info["seconds"] = time.perf_counter() - t0
+        return self._result(lower, upper, delta, info)
+
+    def _rounds(self, ex, states: list, used: np.ndarray, d0: float, t_max: int,
+                delta: float, deadline, info: dict, bar) -> list:
+        """Rounds of evaluation: each groups the examples still to do by grid level; per
+        level the driver discretizes the buckets its examples use, places the window over
+        their compositions (a reduction over the blocks), builds the transforms of each
+        direction and ships them; then examples whose bracket is wider than ``rtol`` go one
+        level finer, at most ``MAX_REFINEMENTS`` times while half the time budget is left."""
         # each bucket is discretized on the loss range outside of which its tails hold at most
         # 1e-7 delta / T_max: what lies above goes to +inf (charged in full to delta), what
         # lies below moves up (upper pair) or is dropped (lower pair), both certified; it
         # moves no eps by more than a 1e-7 relative change of delta does
         log_tail = math.log(1e-7 * delta) - math.log(max(t_max, 1))
-        idx_act = np.nonzero(tot > 0)[0]
-        cnt = counts[idx_act]
-        # grid step per group of examples: halved for each halving of the CLT scale of the
-        # composition below the worst case's (the discretization error of eps grows like
-        # (d / eps)^2), then halved again for every example whose certified bracket is wider
-        # than rtol
-        rel = self._relative_size(cnt, used, t_max)
-        level = np.clip(np.floor(-np.log2(rel) - LEVEL_OFFSET), 0, MAX_LEVEL).astype(np.int64)
-        up = np.full(idx_act.size, np.inf)
-        lo = np.zeros(idx_act.size)
-        steps_used = set()
-        loose = np.ones(idx_act.size, dtype=bool)
+        # the window leaves out at most 1e-7 delta of each example's composition
+        win_tail = math.log(1e-7 * delta)
+        share = 0.25 * self.budget.max_memory
+        steps_used: set = set()
         refinements = 0
-        info.update({"grid_step": d0, "buckets": int(used.size)})
-        bar = progress_bar(total=2 * idx_act.size, desc="per-example epsilon", unit="example",
-                           enabled=self.progress)
-        capped = np.zeros(idx_act.size, dtype=bool)  # no finer grid fits the budget
+        counters = {0: 0, 1: 0}
         while True:
-            for lv0 in np.unique(level[loose]):
-                rows = np.nonzero(loose & (level == lv0))[0]
-                lv, res = int(lv0), None
-                while res is None:
+            while True:  # until every example of the round is done (or capped)
+                states, outs = ex.run(pb.groups, states, used, keep_state=True)
+                todo: dict = {}
+                for o in outs:
+                    for lv, (mask, n) in o.items():
+                        m0, n0 = todo.get(lv, (False, 0))
+                        todo[lv] = (np.logical_or(m0, mask), n0 + n)
+                if not todo:
+                    break
+                jobs, plds = {}, {}
+                for lv, (mask, _) in todo.items():
+                    cols = np.nonzero(mask)[0]
                     d = d0 * 2.0 ** -float(lv)
-                    self._log(f"grid step {d:.3g}: {rows.size} examples, "
-                              f"{time.perf_counter() - t0:.1f} s")
+                    plds[lv] = [self._laws(r, used[cols], d, log_tail) for r in (0, 1)]
+                    jobs[lv] = (cols, [BucketLaws(p) for pair in plds[lv] for p in pair],
+                                win_tail, d)
+                states, outs = ex.run(pb.extents, states, used, jobs, keep_state=True)
+                for lv in sorted(todo):
+                    wins = [o[lv] for o in outs if o[lv] is not None]
+                    win = [(min(w[k][0] for w in wins), max(w[k][1] for w in wins))
+                           for k in range(4)]
+                    cols, laws, _, d = jobs[lv]
+                    self._log(f"grid step {d:.3g}: {todo[lv][1]} examples, "
+                              f"{time.perf_counter() - deadline.start:.1f} s")
                     try:
-                        res = self._bracket(cnt[rows], used, d, delta, log_tail, info, bar)
+                        for r in (0, 1):
+                            dr = Direction(plds[lv][r][0], laws[2 * r], d, win[2 * r],
+                                           self.fft_workers, share)
+                            dl = Direction(plds[lv][r][1], laws[2 * r + 1], d, win[2 * r + 1],
+                                           self.fft_workers, share)
+                            key = f"fft_points_{r}"
+                            info[key] = max(info.get(key, 0), dr.K, dl.K)
+
+                            def done(i, o, r=r):
+                                counters[r] = max(counters[r], o[1])
+                                bar.update(o[0])
+
+                            states, _ = ex.run(pb.evaluate, states, used, lv, cols, r, dr, dl,
+                                               delta, self.chunk_size, self.budget.max_memory,
+                                               on_done=done)
+                            del dr, dl
                     except BudgetExceeded:
                         # a finer grid than this does not fit: keep the previous round's
                         # bracket, or (first round) fall back to a coarser step
-                        if refinements > 0 or lv == 0:
-                            if refinements == 0:
-                                raise
-                            break
-                        lv -= 1
-                if res is None:
-                    capped[rows] = True
-                    continue
-                steps_used.add(d)
-                level[rows] = lv
-                up[rows] = np.minimum(up[rows], res[1])
-                lo[rows] = np.maximum(lo[rows], res[0])
-            wide = ~(up - lo <= self.rtol * up)
-            loose = wide & ~capped
-            if (not np.any(loose) or refinements >= MAX_REFINEMENTS
-                    or deadline.passed(0.5)):
+                        if refinements == 0 and lv == 0:
+                            raise
+                        states, _ = ex.run(pb.give_up, states, lv, refinements > 0)
+                        continue
+                    steps_used.add(d)
+            states, outs = ex.run(pb.check, states, self.rtol)
+            n_loose = sum(o[0] for o in outs)
+            n_wide = sum(o[1] for o in outs)
+            if n_loose == 0 or refinements >= MAX_REFINEMENTS or deadline.passed(0.5):
                 break
             refinements += 1
-            level[loose] += 1
-        bar.close()
-        upper[idx_act] = up
-        lower[idx_act] = lo
-        info.update({"grid_steps": sorted(steps_used, reverse=True),
-                     "refinements": refinements, "loose": int(wide.sum()),
-                     "converged": not np.any(wide)})
-        return self._result(lower, upper, delta, info, t0)
+        info.update({"max_frequencies_0": counters[0], "max_frequencies_1": counters[1],
+                     "grid_steps": sorted(steps_used, reverse=True),
+                     "refinements": refinements, "loose": n_wide, "converged": n_wide == 0})
+        return states
 
-    def _result(self, lower: np.ndarray, upper: np.ndarray, delta: float, info: dict,
-                t0: float) -> EpsilonResult:
-        info["seconds"] = time.perf_counter() - t0
-        check_bracket(lower, upper, "per-example eps", self.name)
+    def _result(self, lower, upper, delta: float, info: dict) -> EpsilonResult:
         note = ("per example: certified bracket [lower, upper] of the eps of its composition "
                 "as recorded (each norm ratio rounded up to the bucket grid j/n_buckets); "
                 "upper also bounds the eps at the exact norms, which may lie below lower by "
@@ -379,7 +382,6 @@ class IndividualPLDAccountant(NormHistory, Queries):
                      "stopped by its limit or the time budget)")
         return EpsilonResult(upper, delta, lower, upper, self.name, True, estimate=upper,
                              note=note, details=info)
-
 
 def individual_epsilons(grad_norms, *, sampling_rate: float, noise_multiplier: float,
                         clip_norm: float, delta: float, n_buckets: int = 100,

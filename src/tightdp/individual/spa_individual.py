@@ -103,7 +103,16 @@ from ..mechanisms.basic import Gaussian
 from ..mechanisms.subsampling import PoissonSubsampled
 from ..progress import progress_bar
 from ..results import EpsilonResult
+from .blocks import (
+    ResultStore,
+    attach_counts,
+    block_summary,
+    merge_summaries,
+    run_with_restarts,
+)
 from .history import NormHistory
+from .pld_blocks import used_buckets
+from .runner import BlockRunner
 
 __all__ = ["IndividualSPAAccountant"]
 
@@ -125,7 +134,7 @@ K_MARGIN = 1e-11
 #: the accountant's bracketing grids (curves.saddle.solve_tilt: geomspace(1e-4, 64, 33), then
 #: down to 1e-12, then up to the tilt cap in chunks)
 _GRID_LO, _GRID_HI, _GRID_POINTS = 1e-4, 64.0, 33
-#: stride of the coarse pass over the first grid (see IndividualSPAAccountant._bracket)
+#: stride of the coarse pass over the first grid (see _Solver.bracket)
 _COARSE = 4
 
 
@@ -268,88 +277,15 @@ def _g_spa(comp: np.ndarray, t: np.ndarray, method: str) -> np.ndarray:
     return np.where(np.isfinite(ld), -ld, -np.inf)
 
 
-class IndividualSPAAccountant(NormHistory, Queries):
-    """Individual eps of DP-SGD by the saddle-point accountant, per example: an approximation.
+class _Solver:
+    """The per-example saddle-point solution of one method (the module docstring, steps 1-4):
+    small and picklable, shipped with the tables to the workers."""
 
-    Koskela et al. 2023 (Sec. 5, App. D.2) for the individual composition and the sensitivity
-    buckets;
-    Alghamdi et al. 2023 eqs. (50), (60), (61), (66), (72) for the approximation and
-    eqs. (42)-(44) for the certified ``upper``; see the module docstring. Meant for very large
-    ``N``, where the certified :class:`~tightdp.individual.IndividualPLDAccountant` is slower;
-    its numbers are approximations (``certified=False`` in the result), not bounds.
-
-    Feed the per-example gradient norms of each step with :meth:`step` (or share the history of
-    another accountant with :meth:`from_history`), then ask :meth:`epsilon`: an
-    :class:`~tightdp.EpsilonResult` with arrays ``(N,)`` (shape ``delta.shape + (N,)`` for an
-    array of deltas):
-
-    * ``epsilon`` (= ``estimate``): the saddle-point approximation of each example's eps at
-      ``delta`` (max over the remove/add directions). **Not certified** (``certified`` is
-      False): it may be below the true eps. Where the saddle point is outside the supported
-      tilt range the certified ``upper`` is reported instead.
-    * ``upper``: certified upper bound on each example's eps (refined moments bound,
-      Alghamdi et al. 2023, eq. (43)), given its recorded norms; ``lower`` is None.
-    * ``details["reliable"]``: bool array ``(N,)``; False where the SP-MSD1 correction terms of
-      a direction that was solved exceed ``UNRELIABLE`` (few effective compositions: the
-      approximation can be far off, in either direction), where the saddle point is beyond
-      the tilt range, or where the interpolation tolerance was not met. Examples with no
-      recorded loss (every norm 0) have ``epsilon = upper = 0`` and are reliable (exact).
-    * ``details``: also the method, timings, counts of flagged examples, ``msd1_terms``
-      (array ``(N,)``: the largest size of the SP-MSD1 terms over the directions solved).
-
-    ``delta(epsilon)`` is not offered.
-
-    Parameters
-    ----------
-    sampling_rate, noise_multiplier, clip_norm, n_examples, n_buckets : the DP-SGD setting and
-        the sensitivity grid, as in :class:`~tightdp.IndividualPLDAccountant`.
-    method : "msd1" (default, eq. (61)), "msd0" (eqs. (7)/(60)) or "clt" (eqs. (8)/(66)).
-    progress : a progress bar on stderr: None (default) draws one for work still running after
-        2 s when stderr is a terminal (see :mod:`tightdp.progress`), True always, False never.
-    chunk_size : examples processed at once; the arrays of a chunk take about
-        ``chunk_size * (16 n_buckets + 3000)`` bytes (~300 MB for the default 65536 and 100
-        buckets), whatever ``N``.
-    """
-
-    def __init__(self, *, sampling_rate: float, noise_multiplier: float, clip_norm: float,
-                 n_examples: int, n_buckets: int = 100, method: str = "msd1",
-                 progress: bool | None = None, chunk_size: int = 65536):
-        super().__init__(sampling_rate=sampling_rate, noise_multiplier=noise_multiplier,
-                         clip_norm=clip_norm, n_examples=n_examples, n_buckets=n_buckets)
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    def __init__(self, method: str):
         self.method = method
-        self.progress = None if progress is None else bool(progress)
-        self.chunk_size = v.count("chunk_size", chunk_size, minimum=1)
-
-    name = "individual-spa"
-
-    @classmethod
-    def from_history(cls, history: NormHistory, **kwargs) -> IndividualSPAAccountant:
-        """An accountant over the norms already recorded in ``history`` (for instance an
-        :class:`~tightdp.individual.IndividualPLDAccountant`), without copying them: the two
-        share one count array, so steps recorded later in either are seen by both
-        (``kwargs``: ``method``, ``progress``, ``chunk_size``)."""
-        if not isinstance(history, NormHistory):
-            raise ValueError(f"history must be a NormHistory, got {type(history).__name__}")
-        new = cls(sampling_rate=history.sampling_rate, noise_multiplier=history.noise_multiplier,
-                  clip_norm=history.clip_norm, n_examples=history.n_examples,
-                  n_buckets=history.grid.size, **kwargs)
-        new._counts = history.counts  # flushed; shared
-        new.n_steps = history.n_steps
-        return new
-
-    # --- evaluation --------------------------------------------------------------------------
-    def _tables(self, used: np.ndarray) -> list[_Table]:
-        mechs = [PoissonSubsampled(Gaussian(self.noise_multiplier, float(self.grid[j])),
-                                   self.sampling_rate) for j in used]
-        dirs = [0] if all(m.symmetric for m in mechs) else [0, 1]
-        names = ["remove", "add"] if len(dirs) == 2 else ["both (symmetric)"]
-        return [_Table([m.privacy_losses()[d] for m in mechs], names[i])
-                for i, d in enumerate(dirs)]
 
     # --- bracketing on the accountant's tilt grids -------------------------------------------
-    def _bracket(self, tab: _Table, cnt: np.ndarray, target: float, kind: str) -> dict:
+    def bracket(self, tab: _Table, cnt: np.ndarray, target: float, kind: str) -> dict:
         """Per example, for the saddle-point function (``kind="spa"``) or the refined-moments
         function (``"rma"``): the bracket ``[lo, hi]`` of tilts with ``g(lo) < target <=
         g(hi)``, as :func:`tightdp.curves.saddle.solve_tilt` finds it: the same grids
@@ -408,7 +344,7 @@ class IndividualSPAAccountant(NormHistory, Queries):
         return {"lo": lo, "hi": hi, "below": below}
 
     # --- the saddle point on one interval ----------------------------------------------------
-    def _solve(self, tab: _Table, pc: _Piece, c: np.ndarray, rows: np.ndarray,
+    def solve(self, tab: _Table, pc: _Piece, c: np.ndarray, rows: np.ndarray,
                target: float, out: dict, depth: int = 0) -> None:
         """Saddle-point eps of the examples ``rows`` of ``out`` (counts ``c``, one row each)
         whose root is bracketed by ``pc``; descends into halves of ``pc`` for the examples
@@ -422,7 +358,7 @@ class IndividualSPAAccountant(NormHistory, Queries):
                 go_left = _g_spa(comp.T, np.array(0.5 * (pc.a + pc.b)), self.method) >= target
                 for side, sel in ((0, go_left), (1, ~go_left)):
                     if sel.any():
-                        self._solve(tab, tab.child(pc, side), cn[sel], r[sel], target, out,
+                        self.solve(tab, tab.child(pc, side), cn[sel], r[sel], target, out,
                                     depth + 1)
                 if need.all():
                     return
@@ -480,7 +416,7 @@ class IndividualSPAAccountant(NormHistory, Queries):
         out["fallback"][rows] = fb
         out["size"][rows] = size
 
-    def _rma(self, tab: _Table, cnt: np.ndarray, br: dict, log_delta: float) -> np.ndarray:
+    def rma(self, tab: _Table, cnt: np.ndarray, br: dict, log_delta: float) -> np.ndarray:
         """Certified refined-moments bound on eps (Alghamdi et al. 2023, eq. (43))
         minimized over the
         Lobatto tilts of the bracket of its optimal tilt, where ``K_i`` is exact (a matrix
@@ -504,92 +440,154 @@ class IndividualSPAAccountant(NormHistory, Queries):
             out[rows] = np.maximum(best + 1e-12 * np.abs(best), 0.0)
         return out
 
+
+class IndividualSPAAccountant(NormHistory, BlockRunner, Queries):
+    """Individual eps of DP-SGD by the saddle-point accountant, per example: an approximation.
+
+    Koskela et al. 2023 (Sec. 5, App. D.2) for the individual composition and the sensitivity
+    buckets;
+    Alghamdi et al. 2023 eqs. (50), (60), (61), (66), (72) for the approximation and
+    eqs. (42)-(44) for the certified ``upper``; see the module docstring. Meant for very large
+    ``N``, where the certified :class:`~tightdp.individual.IndividualPLDAccountant` is slower;
+    its numbers are approximations (``certified=False`` in the result), not bounds.
+
+    Feed the per-example gradient norms of each step with :meth:`step` (or share the history of
+    another accountant with :meth:`from_history`), then ask :meth:`epsilon`: an
+    :class:`~tightdp.EpsilonResult` with arrays ``(N,)`` (shape ``delta.shape + (N,)`` for an
+    array of deltas):
+
+    * ``epsilon`` (= ``estimate``): the saddle-point approximation of each example's eps at
+      ``delta`` (max over the remove/add directions). **Not certified** (``certified`` is
+      False): it may be below the true eps. Where the saddle point is outside the supported
+      tilt range the certified ``upper`` is reported instead.
+    * ``upper``: certified upper bound on each example's eps (refined moments bound,
+      Alghamdi et al. 2023, eq. (43)), given its recorded norms; ``lower`` is None.
+    * ``details["reliable"]``: bool array ``(N,)``; False where the SP-MSD1 correction terms of
+      a direction that was solved exceed ``UNRELIABLE`` (few effective compositions: the
+      approximation can be far off, in either direction), where the saddle point is beyond
+      the tilt range, or where the interpolation tolerance was not met. Examples with no
+      recorded loss (every norm 0) have ``epsilon = upper = 0`` and are reliable (exact).
+    * ``details``: also the method, timings, counts of flagged examples, ``msd1_terms``
+      (array ``(N,)``: the largest size of the SP-MSD1 terms over the directions solved).
+
+    ``delta(epsilon)`` is not offered.
+
+    Parameters
+    ----------
+    sampling_rate, noise_multiplier, clip_norm, n_examples, n_buckets : the DP-SGD setting and
+        the sensitivity grid, as in :class:`~tightdp.IndividualPLDAccountant`.
+    method : "msd1" (default, eq. (61)), "msd0" (eqs. (7)/(60)) or "clt" (eqs. (8)/(66)).
+    progress : a progress bar on stderr: None (default) draws one for work still running after
+        2 s when stderr is a terminal (see :mod:`tightdp.progress`), True always, False never.
+    chunk_size : examples processed at once (a block); the arrays of a block take about
+        ``chunk_size * (16 n_buckets + 3000)`` bytes (~300 MB for the default 65536 and 100
+        buckets), whatever ``N``. A dask array of counts is processed by its row chunks.
+    workers, scheduler, client : solve the blocks on Dask (a ``LocalCluster`` of ``workers``
+        processes started and closed by each query, a running scheduler's address, or a
+        client), as for :class:`~tightdp.IndividualPLDAccountant`; the tables of bucket CGFs
+        are built once and shipped to every worker.
+    store : a directory the per-example arrays are written to (``epsilon.npy``, ``upper.npy``,
+        ``reliable.npy``, ``msd1_terms.npy``); the result holds them as read-only memmaps.
+    """
+
+    def __init__(self, *, sampling_rate: float, noise_multiplier: float, clip_norm: float,
+                 n_examples: int, n_buckets: int = 100, method: str = "msd1",
+                 progress: bool | None = None, chunk_size: int = 65536,
+                 workers: int | None = None, scheduler: str | None = None, client=None,
+                 store=None):
+        super().__init__(sampling_rate=sampling_rate, noise_multiplier=noise_multiplier,
+                         clip_norm=clip_norm, n_examples=n_examples, n_buckets=n_buckets)
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+        self.method = method
+        self.progress = None if progress is None else bool(progress)
+        self.chunk_size = v.count("chunk_size", chunk_size, minimum=1)
+        self._set_where(workers, scheduler, client, store)
+
+    name = "individual-spa"
+
+    @classmethod
+    def from_history(cls, history: NormHistory, **kwargs) -> IndividualSPAAccountant:
+        """An accountant over the norms already recorded in ``history`` (for instance an
+        :class:`~tightdp.individual.IndividualPLDAccountant`, or a
+        :class:`~tightdp.individual.NormRecorder` on disk), without copying them: the two share
+        one count array, so steps recorded later in either are seen by both (an in-memory
+        history; a recorder's counts are read-only here) (``kwargs``: as for the
+        constructor)."""
+        if not isinstance(history, NormHistory):
+            raise ValueError(f"history must be a NormHistory, got {type(history).__name__}")
+        counts = history.counts  # flushed; shared
+        writable = (type(counts) is np.ndarray and counts.flags.writeable)
+        return attach_counts(cls, counts, sampling_rate=history.sampling_rate,
+                             noise_multiplier=history.noise_multiplier,
+                             clip_norm=history.clip_norm, n_steps=history.n_steps,
+                             recording=writable, **kwargs)
+
+    # --- evaluation --------------------------------------------------------------------------
+    def _tables(self, used: np.ndarray) -> list[_Table]:
+        mechs = [PoissonSubsampled(Gaussian(self.noise_multiplier, float(self.grid[j])),
+                                   self.sampling_rate) for j in used]
+        dirs = [0] if all(m.symmetric for m in mechs) else [0, 1]
+        names = ["remove", "add"] if len(dirs) == 2 else ["both (symmetric)"]
+        return [_Table([m.privacy_losses()[d] for m in mechs], names[i])
+                for i, d in enumerate(dirs)]
+
     def _epsilon_of(self, delta: float) -> EpsilonResult:
         """Saddle-point approximation of every example's eps at ``delta`` (NOT certified), with
         a certified per-example upper bound (refined moments) and a reliability flag; see the
-        class and module docstrings."""
+        class and module docstrings. The examples are solved block by block
+        (:func:`spa_block`), in this process or on Dask."""
         t0 = time.perf_counter()
-        n_all = self.n_examples
-        eps = np.zeros(n_all)
-        upper = np.zeros(n_all)
-        reliable = np.ones(n_all, dtype=bool)
-        terms = np.zeros(n_all)
-        flags = {"beyond": np.zeros(n_all, dtype=bool), "fallback": np.zeros(n_all, dtype=bool),
-                 "unresolved": np.zeros(n_all, dtype=bool)}
-        counts = self.counts
-        used = np.nonzero(counts[:, 1:].any(axis=0))[0]
         info: dict = {"method": self.method, "label": LABELS[self.method]}
-        if used.size == 0:
-            return self._result(eps, delta, upper, reliable, terms, flags, info, t0)
-        tables = self._tables(used)
-        info["directions"] = [tb.name for tb in tables]
-        ld = math.log(delta)
-        target = -ld
-        cs = self.chunk_size
-        n_chunks = -(-n_all // cs)
-        bar = progress_bar(total=n_all, desc="per-example epsilon (saddle point)",
-                           unit="example", enabled=self.progress)
-        for ci, s in enumerate(range(0, n_all, cs)):
-            cnt_all = counts[s:s + cs, 1:][:, used].astype(float)
-            act = np.nonzero(cnt_all.any(axis=1))[0]
-            if act.size == 0:
-                continue
-            cnt = cnt_all[act]
-            n = act.size
-            best = np.full(n, -np.inf)
-            best_up = np.zeros(n)
-            # flags over the directions solved: an unreliable direction may under-report, and
-            # then the larger of the two (the answer) may be wrong even if the other is reliable
-            size = np.zeros(n)
-            beyond = np.zeros(n, dtype=bool)
-            fallback = np.zeros(n, dtype=bool)
-            unresolved = np.zeros(n, dtype=bool)
-            for tab in tables:
-                up = self._rma(tab, cnt, self._bracket(tab, cnt, target, "rma"), ld)
-                best_up = np.maximum(best_up, up)
-                # a direction whose certified bound is at most the eps already found cannot
-                # raise the true eps above it: its saddle point is not needed
-                need = np.nonzero(up > best)[0]
-                if need.size == 0:
-                    continue
-                c = cnt[need]
-                m = need.size
-                out = {"eps": np.empty(m), "t": np.full(m, np.nan),
-                       "fallback": np.zeros(m, dtype=bool), "size": np.zeros(m),
-                       "unresolved": np.zeros(m, dtype=bool)}
-                br = self._bracket(tab, c, target, "spa")
-                lo, hi = br["lo"], br["hi"]
-                miss = np.isnan(lo)
-                found = np.nonzero(~miss)[0]
-                for g in _groups(lo[found]):
-                    rows = found[g]
-                    self._solve(tab, tab.piece(lo[rows[0]], hi[rows[0]]), c[rows], rows, target,
-                                out)
-                out["eps"][miss] = up[need][miss]  # no saddle point in range: the bound
-                best[need] = np.maximum(best[need], out["eps"])
-                size[need] = np.maximum(size[need], np.nan_to_num(out["size"], nan=np.inf))
-                beyond[need] |= miss
-                fallback[need] |= out["fallback"]
-                unresolved[need] |= out["unresolved"]
-            idx = s + act
-            eps[idx] = np.maximum(best, 0.0)
-            upper[idx] = best_up
-            terms[idx] = size
-            flags["beyond"][idx] = beyond
-            flags["fallback"][idx] = fallback
-            flags["unresolved"][idx] = unresolved
-            reliable[idx] = (size <= UNRELIABLE) & ~beyond & ~unresolved
-            bar.update(min(cs, n_all - s))
-            if ci % 4 == 0 or ci == n_chunks - 1:
-                pieces = sum(tb.n_pieces for tb in tables)
-                self._log(f"saddle points: {min(s + cs, n_all)}/{n_all} examples, {pieces} "
-                          f"interpolation intervals, {time.perf_counter() - t0:.1f} s")
-        bar.close()
-        info["interpolation_pieces"] = {tb.name: tb.n_pieces for tb in tables}
-        return self._result(eps, delta, upper, reliable, terms, flags, info, t0)
+        ex = self._executor(self.chunk_size)
+        try:
+            arr, flags = run_with_restarts(lambda k: self._run(ex, delta, info, t0, k),
+                                           self._log)
+        finally:
+            ex.close()
+        return self._result(arr, delta, flags, info, t0)
 
-    def _result(self, eps, delta, upper, reliable, terms, flags, info, t0) -> EpsilonResult:
-        n_unrel = int((~reliable).sum())
+    def _run(self, ex, delta: float, info: dict, t0: float, restarts: int):
+        """The passes over the blocks of ``ex``: the buckets used, then :func:`spa_block`."""
+        info["restarts"] = restarts
+        states = [{"start": a, "rows": b - a} for a, b in ex.bounds]
+        states, outs = ex.run(used_buckets, states, self.grid.size, keep_state=True)
+        used = np.nonzero(np.any([o[0] for o in outs], axis=0))[0]
+        tables = self._tables(used) if used.size else []
+        info["directions"] = [tb.name for tb in tables]
+        bar = progress_bar(total=self.n_examples, desc="per-example epsilon (saddle point)",
+                           unit="example", enabled=self.progress)
+        done = [0]
+
+        def update(i, o):
+            bar.update(o[0])
+            done[0] += o[0]
+            self._log(f"saddle points: {done[0]}/{self.n_examples} examples, "
+                      f"{time.perf_counter() - t0:.1f} s")
+
+        store = None
+        if self.store is not None:
+            store = ResultStore(self.store, self.n_examples, FIELDS)
+        try:
+            states, outs = ex.run(spa_block, states, used, tables, math.log(delta),
+                                  _Solver(self.method), store, on_done=update)
+        finally:
+            bar.close()
+        info["summary"] = merge_summaries([o[2] for o in outs])
+        info["interpolation_pieces"] = {tb.name: max(o[1].get(tb.name, 0) for o in outs)
+                                        for tb in tables}
+        flags = {k: sum(o[3][k] for o in outs) for k in FLAGS}
+        if ex.distributed:
+            info["worker_peak_memory"] = ex.worker_peak_memory()
+        if store is not None:
+            arr = store.open()
+        else:
+            arr = {f: ex.assemble(states, f, self._lazy(ex)) for f in FIELDS}
+        return arr, flags
+
+    def _result(self, arr: dict, delta: float, flags: dict, info: dict,
+                t0: float) -> EpsilonResult:
+        n_unrel = flags["unreliable"]
         parts = [f"saddle-point approximation {LABELS[self.method]} (Alghamdi et al.) of each "
                  "example's eps given its recorded norms; NOT a certified bound (the certified "
                  "per-example numbers come from IndividualPLDAccountant; the fully adaptive "
@@ -601,16 +599,92 @@ class IndividualSPAAccountant(NormHistory, Queries):
                          f"{UNRELIABLE}), saddle point "
                          "beyond the tilt range, or interpolation tolerance not met; use upper "
                          "or IndividualPLDAccountant for them")
-        if flags["beyond"].any():
-            parts.append(f"{int(flags['beyond'].sum())} example(s) with the saddle point beyond "
+        if flags["beyond"]:
+            parts.append(f"{flags['beyond']} example(s) with the saddle point beyond "
                          "the supported tilt range: the certified upper is reported as epsilon")
-        if flags["fallback"].any():
+        if flags["fallback"]:
             parts.append("SP-MSD1 correction factor not positive for "
-                         f"{int(flags['fallback'].sum())} example(s); SP-MSD0 used there")
-        info.update({"reliable": reliable, "unreliable": n_unrel,
-                     "beyond": int(flags["beyond"].sum()),
-                     "fallback": int(flags["fallback"].sum()),
-                     "interpolation_unresolved": int(flags["unresolved"].sum()),
-                     "msd1_terms": terms, "seconds": time.perf_counter() - t0})
-        return EpsilonResult(eps, delta, None, upper, self.name, False, estimate=eps,
+                         f"{flags['fallback']} example(s); SP-MSD0 used there")
+        info.update({"reliable": arr["reliable"], "unreliable": n_unrel,
+                     "beyond": flags["beyond"], "fallback": flags["fallback"],
+                     "interpolation_unresolved": flags["unresolved"],
+                     "msd1_terms": arr["msd1_terms"], "seconds": time.perf_counter() - t0})
+        eps = arr["epsilon"]
+        return EpsilonResult(eps, delta, None, arr["upper"], self.name, False, estimate=eps,
                              note="; ".join(parts), details=info)
+
+
+#: the per-example fields of a result and their types
+FIELDS = {"epsilon": np.float64, "upper": np.float64, "reliable": np.bool_,
+          "msd1_terms": np.float64}
+#: the per-example flags counted over the blocks
+FLAGS = ("beyond", "fallback", "unresolved", "unreliable")
+
+
+def spa_block(block, state, used: np.ndarray, tables: list[_Table], log_delta: float,
+              solver: _Solver, store: ResultStore | None):
+    """The saddle-point eps, certified upper bound and flags of one block of examples (the
+    module docstring, steps 1-5); written to ``store`` if given. Returns the block's arrays
+    (``FIELDS``) and ``(examples, interpolation pieces per table, summary of epsilon, flag
+    counts)``."""
+    n_all = state["rows"]
+    eps, upper, terms = np.zeros(n_all), np.zeros(n_all), np.zeros(n_all)
+    reliable = np.ones(n_all, dtype=bool)
+    flags = {k: np.zeros(n_all, dtype=bool) for k in FLAGS[:3]}
+    act = np.zeros(0, dtype=np.int64)
+    if used.size:
+        cnt_all = np.asarray(block)[:, 1:][:, used].astype(float)
+        act = np.nonzero(cnt_all.any(axis=1))[0]
+    if act.size:
+        cnt = cnt_all[act]
+        n = act.size
+        target = -log_delta
+        best = np.full(n, -np.inf)
+        best_up = np.zeros(n)
+        # flags over the directions solved: an unreliable direction may under-report, and
+        # then the larger of the two (the answer) may be wrong even if the other is reliable
+        size = np.zeros(n)
+        beyond = np.zeros(n, dtype=bool)
+        fallback = np.zeros(n, dtype=bool)
+        unresolved = np.zeros(n, dtype=bool)
+        for tab in tables:
+            up = solver.rma(tab, cnt, solver.bracket(tab, cnt, target, "rma"), log_delta)
+            best_up = np.maximum(best_up, up)
+            # a direction whose certified bound is at most the eps already found cannot
+            # raise the true eps above it: its saddle point is not needed
+            need = np.nonzero(up > best)[0]
+            if need.size == 0:
+                continue
+            c = cnt[need]
+            m = need.size
+            out = {"eps": np.empty(m), "t": np.full(m, np.nan),
+                   "fallback": np.zeros(m, dtype=bool), "size": np.zeros(m),
+                   "unresolved": np.zeros(m, dtype=bool)}
+            br = solver.bracket(tab, c, target, "spa")
+            lo, hi = br["lo"], br["hi"]
+            miss = np.isnan(lo)
+            found = np.nonzero(~miss)[0]
+            for g in _groups(lo[found]):
+                rows = found[g]
+                solver.solve(tab, tab.piece(lo[rows[0]], hi[rows[0]]), c[rows], rows, target,
+                             out)
+            out["eps"][miss] = up[need][miss]  # no saddle point in range: the bound
+            best[need] = np.maximum(best[need], out["eps"])
+            size[need] = np.maximum(size[need], np.nan_to_num(out["size"], nan=np.inf))
+            beyond[need] |= miss
+            fallback[need] |= out["fallback"]
+            unresolved[need] |= out["unresolved"]
+        eps[act] = np.maximum(best, 0.0)
+        upper[act] = best_up
+        terms[act] = size
+        flags["beyond"][act] = beyond
+        flags["fallback"][act] = fallback
+        flags["unresolved"][act] = unresolved
+        reliable[act] = (size <= UNRELIABLE) & ~beyond & ~unresolved
+    res = {"epsilon": eps, "upper": upper, "reliable": reliable, "msd1_terms": terms}
+    if store is not None:
+        store.write(state["start"], res)
+    counts = {k: int(f.sum()) for k, f in flags.items()}
+    counts["unreliable"] = int((~reliable).sum())
+    return res, (n_all, {tb.name: tb.n_pieces for tb in tables},
+                 block_summary(eps, state["start"]), counts)

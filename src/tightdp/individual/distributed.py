@@ -1,0 +1,162 @@
+"""Per-example accounting on a Dask cluster (the optional extra ``tightdp[dask]``).
+
+:class:`DaskBlocks` runs the passes of the individual accountants (see
+:mod:`tightdp.individual.blocks` for the protocol) with ``dask.distributed``: one task per
+block of examples and pass, each block's state between passes kept on the workers as a
+future, what the driver computed once (bucket transforms, tables) scattered to every worker
+once per pass (broadcast), and only small per-block summaries gathered. A worker lost in the
+middle is not a failure: Dask reruns its running tasks elsewhere; if it also held block
+state from earlier passes (whose lineage Dask has released), the query starts over
+(:data:`~tightdp.individual.blocks.MAX_RESTARTS` times at most). Every state is a pure function
+of the counts and of what the driver shipped, so the answer is the same.
+
+Counts given as a ``dask.array`` are read block by block by the tasks themselves (from
+whatever the array is built on: a :class:`~tightdp.individual.NormRecorder` file, zarr, ...),
+again at every pass, so no worker ever holds more than the blocks it is working on. So are the
+rows of a ``.npy`` file opened as a memmap (``np.load(path, mmap_mode="r")``; the workers
+must see the same file system). A numpy array in memory is cut into blocks whose copies live
+in the cluster (and, as task data, on the scheduler) for the duration of the query.
+"""
+
+from __future__ import annotations
+
+import operator
+import sys
+import warnings
+from collections.abc import Callable
+from concurrent.futures import CancelledError
+
+import numpy as np
+
+from .blocks import DEFAULT_BLOCK_ROWS, LostBlocks, as_blocks, is_dask_array, npy_dask
+
+__all__ = ["DaskBlocks", "require_dask"]
+
+#: how many times a task is retried after an error on a worker (a lost worker is not one)
+RETRIES = 1
+
+
+def require_dask():
+    """Import ``dask`` and ``distributed`` or raise a one-line ImportError saying how to get
+    them."""
+    try:
+        import dask
+        import distributed
+    except ImportError:  # pragma: no cover - the extra is installed in CI
+        raise ImportError('per-example accounting on Dask needs the dask extra: pip install '
+                          '"tightdp[dask]"') from None
+    return dask, distributed
+
+
+def _peak_rss() -> int | None:
+    """Peak resident set size of this process in bytes (``getrusage``; kB on Linux)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+class DaskBlocks:
+    """Runs passes over the row blocks of ``counts`` on a Dask cluster: ``client`` (used as
+    is), else ``scheduler`` (the address of a running cluster), else a ``LocalCluster`` of
+    ``workers`` single-threaded worker processes started here and closed by :meth:`close`."""
+
+    distributed = True
+
+    def __init__(self, counts, *, client=None, scheduler: str | None = None,
+                 workers: int | None = None, block_rows: int = DEFAULT_BLOCK_ROWS,
+                 memory_limit="auto"):
+        dask, distributed = require_dask()
+        self._dask = dask
+        self._as_completed = distributed.as_completed
+        self._cluster = None
+        self.owns_client = client is None
+        if client is None:
+            if scheduler is not None:
+                client = distributed.Client(scheduler)
+            else:
+                self._cluster = distributed.LocalCluster(
+                    n_workers=int(workers), threads_per_worker=1, processes=True,
+                    dashboard_address=":0", memory_limit=memory_limit)
+                client = distributed.Client(self._cluster)
+        self.client = client
+        if isinstance(counts, np.memmap) and str(counts.filename).endswith(".npy"):
+            # a .npy file on disk (shared file system): each task reads its rows by path
+            counts = npy_dask(counts.filename, counts.offset, counts.shape, counts.dtype,
+                              block_rows)
+        self.bounds = as_blocks(counts, block_rows)
+        if is_dask_array(counts):
+            # one block per row chunk, all columns; read by the tasks at every pass
+            counts = counts.rechunk({1: -1})
+            self.blocks = list(counts.to_delayed(optimize_graph=True).ravel())
+        else:
+            # numpy: each block a task holding its rows, persisted (the data stays in the
+            # task, so a lost copy is recomputed)
+            mk = dask.delayed(np.ascontiguousarray, pure=True)
+            with warnings.catch_warnings():  # the data has to go to the cluster: on purpose
+                warnings.filterwarnings("ignore", message="Sending large graph")
+                self.blocks = client.persist([mk(np.ascontiguousarray(counts[a:b]))
+                                              for a, b in self.bounds])
+
+    @property
+    def n_blocks(self) -> int:
+        return len(self.bounds)
+
+    def _share(self, obj):
+        """Scatter ``obj`` to every worker (one future; small and large objects alike, so
+        the task graphs stay small and nothing in them is mistaken for a task)."""
+        return self.client.scatter([obj], broadcast=True, hash=False)[0]
+
+    def run(self, fn: Callable, states: list, *shared, keep_state: bool = False,
+            on_done: Callable | None = None) -> tuple[list, list]:
+        """Apply ``fn(block, state, *shared)`` to every block on the cluster: the new states
+        (futures, kept on the workers; the old ones with ``keep_state``, for passes that only
+        read) and the outs (gathered as blocks complete; ``on_done(i, out)`` is called for
+        each). Raises :class:`~tightdp.individual.blocks.LostBlocks` when a lost worker took
+        state whose lineage Dask no longer has (the caller starts over)."""
+        dly = self._dask.delayed
+        shared_f = [self._share(x) for x in shared]
+        states = [st if hasattr(st, "key") else self._share(st) for st in states]
+        pairs = [self.client.compute(dly(fn)(blk, st, *shared_f), retries=RETRIES)
+                 for blk, st in zip(self.blocks, states, strict=True)]
+        outs_f = [self.client.submit(operator.getitem, p, 1, retries=RETRIES) for p in pairs]
+        new = states if keep_state else [
+            self.client.submit(operator.getitem, p, 0, retries=RETRIES) for p in pairs]
+        where = {f.key: i for i, f in enumerate(outs_f)}
+        outs: list = [None] * len(outs_f)
+        try:
+            for f in self._as_completed(outs_f):
+                i = where[f.key]
+                outs[i] = f.result()
+                if on_done is not None:
+                    on_done(i, outs[i])
+        except CancelledError as e:
+            self.client.cancel(pairs + outs_f)
+            raise LostBlocks(f"a Dask worker was lost with per-example state: {e}") from None
+        return new, outs
+
+    def assemble(self, states: list, field: str, lazy: bool = False):
+        """The per-example field ``field`` of every block's final state: a dask array
+        computed on the cluster (``lazy``) or gathered into one numpy array."""
+        get = [self.client.submit(operator.getitem, st, field) for st in states]
+        if not lazy:
+            return np.concatenate(self.client.gather(get))
+        import dask.array as da
+
+        dly = self._dask.delayed
+        return da.concatenate([da.from_delayed(dly(f), shape=(b - a,), dtype=float)
+                               for f, (a, b) in zip(get, self.bounds, strict=True)])
+
+    def worker_peak_memory(self) -> dict:
+        """Each worker's peak resident memory since it started, in bytes (None where the
+        platform does not say)."""
+        return self.client.run(_peak_rss)
+
+    def close(self) -> None:
+        """Close the client and the cluster if this object started them."""
+        if self.owns_client:
+            self.client.close()
+        if self._cluster is not None:
+            self._cluster.close()

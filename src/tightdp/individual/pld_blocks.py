@@ -1,0 +1,209 @@
+"""The per-block passes of :class:`~tightdp.individual.IndividualPLDAccountant` (Koskela,
+Tobaben, Honkela, "Individual Privacy Accounting with Gaussian Differential Privacy", 2023,
+App. D): module-level functions ``fn(counts_block, state, *shared) -> (state, out)`` run by an
+executor of :mod:`tightdp.individual.blocks` (in process) or
+:mod:`tightdp.individual.distributed` (Dask). What they compute and why each number is a bound
+is in the docstring of :mod:`tightdp.individual.pld_individual`; the driver there discretizes
+the buckets and builds the transforms (once per grid step and direction) and ships them.
+
+A block's state holds, for its examples with at least one step of loss (``act``): the grid
+level, the certified bracket so far (``up``, ``lo``), and which examples the current round
+still has to evaluate (``todo``). Every per-example number depends only on that example's
+counts and on what the driver shipped (each example keeps its own frequency cut-off and
+rounding allowance, and the Horner / direct-sum choice is made per example), never on which
+examples share its block or its chunk: in process or on a cluster, the same numbers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._numerics import MACHINE_EPSILON
+from ..results import check_bracket
+from .blocks import ResultStore, block_summary
+from .plancherel import TRUNC_FRACTION, Direction, Evaluator
+
+__all__ = ["used_buckets", "init_state", "groups", "extents", "evaluate", "give_up",
+           "check", "finish", "MAX_LEVEL", "LEVEL_OFFSET", "HORNER_MAX"]
+
+#: grid-step levels: an example at level ``l`` is discretized with step ``d0 / 2^l``
+MAX_LEVEL = 12
+#: levels saved on every example (the bracket check refines those that need it)
+LEVEL_OFFSET = 0.5
+#: frequency count up to which the Plancherel sums use Horner's scheme (plancherel.horner)
+HORNER_MAX = 4096
+
+
+def _cnt(block: np.ndarray, used: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    """Counts of the buckets ``used`` (grid indices, column ``j + 1`` of the block) of the
+    examples ``rows`` (all by default), as floats."""
+    b = np.asarray(block)
+    if rows is not None:
+        b = b[rows]
+    return b[:, used + 1].astype(float)
+
+
+def used_buckets(block, state, n_buckets: int):
+    """Which buckets any example of the block uses, and its largest number of lossy steps."""
+    c = np.asarray(block)
+    if c.ndim != 2 or c.shape[1] != n_buckets + 1:
+        raise ValueError(f"counts must have shape (n_examples, {n_buckets + 1}) (column 0: "
+                         f"steps with no loss, column j: bucket j/{n_buckets}), got a block "
+                         f"of shape {c.shape}")
+    if c.size and np.issubdtype(c.dtype, np.signedinteger) and c.min() < 0:
+        raise ValueError("counts must be >= 0 (steps per bucket)")
+    if not np.issubdtype(c.dtype, np.integer):
+        raise ValueError(f"counts must be integers (steps per bucket), got dtype {c.dtype}")
+    lossy = c[:, 1:]
+    t_max = int(lossy.sum(axis=1, dtype=np.int64).max()) if c.shape[0] else 0
+    return state, (lossy.any(axis=0), t_max)
+
+
+def init_state(block, state, used: np.ndarray, x: np.ndarray, log_w: float):
+    """Examples with some loss and their first grid level: one level per halving of the
+    CLT scale of their composition below the worst case's, ``mu_i / mu_worst`` with
+    ``mu^2 = q^2 sum_t (e^{c_t^2 / sigma^2} - 1)`` (Dong, Roth, Su, "Gaussian differential
+    privacy", 2022, Thm. 5.2 / Cor. 5.4; ``x = e^{c_j^2/sigma^2} - 1`` per bucket, ``log_w``
+    the worst case's ``log(mu^2 / q^2)``). Only chooses grid steps."""
+    cnt = _cnt(block, used)
+    act = np.nonzero(cnt.sum(axis=1) > 0)[0]
+    with np.errstate(divide="ignore"):
+        log_i = np.log(np.maximum(cnt[act] @ x, 1e-300))
+    rel = np.clip(np.exp(0.5 * (log_i - log_w)), 1e-300, 1.0)
+    level = np.clip(np.floor(-np.log2(rel) - LEVEL_OFFSET), 0, MAX_LEVEL).astype(np.int64)
+    n = act.size
+    st = dict(state, act=act, level=level, up=np.full(n, np.inf), lo=np.zeros(n),
+              todo=np.ones(n, dtype=bool), capped=np.zeros(n, dtype=bool),
+              wide=np.ones(n, dtype=bool), cur_up=np.zeros(n), cur_lo=np.zeros(n))
+    return st, n
+
+
+def groups(block, state, used: np.ndarray):
+    """Per grid level still to evaluate this round: the buckets its examples use and how
+    many there are."""
+    lv_todo = state["level"][state["todo"]]
+    if lv_todo.size == 0:
+        return state, {}
+    cnt = _cnt(block, used, state["act"])
+    out = {}
+    for lv in np.unique(lv_todo):
+        rows = state["todo"] & (state["level"] == lv)
+        out[int(lv)] = (cnt[rows].any(axis=0), int(rows.sum()))
+    return state, out
+
+
+def extents(block, state, used: np.ndarray, jobs: dict):
+    """For each level of ``jobs`` (``lv -> (cols, laws, log_tail, d)``, ``laws`` a list of
+    :class:`BucketLaws`): the FFT window each law set needs for this block's examples of that
+    level (None if it has none)."""
+    cnt = _cnt(block, used, state["act"])
+    out = {}
+    for lv, (cols, laws, log_tail, d) in jobs.items():
+        rows = state["todo"] & (state["level"] == lv)
+        if not rows.any():
+            out[lv] = None
+            continue
+        c = cnt[rows][:, cols]
+        out[lv] = [law.extent(c, log_tail, d) for law in laws]
+    return state, out
+
+
+def _chunks(kk: np.ndarray, kl: np.ndarray, size: int) -> list[np.ndarray]:
+    """Chunks of at most ``size`` examples, sorted by cut-off, never mixing examples on both
+    sides of :data:`HORNER_MAX` (so each example is summed the same way whatever its
+    neighbours)."""
+    cls = (kk > HORNER_MAX).astype(np.int64) * 2 + (kl > HORNER_MAX)
+    order = np.lexsort((kk, cls))
+    out = []
+    for c in np.unique(cls):
+        sel = order[cls[order] == c]
+        out.extend(sel[s:s + size] for s in range(0, sel.size, size))
+    return out
+
+
+def evaluate(block, state, used: np.ndarray, lv: int, cols: np.ndarray, direction: int,
+             dr: Direction, dl: Direction, delta: float, chunk_size: int, max_memory: float):
+    """Certified ``(lower, upper)`` eps, in one direction, of the block's examples of level
+    ``lv`` on the transforms ``dr`` (connect-the-dots, dominating) and ``dl`` (lowered chords,
+    dominated); after the second direction the larger of the two narrows the bracket kept
+    (upper: the smaller of the rounds', lower: the larger). Returns how many examples and
+    the largest number of frequencies kept."""
+    rows = np.nonzero(state["todo"] & (state["level"] == lv))[0]
+    if rows.size == 0:
+        return state, (0, 0)
+    c = _cnt(block, used[cols], state["act"][rows])
+    tol = TRUNC_FRACTION * delta
+    round_allow = 64 * MACHINE_EPSILON * (1.0 + c.sum(axis=1))
+    extra = dr.extras(c)
+    kk, tau = dr.cutoffs(c, tol)
+    inf_low, out_low = dl.extras_split(c)
+    kl, tau_l = dl.cutoffs(c, tol)
+    k_max = max(int(kk.max()), int(kl.max()), 1)
+    # a chunk's evaluator holds about six (chunk, frequencies) complex arrays: at most a
+    # quarter of the memory budget
+    cs = max(1, min(chunk_size, int(0.25 * max_memory / (96.0 * k_max))))
+    eps_up = np.empty(rows.size)
+    eps_lo = np.empty(rows.size)
+    for sel in _chunks(kk, kl, cs):
+        ev = Evaluator(dr, c[sel], int(kk[sel].max()), tau[sel],
+                       extra[sel] + round_allow[sel] * (1.0 + np.log(kk[sel])), kk[sel])
+        eps_up[sel] = up = ev.epsilon(delta)
+        del ev
+        ev = Evaluator(dl, c[sel], int(kl[sel].max()), tau_l[sel], np.zeros(sel.size), kl[sel])
+        credit = inf_low[sel] - out_low[sel] - round_allow[sel] * (1.0 + np.log(kl[sel]))
+        eps_lo[sel] = ev.epsilon_lower(delta, up, credit)
+        del ev
+    st = dict(state)
+    if direction == 0:
+        st["cur_up"] = state["cur_up"].copy()
+        st["cur_lo"] = state["cur_lo"].copy()
+        st["cur_up"][rows] = eps_up
+        st["cur_lo"][rows] = eps_lo
+    else:
+        for key in ("up", "lo", "todo"):
+            st[key] = state[key].copy()
+        st["up"][rows] = np.minimum(st["up"][rows], np.maximum(state["cur_up"][rows], eps_up))
+        st["lo"][rows] = np.maximum(st["lo"][rows], np.maximum(state["cur_lo"][rows], eps_lo))
+        st["todo"][rows] = False
+    return st, (int(rows.size), k_max)
+
+
+def give_up(block, state, lv: int, capped: bool):
+    """The transforms of level ``lv`` do not fit the budget: its examples keep their bracket
+    (``capped``: a refinement round) or move one level coarser (first round)."""
+    rows = state["todo"] & (state["level"] == lv)
+    st = dict(state, level=state["level"].copy(), todo=state["todo"].copy(),
+              capped=state["capped"].copy())
+    if capped:
+        st["capped"][rows] = True
+        st["todo"][rows] = False
+    else:
+        st["level"][rows] -= 1
+    return st, None
+
+
+def check(block, state, rtol: float):
+    """After a round: examples whose bracket is wider than ``rtol`` (relative to its upper
+    end) are marked for the next round, one level finer unless the budget capped them.
+    Returns (how many will be refined, how many are wider than rtol)."""
+    up, lo = state["up"], state["lo"]
+    wide = ~(up - lo <= rtol * up)
+    loose = wide & ~state["capped"]
+    level = state["level"].copy()
+    level[loose] += 1
+    return dict(state, wide=wide, todo=loose, level=level), (int(loose.sum()), int(wide.sum()))
+
+
+def finish(block, state, name: str, store: ResultStore | None):
+    """The block's per-example ``upper`` and ``lower`` (zero for examples without loss),
+    checked (a lower bound above an upper one raises, never hidden), written to ``store`` if
+    given; returns them and the summary of ``upper``."""
+    n = state["rows"]
+    upper = np.zeros(n)
+    lower = np.zeros(n)
+    upper[state["act"]] = state["up"]
+    lower[state["act"]] = state["lo"]
+    check_bracket(lower, upper, "per-example eps", name)
+    if store is not None:
+        store.write(state["start"], {"epsilon": upper, "lower": lower})
+    return {"upper": upper, "lower": lower}, block_summary(upper, state["start"])
