@@ -379,6 +379,49 @@ def test_dask_sweep_survives_a_killed_worker(dask_client, in_process_200, tmp_pa
         range(200))
 
 
+def test_a_batch_dask_gives_up_on_becomes_error_rows(in_process_200, tmp_path):
+    """With Dask's allowed-failures at 0, the batch running on a killed worker is given up
+    (KilledWorker): its rows say so in ``error``, every other row is computed as in-process
+    (60 PLD and SPA rows of GRID200, ~15 ms each, 4 to a task)."""
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    from tightdp.sweep import local_cluster
+
+    rows = [{k: r[k] for k in GRID200} for r in in_process_200.rows[50:110]]
+    out = tmp_path / "g.jsonl"
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            local_cluster(2, memory_limit="1GB") as cluster, \
+            distributed.Client(cluster) as client:
+        pids = client.run(os.getpid)
+        victim = sorted(pids)[0]  # a worker address
+        seen: dict = {}
+
+        def kill_when_busy() -> None:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                n = len(out.read_text().splitlines()) if out.exists() else 0
+                if n >= 8 and client.processing().get(victim):
+                    seen["rows_at_kill"] = n
+                    os.kill(pids[victim], signal.SIGKILL)
+                    return
+                time.sleep(0.002)
+
+        killer = threading.Thread(target=kill_when_busy, daemon=True)
+        killer.start()
+        table = td.sweep(rows, client=client, progress=False, out=out, batch=4)
+        killer.join(timeout=5)
+    assert 8 <= seen.get("rows_at_kill", 0) < 60, seen
+    lost = [r for r in table if r["error"] is not None]
+    assert lost and len(lost) % 4 == 0, [r["error"] for r in lost]
+    assert all(r["error"].startswith("not computed: the Dask workers running rows") and
+               r["answer"] is None for r in lost)
+    kept = [r for r in without_timing(table) if r["error"] is None]
+    assert len(kept) + len(lost) == 60
+    ref = [{**r, "row": r["row"] - 50} for r in without_timing(in_process_200.rows[50:110])]
+    assert kept == [r for r in ref if r["row"] in {k["row"] for k in kept}]
+
+
 def test_cli_sweep_on_its_own_local_cluster(tmp_path, capsys):
     pytest.importorskip("distributed")
     rows = [{**CHEAP, "delta": 1e-5, "accountant": a} for a in ("gdp", "pld", "spa")]

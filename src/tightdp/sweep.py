@@ -400,8 +400,9 @@ def sweep(grid, *, query: str = "epsilon", workers: int | None = None,
     -------
     SweepTable, its rows in the order of the grid. A row the front door refuses
     (``ValueError``, ``BudgetExceeded``) keeps the one-line message in ``error`` and the
-    sweep goes on; any other exception is a bug and propagates (the rows done are in
-    ``out``).
+    sweep goes on; so does a batch Dask gives up on because every worker that ran it died
+    (``KilledWorker``, typically a row over the workers' memory): its rows say so in
+    ``error``. Any other exception is a bug and propagates (the rows done are in ``out``).
 
     Raises
     ------
@@ -508,6 +509,17 @@ def local_cluster(workers: int, **options):
         return distributed.LocalCluster(n_workers=workers, **kw)
 
 
+def _lost(batch: list[tuple[int, str, dict]], err: Exception) -> list[tuple[int, dict]]:
+    """Error rows for a batch Dask gave up on (every worker that ran it died: typically a
+    row over the workers' memory)."""
+    first, last = batch[0][0], batch[-1][0]
+    message = (f"not computed: the Dask workers running rows {first}-{last} of the grid died "
+               f"each time ({_one_line(str(err))}); run these rows with a lower max_memory or "
+               "on workers with more memory")
+    return [(i, {**dict.fromkeys(RESULT_COLUMNS), "accountant": None, "error": message})
+            for i, _, _ in batch]
+
+
 def _on_dask(distributed, plans, workers, scheduler, client, batch, retries, record, bar,
              connect_timeout: str = "20s") -> None:
     """Run ``plans`` on Dask (see :func:`sweep`), calling ``record(i, result)`` as each
@@ -524,11 +536,16 @@ def _on_dask(distributed, plans, workers, scheduler, client, batch, retries, rec
                 raise ValueError(f"scheduler {scheduler!r}: cannot connect to a Dask scheduler "
                                  f"there ({_one_line(str(err))})") from None
         threads = sum(client.nthreads().values()) or 1
-        futures = [client.submit(_run_batch, b, retries=retries, pure=False)
-                   for b in _batches(plans, threads, batch)]
+        batches = {}
+        for b in _batches(plans, threads, batch):
+            batches[client.submit(_run_batch, b, retries=retries, pure=False)] = b
+        futures = list(batches)
         try:
             for fut in distributed.as_completed(futures):
-                version, results = fut.result()
+                try:
+                    version, results = fut.result()
+                except distributed.KilledWorker as err:  # its workers kept dying: not a bug
+                    version, results = __version__, _lost(batches[fut], err)
                 if version != __version__:
                     raise ValueError(f"the Dask workers run tightdp {version} and this process "
                                      f"tightdp {__version__}; install the same version on the "
