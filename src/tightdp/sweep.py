@@ -384,7 +384,8 @@ def sweep(grid, *, query: str = "epsilon", workers: int | None = None,
         :func:`calibrate_sampling_rate` by ``solve_for``).
     workers : run on a ``distributed.LocalCluster`` of this many single-threaded worker
         processes (:func:`local_cluster`), started and closed by this call (needs
-        ``tightdp[dask]``).
+        ``tightdp[dask]``; in a script, call it under ``if __name__ == "__main__":``, as
+        the worker processes are spawned and import the main module).
     scheduler : run on the existing Dask cluster at this address ("tcp://host:port").
     client : run on this ``distributed.Client`` (left open). At most one of ``workers``,
         ``scheduler`` and ``client``; none: in-process.
