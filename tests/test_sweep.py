@@ -350,26 +350,35 @@ def test_dask_sweep_of_200_equals_in_process(dask_client, in_process_200, tmp_pa
         assert len(peaks) == 2 and max(peaks.values()) < WORKER_PEAK_MB, peaks
 
 
+def kill_during(client, out, rows: int, address: str, pid: int, busy: bool):
+    """A started thread that SIGKILLs the worker process ``pid`` (at ``address``) once the
+    sweep has written ``rows`` rows to ``out`` (and, with ``busy``, while that worker runs a
+    task); ``seen["rows_at_kill"]`` says when."""
+    seen: dict = {}
+
+    def watch() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            n = len(out.read_text().splitlines()) if out.exists() else 0
+            if n >= rows and (not busy or client.processing().get(address)):
+                seen["rows_at_kill"] = n
+                os.kill(pid, signal.SIGKILL)
+                return
+            time.sleep(0.002)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread, seen
+
+
 def test_dask_sweep_survives_a_killed_worker(dask_client, in_process_200, tmp_path):
     """One worker process is SIGKILLed once 20 rows are written; its tasks are run again
     (the nanny starts a new worker) and the table is the same."""
     out = tmp_path / "k.jsonl"
     pids = dask_client.run(os.getpid)
-    victim = sorted(pids.values())[0]
-    seen: dict = {}
-
-    def kill_after_20_rows() -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            n = len(out.read_text().splitlines()) if out.exists() else 0
-            if n >= 20:
-                seen["rows_at_kill"] = n
-                os.kill(victim, signal.SIGKILL)
-                return
-            time.sleep(0.005)
-
-    killer = threading.Thread(target=kill_after_20_rows, daemon=True)
-    killer.start()
+    address = sorted(pids)[0]
+    victim = pids[address]
+    killer, seen = kill_during(dask_client, out, 20, address, victim, busy=False)
     table = td.sweep(GRID200, client=dask_client, progress=False, out=out, batch=2)
     killer.join(timeout=5)
     assert 20 <= seen.get("rows_at_kill", 0) < 200, seen  # killed in the middle
@@ -394,21 +403,8 @@ def test_a_batch_dask_gives_up_on_becomes_error_rows(in_process_200, tmp_path):
             local_cluster(2, memory_limit="1GB") as cluster, \
             distributed.Client(cluster) as client:
         pids = client.run(os.getpid)
-        victim = sorted(pids)[0]  # a worker address
-        seen: dict = {}
-
-        def kill_when_busy() -> None:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                n = len(out.read_text().splitlines()) if out.exists() else 0
-                if n >= 8 and client.processing().get(victim):
-                    seen["rows_at_kill"] = n
-                    os.kill(pids[victim], signal.SIGKILL)
-                    return
-                time.sleep(0.002)
-
-        killer = threading.Thread(target=kill_when_busy, daemon=True)
-        killer.start()
+        address = sorted(pids)[0]
+        killer, seen = kill_during(client, out, 8, address, pids[address], busy=True)
         table = td.sweep(rows, client=client, progress=False, out=out, batch=4)
         killer.join(timeout=5)
     assert 8 <= seen.get("rows_at_kill", 0) < 60, seen
