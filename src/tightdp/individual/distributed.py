@@ -137,6 +137,15 @@ class DaskBlocks:
             raise LostBlocks(f"a Dask worker was lost with per-example state: {e}") from None
         return new, outs
 
+    def map(self, fn: Callable, items: list, *args) -> list:
+        """``[fn(x, *args) for x in items]``, one task per item on the cluster, gathered."""
+        futs = self.client.map(fn, items, *[[a] * len(items) for a in args], pure=False,
+                               retries=RETRIES)
+        try:
+            return self.client.gather(futs)
+        except CancelledError as e:
+            raise LostBlocks(f"a Dask worker was lost: {e}") from None
+
     def assemble(self, states: list, field: str, lazy: bool = False):
         """The per-example field ``field`` of every block's final state: a dask array
         computed on the cluster (``lazy``) or gathered into one numpy array."""
