@@ -49,7 +49,16 @@ def require_dask():
 
 
 def _peak_rss() -> int | None:
-    """Peak resident set size of this process in bytes (``getrusage``; kB on Linux)."""
+    """Peak resident set size of this process in bytes: ``VmHWM`` of ``/proc/self/status``
+    (Linux; ``getrusage``'s maximum would carry the peak of the process that forked this one
+    across fork and exec), else ``getrusage`` (kB on Linux, bytes on macOS), else None."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     try:
         import resource
     except ImportError:  # pragma: no cover - not on Windows
