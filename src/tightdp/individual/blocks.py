@@ -128,6 +128,10 @@ class LocalBlocks:
                 on_done(i, o)
         return new, outs
 
+    def map(self, fn: Callable, items: list, *args) -> list:
+        """``[fn(x, *args) for x in items]`` (work of the driver that the cluster can share)."""
+        return [fn(x, *args) for x in items]
+
     def assemble(self, states: list, field: str, lazy: bool = False):
         """The per-example field ``field`` of every block's final state, as one array."""
         return np.concatenate([st[field] for st in states])

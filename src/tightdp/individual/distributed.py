@@ -49,7 +49,16 @@ def require_dask():
 
 
 def _peak_rss() -> int | None:
-    """Peak resident set size of this process in bytes (``getrusage``; kB on Linux)."""
+    """Peak resident set size of this process in bytes: ``VmHWM`` of ``/proc/self/status``
+    (Linux; ``getrusage``'s maximum would carry the peak of the process that forked this one
+    across fork and exec), else ``getrusage`` (kB on Linux, bytes on macOS), else None."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     try:
         import resource
     except ImportError:  # pragma: no cover - not on Windows
@@ -136,6 +145,15 @@ class DaskBlocks:
             self.client.cancel(pairs + outs_f)
             raise LostBlocks(f"a Dask worker was lost with per-example state: {e}") from None
         return new, outs
+
+    def map(self, fn: Callable, items: list, *args) -> list:
+        """``[fn(x, *args) for x in items]``, one task per item on the cluster, gathered."""
+        futs = self.client.map(fn, items, *[[a] * len(items) for a in args], pure=False,
+                               retries=RETRIES)
+        try:
+            return self.client.gather(futs)
+        except CancelledError as e:
+            raise LostBlocks(f"a Dask worker was lost: {e}") from None
 
     def assemble(self, states: list, field: str, lazy: bool = False):
         """The per-example field ``field`` of every block's final state: a dask array

@@ -19,11 +19,12 @@ from __future__ import annotations
 import numpy as np
 
 from .._numerics import MACHINE_EPSILON
+from ..pld.discretize import certified_pair
 from ..results import check_bracket
 from .blocks import ResultStore, block_summary
-from .plancherel import TRUNC_FRACTION, Direction, Evaluator
+from .plancherel import TRUNC_FRACTION, Direction, Evaluator, bucket_loss_range
 
-__all__ = ["used_buckets", "init_state", "groups", "extents", "evaluate", "give_up",
+__all__ = ["discretize", "used_buckets", "init_state", "groups", "extents", "evaluate", "give_up",
            "check", "finish", "MAX_LEVEL", "LEVEL_OFFSET", "HORNER_MAX"]
 
 #: grid-step levels: an example at level ``l`` is discretized with step ``d0 / 2^l``
@@ -41,6 +42,19 @@ def _cnt(block: np.ndarray, used: np.ndarray, rows: np.ndarray | None = None) ->
     if rows is not None:
         b = b[rows]
     return b[:, used + 1].astype(float)
+
+
+def discretize(loss, d: float, log_tail: float) -> tuple:
+    """One bucket's privacy loss discretized on the grid step ``d``: the connect-the-dots
+    (dominating) and lowered-chords (dominated) pair of
+    :func:`~tightdp.pld.discretize.certified_pair` (Doroshenko, Ghazi, Kamath, Kumar,
+    Manurangsi, "Connect the Dots: Tighter Discrete Approximations of Privacy Loss
+    Distributions", 2022), on the loss range outside of which each tail holds at most
+    ``e^log_tail`` (:func:`~tightdp.individual.plancherel.bucket_loss_range`). A task of its
+    own: the driver maps it over the buckets (on the cluster when there is one)."""
+    lo, hi = bucket_loss_range(loss, log_tail)
+    up, low = certified_pair(loss, d, lo, hi)
+    return up.trimmed(), low.trimmed()
 
 
 def used_buckets(block, state, n_buckets: int):

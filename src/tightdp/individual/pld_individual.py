@@ -88,7 +88,7 @@ from ..accountants.base import Queries
 from ..budget import Budget, BudgetExceeded
 from ..mechanisms.basic import Gaussian
 from ..mechanisms.subsampling import PoissonSubsampled
-from ..pld.discretize import certified_pair, connect_the_dots
+from ..pld.discretize import connect_the_dots
 from ..progress import progress_bar
 from ..results import EpsilonResult
 from . import pld_blocks as pb
@@ -215,18 +215,13 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
             cache[j] = mech.privacy_losses()
         return cache[j][direction]
 
-    def _laws(self, direction: int, used: np.ndarray, d: float, log_tail: float) -> list:
-        """The buckets ``used`` (grid indices) discretized on the grid step ``d``: the
-        connect-the-dots (dominating) and lowered-chords (dominated) pairs of
-        :func:`certified_pair`, as ``[upper plds, lower plds]``."""
-        ups, lows = [], []
-        for j in used:
-            loss = self._loss(int(j), direction)
-            lo, hi = bucket_loss_range(loss, log_tail)
-            up, low = certified_pair(loss, d, lo, hi)
-            ups.append(up.trimmed())
-            lows.append(low.trimmed())
-        return [ups, lows]
+    def _laws(self, ex, direction: int, used: np.ndarray, d: float, log_tail: float) -> list:
+        """The buckets ``used`` (grid indices) discretized on the grid step ``d``
+        (:func:`pld_blocks.discretize`, one task per bucket on ``ex``): ``[upper plds, lower
+        plds]``."""
+        pairs = ex.map(pb.discretize, [self._loss(int(j), direction) for j in used], d,
+                       log_tail)
+        return [[p[0] for p in pairs], [p[1] for p in pairs]]
 
     def _direction(self, direction: int, used: np.ndarray, d: float, t_max: int,
                    log_tail: float) -> Direction:
@@ -324,7 +319,7 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
                 for lv, (mask, _) in todo.items():
                     cols = np.nonzero(mask)[0]
                     d = d0 * 2.0 ** -float(lv)
-                    plds[lv] = [self._laws(r, used[cols], d, log_tail) for r in (0, 1)]
+                    plds[lv] = [self._laws(ex, r, used[cols], d, log_tail) for r in (0, 1)]
                     jobs[lv] = (cols, [BucketLaws(p) for pair in plds[lv] for p in pair],
                                 win_tail, d)
                 states, outs = ex.run(pb.extents, states, used, jobs, keep_state=True)
