@@ -39,6 +39,7 @@ from collections.abc import Iterator, Mapping
 
 from . import _validate as v
 from . import dpsgd
+from ._dask import local_cluster, require_distributed
 from ._version import __version__
 from .accountants.registry import ACCOUNTANTS, CERTIFYING, OPTIONS, make_accountant
 from .budget import Budget
@@ -353,12 +354,7 @@ def _batches(plans: list[tuple[int, str, dict]], threads: int, batch: int | None
 
 
 def _distributed():
-    try:
-        import distributed
-    except ImportError:
-        raise ImportError('a sweep on Dask (workers=, scheduler=, client=) needs '
-                          'dask.distributed: pip install "tightdp[dask]"') from None
-    return distributed
+    return require_distributed("a sweep on Dask (workers=, scheduler=, client=)")
 
 
 def sweep(grid, *, query: str = "epsilon", workers: int | None = None,
@@ -478,36 +474,6 @@ def sweep(grid, *, query: str = "epsilon", workers: int | None = None,
     if out is not None:
         _write(out, columns, rows, fmt)
     return table
-
-
-def local_cluster(workers: int, **options):
-    """The ``distributed.LocalCluster`` that ``sweep(..., workers=N)`` starts: ``workers``
-    single-threaded worker processes, a dashboard on a free port, no progress bars from the
-    workers (their stderr may be this terminal), and **without** Dask's default
-    ``MALLOC_TRIM_THRESHOLD_=65536`` in the workers' environment (the other pre-spawn
-    variables, ``OMP_NUM_THREADS=1`` and the like, are kept). That setting makes glibc hand
-    memory back to the system at every large free, so every array of a PLD, PRV or FFT query
-    is page-faulted in afresh: measured on the 200-row sweep of ``benchmarks/bench_sweep.py``,
-    13.3 CPU seconds without it (the same as in-process) and 23.8 with it. The workers hold no
-    data between rows, which is what the setting protects. (Dask writes the pre-spawn
-    variables into this process's ``os.environ`` when it starts a worker, so a cluster started
-    earlier in this process with the default leaves the variable set: it is then inherited.)
-
-    Parameters
-    ----------
-    workers : number of worker processes (>= 1).
-    **options : passed on to ``LocalCluster`` (e.g. ``memory_limit="2GB"``).
-    """
-    workers = v.count("workers", workers, minimum=1)
-    distributed = _distributed()
-    import dask
-
-    environ = {k: x for k, x in dask.config.get("distributed.nanny.pre-spawn-environ",
-                                                 {}).items() if k != "MALLOC_TRIM_THRESHOLD_"}
-    kw = {"threads_per_worker": 1, "processes": True, "dashboard_address": ":0",
-          "env": {"TIGHTDP_PROGRESS": "0"}, **options}
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
-        return distributed.LocalCluster(n_workers=workers, **kw)
 
 
 def _lost(batch: list[tuple[int, str, dict]], err: Exception) -> list[tuple[int, dict]]:

@@ -21,50 +21,19 @@ in the cluster (and, as task data, on the scheduler) for the duration of the que
 from __future__ import annotations
 
 import operator
-import sys
 import warnings
 from collections.abc import Callable
 from concurrent.futures import CancelledError
 
 import numpy as np
 
+from .._dask import local_cluster, peak_memory, require_distributed
 from .blocks import DEFAULT_BLOCK_ROWS, LostBlocks, as_blocks, is_dask_array, npy_dask
 
-__all__ = ["DaskBlocks", "require_dask"]
+__all__ = ["DaskBlocks"]
 
 #: how many times a task is retried after an error on a worker (a lost worker is not one)
 RETRIES = 1
-
-
-def require_dask():
-    """Import ``dask`` and ``distributed`` or raise a one-line ImportError saying how to get
-    them."""
-    try:
-        import dask
-        import distributed
-    except ImportError:  # pragma: no cover - the extra is installed in CI
-        raise ImportError('per-example accounting on Dask needs the dask extra: pip install '
-                          '"tightdp[dask]"') from None
-    return dask, distributed
-
-
-def _peak_rss() -> int | None:
-    """Peak resident set size of this process in bytes: ``VmHWM`` of ``/proc/self/status``
-    (Linux; ``getrusage``'s maximum would carry the peak of the process that forked this one
-    across fork and exec), else ``getrusage`` (kB on Linux, bytes on macOS), else None."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        import resource
-    except ImportError:  # pragma: no cover - not on Windows
-        return None
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
 class DaskBlocks:
@@ -77,7 +46,9 @@ class DaskBlocks:
     def __init__(self, counts, *, client=None, scheduler: str | None = None,
                  workers: int | None = None, block_rows: int = DEFAULT_BLOCK_ROWS,
                  memory_limit="auto"):
-        dask, distributed = require_dask()
+        distributed = require_distributed("per-example accounting on Dask")
+        import dask
+
         self._dask = dask
         self._as_completed = distributed.as_completed
         self._cluster = None
@@ -86,9 +57,7 @@ class DaskBlocks:
             if scheduler is not None:
                 client = distributed.Client(scheduler)
             else:
-                self._cluster = distributed.LocalCluster(
-                    n_workers=int(workers), threads_per_worker=1, processes=True,
-                    dashboard_address=":0", memory_limit=memory_limit)
+                self._cluster = local_cluster(workers, memory_limit=memory_limit)
                 client = distributed.Client(self._cluster)
         self.client = client
         if isinstance(counts, np.memmap) and str(counts.filename).endswith(".npy"):
@@ -170,7 +139,7 @@ class DaskBlocks:
     def worker_peak_memory(self) -> dict:
         """Each worker's peak resident memory since it started, in bytes (None where the
         platform does not say)."""
-        return self.client.run(_peak_rss)
+        return self.client.run(peak_memory)
 
     def close(self) -> None:
         """Close the client and the cluster if this object started them."""

@@ -1,0 +1,73 @@
+"""The Dask pieces shared by the sweeps (:mod:`tightdp.sweep`) and per-example accounting on a
+cluster (:mod:`tightdp.individual.distributed`): importing the optional extra with one clear
+line when it is missing, the ``LocalCluster`` this library starts, and a worker's peak
+memory."""
+
+from __future__ import annotations
+
+import sys
+
+from . import _validate as v
+
+__all__ = ["require_distributed", "local_cluster", "peak_memory"]
+
+
+def require_distributed(what: str):
+    """``dask.distributed``, or a one-line ImportError saying that ``what`` needs it and how
+    to install it."""
+    try:
+        import distributed
+    except ImportError:  # pragma: no cover - the extra is installed in CI
+        raise ImportError(f'{what} needs dask.distributed: pip install "tightdp[dask]"'
+                          ) from None
+    return distributed
+
+
+def local_cluster(workers: int, **options):
+    """The ``distributed.LocalCluster`` this library starts for ``workers=N``: ``workers``
+    single-threaded worker processes, a dashboard on a free port, no progress bars from the
+    workers (their stderr may be this terminal), and **without** Dask's default
+    ``MALLOC_TRIM_THRESHOLD_=65536`` in the workers' environment (the other pre-spawn
+    variables, ``OMP_NUM_THREADS=1`` and the like, are kept). That setting makes glibc hand
+    memory back to the system at every large free, so every array of a PLD, PRV or FFT query
+    is page-faulted in afresh: measured on the 200-row sweep of ``benchmarks/bench_sweep.py``,
+    13.3 CPU seconds without it (the same as in-process) and 23.8 with it. The workers hold no
+    data between tasks that this setting would protect. (Dask writes the pre-spawn variables
+    into this process's ``os.environ`` when it starts a worker, so a cluster started earlier
+    in this process with the default leaves the variable set: it is then inherited.)
+
+    Parameters
+    ----------
+    workers : number of worker processes (>= 1).
+    **options : passed on to ``LocalCluster`` (e.g. ``memory_limit="2GB"``).
+    """
+    workers = v.count("workers", workers, minimum=1)
+    distributed = require_distributed(f"a local Dask cluster (workers={workers})")
+    import dask
+
+    environ = {k: x for k, x in dask.config.get("distributed.nanny.pre-spawn-environ",
+                                                 {}).items() if k != "MALLOC_TRIM_THRESHOLD_"}
+    kw = {"threads_per_worker": 1, "processes": True, "dashboard_address": ":0",
+          "env": {"TIGHTDP_PROGRESS": "0"}, **options}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+        return distributed.LocalCluster(n_workers=workers, **kw)
+
+
+def peak_memory() -> int | None:
+    """Peak resident set size of this process in bytes: ``VmHWM`` of ``/proc/self/status``
+    (Linux; ``getrusage``'s maximum would carry the peak of the process that forked this one
+    across fork and exec, as a Dask nanny's workers do), else ``getrusage`` (kB on Linux,
+    bytes on macOS), else None."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
