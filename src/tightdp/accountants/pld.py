@@ -99,7 +99,7 @@ class PLDAccountant(Accountant):
     def _range(self, loss, log_tail: float) -> tuple[float, float]:
         key = ("range", id(loss), log_tail)
         if key not in self._cache:
-            self._cache[key] = (loss_range(loss, log_tail), loss)
+            self._cache[key] = (loss_range(loss, log_tail, coarse=True), loss)
         return self._cache[key][0]
 
     def _laws(self, d: float, direction: int, log_tail: float) -> tuple[list, list]:
