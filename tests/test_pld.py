@@ -256,3 +256,47 @@ def test_atom_log_mgf_on_a_long_geometric_law_matches_closed_form():
     assert abs(got[2]) <= 1e-13  # K(0) = log of the total mass, 1
     pld = DiscretePLD(h, 0, np.exp(log_p))
     assert np.allclose(pld.log_mgf(ts), got, rtol=1e-14, atol=1e-14)
+
+
+# --- issue 17: the grid-point bound and the coarse loss range -------------------------------
+@pytest.mark.parametrize("lam", [0.0, 0.7])
+def test_grid_bound_is_delta_bound_at_the_grid_points(lam):
+    """ComposedPLD.grid_bound (closed form at grid points, no search) against delta_bound
+    evaluated at the same points, both directions, whole window and slices of it."""
+    loss = td.PoissonSubsampled(td.Gaussian(0.8), 0.05).privacy_losses()[0]
+    lo, hi = loss_range(loss, -40.0)
+    c = compose([(connect_the_dots(loss, 0.01, lo, hi), 300)], lam=lam, log_tail=-40.0)
+    ys = c.ys
+    for upper in (True, False):
+        ref = c.delta_bound(ys, upper)
+        first, gy, got = c.grid_bound(upper)
+        np.testing.assert_array_equal(gy, ys[first:])
+        np.testing.assert_allclose(got, ref[first:], rtol=1e-12, atol=1e-300)
+        for a, b in ((0, 7), (ys.size // 2, ys.size // 2 + 3), (ys.size - 2, ys.size)):
+            first, gy, part = c.grid_bound(upper, a, b)
+            assert first == a and gy.size == b - a
+            np.testing.assert_allclose(part, ref[a:b], rtol=1e-12, atol=1e-300)
+
+
+@pytest.mark.parametrize("mech", [td.PoissonSubsampled(td.Gaussian(1.0), 0.01),
+                                  td.PoissonSubsampled(td.Gaussian(0.5), 1e-5),
+                                  td.Gaussian(2.0), td.Laplace(1.0)])
+def test_coarse_loss_range_is_on_the_safe_side(mech):
+    """loss_range(coarse=True): each tail beyond the range holds at most e^log_tail (checked
+    on the loss's own CDFs) and the range is within 1e-3 of the bisected one."""
+    for loss in mech.privacy_losses():
+        for log_tail in (-25.0, -80.0):
+            lo, hi = loss_range(loss, log_tail, coarse=True)
+            lo_x, hi_x = loss_range(loss, log_tail)
+            s_lo, s_hi = loss.support  # a finite end is returned as it is (nothing beyond)
+            if math.isfinite(s_lo):
+                assert lo == s_lo
+            else:
+                assert float(loss.logp_cdf(np.asarray(lo))) <= log_tail
+            if math.isfinite(s_hi):
+                assert hi == s_hi
+            else:
+                fin_sf = float(loss.p_sf(np.asarray(hi))) - loss.inf_mass
+                assert fin_sf <= math.exp(log_tail) * (1 + 1e-9)
+            assert lo <= lo_x + 1e-12 and hi >= hi_x - 1e-12
+            assert (hi - lo) <= (hi_x - lo_x) * (1 + 1e-3) + 1e-9
