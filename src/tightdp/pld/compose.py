@@ -68,6 +68,7 @@ class LogMgf:
             lo += k * float(ys[0])
             hi += k * float(ys[-1])
         self.lo, self.hi = lo, hi
+        self._quantiles: dict = {}  # memo of quantile(), asked again for the same tails
 
     def __call__(self, t: float) -> tuple[float, float, float]:
         kk, k1, k2 = self.cumulants(np.array([float(t)]))
@@ -147,7 +148,14 @@ class LogMgf:
         for the ``t`` that makes it smallest (largest for sign -1), found by Newton's method on
         ``t K'(t) - K(t) + log_mass`` (increasing in ``|t|``). Returns ``(a, t, K(t))``; the
         same ``t`` bounds the tail beyond any other point ``b`` by ``K(t) - t b``. ``t = 0``
-        means the whole law is within the bound (or ``a`` is the end of its support)."""
+        means the whole law is within the bound (or ``a`` is the end of its support).
+        Remembered per ``(log_mass, sign)``."""
+        key = (log_mass, sign)
+        if key not in self._quantiles:
+            self._quantiles[key] = self._quantile(log_mass, sign)
+        return self._quantiles[key]
+
+    def _quantile(self, log_mass: float, sign: int) -> tuple[float, float, float]:
         end = self.hi if sign > 0 else self.lo
         k0, k1, k2 = self(0.0)
         if k0 <= log_mass:
@@ -221,7 +229,10 @@ class ComposedPLD:
         cache = self._mass_memo
         if upper not in cache:
             p = np.maximum(self.probs, 0.0) if upper else self.probs
-            if self.lam != 0.0 or self.log_scale != 0.0:
+            if self.lam == 0.0 and abs(self.log_scale) < 700.0:
+                # untilted (only normalized): one factor, no logarithms of the whole window
+                p = p * math.exp(self.log_scale)
+            elif self.lam != 0.0 or self.log_scale != 0.0:
                 # untilt in log space; magnitudes are capped (far below the tilt centre the
                 # values are rounding noise and only the queries near the centre use them)
                 nz = p != 0
