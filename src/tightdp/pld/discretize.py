@@ -446,7 +446,13 @@ def _refined_gaps(loss: PrivacyLoss, g: np.ndarray, gap: np.ndarray, theta: np.n
     # sub-tents' peaks
     s_all = np.concatenate([(a[:, 1:-1] - a[:, :1]) / span, (pk - a[:, :1]) / span], axis=1)
     g_all = np.concatenate([(chord - cv)[:, 1:-1], chord_pk - env_pk], axis=1)
-    g_all = np.maximum(g_all, 0.0) * (1 + 1e-9) + 1e-15 * np.max(cv, axis=1, keepdims=True)
+    # rounding: 1e-9 relative and 4e-15 of the curve's values absolute, tapered to 0 over
+    # the first and last sub-interval (at the nodes the chord is the curve, and a constant
+    # charge there would force c of the next node to charge / s)
+    taper = np.clip(np.minimum(s_all, 1.0 - s_all) * m, 0.0, 1.0)
+    g_all = np.maximum(g_all, 0.0) * (1 + 1e-9) \
+        + 4e-15 * np.max(cv, axis=1, keepdims=True) * taper
+    g_all = np.where((s_all > 0) & (s_all < 1), g_all, 0.0)  # nodes: nothing to keep
     best = np.max(g_all, axis=1)
     usable = ~np.any((pb > 0) & ~(qb > 0), axis=1) & (best < gap[pick]) \
         & np.all(np.isfinite(g_all), axis=1)
