@@ -227,13 +227,13 @@ def certified_pair_lazy(loss: PrivacyLoss, d: float, lo: float, hi: float, shift
     # atoms) lie strictly inside the grid
     bins = _ctd_split(loss, d, lo - d, hi + d, shift)
     upper = _ctd(d, bins, shift)
-    memo: list[DiscretePLD] = []
+    state: dict = {"bins": bins}  # released once the lower pair is built
 
     def lower() -> DiscretePLD:
-        if not memo:
-            low = _lowered_chords(loss, upper, bins, d)
-            memo.append(low if low is not None else dominated(loss, d, lo, hi, shift))
-        return memo[0]
+        if "low" not in state:
+            low = _lowered_chords(loss, upper, state.pop("bins"), d)
+            state["low"] = low if low is not None else dominated(loss, d, lo, hi, shift)
+        return state["low"]
 
     return upper, lower
 
