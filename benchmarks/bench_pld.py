@@ -24,12 +24,12 @@ Run: ``python benchmarks/bench_pld.py [--reps N] [--no-tiny]``.
 
 from __future__ import annotations
 
-import statistics
 import sys
 import time
 import tracemalloc
 
 import numpy as np
+from bench_prv import timed  # the one timing helper of the benchmarks
 from scipy import fft as sfft
 
 from tightdp import Gaussian, PLDAccountant, PoissonSubsampled
@@ -53,12 +53,8 @@ def peer(q: float, sigma: float, steps: int, kind: str, x: float, interval: floa
 
 
 def cpu_median(fn, reps: int, *args):
-    times, out = [], None
-    for _ in range(reps):
-        t0 = time.process_time()
-        out = fn(*args)
-        times.append(time.process_time() - t0)
-    return out, statistics.median(times)
+    """``(fn(*args), median CPU time over reps)``."""
+    return timed(fn, reps, *args, clock=time.process_time)
 
 
 def peak_mb(fn, *args) -> float:
@@ -92,22 +88,28 @@ def main(argv: list[str]) -> None:
           "peak [MB] | FFT points | FFT ratio |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, args, interval, n in rows:
-        try:
-            r_peer, t_peer = cpu_median(peer, n, *args, interval)
-            m_peer = peak_mb(peer, *args, interval)
-        except ImportError:
-            r_peer, t_peer, m_peer = None, float("nan"), float("nan")
+        theirs = measure_peer(args, interval, n)
+        t_peer = theirs[1] if theirs else float("nan")
         for rtol in (1e-3, 1e-4):
-            r, t = cpu_median(ours, n, *args, rtol)
-            mem = peak_mb(ours, *args, rtol)
-            pts = r[2]
+            (low, up, pts), t = cpu_median(ours, n, *args, rtol)
             ratio = f"{t / fft_seconds(pts):.1f}" if pts else "-"
-            print(f"| {name} | tightdp rtol={rtol:g} | {fmt(r[0])} | {fmt(r[1])} | "
-                  f"{t * 1e3:.1f} | {t_peer / t:.2f}x | {mem:.0f} | {pts or '-'} | {ratio} |")
-        if r_peer is not None:
-            print(f"| {name} | dp_accounting {interval:g} (pessimistic) | - | "
-                  f"{fmt(r_peer[1])} | {t_peer * 1e3:.1f} | 1.00x | {m_peer:.0f} | - | - |")
+            cells = [name, f"tightdp rtol={rtol:g}", fmt(low), fmt(up), f"{t * 1e3:.1f}",
+                     f"{t_peer / t:.2f}x", f"{peak_mb(ours, *args, rtol):.0f}", str(pts or "-"),
+                     ratio]
+            print("| " + " | ".join(cells) + " |")
+        if theirs:
+            cells = [name, f"dp_accounting {interval:g} (pessimistic)", "-", fmt(theirs[0]),
+                     f"{theirs[1] * 1e3:.1f}", "1.00x", f"{theirs[2]:.0f}", "-", "-"]
+            print("| " + " | ".join(cells) + " |")
 
+
+def measure_peer(args: tuple, interval: float, n: int) -> tuple | None:
+    """dp_accounting's (value, CPU time, peak MB), or None if it is not installed."""
+    try:
+        (_, val, _), t = cpu_median(peer, n, *args, interval)
+    except ImportError:
+        return None
+    return val, t, peak_mb(peer, *args, interval)
 
 if __name__ == "__main__":
     main(sys.argv[1:])
