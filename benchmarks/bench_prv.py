@@ -9,7 +9,12 @@ Not quite like for like, in the peer's favour: prv_accountant composes only the 
 of Poisson subsampling, whereas tightdp composes both the remove and the add pair and reports
 the maximum (add/remove adjacency), i.e. twice the work.
 
-Run: ``python benchmarks/bench_prv.py [--long] [--reps N]``.
+Tiny delta (issue 17): q = 0.3, sigma = 0.45, 2000 steps, ``eps_error = 0.1``,
+``max_memory = 1e9``, delta = 1e-12 and 1e-15 (target: at most 2 s and 1 GB, with the Theorem
+5.5 bracket); peak memory by tracemalloc in a separate run, beside the certified PLD
+accountant's bracket at rtol 1e-5 (which the PRV bracket must contain).
+
+Run: ``python benchmarks/bench_prv.py [--long] [--reps N] [--tiny]``.
 """
 
 from __future__ import annotations
@@ -38,16 +43,48 @@ def peer(q: float, sigma: float, steps: int, delta: float, eps_err: float, delta
     return acc.compute_epsilon(delta=delta, num_self_compositions=steps)
 
 
-def timed(fn, reps: int, *args):
+def timed(fn, reps: int, *args, clock=time.perf_counter):
+    """``(fn(*args), median time over reps)``, timed by ``clock`` (wall time by default;
+    bench_pld.py passes ``time.process_time``)."""
     times, out = [], None
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = clock()
         out = fn(*args)
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     return out, statistics.median(times)
 
 
+def tiny(reps: int) -> None:
+    """The tiny-delta table of issue 17."""
+    import tracemalloc
+
+    from tightdp import PLDAccountant
+
+    mech = PoissonSubsampled(Gaussian(0.45), 0.3)
+
+    def run(delta: float):
+        acc = PRVAccountant(eps_error=0.1, max_memory=1e9).compose(mech, 2000)
+        return acc.epsilon(delta)
+
+    print("\n### PRV at tiny delta: q=0.3, sigma=0.45, 2000 steps, eps_error=0.1, "
+          f"max_memory=1e9 (median of {reps} cold runs)\n")
+    print("| delta | eps_low | eps_up | time [s] | peak [MB] | FFT points | PLD rtol 1e-5 |")
+    print("|---|---|---|---|---|---|---|")
+    for delta in (1e-12, 1e-15):
+        r, t = timed(run, reps, delta)
+        tracemalloc.start()
+        run(delta)
+        peak = tracemalloc.get_traced_memory()[1] / 1e6
+        tracemalloc.stop()
+        ref = PLDAccountant(1e-5).compose(mech, 2000).epsilon(delta)
+        print(f"| {delta:g} | {r.lower:.6f} | {r.upper:.6f} | {t:.3f} | {peak:.0f} | "
+              f"{r.details['fft_points']} | [{ref.lower:.6f}, {ref.upper:.6f}] |")
+
+
 def main(argv: list[str]) -> None:
+    if "--tiny" in argv:
+        tiny(int(argv[argv.index("--reps") + 1]) if "--reps" in argv else 3)
+        return
     reps = int(argv[argv.index("--reps") + 1]) if "--reps" in argv else 3
     steps_list = [10_000] + ([100_000] if "--long" in argv else [])
     q, sigma, delta, eps_err, delta_err = 0.01, 1.0, 1e-5, 0.01, 1e-8

@@ -22,6 +22,7 @@ from tightdp import (
     Gaussian,
     GaussianLoss,
     Laplace,
+    PLDAccountant,
     PoissonSubsampled,
     PRVAccountant,
     PureDP,
@@ -421,3 +422,20 @@ def test_mixture_inverse_does_not_fall_back_to_bracket_end():
 def test_bad_mesh():
     with pytest.raises(ValueError, match="h"):
         mean_preserving(GaussianLoss(1.0), 0.0, -1, 1)
+
+
+# --- issue 17: tiny delta within the memory budget -----------------------------------------
+@pytest.mark.parametrize("delta", [1e-12, 1e-15])
+def test_tiny_delta_within_one_gigabyte_contains_the_pld_bracket(delta):
+    """The issue's workload (q=0.3, sigma=0.45, 2000 steps) at delta 1e-12 and 1e-15 under
+    max_memory=1e9 (it was refused there, and took several GB without a budget): the
+    certified PRV bracket must contain the PLD accountant's certified bracket at rtol 1e-5
+    (a different discretization, connect-the-dots / lowered chords), and be at most
+    2 eps_error wide (Theorem 5.5)."""
+    mech = PoissonSubsampled(Gaussian(0.45), 0.3)
+    r = PRVAccountant(eps_error=0.1, max_memory=1e9).compose(mech, 2000).epsilon(delta)
+    ref = PLDAccountant(1e-5).compose(mech, 2000).epsilon(delta)
+    assert ref.details["converged"]
+    assert r.lower <= ref.lower <= ref.upper <= r.upper, (r, ref)
+    assert r.upper - r.lower <= 2 * 0.1 * (1 + 1e-9)
+    assert r.details["fft_points"] > 2_000_000  # the large composition the budget now holds

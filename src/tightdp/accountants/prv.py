@@ -89,6 +89,12 @@ _TILT_BELOW = 1e-8
 _DE_EPS = 0.25
 #: first coupling radius tried, as a fraction of eps_error
 _T_START = 0.95
+#: peak bytes per FFT point of a query (measured with tracemalloc: 77-78 at 2.5e6 and 3e6
+#: points, q=0.3, sigma=0.45, 2000 steps, delta 1e-12 and 1e-15; the per-step laws are
+#: small beside the composition), with room for the interpreter and the libraries. Was the
+#: PLD accountant's 768, sized for its discretizations: a 1 GB budget refused 3e6 points
+#: that take 231 MB.
+BYTES_PER_POINT = 192
 #: the refusal of a composition over max_points (formatted with n and max_points)
 _REFUSAL = ("eps_error: the composition needs an FFT of {n} points (> {max_points}, the "
             "smaller of max_points and what max_memory holds); use a larger eps_error, "
@@ -127,10 +133,8 @@ class PRVAccountant(Accountant):
         super().__init__(max_memory=max_memory, max_seconds=max_seconds)
         self.eps_error = v.positive("eps_error", eps_error)
         self.delta_error = v.delta_value("delta_error", delta_error)
-        # the FFT may not exceed max_points nor what the memory budget holds (at the PLD
-        # accountant's measured bytes per grid point): checked before every allocation
-        from .pld import BYTES_PER_POINT
-
+        # the FFT may not exceed max_points nor what the memory budget holds (at
+        # BYTES_PER_POINT): checked before every allocation
         self.max_points = min(v.count("max_points", max_points, minimum=64),
                               self.budget.max_items(BYTES_PER_POINT))
 
@@ -228,53 +232,78 @@ class PRVAccountant(Accountant):
         return self._cache[key]
 
     # --- queries ---------------------------------------------------------------------------
-    def _grid_curve(self, c: ComposedPLD, upper: bool) -> tuple[np.ndarray, np.ndarray]:
-        """The engine's bound at the grid points from the last one below 0 upwards (only
-        eps >= 0 is ever asked for), cached per composition."""
-        key = ("grid", id(c), upper)
+    def _first_at_most(self, c: ComposedPLD, target: float) -> int:
+        """The first window index ``i >= i0`` (``i0`` the last grid point below 0) at which
+        the engine's upper bound on the composed curve is ``<= target``, or the window's
+        size if there is none: a bisection over the grid, the upper bound being
+        non-increasing (a non-negative law's curve, plus charges that only shrink as eps
+        grows; should rounding ever break that, the index found is still one where the bound
+        is at most ``target``, only possibly a later one). Cached per composition."""
+        key = ("first", id(c), target)
         if key not in self._cache:
-            ys = c.ys
-            i0 = max(int(np.searchsorted(ys, 0.0, side="left")) - 1, 0)
-            self._cache[key] = (ys[i0:], c.delta_bound(ys[i0:], upper))
+            n = c.probs.size
+            i0 = max(int(np.searchsorted(c.ys, 0.0, side="left")) - 1, 0)
+
+            def ok(i: int) -> bool:
+                return bool(c.grid_bound(True, i, i + 1)[2][0] <= target)
+
+            if ok(i0):
+                i = i0
+            elif not ok(n - 1):
+                i = n
+            else:
+                lo, hi = i0, n - 1  # bound(lo) > target >= bound(hi)
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+                i = hi
+            self._cache[key] = (i0, i)
         return self._cache[key]
 
     def _invert(self, c: ComposedPLD, target: float, upper: bool, exact: bool = False
                 ) -> float:
         """eps at which the engine's bound on the composed curve crosses ``target``, from
-        one evaluation of the bound on the grid (cached).
+        the bound at a few grid points (:meth:`ComposedPLD.grid_bound`).
 
         Upper (``upper=True``): the first grid point ``e >= 0`` with ``bound(e) <= target``
         (the true curve is non-increasing, so it is below target from there on). Lower: the
-        last grid point where ``bound > target``. Either is within one mesh ``h`` of the
-        crossing, on the safe side. With ``exact=True`` (estimates only) the crossing inside
-        the interval is solved in closed form, the curve of a discrete law being
-        ``A - B e^eps`` between grid points (Koskela et al. 2020, eq. (4.2)).
+        last grid point where ``bound > target``, searched below the first point where the
+        upper bound is ``<= target`` (the lower bound is at most the upper one at every
+        point, so none lies above it). Either is within one mesh ``h`` of the crossing, on
+        the safe side. With ``exact=True`` (estimates only) the crossing inside the
+        interval is solved in closed form, the curve of a discrete law being ``A - B e^eps``
+        between grid points (Koskela et al. 2020, eq. (4.2)).
         """
         if target <= 0:
             return math.inf
         if target >= 1:
             return 0.0
-        ys, dg = self._grid_curve(c, upper)
+        i0, i = self._first_at_most(c, target)
+        ys = c.ys
         if not upper:
             # any eps at which a lower bound on the curve is above target is below the true
             # eps(target): the last such grid point (the lower curve need not be monotone:
-            # below a tilt's centre the charge for amplified rounding can sink it to 0)
-            above = np.nonzero(dg > target)[0]
-            if above.size == 0:
-                return c.epsilon_bound(target, False) if ys[0] > 0 else 0.0
-            return max(float(ys[int(above[-1])]), 0.0)
-        ok = np.nonzero(dg <= target)[0]
-        if ok.size == 0:
+            # below a tilt's centre the charge for amplified rounding can sink it to 0), in
+            # blocks downwards from the upper bound's crossing
+            stop, block = i, 4096
+            while stop > i0:
+                start = max(stop - block, i0)
+                first, _, dg = c.grid_bound(False, start, stop)
+                above = np.nonzero(dg > target)[0]
+                if above.size:
+                    return max(float(ys[first + int(above[-1])]), 0.0)
+                stop, block = start, 4 * block
+            return c.epsilon_bound(target, False) if ys[i0] > 0 else 0.0
+        if i >= ys.size:
             return math.inf
-        i = int(ok[0])
-        if i == 0:
-            if ys[0] <= 0:  # the bound is already below target at some eps <= 0
+        if i == i0:
+            if ys[i0] <= 0:  # the bound is already below target at some eps <= 0
                 return 0.0
             return c.epsilon_bound(target, upper)  # crossing below the window
         a, b = float(ys[i - 1]), float(ys[i])
         if not exact:
-            return max(b if upper else a, 0.0)
-        d_a, d_b = float(dg[i - 1]), float(dg[i])
+            return max(b, 0.0)
+        d_a, d_b = (float(x) for x in c.grid_bound(True, i - 1, i + 1)[2])
         e = b
         if d_a > d_b and d_a > target:
             frac = (d_a - target) / (d_a - d_b)
@@ -285,22 +314,26 @@ class PRVAccountant(Accountant):
         ups, los, ests = [], [], []
         info: dict = {}
         for direction in self._directions():
-            c, plan = self._composed(de, t, direction)
-            comps = [c]
+            plan = self._plan(de, t, direction)
+            comps = []
             if delta < _TILT_BELOW:
                 # below the FFT's rounding the untilted answer is noise: tilt towards the
                 # saddle-point estimate of the answer on the discretized laws' own CGF
                 # (Alghamdi et al., eqs. (50), (60)), then once more towards the answer that
-                # tilt gives; every composition gives valid bounds, the best are kept
+                # tilt gives; every composition gives valid bounds, the best are kept. The
+                # untilted composition is only made if there is no saddle point.
                 e0, _ = saddle_point_eps(self._log_mgf(de, t, direction), math.log(delta))
                 if not math.isfinite(e0):
-                    e0 = self._invert(c, delta, True, exact=True)
+                    comps = [self._composed(de, t, direction)[0]]
+                    e0 = self._invert(comps[0], delta, True, exact=True)
                 if math.isfinite(e0) and e0 > 0:
                     comps = [self._composed_for(de, t, direction, e0)[0]]
                     e1 = self._invert(comps[0], delta, True, exact=True)
                     if math.isfinite(e1) and e1 > 0 and abs(e1 - e0) > 1e-3 * e0:
                         comps.append(self._composed_for(de, t, direction, e1)[0])
                     info["tilt"] = max([info.get("tilt", 0.0)] + [x.lam for x in comps])
+            if not comps:
+                comps = [self._composed(de, t, direction)[0]]
             ups.append(min(self._invert(x, delta - plan["eta_up"], True) for x in comps) + t)
             los.append(max(max(self._invert(x, delta + plan["eta_low"], False) for x in comps)
                            - t, 0.0))

@@ -68,6 +68,7 @@ class LogMgf:
             lo += k * float(ys[0])
             hi += k * float(ys[-1])
         self.lo, self.hi = lo, hi
+        self._quantiles: dict = {}  # memo of quantile(), asked again for the same tails
 
     def __call__(self, t: float) -> tuple[float, float, float]:
         kk, k1, k2 = self.cumulants(np.array([float(t)]))
@@ -147,7 +148,14 @@ class LogMgf:
         for the ``t`` that makes it smallest (largest for sign -1), found by Newton's method on
         ``t K'(t) - K(t) + log_mass`` (increasing in ``|t|``). Returns ``(a, t, K(t))``; the
         same ``t`` bounds the tail beyond any other point ``b`` by ``K(t) - t b``. ``t = 0``
-        means the whole law is within the bound (or ``a`` is the end of its support)."""
+        means the whole law is within the bound (or ``a`` is the end of its support).
+        Remembered per ``(log_mass, sign)``."""
+        key = (log_mass, sign)
+        if key not in self._quantiles:
+            self._quantiles[key] = self._quantile(log_mass, sign)
+        return self._quantiles[key]
+
+    def _quantile(self, log_mass: float, sign: int) -> tuple[float, float, float]:
         end = self.hi if sign > 0 else self.lo
         k0, k1, k2 = self(0.0)
         if k0 <= log_mass:
@@ -221,7 +229,10 @@ class ComposedPLD:
         cache = self._mass_memo
         if upper not in cache:
             p = np.maximum(self.probs, 0.0) if upper else self.probs
-            if self.lam != 0.0 or self.log_scale != 0.0:
+            if self.lam == 0.0 and abs(self.log_scale) < 700.0:
+                # untilted (only normalized): one factor, no logarithms of the whole window
+                p = p * math.exp(self.log_scale)
+            elif self.lam != 0.0 or self.log_scale != 0.0:
                 # untilt in log space; magnitudes are capped (far below the tilt centre the
                 # values are rounding noise and only the queries near the centre use them)
                 nz = p != 0
@@ -257,19 +268,21 @@ class ComposedPLD:
         m = int(math.ceil(math.log(2.0) / self.d)) + 1
         return max(int(big[-1]) - m - 1, 0)
 
-    def _noise(self, eps: np.ndarray) -> np.ndarray:
+    def _noise(self, eps: np.ndarray, m: np.ndarray | None = None) -> np.ndarray:
         """The most the FFT's rounding can contribute to ``delta(eps)``: a per-point error of
         at most ``e^log_noise`` in the tilted measure is ``e^{log_noise + log_scale - lam y}``
         in the original one, summed with the weights ``1 - e^{eps - y}`` over the points
         above ``eps`` (two geometric series, in closed form). Untilting amplifies the
         rounding of points below the tilt's centre exponentially: this term is what keeps
         both bounds honest there (a poorly placed tilt gives a loose bound, not a wrong
-        one)."""
+        one). ``m``, if given, is the window index of the first point above each eps (the
+        grid queries know it; otherwise it is searched for)."""
         eps = np.asarray(eps, dtype=float)
         if self.log_noise == -math.inf:
             return np.zeros(eps.shape)
         n, d, lam = self.probs.size, self.d, self.lam
-        m = np.searchsorted(self.ys, eps, side="right")
+        if m is None:
+            m = np.searchsorted(self.ys, eps, side="right")
         cnt = (n - m).astype(float)
         ym = self.shift + (self.offset + m) * d  # first point above eps
 
@@ -286,13 +299,13 @@ class ComposedPLD:
             out = np.where(l1 > 709.0, np.inf, out)
         return np.where(cnt > 0, out * (1 + 1e-9), 0.0)
 
-    def _extra(self, eps: np.ndarray, upper: bool) -> np.ndarray:
+    def _extra(self, eps: np.ndarray, upper: bool, m: np.ndarray | None = None) -> np.ndarray:
         """What the bound adds (upper) or subtracts (lower) for mass outside the window and
-        for the FFT's rounding (:meth:`_noise`)."""
+        for the FFT's rounding (:meth:`_noise`; ``m`` as there)."""
         ys = self.ys
         if upper:
             below = np.where(eps < ys[0], math.exp(self.log_tail_below), 0.0)
-            return self.inf_mass + math.exp(self.log_tail_above) + below + self._noise(eps)
+            return self.inf_mass + math.exp(self.log_tail_above) + below + self._noise(eps, m)
         # folded-in tilted mass contributes at most fold * max_{y > eps} e^{log_scale - lam y}
         if self.lam >= 0:
             worst = self.log_scale - self.lam * eps
@@ -301,7 +314,7 @@ class ComposedPLD:
         with np.errstate(over="ignore"):
             fold = np.exp(np.minimum(self.log_fold + worst, 709.0))
             fold = np.where(self.log_fold + worst > 709.0, np.inf, fold)
-        return self.inf_mass - fold - self._noise(eps)
+        return self.inf_mass - fold - self._noise(eps, m)
 
     def _rounding(self, s0: np.ndarray, idx: np.ndarray) -> np.ndarray:
         """The rounding allowance of the single-step laws for the bound whose lowest atom
@@ -332,21 +345,35 @@ class ComposedPLD:
             return np.clip(val + self._extra(eps, upper), 0.0, 1.0)
         return np.clip((val + self._extra(eps, upper) - rnd) * (1 - 1e-10), 0.0, 1.0)
 
+    def grid_bound(self, upper: bool, start: int = 0, stop: int | None = None
+                   ) -> tuple[int, np.ndarray, np.ndarray]:
+        """``(start', ys, bound)``: the certified upper or lower bound on delta at the grid
+        points of the window from index ``start'`` (``start`` itself if ``stop`` is given,
+        else possibly lower) to ``stop`` (the end by default), what :meth:`delta_bound`
+        gives there, in closed form: at ``y_i`` the atoms counted are those above it, so the
+        curve is ``S0[i+1] - e^{-d} T[i+1]`` and the first point above is known (no search
+        over the grid, which dominated the PRV accountant's query on millions of points)."""
+        first, ys, s0, t = self._sums(upper, start)
+        a = 0 if stop is None else start - first
+        b = ys.size if stop is None else min(stop, self.probs.size) - first
+        start = first + a
+        ys = ys[a:b]
+        val = s0[a + 1:b + 1] - math.exp(-self.d) * t[a + 1:b + 1]
+        nxt = np.arange(a + 1, b + 1)
+        rnd = self._rounding(s0, nxt)
+        ex = self._extra(ys, upper, first + nxt)
+        if upper:
+            return start, ys, np.clip(np.maximum(val, 0.0) * (1 + 1e-10) + rnd + ex, 0.0, 1.0)
+        return start, ys, np.clip((val + ex - rnd) * (1 - 1e-10), 0.0, 1.0)
+
     def epsilon_bound(self, delta: float, upper: bool) -> float:
         """Smallest eps >= 0 at which the bound on delta(eps) is <= delta: a monotone search
         over the grid, then the closed form ``S0 - e^eps S1 + extra = delta`` on the bracketing
         interval (bisection when the extra term depends on eps)."""
         start = self._start_for(delta, upper)
         while True:
-            start, ys, s0, t = self._sums(upper, start)
-            # the bound just right of each grid point: atoms above y_m are those with index > m
-            val = s0[1:] - math.exp(-self.d) * t[1:]
-            rnd = self._rounding(s0, np.arange(1, ys.size + 1))
-            if upper:
-                d_grid = np.clip(np.maximum(val, 0.0) * (1 + 1e-10) + rnd
-                                 + self._extra(ys, True), 0, 1)
-            else:
-                d_grid = np.clip((val + self._extra(ys, False) - rnd) * (1 - 1e-10), 0.0, 1.0)
+            start, ys, d_grid = self.grid_bound(upper, start)
+            _, _, s0, t = self._sums(upper, start)
             # the crossing is located from the right: the curve is monotone, and for a tilted
             # law the values far below the tilt centre carry amplified rounding noise
             above = np.nonzero(d_grid > delta)[0]
@@ -377,7 +404,10 @@ class ComposedPLD:
             # solve (S0 - e^{eps - y_i} T + extra) * (1 +- 1e-10) = delta on (lo, hi]
             rnd = float(self._rounding(s0, np.asarray(i)))
             if upper:
-                ex = float(self._extra(np.asarray(hi), True)) + rnd
+                # the added terms taken at their largest over the interval, at its left end
+                # (each is non-increasing in eps): a larger curve, so the eps found is still
+                # an upper bound, and the check below passes without a bisection
+                ex = float(self._extra(np.asarray(lo), True)) + rnd
                 ratio = (max(s0[i], 0.0) - (delta - ex) / (1 + 1e-10)) / t[i]
             else:
                 # the subtracted fold term taken at its largest over the interval: a smaller
@@ -387,9 +417,14 @@ class ComposedPLD:
             if ratio > 0 and math.isfinite(ratio):
                 e = float(ys[i]) + math.log(ratio)
                 e = max(min(max(e, lo), hi), 0.0)
-                # the upper side is guarded by the monotone evaluation itself
-                if not upper or float(self.delta_bound(np.asarray(e), True)) <= delta:
+                if not upper:
                     return e
+                # the upper side is guarded by the evaluation itself (a few ulps up if the
+                # rounding of the closed form left it just short)
+                for _ in range(4):
+                    if float(self.delta_bound(np.asarray(e), True)) <= delta:
+                        return e
+                    e = min(e + 4e-16 * max(1.0, abs(e)), hi)
         # the end kept is the one where the bound is <= delta
         hi = bisect(lambda m: not float(self.delta_bound(np.asarray(m), upper)) <= delta,
                     lo, hi, keep="hi", xtol=1e-13, floor=1.0, iters=100)
