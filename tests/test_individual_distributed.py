@@ -14,6 +14,7 @@ import pytest
 
 from tightdp import IndividualPLDAccountant, IndividualSPAAccountant
 from tightdp.individual import NormHistory
+from tightdp.sweep import local_cluster
 
 distributed = pytest.importorskip("distributed")
 da = pytest.importorskip("dask.array")
@@ -41,9 +42,9 @@ def in_process(counts):
 
 @pytest.fixture(scope="module")
 def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=":0", memory_limit="3GB") as cluster, \
-            distributed.Client(cluster) as c:
+    # the library's own LocalCluster (2 single-threaded processes; Dask's default
+    # MALLOC_TRIM_THRESHOLD_ would also leak into this process's environment: test_sweep)
+    with local_cluster(2, memory_limit="3GB") as cluster, distributed.Client(cluster) as c:
         yield c
 
 
