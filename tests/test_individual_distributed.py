@@ -208,3 +208,15 @@ def test_recorder_to_accountants_in_process_and_on_cluster(tmp_path, client, cap
         main(["individual", "--counts", str(tmp_path / "rec"), "--delta", "1e-5",
               "--noise-multiplier", "2"])
     assert "differs from the recording" in capsys.readouterr().err
+
+
+def test_unreachable_scheduler_is_one_line(counts, monkeypatch):
+    from tightdp.individual import distributed as dist
+
+    monkeypatch.setattr(dist, "CONNECT_TIMEOUT", "1s")
+    acc = IndividualPLDAccountant.from_counts(counts[:100], **SETTING,
+                                              scheduler="tcp://127.0.0.1:1")
+    with pytest.raises(ValueError, match="cannot connect to a Dask scheduler"):
+        acc.epsilon(DELTA)
+    with pytest.raises(ValueError, match="workers must be"):
+        IndividualSPAAccountant.from_counts(counts[:100], **SETTING, workers=0)

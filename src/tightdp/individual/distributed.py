@@ -34,6 +34,8 @@ __all__ = ["DaskBlocks"]
 
 #: how many times a task is retried after an error on a worker (a lost worker is not one)
 RETRIES = 1
+#: how long to try reaching a scheduler given by its address
+CONNECT_TIMEOUT = "20s"
 
 
 class DaskBlocks:
@@ -55,7 +57,12 @@ class DaskBlocks:
         self.owns_client = client is None
         if client is None:
             if scheduler is not None:
-                client = distributed.Client(scheduler)
+                try:
+                    client = distributed.Client(scheduler, timeout=CONNECT_TIMEOUT)
+                except (OSError, ValueError) as err:
+                    msg = str(err).strip().splitlines()[0] if str(err).strip() else ""
+                    raise ValueError(f"scheduler {scheduler!r}: cannot connect to a Dask "
+                                     f"scheduler there ({msg})") from None
             else:
                 self._cluster = local_cluster(workers, memory_limit=memory_limit)
                 client = distributed.Client(self._cluster)
