@@ -628,3 +628,17 @@ def test_spa_individual_input_validation():
     for bad in (0.0, 1.0, float("nan")):
         with pytest.raises(ValueError, match="delta"):
             acc.epsilon(bad)
+
+
+def test_no_loss_at_all_is_zero_for_every_example():
+    """Every norm 0: no example pays anything (eps = 0 exactly), in both accountants."""
+    z = np.zeros((6, 4))
+    r = individual_epsilons(z, sampling_rate=0.1, noise_multiplier=1.0, clip_norm=1.0,
+                            delta=1e-5)
+    assert np.array_equal(r.epsilon, np.zeros(6)) and np.array_equal(r.lower, np.zeros(6))
+    assert r.details["summary"]["max"] == 0.0 and r.details["summary"]["count"] == 6
+    spa = IndividualSPAAccountant(sampling_rate=0.1, noise_multiplier=1.0, clip_norm=1.0,
+                                  n_examples=6)
+    spa.step_many(z)
+    s = spa.epsilon(1e-5)
+    assert np.array_equal(s.epsilon, np.zeros(6)) and np.array_equal(s.upper, np.zeros(6))

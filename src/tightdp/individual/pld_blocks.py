@@ -215,8 +215,9 @@ def finish(block, state, name: str, store: ResultStore | None):
     n = state["rows"]
     upper = np.zeros(n)
     lower = np.zeros(n)
-    upper[state["act"]] = state["up"]
-    lower[state["act"]] = state["lo"]
+    if "act" in state:  # (no example of the query has any loss: no state was set up)
+        upper[state["act"]] = state["up"]
+        lower[state["act"]] = state["lo"]
     check_bracket(lower, upper, "per-example eps", name)
     if store is not None:
         store.write(state["start"], {"epsilon": upper, "lower": lower})
