@@ -12,7 +12,8 @@ numbers do not depend on which other examples share its block, so both give the 
 
 The summary of a per-example result (:func:`block_summary`, :func:`merge_summaries`) is
 computed block by block too: counts, extremes, a histogram on fixed logarithmic bins,
-quantiles read from it (conservatively: the upper edge of the bin) and the worst examples.
+quantiles read from it (conservatively: the upper edge of the bin, or the maximum) and the
+worst examples.
 """
 
 from __future__ import annotations
@@ -52,8 +53,9 @@ def run_with_restarts(run: Callable, log: Callable):
         except LostBlocks as e:
             log(f"{e}; starting over ({attempt + 1}/{MAX_RESTARTS})")
             last = e
-    raise RuntimeError(f"per-example accounting lost Dask workers {MAX_RESTARTS + 1} times in a "
-                       f"row (last: {last}); check the cluster's stability and memory_limit")
+    raise ValueError(f"workers: per-example accounting lost Dask workers {MAX_RESTARTS + 1} "
+                     f"times in a row (last: {last}); check the cluster's stability and "
+                     "memory_limit")
 
 
 def is_dask_array(x) -> bool:
@@ -126,7 +128,7 @@ class LocalBlocks:
             outs.append(o)
             if on_done is not None:
                 on_done(i, o)
-        return new, outs
+        return (states if keep_state else new), outs
 
     def map(self, fn: Callable, items: list, *args) -> list:
         """``[fn(x, *args) for x in items]`` (work of the driver that the cluster can share)."""

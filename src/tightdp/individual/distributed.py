@@ -28,6 +28,7 @@ from concurrent.futures import CancelledError
 import numpy as np
 
 from .._dask import local_cluster, peak_memory, require_distributed
+from ..budget import BudgetExceeded
 from .blocks import DEFAULT_BLOCK_ROWS, LostBlocks, as_blocks, is_dask_array, npy_dask
 
 __all__ = ["DaskBlocks"]
@@ -53,6 +54,7 @@ class DaskBlocks:
 
         self._dask = dask
         self._as_completed = distributed.as_completed
+        self._killed_worker = distributed.KilledWorker
         self._cluster = None
         self.owns_client = client is None
         if client is None:
@@ -120,6 +122,12 @@ class DaskBlocks:
         except CancelledError as e:
             self.client.cancel(pairs + outs_f)
             raise LostBlocks(f"a Dask worker was lost with per-example state: {e}") from None
+        except self._killed_worker as e:
+            self.client.cancel(pairs + outs_f)
+            raise BudgetExceeded(
+                "block_rows: the workers running one block's task kept dying (Dask gave up: "
+                f"{e}); typically a block over the workers' memory: use smaller block_rows or "
+                "chunk_size, or workers with more memory") from None
         return new, outs
 
     def map(self, fn: Callable, items: list, *args) -> list:
