@@ -65,13 +65,21 @@ steps). The discretization error of an example's eps grows like ``(d / eps_i)^2`
 step sized for the worst case is 1e-3 to 4e-3 loose for the small-eps examples (issue 17).
 Examples are therefore grouped by the CLT scale of their composition relative to the worst
 case (``mu_i / mu_worst``, Dong, Roth, Su 2022, Cor. 5.4; used only for the choice) and a
-group at level ``l`` gets ``d0 / 2^l`` (one level per halving of the scale, ``LEVEL_OFFSET``
-levels fewer for every example); each group is discretized, transformed and windowed for its
-own buckets and counts. Examples whose certified bracket is still wider than ``rtol``
-(relative to their upper bound) are evaluated again one level finer, at most
+group at level ``l`` gets ``d0 / 2^l`` (one level per halving of the scale,
+``pld_blocks.LEVEL_OFFSET`` levels fewer for every example); each group is discretized,
+transformed and windowed for its own buckets and counts. Examples whose certified bracket is
+still wider than ``rtol`` (relative to their upper bound) are evaluated again one level finer,
+at most
 ``MAX_REFINEMENTS`` times (and while half the time budget is left); ``details["loose"]``
 counts those left wider, ``converged`` says whether there are none. Only the one-off
 discretizations and FFTs depend on ``d``; the cost per example does not.
+
+Blocks. The examples are processed as row blocks, in passes
+(:mod:`tightdp.individual.pld_blocks`): in this process or on a Dask cluster
+(:mod:`tightdp.individual.distributed`; ``docs/scaling.md``). The group windows are exact
+unions over the blocks, and every per-example number depends only on that example's counts
+and on the shipped transforms (its own frequency cut-off, rounding allowance and summation
+path), so the answer does not depend on the blocks, nor on where they ran.
 """
 
 from __future__ import annotations
