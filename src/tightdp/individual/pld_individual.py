@@ -69,10 +69,9 @@ group at level ``l`` gets ``d0 / 2^l`` (one level per halving of the scale,
 ``pld_blocks.LEVEL_OFFSET`` levels fewer for every example); each group is discretized,
 transformed and windowed for its own buckets and counts. Examples whose certified bracket is
 still wider than ``rtol`` (relative to their upper bound) are evaluated again one level finer,
-at most
-``MAX_REFINEMENTS`` times (and while half the time budget is left); ``details["loose"]``
-counts those left wider, ``converged`` says whether there are none. Only the one-off
-discretizations and FFTs depend on ``d``; the cost per example does not.
+at most ``MAX_REFINEMENTS`` times (and while half the time budget is left);
+``details["loose"]`` counts those left wider, ``converged`` says whether there are none. Only
+the one-off discretizations and FFTs depend on ``d``; the cost per example does not.
 
 Blocks. The examples are processed as row blocks, in passes
 (:mod:`tightdp.individual.pld_blocks`): in this process or on a Dask cluster
