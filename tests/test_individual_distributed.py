@@ -95,6 +95,7 @@ def test_worker_killed_mid_run_same_result(counts, in_process, client):
     pids = client.run(os.getpid)
     victim = sorted(pids)[0]
     os.kill(pids[victim], signal.SIGKILL)
+    assert th.is_alive()  # killed in the middle of the query, not after it
     th.join(120)
     assert not th.is_alive()
     r = out["r"]
