@@ -642,3 +642,22 @@ def test_no_loss_at_all_is_zero_for_every_example():
     spa.step_many(z)
     s = spa.epsilon(1e-5)
     assert np.array_equal(s.epsilon, np.zeros(6)) and np.array_equal(s.upper, np.zeros(6))
+
+
+def test_per_example_numbers_do_not_depend_on_blocks_or_chunks():
+    """Each example keeps its own frequency cut-off, rounding allowance and summation path,
+    so its bracket is the same bit for bit whichever examples share its block or chunk (what
+    makes the Dask result equal the in-process one)."""
+    rng = np.random.default_rng(11)
+    n = 3000
+    h = IndividualPLDAccountant(sampling_rate=0.02, noise_multiplier=1.0, clip_norm=1.0,
+                                n_examples=n, n_buckets=30)
+    scale = rng.uniform(0.05, 1.5, n)
+    for _ in range(40):
+        h.step(scale * rng.uniform(0.5, 1.2, n))
+    kw = {"sampling_rate": 0.02, "noise_multiplier": 1.0, "clip_norm": 1.0, "progress": False}
+    ref = IndividualPLDAccountant.from_counts(h.counts, **kw).epsilon(1e-5)
+    for opts in ({"block_rows": 701}, {"chunk_size": 97}, {"block_rows": 1000, "chunk_size": 1}):
+        r = IndividualPLDAccountant.from_counts(h.counts, **kw, **opts).epsilon(1e-5)
+        assert np.array_equal(r.upper, ref.upper) and np.array_equal(r.lower, ref.lower), opts
+    assert ref.details["blocks"] == 1

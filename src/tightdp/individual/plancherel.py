@@ -18,14 +18,38 @@ from ..pld.compose import MAX_POINTS
 from ..pld.discretize import loss_range
 from ..pld.grid import DiscretePLD
 
-__all__ = ["BucketLaws", "Direction", "Evaluator", "horner", "bucket_loss_range", "LOG_WINDOW_TAIL",
-           "TRUNC_FRACTION"]
+__all__ = ["BucketLaws", "Direction", "row_products", "Evaluator", "horner",
+           "bucket_loss_range", "LOG_WINDOW_TAIL", "TRUNC_FRACTION"]
 
 #: log of the mass each pure composition may leave outside the FFT window (what leaves it is
 #: bounded per example by a Chernoff bound and added to delta, so this only sets accuracy)
 LOG_WINDOW_TAIL = math.log(1e-22)
 #: frequencies are dropped while their certified contribution is below this fraction of delta
 TRUNC_FRACTION = 1e-5
+
+
+#: column counts that are multiples of this give row-independent BLAS products (see
+#: :func:`row_products`)
+_COLUMN_TILE = 16
+
+
+def row_products(counts: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """``counts @ m`` (``m`` a matrix or a vector) with every row's values independent of the
+    other rows. BLAS may sum a product in an order that depends on the shapes: measured with
+    the OpenBLAS numpy ships, a row comes out the same whatever the number of rows and the
+    row's position only for at least two rows and a multiple of 16 columns (matrix-vector
+    products differ from one row count to another). So vectors go as a column, the columns
+    are padded with zeros to a multiple of 16 and a single row to two; an example's numbers
+    then do not depend on which examples share its block or its chunk."""
+    vec = m.ndim == 1
+    mm = m[:, None] if vec else m
+    k = mm.shape[1]
+    pad = -k % _COLUMN_TILE
+    if pad:
+        mm = np.concatenate([mm, np.zeros((mm.shape[0], pad))], axis=1)
+    c = counts if counts.shape[0] != 1 else np.concatenate([counts, np.zeros_like(counts)])
+    out = (c @ mm)[:counts.shape[0], :k]
+    return out[:, 0] if vec else out
 
 
 def bucket_loss_range(loss, log_tail: float) -> tuple[float, float]:
@@ -62,6 +86,9 @@ class BucketLaws:
         self.shift = np.array([p.shift for p in plds])
         self.ymin = np.array([float(p.ys[0]) for p in plds])  # support of each bucket law
         self.ymax = np.array([float(p.ys[-1]) for p in plds])
+        # what the per-example products need, as one matrix (one BLAS product per use)
+        self.table = np.column_stack([self.logm_pos, self.logm_neg, self.shift, self.ymax,
+                                      self.ymin])
 
     def extent(self, counts: np.ndarray, log_tail: float, d: float) -> tuple[int, int]:
         """Grid-index window ``[i_lo, i_hi]`` holding, for every example (rows of
@@ -72,11 +99,13 @@ class BucketLaws:
         charged (:meth:`Direction.extras_split`). Exact (min/max of per-row values), so the
         union over blocks of examples is the window of all of them."""
         ts = self.t_pos
-        a_hi = np.min((counts @ self.logm_pos - log_tail) / ts, axis=1)
-        a_lo = np.max((counts @ self.logm_neg - log_tail) / -ts, axis=1)
-        a_hi = np.maximum(np.minimum(a_hi, counts @ self.ymax), d)
-        a_lo = np.minimum(np.maximum(a_lo, counts @ self.ymin), 0.0)
-        s_ex = counts @ self.shift
+        nt = ts.size
+        prod = row_products(counts, self.table)
+        a_hi = np.min((prod[:, :nt] - log_tail) / ts, axis=1)
+        a_lo = np.max((prod[:, nt:2 * nt] - log_tail) / -ts, axis=1)
+        s_ex, c_max, c_min = prod[:, 2 * nt], prod[:, 2 * nt + 1], prod[:, 2 * nt + 2]
+        a_hi = np.maximum(np.minimum(a_hi, c_max), d)
+        a_lo = np.minimum(np.maximum(a_lo, c_min), 0.0)
         i_lo = int(math.floor(float(np.min((a_lo - s_ex) / d)))) - 1
         i_hi = int(math.ceil(float(np.max((a_hi - s_ex) / d)))) + 1
         return i_lo, i_hi
@@ -110,6 +139,7 @@ class Direction:
         self.t_pos, self.t_neg = laws.t_pos, laws.t_neg
         self.logm_pos, self.logm_neg = laws.logm_pos, laws.logm_neg
         self.shift, self.ymin, self.ymax = laws.shift, laws.ymin, laws.ymax
+        self.table = laws.table
         i_lo, i_hi = window
         n = i_hi - i_lo + 1
         if n > MAX_POINTS:
@@ -139,6 +169,9 @@ class Direction:
             self.spec[j] = sfft.rfft(buf, workers=fft_workers)
             self.mass[j] = float(p.probs.sum())
             self.inf[j] = float(p.inf_mass)
+        # the Chernoff table and the log of each bucket's finite mass (composed mass at +inf)
+        self.table_inf = np.column_stack([self.table,
+                                          np.log1p(-np.minimum(self.inf, 1.0 - 1e-16))])
         # window rotation: window position m holds absolute grid index i_lo + m
         k = np.arange(kh)
         self.win_phase = 2.0 * np.pi * ((k * (i_lo % K)) % K) / K
@@ -187,22 +220,23 @@ class Direction:
     def extras_split(self, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The composed mass at ``+inf`` and a Chernoff bound on the finite mass outside
         the window (what the circular convolution may fold into it), per example."""
-        log_fin = counts @ np.log1p(-np.minimum(self.inf, 1.0 - 1e-16))
-        inf_mass = -np.expm1(log_fin)
-        s = (counts @ self.shift)[:, None]
+        nt = self.t_pos.size
+        prod = row_products(counts, self.table_inf)
+        inf_mass = -np.expm1(prod[:, -1])
+        s = prod[:, 2 * nt:2 * nt + 1]
         top = s + (self.i_lo + self.K) * self.d  # smallest loss above the window
         bot = s + (self.i_lo - 1) * self.d  # largest loss below the window
-        up = np.min(counts @ self.logm_pos - self.t_pos * top, axis=1)
-        lo = np.min(counts @ self.logm_neg - self.t_neg * bot, axis=1)
+        up = np.min(prod[:, :nt] - self.t_pos * top, axis=1)
+        lo = np.min(prod[:, nt:2 * nt] - self.t_neg * bot, axis=1)
         # no mass at all outside the window when the composed support fits in it
-        up = np.where(counts @ self.ymax < top[:, 0], -np.inf, up)
-        lo = np.where(counts @ self.ymin > bot[:, 0], -np.inf, lo)
+        up = np.where(prod[:, 2 * nt + 1] < top[:, 0], -np.inf, up)
+        lo = np.where(prod[:, 2 * nt + 2] > bot[:, 0], -np.inf, lo)
         return inf_mass, np.exp(np.minimum(up, 0.0)) + np.exp(np.minimum(lo, 0.0))
 
     def cutoffs(self, counts: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray]:
         """Per example: number of frequencies kept (0..kk-1) and the certified bound tau on
         ``sum_{dropped k} omega_k |P_k| / (2 K sin(pi k / K))``."""
-        le = counts @ self.log_env  # (n, nb)
+        le = row_products(counts, self.log_env)  # (n, nb)
         contrib = np.exp(np.minimum(le, 0.0)) * self.block_w
         tail = np.cumsum(contrib[:, ::-1], axis=1)[:, ::-1]  # tail[:, b] = sum_{b' >= b}
         ok = tail <= tol
@@ -225,8 +259,8 @@ class Direction:
     def transform(self, counts: np.ndarray, kk: int) -> np.ndarray:
         """``P_k`` of the composed law in window coordinates for ``k < kk``."""
         log_abs, phase = self.spectra(kk)
-        lr = counts @ log_abs
-        li = counts @ phase + self.win_phase[:kk]
+        lr = row_products(counts, log_abs)
+        li = row_products(counts, phase) + self.win_phase[:kk]
         return np.exp(lr) * (np.cos(li) + 1j * np.sin(li))
 
 
@@ -275,8 +309,9 @@ class Evaluator:
         # not depend on the other rows: BLAS sums each over the buckets alike), then the
         # (frequency, example) layout the Horner sums below run over
         log_abs, phase = dr.spectra(kk)
-        lr = counts @ log_abs
-        li = counts @ phase
+        lr = row_products(counts, np.concatenate([log_abs, phase], axis=1))
+        li = lr[:, kk:]
+        lr = lr[:, :kk]
         li += dr.win_phase[:kk]
         lr = lr + 1j * li
         del li
@@ -300,7 +335,7 @@ class Evaluator:
         self.qh = P
         self.tau = tau
         self.extra = extra
-        self.s = counts @ dr.shift  # grid shift of each example's composed law
+        self.s = row_products(counts, dr.shift)  # grid shift of each example's composed law
 
     def y(self, m: np.ndarray) -> np.ndarray:
         return self.s + (self.dr.i_lo + m) * self.d

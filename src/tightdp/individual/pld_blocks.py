@@ -22,7 +22,13 @@ from .._numerics import MACHINE_EPSILON
 from ..pld.discretize import certified_pair
 from ..results import check_bracket
 from .blocks import ResultStore, block_summary
-from .plancherel import TRUNC_FRACTION, Direction, Evaluator, bucket_loss_range
+from .plancherel import (
+    TRUNC_FRACTION,
+    Direction,
+    Evaluator,
+    bucket_loss_range,
+    row_products,
+)
 
 __all__ = ["discretize", "used_buckets", "init_state", "groups", "extents", "evaluate", "give_up",
            "check", "finish", "MAX_LEVEL", "LEVEL_OFFSET", "HORNER_MAX"]
@@ -82,7 +88,7 @@ def init_state(block, state, used: np.ndarray, x: np.ndarray, log_w: float):
     cnt = _cnt(block, used)
     act = np.nonzero(cnt.sum(axis=1) > 0)[0]
     with np.errstate(divide="ignore"):
-        log_i = np.log(np.maximum(cnt[act] @ x, 1e-300))
+        log_i = np.log(np.maximum(row_products(cnt[act], x), 1e-300))
     rel = np.clip(np.exp(0.5 * (log_i - log_w)), 1e-300, 1.0)
     level = np.clip(np.floor(-np.log2(rel) - LEVEL_OFFSET), 0, MAX_LEVEL).astype(np.int64)
     n = act.size
