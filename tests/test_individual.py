@@ -22,8 +22,15 @@ from tightdp.individual import (
     individual_epsilons,
     rdp_to_epsilon,
 )
-from tightdp.individual.plancherel import Evaluator
+from tightdp.individual.plancherel import (
+    LOG_WINDOW_TAIL,
+    BucketLaws,
+    Direction,
+    Evaluator,
+    bucket_loss_range,
+)
 from tightdp.losses.cgf import cgf
+from tightdp.pld.discretize import connect_the_dots
 
 DELTA = 1e-5
 
@@ -289,11 +296,14 @@ def test_bucketing_never_below_exact_composition_many():
 def test_plancherel_equals_inverse_fft(grid_step):
     """Lemma 1 of App. D: the Plancherel evaluation of delta at grid points equals the direct
     sum over the inverse FFT of the composed transform (both frequency code paths)."""
-    acc = IndividualPLDAccountant(sampling_rate=0.05, noise_multiplier=1.0, clip_norm=1.0,
-                                  n_examples=1, n_buckets=10)
-    used = np.array([2, 6, 9])
-    dr = acc._direction(0, used, grid_step, 60, math.log(1e-40))
+    plds = []
+    for c in (0.3, 0.7, 1.0):  # three buckets, remove direction, connect-the-dots
+        loss = PoissonSubsampled(Gaussian(1.0, c), 0.05).privacy_losses()[0]
+        plds.append(connect_the_dots(loss, grid_step,
+                                     *bucket_loss_range(loss, math.log(1e-40))).trimmed())
     counts = np.array([[10.0, 25.0, 17.0], [3.0, 0.0, 40.0]])
+    laws = BucketLaws(plds)
+    dr = Direction(plds, laws, grid_step, laws.extent(counts, LOG_WINDOW_TAIL, grid_step))
     kh = dr.K // 2 + 1
     ev = Evaluator(dr, counts, kh, np.zeros(2), np.zeros(2))
     P = dr.transform(counts, kh)

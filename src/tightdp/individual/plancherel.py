@@ -19,11 +19,13 @@ from ..pld.discretize import loss_range
 from ..pld.grid import DiscretePLD
 
 __all__ = ["BucketLaws", "Direction", "row_products", "Evaluator", "horner",
-           "bucket_loss_range", "LOG_WINDOW_TAIL", "TRUNC_FRACTION"]
+           "bucket_loss_range", "LOG_WINDOW_TAIL", "TRUNC_FRACTION", "HORNER_MAX"]
 
 #: log of the mass each pure composition may leave outside the FFT window (what leaves it is
 #: bounded per example by a Chernoff bound and added to delta, so this only sets accuracy)
 LOG_WINDOW_TAIL = math.log(1e-22)
+#: frequency count up to which :func:`horner` runs Horner's scheme (a direct sum beyond)
+HORNER_MAX = 4096
 #: frequencies are dropped while their certified contribution is below this fraction of delta
 TRUNC_FRACTION = 1e-5
 
@@ -109,23 +111,6 @@ class BucketLaws:
         i_lo = int(math.floor(float(np.min((a_lo - s_ex) / d)))) - 1
         i_hi = int(math.ceil(float(np.max((a_hi - s_ex) / d)))) + 1
         return i_lo, i_hi
-
-    def extent_worst(self, t_max: int, log_tail: float, d: float) -> tuple[int, int]:
-        """The window of :meth:`extent` for any example of at most ``t_max`` steps in any of
-        the buckets (the union over buckets of their ``t_max``-fold windows, and the extreme
-        shifts)."""
-        ts = self.t_pos
-        lo, hi = 0.0, d
-        for j in range(self.shift.size):
-            a_hi = float(np.min((t_max * self.logm_pos[j] - log_tail) / ts))
-            a_lo = float(np.max((t_max * self.logm_neg[j] - log_tail) / -ts))
-            a_hi = min(a_hi, t_max * float(self.ymax[j]))
-            a_lo = max(a_lo, t_max * float(self.ymin[j]))
-            lo, hi = min(lo, a_lo), max(hi, a_hi)
-        # composed law of an example: loss = S + index * d with S = sum_j n_j shift_j
-        s_min = t_max * min(float(self.shift.min()), 0.0)
-        s_max = t_max * max(float(self.shift.max()), 0.0)
-        return (int(math.floor((lo - s_max) / d)) - 1, int(math.ceil((hi - s_min) / d)) + 1)
 
 
 class Direction:
@@ -280,7 +265,7 @@ def horner(qt: np.ndarray, m: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarra
         return z, z
     theta = 2.0 * np.pi * (m % K) / K
     w = np.exp(1j * theta)
-    if kk <= 4096:
+    if kk <= HORNER_MAX:
         acc = np.zeros(qt.shape[1:], dtype=complex)
         for k in range(kk - 1, 0, -1):
             acc *= w

@@ -23,6 +23,7 @@ from ..pld.discretize import certified_pair
 from ..results import check_bracket
 from .blocks import ResultStore, block_summary
 from .plancherel import (
+    HORNER_MAX,
     TRUNC_FRACTION,
     Direction,
     Evaluator,
@@ -31,17 +32,16 @@ from .plancherel import (
 )
 
 __all__ = ["discretize", "used_buckets", "init_state", "groups", "extents", "evaluate", "give_up",
-           "check", "finish", "MAX_LEVEL", "LEVEL_OFFSET", "HORNER_MAX"]
+           "check", "finish", "bucket_counts", "MAX_LEVEL", "LEVEL_OFFSET"]
 
 #: grid-step levels: an example at level ``l`` is discretized with step ``d0 / 2^l``
 MAX_LEVEL = 12
 #: levels saved on every example (the bracket check refines those that need it)
 LEVEL_OFFSET = 0.5
-#: frequency count up to which the Plancherel sums use Horner's scheme (plancherel.horner)
-HORNER_MAX = 4096
 
 
-def _cnt(block: np.ndarray, used: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+def bucket_counts(block: np.ndarray, used: np.ndarray,
+                  rows: np.ndarray | None = None) -> np.ndarray:
     """Counts of the buckets ``used`` (grid indices, column ``j + 1`` of the block) of the
     examples ``rows`` (all by default), as floats."""
     b = np.asarray(block)
@@ -85,7 +85,7 @@ def init_state(block, state, used: np.ndarray, x: np.ndarray, log_w: float):
     ``mu^2 = q^2 sum_t (e^{c_t^2 / sigma^2} - 1)`` (Dong, Roth, Su, "Gaussian differential
     privacy", 2022, Thm. 5.2 / Cor. 5.4; ``x = e^{c_j^2/sigma^2} - 1`` per bucket, ``log_w``
     the worst case's ``log(mu^2 / q^2)``). Only chooses grid steps."""
-    cnt = _cnt(block, used)
+    cnt = bucket_counts(block, used)
     act = np.nonzero(cnt.sum(axis=1) > 0)[0]
     with np.errstate(divide="ignore"):
         log_i = np.log(np.maximum(row_products(cnt[act], x), 1e-300))
@@ -104,7 +104,7 @@ def groups(block, state, used: np.ndarray):
     lv_todo = state["level"][state["todo"]]
     if lv_todo.size == 0:
         return state, {}
-    cnt = _cnt(block, used, state["act"])
+    cnt = bucket_counts(block, used, state["act"])
     out = {}
     for lv in np.unique(lv_todo):
         rows = state["todo"] & (state["level"] == lv)
@@ -116,7 +116,7 @@ def extents(block, state, used: np.ndarray, jobs: dict):
     """For each level of ``jobs`` (``lv -> (cols, laws, log_tail, d)``, ``laws`` a list of
     :class:`BucketLaws`): the FFT window each law set needs for this block's examples of that
     level (None if it has none)."""
-    cnt = _cnt(block, used, state["act"])
+    cnt = bucket_counts(block, used, state["act"])
     out = {}
     for lv, (cols, laws, log_tail, d) in jobs.items():
         rows = state["todo"] & (state["level"] == lv)
@@ -151,7 +151,7 @@ def evaluate(block, state, used: np.ndarray, lv: int, cols: np.ndarray, directio
     rows = np.nonzero(state["todo"] & (state["level"] == lv))[0]
     if rows.size == 0:
         return state, (0, 0)
-    c = _cnt(block, used[cols], state["act"][rows])
+    c = bucket_counts(block, used[cols], state["act"][rows])
     tol = TRUNC_FRACTION * delta
     round_allow = 64 * MACHINE_EPSILON * (1.0 + c.sum(axis=1))
     extra = dr.extras(c)

@@ -95,7 +95,6 @@ from ..accountants.base import Queries
 from ..budget import Budget, BudgetExceeded
 from ..mechanisms.basic import Gaussian
 from ..mechanisms.subsampling import PoissonSubsampled
-from ..pld.discretize import connect_the_dots
 from ..progress import progress_bar
 from ..results import EpsilonResult
 from . import pld_blocks as pb
@@ -106,7 +105,7 @@ from .blocks import (
     run_with_restarts,
 )
 from .history import NormHistory
-from .plancherel import LOG_WINDOW_TAIL, BucketLaws, Direction, bucket_loss_range
+from .plancherel import BucketLaws, Direction
 from .runner import BlockRunner
 
 __all__ = ["IndividualPLDAccountant", "individual_epsilons"]
@@ -229,17 +228,6 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
         pairs = ex.map(pb.discretize, [self._loss(int(j), direction) for j in used], d,
                        log_tail)
         return [[p[0] for p in pairs], [p[1] for p in pairs]]
-
-    def _direction(self, direction: int, used: np.ndarray, d: float, t_max: int,
-                   log_tail: float) -> Direction:
-        """Connect-the-dots transforms of the buckets ``used`` on a window holding any
-        composition of at most ``t_max`` steps but ``e^LOG_WINDOW_TAIL`` (for checks)."""
-        plds = [connect_the_dots(self._loss(int(j), direction), d,
-                                 *bucket_loss_range(self._loss(int(j), direction), log_tail)
-                                 ).trimmed() for j in used]
-        laws = BucketLaws(plds)
-        return Direction(plds, laws, d, laws.extent_worst(t_max, LOG_WINDOW_TAIL, d),
-                         self.fft_workers, 0.5 * self.budget.max_memory)
 
     def _epsilon_of(self, delta: float) -> EpsilonResult:
         """Per-example eps at ``delta`` (``epsilon`` of shape ``(N,)``): a certified upper bound

@@ -111,7 +111,7 @@ from .blocks import (
     run_with_restarts,
 )
 from .history import NormHistory
-from .pld_blocks import used_buckets
+from .pld_blocks import bucket_counts, used_buckets
 from .runner import BlockRunner
 
 __all__ = ["IndividualSPAAccountant"]
@@ -633,7 +633,7 @@ def spa_block(block, state, used: np.ndarray, tables: list[_Table], log_delta: f
     flags = {k: np.zeros(n_all, dtype=bool) for k in FLAGS[:3]}
     act = np.zeros(0, dtype=np.int64)
     if used.size:
-        cnt_all = np.asarray(block)[:, 1:][:, used].astype(float)
+        cnt_all = bucket_counts(block, used)
         act = np.nonzero(cnt_all.any(axis=1))[0]
     if act.size:
         cnt = cnt_all[act]
