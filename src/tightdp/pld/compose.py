@@ -578,41 +578,62 @@ def _circular_product(terms, n: int, lo_index: int, workers: int | None,
     """
     if extended and noise_bound:
         return _circular_product_extended(terms, n, lo_index, workers)
-    acc = None
-    log_a = log_b = None
+    acc, logs = None, None
     lg2 = math.log2(max(n, 2))
     for p, k in terms:
         f = sfft.rfft(_fold(p, n), workers=workers)
-        if not noise_bound:
-            f = _int_power(f, k)
-            acc = f if acc is None else np.multiply(acc, f, out=acc)
-            continue
-        e = (_C_FFT * lg2 + 4.0) * UNIT_ROUNDOFF * float(np.abs(p.probs).sum())
-        a = np.abs(f)
-        with np.errstate(divide="ignore"):
-            la = k * np.log(a)
-        lb = k * np.log(a * (1 + 4 * UNIT_ROUNDOFF) + e)
-        log_a = la if log_a is None else np.add(log_a, la, out=log_a)
-        log_b = lb if log_b is None else np.add(log_b, lb, out=log_b)
+        if noise_bound:
+            e = (_C_FFT * lg2 + 4.0) * UNIT_ROUNDOFF * float(np.abs(p.probs).sum())
+            logs = _add_logs(logs, _term_logs(np.abs(f), k, 4 * UNIT_ROUNDOFF, e))
         f = _int_power(f, k)
         acc = f if acc is None else np.multiply(acc, f, out=acc)
     if not noise_bound:
         res = sfft.irfft(acc, n=n, workers=workers)
         return np.roll(res, -(lo_index % n)), math.nan
-    return _inverse_with_noise(acc, log_a, log_b, n, lo_index, workers, 0.0)
+    return _inverse_with_noise(acc, float(_coefficient_errors(*logs).sum()), n, lo_index,
+                               workers)
 
 
-def _inverse_with_noise(acc: np.ndarray, log_a: np.ndarray, log_b: np.ndarray, n: int,
-                        lo_index: int, workers: int | None, extra: float
-                        ) -> tuple[np.ndarray, float]:
+def _term_logs(a: np.ndarray, k: int, c: float, e: float
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For one law's transform magnitudes ``a`` (computed within ``e`` each) raised to
+    ``k`` with a relative error of ``c`` per product: ``k log a``, ``k log1p(c + e/a)`` and
+    ``k log(a (1 + c) + e)`` (the last for ``a = 0``), summed over the laws by
+    :func:`_add_logs` and turned into the coefficient errors by :func:`_coefficient_errors`.
+    The middle one keeps the small relative increments (``c`` and ``e/a`` may be far below
+    the double spacing at ``a ~ 1``)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return k * np.log(a), k * np.log1p(c + e / a), k * np.log(a * (1.0 + c) + e)
+
+
+def _add_logs(acc, logs):
+    """Sum of :func:`_term_logs` over the laws (``acc`` None for the first)."""
+    if acc is None:
+        return list(logs)
+    for x, y in zip(acc, logs, strict=True):
+        np.add(x, y, out=x)
+    return acc
+
+
+def _coefficient_errors(log_a: np.ndarray, dlog: np.ndarray, log_b: np.ndarray
+                        ) -> np.ndarray:
+    """``prod_i (a_i (1 + c_i) + e_i)^k_i - prod_i a_i^k_i`` per frequency (the bound of
+    :func:`_circular_product`) from the sums of :func:`_term_logs`:
+    ``e^log_a expm1(dlog)``, or ``e^log_b`` where some ``a_i`` is 0 or the increment is
+    huge (then the product of the ``a_i`` is negligible beside it)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        err = np.exp(log_a) * np.expm1(np.minimum(dlog, 700.0))
+    return np.where(np.isfinite(dlog) & (dlog < 700.0), err, np.exp(log_b))
+
+
+def _inverse_with_noise(acc: np.ndarray, err_sum: float, n: int, lo_index: int,
+                        workers: int | None) -> tuple[np.ndarray, float]:
     """The inverse transform of the product ``acc`` (rotated to the window) and the log of
     the bound on its pointwise error (:func:`_circular_product`): the mean over the
-    (Hermitian) spectrum of the coefficient errors ``e^log_b - e^log_a``, plus ``extra``
-    (the sum over the half spectrum of any further coefficient errors), plus the inverse
-    transform's own ``(c log2 N + 4) u mean_j |G_j|``."""
+    (Hermitian) spectrum of the coefficient errors (``err_sum``: their sum over the half
+    spectrum), plus the inverse transform's own ``(c log2 N + 4) u mean_j |G_j|``."""
     lg2 = math.log2(max(n, 2))
-    err = np.exp(log_b) * -np.expm1(np.minimum(log_a - log_b, 0.0))
-    mean_err = 2.0 * (float(err.sum()) + extra) / n
+    mean_err = 2.0 * err_sum / n
     mean_g = 2.0 * float(np.abs(acc).sum()) / n
     noise = mean_err + (_C_FFT * lg2 + 4.0) * UNIT_ROUNDOFF * mean_g
     res = sfft.irfft(acc, n=n, workers=workers)
@@ -633,35 +654,31 @@ def _circular_product_extended(terms, n: int, lo_index: int, workers: int | None
     matters (see there, ``extended=True``)."""
     lg2 = math.log2(max(n, 2))
     u, ux = UNIT_ROUNDOFF, UNIT_ROUNDOFF_EXTENDED
-    spectra, acc, log_a, log_bx, log_bd = [], None, None, None, None
+    spectra, acc, logs_x, logs_d = [], None, None, None
     for p, k in terms:
         fx = sfft.rfft(_fold(p, n).astype(np.longdouble), workers=workers)
         e = (_C_FFT * lg2 + 4.0) * ux * float(np.abs(p.probs).sum())
         a = np.abs(fx).astype(float)
-        with np.errstate(divide="ignore"):
-            la = k * np.log(a)
-        # powered in long double / converted to double (relative u) and powered in double
-        lbx = k * np.log(a * (1 + 4 * ux) + e)
-        lbd = k * np.log(a * (1 + 5 * u) + e)
-        log_a = la if log_a is None else np.add(log_a, la, out=log_a)
-        log_bx = lbx if log_bx is None else np.add(log_bx, lbx, out=log_bx)
-        log_bd = lbd if log_bd is None else np.add(log_bd, lbd, out=log_bd)
+        # powered in long double; or converted to double (a relative u more) and powered
+        # there
+        logs_x = _add_logs(logs_x, _term_logs(a, k, 4 * ux, e))
+        logs_d = _add_logs(logs_d, _term_logs(a, k, 5 * u, e))
         f = _int_power(fx.astype(complex), k)
         acc = f if acc is None else np.multiply(acc, f, out=acc)
         spectra.append((fx, k))
-    top = float(np.max(log_a))
-    sel = np.nonzero(log_a >= top - _EXTENDED_RANGE)[0]
+    log_a = logs_x[0]
+    sel = np.nonzero(log_a >= float(np.max(log_a)) - _EXTENDED_RANGE)[0]
     prod = None
     for fx, k in spectra:
         g = _int_power(fx[sel], k)
         prod = g if prod is None else np.multiply(prod, g, out=prod)
     del spectra
     acc[sel] = prod.astype(complex)
-    log_b = log_bd
-    log_b[sel] = log_bx[sel]
+    err = _coefficient_errors(*logs_d)
+    err[sel] = _coefficient_errors(*(x[sel] for x in logs_x))
     # rounding the long-double product to double: a relative u of each coefficient
-    extra = 2.0 * u * float(np.abs(acc[sel]).sum())
-    return _inverse_with_noise(acc, log_a, log_b, n, lo_index, workers, extra)
+    err_sum = float(err.sum()) + 2.0 * u * float(np.abs(acc[sel]).sum())
+    return _inverse_with_noise(acc, err_sum, n, lo_index, workers)
 
 
 def _int_power(f: np.ndarray, k: int) -> np.ndarray:
