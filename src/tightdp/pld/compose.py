@@ -49,6 +49,8 @@ MAX_POINTS = 1 << 25
 
 #: the largest |t| the Chernoff searches try (beyond it the bound is the support's end)
 _T_MAX = 1e9
+#: laws with more atoms than this are searched on a coarsened copy (LogMgf._searcher)
+_SEARCH_ATOMS = 1 << 14
 
 
 class LogMgf:
@@ -70,6 +72,7 @@ class LogMgf:
             hi += k * float(ys[-1])
         self.lo, self.hi = lo, hi
         self._quantiles: dict = {}  # memo of quantile(), asked again for the same tails
+        self._search: LogMgf | None = None  # the coarsened copy of _searcher()
 
     def __call__(self, t: float) -> tuple[float, float, float]:
         kk, k1, k2 = self.cumulants(np.array([float(t)]))
@@ -156,6 +159,29 @@ class LogMgf:
             self._quantiles[key] = self._quantile(log_mass, sign)
         return self._quantiles[key]
 
+    def _searcher(self) -> LogMgf:
+        """This log-MGF, or, when a law has more than ``_SEARCH_ATOMS`` atoms, a copy whose
+        laws are coarsened to at most that many (consecutive atoms merged: their masses
+        added, at their mean position): cheap to evaluate, and within ``|t|`` times the
+        merged span of ``K(t)``. Only the searches for a good ``t`` use it; the bounds are
+        always evaluated exactly at the ``t`` found."""
+        if self._search is None:
+            if all(ys.size <= _SEARCH_ATOMS for ys, _, _ in self.parts):
+                self._search = self
+            else:
+                coarse = LogMgf([])
+                for ys, lp, k in self.parts:
+                    if ys.size > _SEARCH_ATOMS:
+                        g = -(-ys.size // _SEARCH_ATOMS)
+                        pad = (-ys.size) % g
+                        y2 = np.concatenate([ys, np.full(pad, ys[-1])]).reshape(-1, g)
+                        l2 = np.concatenate([lp, np.full(pad, -np.inf)]).reshape(-1, g)
+                        ys, lp = y2.mean(axis=1), logsumexp(l2, axis=1)
+                    coarse.parts.append((ys, lp, k))
+                coarse.lo, coarse.hi = self.lo, self.hi
+                self._search = coarse
+        return self._search
+
     def _quantile(self, log_mass: float, sign: int) -> tuple[float, float, float]:
         end = self.hi if sign > 0 else self.lo
         k0, k1, k2 = self(0.0)
@@ -164,19 +190,23 @@ class LogMgf:
         L = k0 - log_mass  # > 0
         t = sign * math.sqrt(2.0 * L / k2) if k2 > 0 else sign * 1.0
         best = (end, 0.0, k0)
+        search = self._searcher()
 
         def slope(u: float) -> tuple[float, float]:
             # in u = |t| = sign t: h = t K'(t) - K(t) + log_mass (increasing in u; the
             # derivative of a(t) has the sign of h / t); records the best point a
             nonlocal best
             t = sign * u
-            kk, k1, k2 = self(t)
+            kk, k1, k2 = search(t)
             a = (kk - log_mass) / t
             if sign * (a - best[0]) < 0:
                 best = (a, t, kk)
             return t * k1 - kk + log_mass, sign * (t * k2)
 
         newton_scalar(slope, sign * t, 0.0, iters=40, rtol=1e-3, x_max=_T_MAX)
+        if search is not self and best[1] != 0.0:  # the point from the exact K at that t
+            kk = self(best[1])[0]
+            best = ((kk - log_mass) / best[1], best[1], kk)
         if sign * (best[0] - end) >= 0:
             return end, 0.0, k0
         return best
@@ -561,15 +591,15 @@ def _circular_product(terms, n: int, lo_index: int, workers: int | None,
     (a caller that reports no bound) that work is skipped and ``log_noise`` is NaN; the law
     is the same to the bit.
 
-    ``extended=True`` computes the forward transforms in numpy's long double (unit roundoff
-    :data:`UNIT_ROUNDOFF_EXTENDED`, ``2^-64`` on x86-64: 2048 times smaller than double's;
-    the same as double where long double is double, and then nothing is gained), and the
-    powering too at the frequencies where the composed magnitude is within ``e^-60`` of its
-    largest (elsewhere the product is formed in double: those frequencies' errors, bounded
-    as above with ``u`` for the powering and the conversion to double, are ``e^-60`` times
-    smaller). The bound above is evaluated with each frequency's own unit roundoffs, plus
-    ``2 u |G_j|`` for rounding the long-double product to double; the inverse transform
-    stays in double (its error is not amplified by the counts). For long compositions of
+    ``extended=True`` computes the forward transforms and the powering in numpy's long
+    double (unit roundoff :data:`UNIT_ROUNDOFF_EXTENDED`, ``2^-64`` on x86-64: 2048 times
+    smaller than double's; the same as double where long double is double, and then nothing
+    is gained), at the frequencies where the composed magnitude is within ``e^-60`` of its
+    largest; the others are set to 0 and their largest possible magnitude is added to the
+    error (:func:`_circular_product_extended`). The bound above is evaluated with the
+    long-double unit roundoff, plus ``2 u |G_j|`` for rounding the long-double product to
+    double; the inverse transform stays in double (its error is not amplified by the
+    counts). For long compositions of
     laws that are nearly a point mass (tiny sampling rates, 10^6 steps) the ``k``-fold
     amplified forward error is the bound's whole content, and it drops about 20-fold with
     an extended forward transform alone and about 2000-fold with the powering; about three
@@ -650,34 +680,33 @@ _EXTENDED_RANGE = 60.0
 
 def _circular_product_extended(terms, n: int, lo_index: int, workers: int | None
                                ) -> tuple[np.ndarray, float]:
-    """:func:`_circular_product` with long-double forward transforms and powering where it
-    matters (see there, ``extended=True``)."""
+    """:func:`_circular_product` with long-double forward transforms and powering (see
+    there, ``extended=True``). Only the frequencies whose composed magnitude is within
+    ``e^-_EXTENDED_RANGE`` of the largest are powered; the others are set to 0, each with
+    its largest possible true magnitude ``prod_i (a_i + e_i)^k_i`` added to the error sum
+    (at most ``e^-60`` of the largest coefficient, times a little more than 1)."""
     lg2 = math.log2(max(n, 2))
-    u, ux = UNIT_ROUNDOFF, UNIT_ROUNDOFF_EXTENDED
-    spectra, acc, logs_x, logs_d = [], None, None, None
+    ux = UNIT_ROUNDOFF_EXTENDED
+    spectra, logs = [], None
     for p, k in terms:
         fx = sfft.rfft(_fold(p, n).astype(np.longdouble), workers=workers)
         e = (_C_FFT * lg2 + 4.0) * ux * float(np.abs(p.probs).sum())
-        a = np.abs(fx).astype(float)
-        # powered in long double; or converted to double (a relative u more) and powered
-        # there
-        logs_x = _add_logs(logs_x, _term_logs(a, k, 4 * ux, e))
-        logs_d = _add_logs(logs_d, _term_logs(a, k, 5 * u, e))
-        f = _int_power(fx.astype(complex), k)
-        acc = f if acc is None else np.multiply(acc, f, out=acc)
+        logs = _add_logs(logs, _term_logs(np.abs(fx).astype(float), k, 4 * ux, e))
         spectra.append((fx, k))
-    log_a = logs_x[0]
-    sel = np.nonzero(log_a >= float(np.max(log_a)) - _EXTENDED_RANGE)[0]
+    log_a = logs[0]
+    keep = log_a >= float(np.max(log_a)) - _EXTENDED_RANGE
+    sel = np.nonzero(keep)[0]
     prod = None
     for fx, k in spectra:
         g = _int_power(fx[sel], k)
         prod = g if prod is None else np.multiply(prod, g, out=prod)
     del spectra
+    acc = np.zeros(log_a.size, dtype=complex)
     acc[sel] = prod.astype(complex)
-    err = _coefficient_errors(*logs_d)
-    err[sel] = _coefficient_errors(*(x[sel] for x in logs_x))
-    # rounding the long-double product to double: a relative u of each coefficient
-    err_sum = float(err.sum()) + 2.0 * u * float(np.abs(acc[sel]).sum())
+    err_sum = (float(_coefficient_errors(*(x[sel] for x in logs)).sum())
+               + float(np.exp(logs[2][~keep]).sum())
+               # rounding the long-double product to double: a relative u of each
+               + 2.0 * UNIT_ROUNDOFF * float(np.abs(acc[sel]).sum()))
     return _inverse_with_noise(acc, err_sum, n, lo_index, workers)
 
 
