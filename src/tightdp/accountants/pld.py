@@ -319,8 +319,10 @@ class PLDAccountant(Accountant):
         of the two (both are bounds)."""
         probe: list = []
         e = self._eps_once(d, upper, direction, delta, log_tail, window_tail, info, probe)
+        # the composition that gave the bound decides (an untilted one tried beside a tilt
+        # is swamped by rounding at tiny delta, and need not be)
         if any(self._rounding_matters(c, x, delta) for c, x in probe
-               if math.isfinite(x)):
+               if x == e and math.isfinite(x)):
             e2 = self._eps_once(d, upper, direction, delta, log_tail, window_tail, info, [])
             e = min(e, e2) if upper else max(e, e2)
         return e
@@ -353,13 +355,18 @@ class PLDAccountant(Accountant):
                 return e0
         best = math.inf if upper else -math.inf
         tried: list[float] = []
+        squeezed = False  # a tilt did not fit the budget on this grid
         target = e0
         for _ in range(3):
             lam = mgf.solve_slope(target)
             if lam <= 0 or any(abs(lam - x) <= 0.02 * max(x, 1e-3) for x in tried):
                 break
             tried.append(lam)
-            c = self._composed(d, upper, direction, log_tail, window_tail, lam)
+            c, m = self._tilted_within_budget(d, upper, direction, log_tail, window_tail,
+                                              lam, info)
+            squeezed = squeezed or m != 1
+            if c is None:  # the untilted bound below stands instead
+                break
             e = c.epsilon_bound(delta, upper)
             probe.append((c, e))
             info["tilt"] = max(info.get("tilt", 0.0), lam)
@@ -368,11 +375,28 @@ class PLDAccountant(Accountant):
             if not (math.isfinite(e) and e > 0):
                 break
             target = e
-        if not tried:  # the answer is at or below the law's mean: no tilt helps
-            c = self._composed(d, upper, direction, log_tail, window_tail)
-            best = c.epsilon_bound(delta, upper)
-            probe.append((c, best))
-        return best
+        if tried and not squeezed:
+            return best
+        # the untilted composition: at or below the law's mean no tilt helps, and with
+        # extended transforms it can beat a tilt pushed to a coarser grid by the budget
+        c = self._composed(d, upper, direction, log_tail, window_tail)
+        e = c.epsilon_bound(delta, upper)
+        probe.append((c, e))
+        return min(best, e) if upper else max(best, e)
+
+    def _tilted_within_budget(self, d: float, upper: bool, direction: int, log_tail: float,
+                              window_tail: float, lam: float, info: dict
+                              ) -> ComposedPLD | None:
+        """``(composition, m)``: the composition tilted by ``lam`` on the grid ``m d``, ``m``
+        1, or if its window is over the budget (a strongly tilted law can need a far wider
+        one: the far end of the per-step range dominates it) up to 8 (any grid's bound is a
+        bound); ``(None, 0)`` if none fits."""
+        for m in (1, 2, 4, 8):
+            try:
+                return self._composed(d * m, upper, direction, log_tail, window_tail, lam), m
+            except BudgetExceeded:
+                info["tilts_over_budget"] = info.get("tilts_over_budget", 0) + 1
+        return None, 0
 
     def _epsilon_of(self, delta: float) -> EpsilonResult:
         """Certified bracket on the smallest eps with delta(eps) <= ``delta``."""
