@@ -373,7 +373,7 @@ def test_tiny_sampling_rate_eps_bracket_within_rtol():
     (traced), and consistent with dp_accounting's pessimistic (upper) bound at its 1e-4
     interval and with the RDP upper bound. The delta(eps) query of the same run has a
     non-trivial lower bound (it was 0: the tilts it tried exceeded the budget and ended the
-    refinement) below dp_accounting's pessimistic delta."""
+    refinement) below dp_accounting's pessimistic delta; and eps(1e-10) a non-trivial one."""
     import tracemalloc
 
     dpa = pytest.importorskip("dp_accounting")
@@ -399,3 +399,10 @@ def test_tiny_sampling_rate_eps_bracket_within_rtol():
     assert 0.0 < d.lower <= d.upper
     assert d.lower >= 0.99 * d.upper
     assert d.lower <= peer.get_delta(0.5)
+    # delta = 1e-10: the tilt the answer needs is over the budget on the fine grid (its
+    # lower bound was 0); now the tilt on a coarser grid bounds it above and the extended
+    # untilted composition below, within 10%
+    r = td.PLDAccountant().compose(mech, steps).epsilon(1e-10)
+    assert 0.9 * r.upper <= r.lower <= r.upper
+    assert r.lower <= peer.get_epsilon(1e-10)
+    assert r.lower <= td.RDPAccountant().compose(mech, steps).epsilon(1e-10).upper

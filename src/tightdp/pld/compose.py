@@ -621,7 +621,7 @@ def _circular_product(terms, n: int, lo_index: int, workers: int | None,
         res = sfft.irfft(acc, n=n, workers=workers)
         return np.roll(res, -(lo_index % n)), math.nan
     return _inverse_with_noise(acc, float(_coefficient_errors(*logs).sum()), n, lo_index,
-                               workers)
+                               workers, sum(k for _, k in terms))
 
 
 def _term_logs(a: np.ndarray, k: int, c: float, e: float
@@ -657,13 +657,15 @@ def _coefficient_errors(log_a: np.ndarray, dlog: np.ndarray, log_b: np.ndarray
 
 
 def _inverse_with_noise(acc: np.ndarray, err_sum: float, n: int, lo_index: int,
-                        workers: int | None) -> tuple[np.ndarray, float]:
+                        workers: int | None, k_total: int) -> tuple[np.ndarray, float]:
     """The inverse transform of the product ``acc`` (rotated to the window) and the log of
     the bound on its pointwise error (:func:`_circular_product`): the mean over the
     (Hermitian) spectrum of the coefficient errors (``err_sum``: their sum over the half
-    spectrum), plus the inverse transform's own ``(c log2 N + 4) u mean_j |G_j|``."""
+    spectrum, evaluated with the magnitudes ``a_i`` as computed in double, each within a
+    relative ``u`` of the transform's: hence the factor ``(1 + 2u)^k_total`` on it), plus the
+    inverse transform's own ``(c log2 N + 4) u mean_j |G_j|``."""
     lg2 = math.log2(max(n, 2))
-    mean_err = 2.0 * err_sum / n
+    mean_err = 2.0 * err_sum * math.exp(2.0 * UNIT_ROUNDOFF * k_total) / n
     mean_g = 2.0 * float(np.abs(acc).sum()) / n
     noise = mean_err + (_C_FFT * lg2 + 4.0) * UNIT_ROUNDOFF * mean_g
     res = sfft.irfft(acc, n=n, workers=workers)
@@ -707,7 +709,7 @@ def _circular_product_extended(terms, n: int, lo_index: int, workers: int | None
                + float(np.exp(logs[2][~keep]).sum())
                # rounding the long-double product to double: a relative u of each
                + 2.0 * UNIT_ROUNDOFF * float(np.abs(acc[sel]).sum()))
-    return _inverse_with_noise(acc, err_sum, n, lo_index, workers)
+    return _inverse_with_noise(acc, err_sum, n, lo_index, workers, sum(k for _, k in terms))
 
 
 def _int_power(f: np.ndarray, k: int) -> np.ndarray:
