@@ -37,9 +37,10 @@ import numpy as np
 
 from .. import _validate as v
 from .._defaults import DEFAULT_RTOL
+from .._numerics import UNIT_ROUNDOFF
 from ..budget import BudgetExceeded
 from ..curves.saddle import saddle_point_eps
-from ..pld.compose import MAX_POINTS, ComposedPLD, LogMgf, compose
+from ..pld.compose import MAX_POINTS, UNIT_ROUNDOFF_EXTENDED, ComposedPLD, LogMgf, compose
 from ..pld.discretize import certified_pair_lazy, connect_the_dots, loss_range
 from ..results import DeltaResult, EpsilonResult, check_bracket
 from .base import Accountant
@@ -71,6 +72,11 @@ FIRST_POINTS = 1 << 18
 #: discretization of a subsampled loss at sigma 0.05; with room for the interpreter and the
 #: libraries within the budget)
 BYTES_PER_POINT = 768
+#: a composition whose FFT-rounding charge at the answer exceeds this fraction of rtol times
+#: delta is redone with extended-precision transforms, and so is every later one of the query
+#: (the charge grows with the count and the number of points: at q = 1e-5, sigma = 0.5, 10^6
+#: steps it was 2% of delta = 1e-5 and 60% of the eps bracket; extended: 2e-8 of delta)
+ROUNDING_SHARE = 0.05
 
 
 class PLDAccountant(Accountant):
@@ -136,12 +142,14 @@ class PLDAccountant(Accountant):
 
     def _composed(self, d: float, upper: bool, direction: int, log_tail: float,
                   window_tail: float, lam: float = 0.0) -> ComposedPLD:
-        key = ("comp", d, upper, direction, log_tail, window_tail, lam)
+        extended = self._cache.get("extended", False)
+        key = ("comp", d, upper, direction, log_tail, window_tail, lam, extended)
         if key in self._cache:
             return self._cache[key]
         try:
             c = compose(self._laws(d, direction, log_tail, upper), lam=lam,
-                        max_points=self._max_grid_points(), log_tail=window_tail)
+                        max_points=self._max_grid_points(), log_tail=window_tail,
+                        extended=extended)
         except BudgetExceeded as err:
             raise BudgetExceeded(f"rtol: {err} (max_memory={self.budget.max_memory:.3g} "
                                  "bytes); raise rtol or max_memory") from None
@@ -291,9 +299,38 @@ class PLDAccountant(Accountant):
                 (self._range(loss, log_tail) for loss, _ in self._ordered(direction))]
 
     # --- queries ---------------------------------------------------------------------------
+    def _rounding_matters(self, c: ComposedPLD, eps, delta) -> bool:
+        """Whether the FFT-rounding charge of ``c`` at ``eps`` exceeds ``ROUNDING_SHARE``
+        rtol of ``delta`` (arrays: anywhere) while the transforms are still in double and
+        long double is more precise here; if so, the query's later compositions are
+        extended (:func:`tightdp.pld.compose.compose`)."""
+        if self._cache.get("extended") or not UNIT_ROUNDOFF_EXTENDED < UNIT_ROUNDOFF:
+            return False
+        charge = c.rounding_charge(np.maximum(eps, 0.0))
+        if not np.any(charge > ROUNDING_SHARE * self.rtol * np.asarray(delta)):
+            return False
+        self._cache["extended"] = True
+        return True
+
     def _eps_at(self, d: float, upper: bool, direction: int, delta: float, log_tail: float,
                 window_tail: float, info: dict) -> float:
-        """The bound (``upper`` or lower) on eps(delta) of one direction on the grid ``d``.
+        """The bound on eps(delta) of :meth:`_eps_once`; if the FFT's rounding charge was a
+        noticeable part of it, again with extended-precision transforms, keeping the better
+        of the two (both are bounds)."""
+        probe: list = []
+        e = self._eps_once(d, upper, direction, delta, log_tail, window_tail, info, probe)
+        # the composition that gave the bound decides (an untilted one tried beside a tilt
+        # is swamped by rounding at tiny delta, and need not be)
+        if any(self._rounding_matters(c, x, delta) for c, x in probe
+               if x == e and math.isfinite(x)):
+            e2 = self._eps_once(d, upper, direction, delta, log_tail, window_tail, info, [])
+            e = min(e, e2) if upper else max(e, e2)
+        return e
+
+    def _eps_once(self, d: float, upper: bool, direction: int, delta: float, log_tail: float,
+                  window_tail: float, info: dict, probe: list) -> float:
+        """The bound (``upper`` or lower) on eps(delta) of one direction on the grid ``d``;
+        each composition used and the bound it gave are appended to ``probe``.
 
         Below ``TILT_BELOW`` the untilted composition cannot see delta (it is below the
         FFT's rounding), so the composition is tilted by ``e^{lam y}`` with ``K'(lam)`` at
@@ -304,35 +341,62 @@ class PLDAccountant(Accountant):
         if delta >= TILT_BELOW:
             c = self._composed(d, upper, direction, log_tail, window_tail)
             info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
-            return c.epsilon_bound(delta, upper)
+            e = c.epsilon_bound(delta, upper)
+            probe.append((c, e))
+            return e
         mgf = self._mgf(d, upper, direction, log_tail)
         e0, _ = saddle_point_eps(mgf, math.log(delta))
         if not math.isfinite(e0):  # no saddle point: start from the untilted answer
             c = self._composed(d, upper, direction, log_tail, window_tail)
             info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
             e0 = c.epsilon_bound(delta, upper)
+            probe.append((c, e0))
             if not (math.isfinite(e0) and e0 > 0):
                 return e0
         best = math.inf if upper else -math.inf
         tried: list[float] = []
+        squeezed = False  # a tilt did not fit the budget on this grid
         target = e0
         for _ in range(3):
             lam = mgf.solve_slope(target)
             if lam <= 0 or any(abs(lam - x) <= 0.02 * max(x, 1e-3) for x in tried):
                 break
             tried.append(lam)
-            c = self._composed(d, upper, direction, log_tail, window_tail, lam)
+            c, m = self._tilted_within_budget(d, upper, direction, log_tail, window_tail,
+                                              lam, info)
+            squeezed = squeezed or m != 1
+            if c is None:  # the untilted bound below stands instead
+                break
             e = c.epsilon_bound(delta, upper)
+            probe.append((c, e))
             info["tilt"] = max(info.get("tilt", 0.0), lam)
             info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
             best = min(best, e) if upper else max(best, e)
             if not (math.isfinite(e) and e > 0):
                 break
             target = e
-        if not tried:  # the answer is at or below the law's mean: no tilt helps
-            c = self._composed(d, upper, direction, log_tail, window_tail)
-            best = c.epsilon_bound(delta, upper)
-        return best
+        if tried and not squeezed:
+            return best
+        # the untilted composition: at or below the law's mean no tilt helps, and with
+        # extended transforms it can beat a tilt pushed to a coarser grid by the budget
+        c = self._composed(d, upper, direction, log_tail, window_tail)
+        e = c.epsilon_bound(delta, upper)
+        probe.append((c, e))
+        return min(best, e) if upper else max(best, e)
+
+    def _tilted_within_budget(self, d: float, upper: bool, direction: int, log_tail: float,
+                              window_tail: float, lam: float, info: dict
+                              ) -> ComposedPLD | None:
+        """``(composition, m)``: the composition tilted by ``lam`` on the grid ``m d``, ``m``
+        1, or if its window is over the budget (a strongly tilted law can need a far wider
+        one: the far end of the per-step range dominates it) up to 8 (any grid's bound is a
+        bound); ``(None, 0)`` if none fits."""
+        for m in (1, 2, 4, 8):
+            try:
+                return self._composed(d * m, upper, direction, log_tail, window_tail, lam), m
+            except BudgetExceeded:
+                info["tilts_over_budget"] = info.get("tilts_over_budget", 0) + 1
+        return None, 0
 
     def _epsilon_of(self, delta: float) -> EpsilonResult:
         """Certified bracket on the smallest eps with delta(eps) <= ``delta``."""
@@ -340,6 +404,7 @@ class PLDAccountant(Accountant):
         t0 = time.perf_counter()
         if not self.terms:
             return EpsilonResult(0.0, delta, 0.0, 0.0, self.name, True)
+        self._cache["extended"] = False  # each query decides (_rounding_matters)
         k_tot = max(self.total_count, 1)
         # what the single-step cut and the window may leave out: a negligible part of delta
         log_tail = min(math.log(delta) + math.log(self.rtol * 1e-3) - math.log(k_tot), -25.0)
@@ -397,7 +462,8 @@ class PLDAccountant(Accountant):
         top = max(dirs, key=lambda r: best_up[r])
         details = {"grid_step": at_step[top], "grid_step_upper": at_step[top],
                    "grid_step_lower": lo_step, "grid_steps_tried": steps,
-                   "converged": converged, "seconds": time.perf_counter() - t0, **info}
+                   "converged": converged, "seconds": time.perf_counter() - t0, **info,
+                   "extended": bool(self._cache.get("extended"))}
         if not converged and not note:
             note = "bracket wider than rtol"
         if not converged:
@@ -411,8 +477,15 @@ class PLDAccountant(Accountant):
                   ) -> np.ndarray:
         info = {} if info is None else info
         c = self._composed(d, upper, direction, log_tail, window_tail)
-        info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
         val = c.delta_bound(eps, upper)
+        ok = (val >= DELTA_FLOOR) & (eps > 0)
+        if ok.any() and self._rounding_matters(c, eps[ok], val[ok]):
+            # the FFT's rounding is a noticeable part of these values: extended precision
+            # (both are bounds: the better one of each is kept)
+            c = self._composed(d, upper, direction, log_tail, window_tail)
+            got = c.delta_bound(eps, upper)
+            val = np.minimum(val, got) if upper else np.maximum(val, got)
+        info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
         # the engine's own charges at these eps (rounding, window): the two bounds of the
         # same composed law differ by them only
         spread = np.abs(val - c.delta_bound(eps, not upper))
@@ -431,7 +504,13 @@ class PLDAccountant(Accountant):
             lams = sorted({lam for lam in (mgf.solve_slope(float(r)) for r in np.unique(reps))
                            if lam > 0})
             for lam in lams:
-                ct = self._composed(d, upper, direction, log_tail, -80.0, lam)
+                try:
+                    ct = self._composed(d, upper, direction, log_tail, -80.0, lam)
+                except BudgetExceeded:
+                    # a strongly tilted law can need a far wider window (where the per-step
+                    # range's far end dominates): the untilted bound stands for these eps
+                    info["tilts_over_budget"] = info.get("tilts_over_budget", 0) + 1
+                    continue
                 info["fft_points"] = max(info["fft_points"], ct.probs.size)
                 info["tilt"] = max(info.get("tilt", 0.0), lam)
                 got = ct.delta_bound(eps[todo], upper)
@@ -445,6 +524,7 @@ class PLDAccountant(Accountant):
         if not self.terms:
             out = 0.0 if scalar else np.zeros_like(e)
             return DeltaResult(out, eps, out, out, self.name, True)
+        self._cache["extended"] = False  # each query decides (_rounding_matters)
         k_tot = max(self.total_count, 1)
         log_tail = math.log(1e-40) - math.log(k_tot)
         dirs = self._directions()
@@ -519,7 +599,8 @@ class PLDAccountant(Accountant):
         up, lo, step, info = best
         details = {"grid_step": step, "grid_step_upper": step, "grid_step_lower": step,
                    "grid_steps_tried": steps, "converged": converged,
-                   "seconds": time.perf_counter() - t0, **info}
+                   "seconds": time.perf_counter() - t0, **info,
+                   "extended": bool(self._cache.get("extended"))}
         if not converged and not note:
             note = "bracket wider than rtol"
         if scalar:
