@@ -362,9 +362,9 @@ class PLDAccountant(Accountant):
             if lam <= 0 or any(abs(lam - x) <= 0.02 * max(x, 1e-3) for x in tried):
                 break
             tried.append(lam)
-            c, m = self._tilted_within_budget(d, upper, direction, log_tail, window_tail,
-                                              lam, info)
-            squeezed = squeezed or m != 1
+            c, step = self._tilted_within_budget(d, upper, direction, log_tail, window_tail,
+                                                 lam, info)
+            squeezed = squeezed or step != d
             if c is None:  # the untilted bound below stands instead
                 break
             e = c.epsilon_bound(delta, upper)
@@ -387,16 +387,29 @@ class PLDAccountant(Accountant):
     def _tilted_within_budget(self, d: float, upper: bool, direction: int, log_tail: float,
                               window_tail: float, lam: float, info: dict
                               ) -> ComposedPLD | None:
-        """``(composition, m)``: the composition tilted by ``lam`` on the grid ``m d``, ``m``
-        1, or if its window is over the budget (a strongly tilted law can need a far wider
-        one: the far end of the per-step range dominates it) up to 8 (any grid's bound is a
-        bound); ``(None, 0)`` if none fits."""
-        for m in (1, 2, 4, 8):
+        """``(composition, step)``: the composition tilted by ``lam`` on the grid ``d``, or,
+        if its window is over the budget (a strongly tilted law can need a far wider one:
+        the far end of the per-step range dominates it), on a coarser grid (any grid's bound
+        is a bound): those of the query's earlier refinements, whose laws are discretized
+        already, else (the first grid) 2, 4 or 8 times coarser; ``(None, 0.0)`` if none
+        fits."""
+        done = sorted(key[1] for key in self._cache
+                      if isinstance(key, tuple) and key[0] == "laws" and key[1] > d
+                      and key[2] == direction and key[3] == log_tail)
+        # a tilt at least as strong as one already over the budget on a grid is not tried
+        # on it again (the window grows with the tilt there: the far end dominates)
+        fails = self._cache.setdefault("tilt_fails", {})
+        for step in [d, *(done[:3] or [2 * d, 4 * d, 8 * d])]:
+            key = (step, upper, direction, log_tail, window_tail)
+            if lam >= fails.get(key, math.inf):
+                continue
             try:
-                return self._composed(d * m, upper, direction, log_tail, window_tail, lam), m
+                return (self._composed(step, upper, direction, log_tail, window_tail, lam),
+                        step)
             except BudgetExceeded:
                 info["tilts_over_budget"] = info.get("tilts_over_budget", 0) + 1
-        return None, 0
+                fails[key] = min(lam, fails.get(key, math.inf))
+        return None, 0.0
 
     def _epsilon_of(self, delta: float) -> EpsilonResult:
         """Certified bracket on the smallest eps with delta(eps) <= ``delta``."""
@@ -405,6 +418,7 @@ class PLDAccountant(Accountant):
         if not self.terms:
             return EpsilonResult(0.0, delta, 0.0, 0.0, self.name, True)
         self._cache["extended"] = False  # each query decides (_rounding_matters)
+        self._cache["tilt_fails"] = {}
         k_tot = max(self.total_count, 1)
         # what the single-step cut and the window may leave out: a negligible part of delta
         log_tail = min(math.log(delta) + math.log(self.rtol * 1e-3) - math.log(k_tot), -25.0)
