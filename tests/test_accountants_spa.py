@@ -133,6 +133,50 @@ def test_cgf_subsampled_gaussian_vs_mpmath(q, sigma, t, direction):
     assert abs(k2 - ref[2]) <= 1e-10 * max(1e-3, abs(ref[2]))
 
 
+def _binomial_log_mgf(q, mu, n):
+    """log E_Q[(P/Q)^n] for P = (1-q) N(0, 1) + q N(mu, 1), Q = N(0, 1) and an integer n:
+    the exact sum ``sum_k C(n, k) (1-q)^(n-k) q^k e^{k (k-1) mu^2 / 2}`` (mpmath)."""
+    with mp.workdps(40):
+        q, mu = mp.mpf(q), mp.mpf(mu)
+        return float(mp.log(mp.fsum(mp.binomial(n, k) * (1 - q) ** (n - k) * q ** k
+                                    * mp.exp(k * (k - 1) * mu ** 2 / 2) for k in range(n + 1))))
+
+
+def _mp_add_log_mgf(q, sigma, t):
+    """K(t) of the add direction of the Poisson-subsampled Gaussian (P = N(0, s^2) against
+    Q = (1-q) N(0, s^2) + q N(-1, s^2)) by mpmath quadrature around the peak of the integrand
+    (its log is concave: the tails beyond 40 s are below e^-800 of the peak)."""
+    x = np.linspace(-(t + 2) / sigma ** 2 * 2, 10.0, 2_000_001)
+    lq = np.logaddexp(math.log1p(-q) - x ** 2 / (2 * sigma ** 2),
+                      math.log(q) - (x + 1) ** 2 / (2 * sigma ** 2))
+    peak = float(x[np.argmax(-(t + 1) * x ** 2 / (2 * sigma ** 2) - t * lq)])
+    with mp.workdps(30):
+        s, tt = mp.mpf(sigma), mp.mpf(t)
+
+        def f(v):
+            lp = -v ** 2 / (2 * s ** 2)
+            lqv = mp.log((1 - mp.mpf(q)) * mp.exp(lp) + mp.mpf(q) * mp.exp(-(v + 1) ** 2
+                                                                            / (2 * s ** 2)))
+            return mp.exp((tt + 1) * lp - tt * lqv) / (s * mp.sqrt(2 * mp.pi))
+
+        pts = [peak + sigma * k for k in range(-40, 41, 2)]
+        return float(mp.log(mp.quad(f, pts)))
+
+
+@pytest.mark.parametrize("q,sigma,t", [(0.3, 0.45, 1499.0), (0.01, 1.0, 999.0),
+                                       (0.3, 0.45, 200.0)])
+def test_cgf_large_tilt_windowed_node_sets(q, sigma, t):
+    """At large tilts the node sets are built only on the cells where the integrand can matter
+    (a coarse pass with certified slope bounds); K there still matches independent values:
+    the exact binomial sum (remove direction, integer t + 1) and mpmath quadrature around the
+    peak (add direction), to 1e-13 relative."""
+    rem, add = PoissonSubsampled(Gaussian(sigma), q).privacy_losses()
+    ref = _binomial_log_mgf(q, 1.0 / sigma, int(t) + 1)
+    assert abs(float(cgf(rem, t)[0]) - ref) <= 1e-13 * abs(ref)
+    ref = _mp_add_log_mgf(q, sigma, t)
+    assert abs(float(cgf(add, t)[0]) - ref) <= 1e-13 * max(1.0, abs(ref))
+
+
 @pytest.mark.slow
 def test_cgf_mixture_of_gaussians_vs_mpmath():
     mech = MixtureOfGaussians([0.0, 1.0, 2.0], [0.9, 0.09, 0.01], 0.8)
