@@ -592,3 +592,81 @@ def test_trim_envelope_candidates_superset():
         assert set(brute) <= set(got)
         exact = np.nanmax(w[None] + a[:, None] * y[None] - c[:, None], axis=0)
         assert np.all(exact[got] > -91.0 - 1e-9)
+
+
+def test_log_clt_theta_slope_vs_mpmath():
+    """The derivative in m of log E[theta_t(Z)], Z ~ N(m, s^2) (the closed form of Prop. 6
+    with the density terms cancelled), against mpmath's numerical derivative of the
+    definition's integral."""
+    from tightdp.curves.saddle import log_clt_theta
+
+    for t, m, s in ((0.07, 0.3, 2.0), (3.0, 5.0, 1.5), (12.0, -0.5, 0.4), (0.5, 40.0, 6.0)):
+        val, slope = log_clt_theta(np.array([t]), np.array([m]), np.array([s]), slope=True)
+        with mp.workdps(40):
+            def log_e(mm, t=t, s=s):
+                f = lambda z: ((1 - mp.exp(-z)) * mp.exp(-t * z)  # noqa: E731
+                               * mp.npdf(z, mm, s))
+                return mp.log(mp.quad(f, [0, mm, mm + 10 * s, mp.inf] if mm > 0
+                                      else [0, 10 * s, mp.inf]))
+            ref_val = float(log_e(mp.mpf(m)))
+            ref_slope = float(mp.diff(log_e, mp.mpf(m)))
+        assert abs(val[0] - ref_val) < 1e-12 * max(1.0, abs(ref_val))
+        assert abs(slope[0] - ref_slope) < 1e-9 * max(1.0, abs(ref_slope))
+
+
+def test_roots_decreasing_safe_sides_and_uninformative():
+    """Several decreasing functions solved at once: each point is on its safe side (checked
+    here) and within 1e-12 of the root from brentq; a lower side whose value at the start is
+    not finite, or that reaches a non-finite value, gets NaN."""
+    from scipy.optimize import brentq
+
+    from tightdp.curves.saddle import roots_decreasing
+
+    c = np.array([2.0, -1.0, 0.5, 3.0])
+
+    def fn(x):  # g_j(x) = -x^3 - x + c_j, decreasing
+        return -x ** 3 - x + c, -3 * x ** 2 - 1
+
+    level = -0.7
+    upper = np.array([True, False, True, False])
+    x = roots_decreasing(fn, level, np.zeros(4), 1.0, upper)
+    g = fn(x)[0]
+    assert np.all(g[upper] <= level) and np.all(g[~upper] > level)
+    ref = [brentq(lambda y, cj=cj: -y ** 3 - y + cj - level, -10, 10, xtol=1e-15) for cj in c]
+    np.testing.assert_allclose(x, ref, rtol=0, atol=1e-12)
+
+    def fn_gap(x):  # a lower bound that is -inf below 1 (uninformative there)
+        v = np.where(x > 1.0, -x, -np.inf)
+        return v, np.full_like(x, -1.0)
+
+    # the root of -x = -0.5 lies in the uninformative region: no lower bound
+    out = roots_decreasing(fn_gap, -0.5, np.array([2.0, 0.5]), 1.0, np.array([False, False]))
+    assert np.isnan(out).all()
+
+
+def test_solve_tilt_joint_equals_separate():
+    """Two equations on one evaluation (``which``) give the roots of separate solves."""
+    from tightdp.curves.saddle import solve_tilt
+
+    mu2 = 0.8
+
+    def f_sep(k):
+        def f(t):
+            g = [mu2 * (2 * t + 1) / 2 - 1 / t - 1 / (1 + t),
+                 mu2 * (2 * t + 1) / 2 + np.log(t) - np.log1p(t)]
+            dg = [t * (mu2 + 1 / t ** 2 + 1 / (1 + t) ** 2), t * (mu2 + 1 / (t * (1 + t)))]
+            return g[k], dg[k]
+        return f
+
+    def f_both(t):
+        g0, d0 = f_sep(0)(t)
+        g1, d1 = f_sep(1)(t)
+        return np.array([g0, g1]), np.array([d0, d1])
+
+    eps = np.array([0.3, 2.0, 7.5, 40.0])
+    tj, okj = solve_tilt(f_both, np.concatenate([eps, eps]), 1e-4, 64.0, 1e12,
+                         which=np.repeat([0, 1], eps.size))
+    for k in (0, 1):
+        ts, oks = solve_tilt(f_sep(k), eps, 1e-4, 64.0, 1e12)
+        np.testing.assert_allclose(tj[k * eps.size:(k + 1) * eps.size], ts, rtol=1e-10)
+        assert np.array_equal(okj[k * eps.size:(k + 1) * eps.size], oks)

@@ -55,7 +55,7 @@ from ..curves.saddle import (
     UNRELIABLE,
     log_clt_theta,
     log_theta_max,
-    root_decreasing,
+    roots_decreasing,
     saddle_eps,
     saddle_log_delta,
     solve_tilt,
@@ -149,19 +149,22 @@ class _Direction:
         """log of the refined moments bound at tilt t (eq. (43)); valid for every t > 0."""
         return k0 + self.k_margin - t * eps + log_theta_max(t)
 
-    def log_be(self, t, eps, ks, rho) -> tuple[np.ndarray, np.ndarray]:
-        """(log SP-CLT, log Berry-Esseen error) at tilt t and eps (Theorem 5, eq. (76)).
+    def log_be(self, t, eps, ks, rho, slope: bool = False) -> tuple[np.ndarray, ...]:
+        """(log SP-CLT, log Berry-Esseen error) at tilt t and eps (Theorem 5, eq. (76)); with
+        ``slope``, also the derivative of log SP-CLT in eps (the error term's is ``-t``).
 
         The error term carries the safety margins; callers add ``k_margin + _REL_MARGIN`` to
         (upper) or subtract it from (lower) the SP-CLT term before combining."""
         k0, k1, k2 = ks[0], ks[1], ks[2]
         s = np.sqrt(k2)
         lpref = k0 + self.k_margin - t * eps
-        lclt = k0 - t * eps + log_clt_theta(t, k1 - eps, s)
         with np.errstate(divide="ignore", invalid="ignore"):
             lb = np.minimum(np.log(BERRY_ESSEEN_C * rho) - 1.5 * np.log(k2), 0.0)
         lerr = lpref + _LOG2 + log_theta_max(t) + lb + _REL_MARGIN
-        return lclt, lerr
+        if not slope:
+            return k0 - t * eps + log_clt_theta(t, k1 - eps, s), lerr
+        lth, dlth = log_clt_theta(t, k1 - eps, s, slope=True)
+        return k0 - t * eps + lth, lerr, -t - dlth
 
 
 class SaddlePointAccountant(Accountant):
@@ -235,25 +238,35 @@ class SaddlePointAccountant(Accountant):
         if not live.any():
             return out
         e = eps[live]
+        m = e.size
 
-        def f_saddle(t):
+        # the saddle point (eq. (50)) and, for the bounds, the refined moments bound's optimal
+        # tilt (eq. (43)/(44): K'(t) + log(t/(1+t)) = eps), solved together on one CGF
+        # evaluation per step
+        def f_both(t):
             ks = d.K(t, 2)
-            return d.eps_of_t(t, ks), t * (ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2)
+            g = [d.eps_of_t(t, ks), ks[1] + np.log(t) - np.log1p(t)]
+            dg = [t * (ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2),
+                  t * (ks[2] + 1.0 / (t * (1 + t)))]
+            return np.array(g), np.array(dg)
 
-        t, ok = solve_tilt(f_saddle, e, 1e-4, 64.0, d.t_cap)
-        ks = d.K(t, 4)
+        if self.bounds:
+            which = np.repeat([0, 1], m)
+            tt, okk = solve_tilt(f_both, np.concatenate([e, e]), 1e-4, 64.0, d.t_cap,
+                                 which=which)
+            t, ok, tr = tt[:m], okk[:m], tt[m:]
+            st = d.stats(tt)
+            ks, kr = st[:5, :m], st[0, m:]
+        else:
+            t, ok = solve_tilt(f_both, e, 1e-4, 64.0, d.t_cap, which=np.zeros(m, int))
+            st = d.stats(t)
+            ks = st[:5]
         ld, _, fb, cm1 = d.log_delta_at(t, e, self.method, ks)
         lup = d.log_rma(t, e, ks[0])  # replaced below by the optimal-tilt value
         llo = np.full(e.shape, -np.inf)
         if self.bounds:
-            # refined moments (eq. (43)/(44)): optimal tilt solves K'(t) + log(t/(1+t)) = eps
-            def f_rma(tt):
-                kk = d.K(tt, 2)
-                return kk[1] + np.log(tt) - np.log1p(tt), tt * (kk[2] + 1.0 / (tt * (1 + tt)))
-
-            tr, _ = solve_tilt(f_rma, e, 1e-4, 64.0, d.t_cap)
-            lup = d.log_rma(tr, e, d.K(tr, 0)[0])
-            lclt, lerr = d.log_be(t, e, ks, d.rho(t))
+            lup = d.log_rma(tr, e, kr)
+            lclt, lerr = d.log_be(t, e, ks, st[5, :m])
             mg = d.k_margin + _REL_MARGIN
             lbe_up = np.logaddexp(lclt + mg, lerr)
             lup = np.minimum(lup, lbe_up)
@@ -319,19 +332,25 @@ class SaddlePointAccountant(Accountant):
 
     # --- eps(delta) --------------------------------------------------------------------------
     def _eps_dir(self, d: _Direction, log_delta: float) -> dict:
-        tgt = np.array([-log_delta])
         method = self.method
 
-        def f_approx(t):
-            ks = d.K(t, 4 if method != "clt" else 2)
-            if method == "clt":
-                ks = np.concatenate([ks, np.zeros((2,) + ks.shape[1:])])
+        # the saddle point of the approximation at delta and, for the bounds, the refined
+        # moments bound's optimal tilt (eq. (43) solved for eps: t K'(t) - K(t) + log(1 + t)
+        # = -log delta, increasing in t; any t gives a bound), solved together on one CGF
+        # evaluation per step
+        def f_both(t):
+            ks = d.K(t, 4)
             ld = d.log_delta_at(t, None, method, ks)[0]
             phi2 = ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2
-            return -ld, t * t * phi2
+            g = [-ld, t * ks[1] - ks[0] + np.log1p(t)]
+            dg = [t * t * phi2, t * (t * ks[2] + 1.0 / (1.0 + t))]
+            return np.array(g), np.array(dg)
 
-        t, ok = solve_tilt(f_approx, tgt, 1e-4, 64.0, d.t_cap)
-        ks = d.K(t, 4)
+        which = np.array([0, 1] if self.bounds else [0])
+        tt, oks = solve_tilt(f_both, np.full(which.size, -log_delta), 1e-4, 64.0, d.t_cap,
+                             which=which)
+        st = d.stats(tt)
+        t, ok, ks = tt[:1], oks[:1], st[:5, :1]
         eps_t = d.eps_of_t(t, ks)
         _, _, fb, cm1 = d.log_delta_at(t, None, method, ks)
         out = {"eps": min(float(eps_t[0]), d.sup), "t": float(t[0]), "fallback": bool(fb[0]),
@@ -339,53 +358,45 @@ class SaddlePointAccountant(Accountant):
                "beyond": not bool(ok[0]), "upper": None, "lower": None, "name": d.name}
         if not self.bounds:
             return out
-        # refined moments (eq. (43)) solved for eps: the optimal tilt solves
-        # t K'(t) - K(t) + log(1 + t) = -log delta, increasing in t; any t gives a bound.
-        def f_rma(tt):
-            kk = d.K(tt, 2)
-            return tt * kk[1] - kk[0] + np.log1p(tt), tt * (tt * kk[2] + 1.0 / (1.0 + tt))
-
-        tr, _ = solve_tilt(f_rma, tgt, 1e-4, 64.0, d.t_cap)
-        k0 = d.K(tr, 0)[0]
+        tr, k0 = tt[1:], st[0, 1:]
         eps_rma = float(((k0 + d.k_margin + log_theta_max(tr) - log_delta) / tr)[0])
         upper = eps_rma
 
         # Berry-Esseen bracket (Theorem 5 holds for every tilt): keep the saddle-point tilt
         # fixed and solve the bounds, decreasing in eps, for eps; only closed forms are
         # evaluated (no further CGF quadrature).
-        st = d.stats(t)
-        ks2, rho = st[:3], st[5]
+        ks2, rho = st[:3, :1], st[5, :1]
         mg = d.k_margin + _REL_MARGIN
 
-        seen: dict[float, tuple[np.ndarray, np.ndarray]] = {}
+        t0 = float(t[0])
 
-        def be(x):  # the bracket's two terms at eps = x (each x evaluated once)
-            if x not in seen:
-                seen[x] = d.log_be(t, np.array([x]), ks2, rho)
-            return seen[x]
+        def bracket(x: np.ndarray, kinds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            """log of the bracket's upper (kinds True) or lower end at eps = x, with slopes."""
+            lclt, lerr, dl = d.log_be(t0, x, ks2[:, 0], rho[0], slope=True)
+            with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+                lup = np.logaddexp(lclt + mg, lerr)
+                dup = np.exp(lclt + mg - lup) * dl - np.exp(lerr - lup) * t0
+                llo = _log_diff(lclt - mg, lerr)
+                rr = np.exp(lerr - (lclt - mg))
+                dlo = (dl + rr * t0) / (1.0 - rr)
+            return np.where(kinds, lup, llo), np.where(kinds, dup, dlo)
 
-        def log_up(x):
-            lclt, lerr = be(x)
-            with np.errstate(invalid="ignore"):
-                return float(np.logaddexp(lclt + mg, lerr)[0])
-
-        def log_lo(x):
-            lclt, lerr = be(x)
-            return float(_log_diff(lclt - mg, lerr)[0])
-
-        x_up = root_decreasing(log_up, log_delta, float(eps_t[0]), float(t[0]), upper=True)
-        if x_up is not None:
+        # the two ends solved together; the lower only where it is informative at the
+        # approximation's eps (else no lower bound: NaN)
+        kinds = np.array([True, False])
+        roots = roots_decreasing(lambda x: bracket(x, kinds), log_delta,
+                                 np.full(2, float(eps_t[0])), t0, kinds)
+        x_up = float(roots[0])
+        if math.isfinite(x_up):
             # an upper bound on eps(delta) is an eps >= 0 at which the bound on the curve is
             # <= delta, checked there: a root below 0 (a saddle point at a negative eps, as
             # for delta near 1) says nothing unless the bound at 0 is <= delta too
-            x_up = max(x_up, 0.0)
-            if log_up(x_up) <= log_delta:
+            if x_up < 0.0:
+                x_up = 0.0 if bracket(np.array([0.0]), kinds[:1])[0][0] <= log_delta else None
+            if x_up is not None:
                 upper = min(upper, x_up)
-        if math.isfinite(log_lo(float(eps_t[0]))):
-            x_lo = root_decreasing(log_lo, log_delta, float(eps_t[0]), float(t[0]),
-                                    upper=False)
-            if x_lo is not None:
-                out["lower"] = max(x_lo, 0.0)
+        if math.isfinite(roots[1]):
+            out["lower"] = max(float(roots[1]), 0.0)
         # delta(eps) = 0 at and above the essential supremum of the composed loss
         out["upper"] = min(max(upper, 0.0), d.sup)
         return out
