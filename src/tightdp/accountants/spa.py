@@ -108,11 +108,13 @@ class _Direction:
     def stats(self, t: np.ndarray) -> np.ndarray:
         """Rows K, K', K'', K''', K'''' of the composed CGF (the sum over the terms, eq. (72))
         and the sum of the third absolute central moments of the tilted summands (eq. (76)),
-        at the tilts ``t`` (1-d). The last few evaluations are memoized."""
+        at the tilts ``t`` (1-d). The 64 most recently used evaluations are memoized (the
+        bracketing grids' among them, so that a further query starts from its Newton steps)."""
         t = np.asarray(t, dtype=float).reshape(-1)
         key = t.tobytes()
-        hit = self._memo.get(key)
+        hit = self._memo.pop(key, None)
         if hit is not None:
+            self._memo[key] = hit  # most recently used last: the grids' entries stay
             return hit
         if self.deadline is not None:
             self.deadline.check("max_seconds", "the CGF quadrature of these mechanisms is slow "
@@ -120,8 +122,8 @@ class _Direction:
         out = np.zeros((6, t.size))
         for loss, c in self.parts:
             out += c * cgf_and_abs3(loss, t)
-        if len(self._memo) > 32:
-            self._memo.clear()
+        if len(self._memo) >= 64:
+            del self._memo[next(iter(self._memo))]  # the least recently used
         self._memo[key] = out
         return out
 
@@ -342,8 +344,15 @@ class SaddlePointAccountant(Accountant):
             ks = d.K(t, 4)
             ld = d.log_delta_at(t, None, method, ks)[0]
             phi2 = ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2
+            # d(-log delta)/d log t: t^2 phi2 from phi (eq. (49) at the saddle point); for
+            # SP-MSD0/1 also t phi3 / (2 phi2) from the 1/sqrt(2 pi phi2) factor (the MSD1
+            # correction's O(1/k^2) slope is left out: Newton only needs a close slope)
+            d_ld = t * t * phi2
+            if method != "clt":
+                phi3 = ks[3] - 2.0 / t ** 3 - 2.0 / (1.0 + t) ** 3
+                d_ld = d_ld + 0.5 * t * phi3 / phi2
             g = [-ld, t * ks[1] - ks[0] + np.log1p(t)]
-            dg = [t * t * phi2, t * (t * ks[2] + 1.0 / (1.0 + t))]
+            dg = [d_ld, t * (t * ks[2] + 1.0 / (1.0 + t))]
             return np.array(g), np.array(dg)
 
         which = np.array([0, 1] if self.bounds else [0])
