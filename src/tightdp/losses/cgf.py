@@ -33,7 +33,7 @@ The quadrature is represented by *nodes*: loss values ``y_i`` and log P-masses `
 ``E_P[g(Y)] ~= sum_i e^{w_i} g(y_i)`` for the functions ``g(y) = e^{t y} y^j`` needed here.
 Node sets are cached per loss and per range of ``t`` (``[0, 4]``, ``(4, 8]``, ``(8, 16]``, ...);
 nodes whose share of ``E_P[e^{tY}]`` is below ``e^{-90}`` for every ``t`` of the range are
-dropped (see :func:`_trim`; sets of at most 2048 nodes are kept whole). A large Gaussian-kernel
+dropped (see :func:`_trim`; sets of at most 8192 nodes are kept whole). A large Gaussian-kernel
 set is only evaluated where its nodes can matter (:func:`_gauss_window`: a coarse pass with
 certified slope bounds), so even ``t`` in the thousands builds its set in about a millisecond;
 later evaluations cost microseconds per node.
@@ -67,9 +67,9 @@ _BLOCK = 1 << 22
 #: node sets of more nodes than this are built on the cells that matter (:func:`_gauss_window`)
 _WINDOW_MIN = 1 << 10
 #: number of coarse cells of that search
-_COARSE = 512
+_COARSE = 128
 #: node sets of at most this many nodes are not trimmed (:func:`_trim`)
-_TRIM_MIN = 2048
+_TRIM_MIN = 8192
 
 
 def cgf_supported(loss: PrivacyLoss) -> str | None:
@@ -132,13 +132,14 @@ def _gauss_nodes(loss: LocationMixtureLoss, t_max: float, t_min: float | None = 
         raise ValueError(f"t = {t_max:.3g} is beyond the range where the CGF quadrature of this "
                          f"privacy loss is supported (it would need more than {MAX_NODES:.0e} "
                          "nodes)")
-    u = np.linspace(lo, hi, n)
     h = (hi - lo) / (n - 1)
     a, b = loss.a / loss.s, loss.b / loss.s
     ends = np.array([0, n - 1])
     if n > _WINDOW_MIN and t_min is not None:
-        sel = _gauss_window(loss, u, h, t_min, t_max)
-        u, ends = u[sel], np.flatnonzero((sel == 0) | (sel == n - 1))
+        sel = _gauss_window(loss, lo, hi, n, t_min, t_max)
+        u, ends = _linspace_at(lo, hi, n, sel), np.flatnonzero((sel == 0) | (sel == n - 1))
+    else:
+        u = np.linspace(lo, hi, n)
     lp = _rows_lse(u, loss.lpw, a)
     lq = _rows_lse(u, loss.lqw, b)
     w = math.log(h) - 0.5 * _LOG_2PI + lp
@@ -147,37 +148,82 @@ def _gauss_nodes(loss: LocationMixtureLoss, t_max: float, t_min: float | None = 
     return lp - lq, w
 
 
-def _gauss_window(loss: LocationMixtureLoss, u: np.ndarray, h: float, t_min: float,
-                  t_max: float) -> np.ndarray:
-    """Indices of the nodes ``u`` of :func:`_gauss_nodes` that can carry a share above
-    ``e^{-92}`` of ``E_P[e^{tY}]`` for some ``t`` in ``[t_min, t_max]`` (a superset of them),
-    found without evaluating the mixtures at every node.
+def _linspace_at(lo: float, hi: float, n: int, idx: np.ndarray) -> np.ndarray:
+    """``np.linspace(lo, hi, n)[idx]`` without building the whole grid (the same float
+    operations: ``i * step + lo``, the last point ``hi``)."""
+    u = idx.astype(float) * ((hi - lo) / (n - 1)) + lo
+    return np.where(idx == n - 1, hi, u)
 
-    The mixtures are evaluated at every m-th node (about :data:`_COARSE` of them). These
-    nodes, with their own weights, are a subset of the sum, so their CGF is a lower bound of
-    the full one, and :func:`_trim_tests` gives test tilts ``tt_k`` and lower bounds
-    ``c_k`` of ``K`` with ``w_i + t y_i - K(t) <= max_k G_k(u_i)``, ``G_k = w + tt_k y - c_k``,
-    for every node and every ``t`` of the range. ``G_k(u) = const + (1 + t) log P(u) - t
-    log Q(u)`` has the slope ``-u + (1 + t) E[a | u] - t E[b | u]`` (posterior means of the
-    locations under P and Q, both non-decreasing in u: their derivatives are posterior
-    variances), so on a coarse cell ``[u_0, u_1]`` the slope lies in
-    ``[-u_1 + (1+t) E[a|u_0] - t E[b|u_1], -u_0 + (1+t) E[a|u_1] - t E[b|u_0]]`` and ``G_k``
-    is at most ``min(G_k(u_0) + du max(s_hi, 0), G_k(u_1) + du max(-s_lo, 0))`` there. The
-    nodes of the cells where this exceeds -92 for some k are kept; the others have a share
-    below ``e^{-92}`` at every tilt of the range (the same test as :func:`_trim`'s, with 2 of
-    margin for rounding)."""
-    n = u.size
+
+def _gauss_window(loss: LocationMixtureLoss, lo: float, hi: float, n: int, t_min: float,
+                  t_max: float) -> np.ndarray:
+    """Indices of the nodes ``np.linspace(lo, hi, n)`` of :func:`_gauss_nodes` that can carry
+    a share above ``e^{-92}`` of ``E_P[e^{tY}]`` for some ``t`` in ``[t_min, t_max]`` (a
+    superset of them), found without evaluating the mixtures at every node.
+
+    The mixtures are evaluated at every m-th node (about :data:`_COARSE` of them) and the
+    cells between these points that cannot matter are dropped (:func:`_window_cells`); while
+    the kept nodes are still many, the same is done again on them (every m-th kept node)."""
     m = -(-n // _COARSE)
     ic = np.arange(0, n, m)
     if ic[-1] != n - 1:
         ic = np.append(ic, n - 1)
-    uc = u[ic]
+    cells = np.flatnonzero(_window_cells(loss, lo, hi, n, ic, t_min, t_max))
+    if not cells.size:
+        return np.arange(n)
+    # runs of consecutive kept cells: the nodes from a run's first cell start to its last
+    # cell's end
+    brk = np.flatnonzero(np.diff(cells) > 1)
+    first = cells[np.concatenate([[0], brk + 1])]
+    last = cells[np.concatenate([brk, [cells.size - 1]])]
+    cand = np.concatenate([np.arange(ic[i], ic[j + 1] + 1) for i, j in
+                           zip(first.tolist(), last.tolist(), strict=True)])
+    while cand.size > _WINDOW_MIN:
+        # every m-th kept node: a cell may span a gap of dropped nodes (the bounds hold on
+        # the whole interval); a coarse point is kept with either of its two cells
+        m = -(-cand.size // _COARSE)
+        pos = np.arange(0, cand.size, m)
+        if pos[-1] != cand.size - 1:
+            pos = np.append(pos, cand.size - 1)
+        keep_cell = _window_cells(loss, lo, hi, n, cand[pos], t_min, t_max)
+        cell_of = np.minimum(np.arange(cand.size) // m, keep_cell.size - 1)
+        keep = keep_cell[cell_of]
+        keep[pos[1:]] |= keep_cell  # a cell's right end
+        new = cand[keep]
+        if new.size > 0.8 * cand.size:
+            break
+        cand = new
+    return cand
+
+
+def _window_cells(loss: LocationMixtureLoss, lo: float, hi: float, n: int, ic: np.ndarray,
+                  t_min: float, t_max: float) -> np.ndarray:
+    """For the cells between the consecutive nodes ``ic`` (indices into
+    ``np.linspace(lo, hi, n)``), whether a node inside may carry a share above ``e^{-92}``
+    for some tilt of ``[t_min, t_max]`` (True: keep the cell).
+
+    The nodes ``ic``, with their own weights, are a subset of the sum, so their CGF is a lower
+    bound of the full one, and :func:`_trim_tests` gives test tilts ``tt_k`` and lower bounds
+    ``c_k`` of ``K`` with ``w_i + t y_i - K(t) <= max_k G_k(u_i)``, ``G_k = w + tt_k y - c_k``,
+    for every node and every ``t`` of the range. ``G_k(u) = const + (1 + t) log P(u) - t
+    log Q(u)`` has the slope ``-u + (1 + t) E[a | u] - t E[b | u]`` (posterior means of the
+    locations under P and Q, both non-decreasing in u: their derivatives are posterior
+    variances), so on a cell ``[u_0, u_1]`` the slope lies in
+    ``[-u_1 + (1+t) E[a|u_0] - t E[b|u_1], -u_0 + (1+t) E[a|u_1] - t E[b|u_0]]`` and ``G_k``
+    is at most ``min(G_k(u_0) + du max(s_hi, 0), G_k(u_1) + du max(-s_lo, 0))`` there (with
+    the trapezoid's full weight at the ends, an upper bound of the halved end weights).
+    Cells where this is at most -92 for every k are dropped: their nodes have a share below
+    ``e^{-92}`` at every tilt of the range (the test of :func:`_trim`, with 2 of margin for
+    rounding)."""
+    h = (hi - lo) / (n - 1)
+    uc = _linspace_at(lo, hi, n, ic)
     lp, ea = _lse_mean(uc, loss.lpw, loss.a / loss.s)
     lq, eb = _lse_mean(uc, loss.lqw, loss.b / loss.s)
     wc = math.log(h) - 0.5 * _LOG_2PI + lp
-    wc[[0, -1]] -= math.log(2.0)  # the two ends of the node set, halved as there
     yc = lp - lq
-    tt, tangent = _trim_tests(yc, wc, t_min, t_max)
+    # the lower bound of K from the nodes as weighted in the sum (the two ends halved)
+    w_sum = wc - np.where((ic == 0) | (ic == n - 1), math.log(2.0), 0.0)
+    tt, tangent = _trim_tests(yc, w_sum, t_min, t_max)
     tc = tt[:, None]
     g = wc[None, :] + tc * yc[None, :] - tangent[:, None]
     du = np.diff(uc)[None, :]
@@ -186,14 +232,7 @@ def _gauss_window(loss: LocationMixtureLoss, u: np.ndarray, h: float, t_min: flo
     with np.errstate(invalid="ignore", over="ignore"):
         bound = np.minimum(g[:, :-1] + du * np.maximum(s_hi, 0.0),
                            g[:, 1:] + du * np.maximum(-s_lo, 0.0))
-        cells = np.flatnonzero(~(bound <= -92.0).all(axis=0))  # a NaN keeps its cell
-    if not cells.size:
-        return np.arange(n)
-    starts, stops = ic[cells], ic[cells + 1] + 1
-    mark = np.zeros(n + 1, dtype=np.int64)
-    np.add.at(mark, starts, 1)
-    np.add.at(mark, stops, -1)
-    return np.flatnonzero(np.cumsum(mark[:-1]) > 0)
+        return ~(bound <= -92.0).all(axis=0)  # a NaN keeps its cell
 
 
 def _lse_mean(u: np.ndarray, lw: np.ndarray, locs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
