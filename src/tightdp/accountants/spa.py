@@ -61,7 +61,7 @@ from ..curves.saddle import (
     solve_tilt,
 )
 from ..losses import GaussianLoss
-from ..losses.cgf import cgf_and_abs3, cgf_supported, loss_sup, max_tilt
+from ..losses.cgf import cgf, cgf_and_abs3, cgf_supported, loss_sup, max_tilt
 from ..mechanisms.base import Mechanism
 from ..results import DeltaResult, EpsilonResult
 from .base import Accountant
@@ -91,6 +91,10 @@ class _Direction:
     def __init__(self, parts: list[tuple[object, int]], name: str):
         self.parts = parts  # (loss, count)
         self._memo: dict = {}
+        self._memo_k: dict = {}
+        # the eps(delta) equations on the bracketing grids (they do not depend on delta):
+        # (method, tilts) -> (g, dg); a few grids per method
+        self.grid_values: dict = {}
         self.deadline = None  # the running query's clock (set by the accountant)
         self.name = name
         self.gaussian_only = all(isinstance(loss, GaussianLoss) for loss, _ in parts)
@@ -128,7 +132,29 @@ class _Direction:
         return out
 
     def K(self, t: np.ndarray, order: int) -> np.ndarray:
-        return self.stats(t)[: order + 1]
+        """Rows ``K .. K^(order)`` at the tilts ``t`` (1-d): from the memoized :meth:`stats`
+        where they are there, else only these rows (the same operations, hence the same
+        numbers: a Newton step needs no third absolute moment), memoized alike."""
+        t = np.asarray(t, dtype=float).reshape(-1)
+        key = t.tobytes()
+        hit = self._memo.get(key)
+        if hit is not None:
+            return self.stats(t)[: order + 1]
+        part = self._memo_k.pop(key, None)
+        if part is not None:
+            self._memo_k[key] = part  # most recently used last
+            if part.shape[0] > order:
+                return part[: order + 1]
+        if self.deadline is not None:
+            self.deadline.check("max_seconds", "the CGF quadrature of these mechanisms is slow "
+                                "(wide mixtures); raise max_seconds or use the pld accountant")
+        out = np.zeros((order + 1, t.size))
+        for loss, c in self.parts:
+            out += c * cgf(loss, t, order)
+        if len(self._memo_k) >= 64:
+            del self._memo_k[next(iter(self._memo_k))]  # the least recently used
+        self._memo_k[key] = out
+        return out
 
     def rho(self, t: np.ndarray) -> np.ndarray:
         """Sum of the third absolute central moments of the tilted summands."""
@@ -341,6 +367,15 @@ class SaddlePointAccountant(Accountant):
         # = -log delta, increasing in t; any t gives a bound), solved together on one CGF
         # evaluation per step
         def f_both(t):
+            if t.size > 2:  # a bracketing grid: the same at every delta, kept
+                key = (method, t.tobytes())
+                hit = d.grid_values.get(key)
+                if hit is None:
+                    hit = d.grid_values[key] = f_both_at(t)
+                return hit
+            return f_both_at(t)
+
+        def f_both_at(t):
             ks = d.K(t, 4)
             ld = d.log_delta_at(t, None, method, ks)[0]
             phi2 = ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2

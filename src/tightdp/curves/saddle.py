@@ -164,7 +164,7 @@ def _tilt_grids(lo: float, hi: float, cap: float, npts: int) -> tuple[np.ndarray
 
 
 def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target, lo: float,
-               hi: float, cap: float, iters: int = 60, rtol: float = 1e-11, npts: int = 33,
+               hi: float, cap: float, iters: int = 60, rtol: float = 1e-11, npts: int = 65,
                which: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Solve ``g(t) = target`` for the tilt ``t``, g (roughly) increasing in t: bracketed on
     the geometric grids of :func:`tilt_grids` (each evaluated lazily, one CGF node-set range
