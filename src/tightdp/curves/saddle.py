@@ -333,7 +333,8 @@ def roots_decreasing(fn: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], 
 
     Newton steps from ``x0`` (a slope that is not negative and finite is replaced by the last
     good one, initially ``-slope0``) until ``|fn - level| < rtol (1 + |level|)`` or a value is
-    not finite; then each point is moved away from its root by steps growing from 1e-15
+    not finite (one step more, not evaluated, once every residual is below 1e-8 relative);
+    then each point is moved away from its root by steps growing from 1e-15
     relative until it is on its safe side, ``fn_j(x_j) <= level`` where ``upper[j]``, else
     ``fn_j(x_j) > level`` (checked by evaluation, :func:`tightdp._numerics.walk_out`). Returns
     the points, NaN where no such point was found and for a lower side (``upper[j]`` False)
@@ -352,6 +353,11 @@ def roots_decreasing(fn: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], 
             if not act.any():
                 break
             x = np.where(act, x + (level - f) / slope, x)
+            if np.all(np.abs(f - level)[act] < 1e-8 * (1.0 + abs(level))):
+                # Newton's error squares: the last step needs no evaluation (the walk
+                # below evaluates there)
+                f = np.where(act, np.nan, f)
+                break
             f, d = fn(x)
             # a lower side reaching a non-finite value (an uninformative bound) has no answer:
             # the walk below would only move it further into that region
@@ -359,7 +365,8 @@ def roots_decreasing(fn: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], 
     last: dict = {"x": x, "f": f}
 
     def wrong_side(y: np.ndarray) -> np.ndarray:
-        fy = last["f"] if y is last["x"] else fn(y)[0]  # the last Newton point: known
+        known = y is last["x"] and not np.isnan(last["f"]).any()
+        fy = last["f"] if known else fn(y)[0]  # the last Newton point: known if evaluated
         with np.errstate(invalid="ignore"):
             last["bad"] = ~(np.isfinite(fy) & np.where(upper, fy <= level, fy > level))
         return last["bad"] & ~none  # the uninformative ones are not moved
