@@ -146,10 +146,15 @@ def _mp_add_log_mgf(q, sigma, t):
     """K(t) of the add direction of the Poisson-subsampled Gaussian (P = N(0, s^2) against
     Q = (1-q) N(0, s^2) + q N(-1, s^2)) by mpmath quadrature around the peak of the integrand
     (its log is concave: the tails beyond 40 s are below e^-800 of the peak)."""
-    x = np.linspace(-(t + 2) / sigma ** 2 * 2, 10.0, 2_000_001)
-    lq = np.logaddexp(math.log1p(-q) - x ** 2 / (2 * sigma ** 2),
-                      math.log(q) - (x + 1) ** 2 / (2 * sigma ** 2))
-    peak = float(x[np.argmax(-(t + 1) * x ** 2 / (2 * sigma ** 2) - t * lq)])
+    from scipy.optimize import minimize_scalar
+
+    def neg_log_integrand(x):
+        lq = np.logaddexp(math.log1p(-q) - x ** 2 / (2 * sigma ** 2),
+                          math.log(q) - (x + 1) ** 2 / (2 * sigma ** 2))
+        return (t + 1) * x ** 2 / (2 * sigma ** 2) + t * lq
+
+    peak = minimize_scalar(neg_log_integrand, bounds=(-2.0 * (t + 2), 10.0),
+                           method="bounded", options={"xatol": 1e-10}).x
     with mp.workdps(30):
         s, tt = mp.mpf(sigma), mp.mpf(t)
 
