@@ -663,7 +663,8 @@ def test_solve_tilt_joint_equals_separate():
             return g[k], dg[k]
         return f
 
-    def f_both(t):
+    def f_both(t, need):
+        assert need.shape == (2, t.size) and need.any()
         g0, d0 = f_sep(0)(t)
         g1, d1 = f_sep(1)(t)
         return np.array([g0, g1]), np.array([d0, d1])

@@ -177,10 +177,12 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
     root was bracketed below ``cap`` (t = cap there); where ``g`` is at or above the target
     already at :data:`T_MIN`, t = T_MIN and ok is True. Vectorized over ``target``.
 
-    Several functions of the same evaluation (e.g. two equations on one CGF) are solved
-    together with ``which``: ``f`` then returns ``(g, dg)`` of shape ``(functions, t.size)``
-    and target ``j`` solves row ``which[j]``; each bracketing and Newton step evaluates ``f``
-    once for all of them (the answers are those of separate solves)."""
+    Several functions (e.g. two equations on one CGF, or those of several CGFs) are solved
+    together with ``which``: target ``j`` solves function ``which[j]``, and ``f(t, need)``
+    gets a boolean mask ``need`` of shape ``(functions, t.size)`` (the values wanted) and
+    returns ``(g, dg)`` of that shape (entries not wanted may be anything, e.g. NaN); each
+    bracketing and Newton step calls ``f`` once for all of them (the answers are those of
+    separate solves)."""
     target = np.atleast_1d(np.asarray(target, dtype=float))
     grids = tilt_grids(lo, hi, cap, npts)
     n = target.size
@@ -212,10 +214,12 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
         u0 = _hermite_start(a, b, g_lo[idx], g_hi[idx], d_lo[idx], d_hi[idx], target[idx])
 
         def fu(uu: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            g, dg = f(exp(uu))
             if rows is None:
-                return g, dg
+                return f(exp(uu))
             r, c = rows[idx[act]], np.arange(uu.size)
+            need = np.zeros((int(rows.max()) + 1, uu.size), dtype=bool)
+            need[r, c] = True
+            g, dg = f(exp(uu), need)
             return np.asarray(g)[r, c], np.asarray(dg)[r, c]
 
         u[idx] = newton_bracketed(fu, target[idx], a, b, u0, iters=iters,
@@ -246,7 +250,12 @@ def _scan_grid(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target:
         if not pending.size:
             break
         pts = grid[part]
-        g, dg = f(pts)
+        if rows is None:
+            g, dg = f(pts)
+        else:
+            need = np.zeros((int(rows.max()) + 1, pts.size), dtype=bool)
+            need[np.unique(rows[pending])] = True
+            g, dg = f(pts, need)
         g = np.atleast_2d(np.asarray(g, dtype=float))
         dg = np.broadcast_to(np.atleast_2d(np.asarray(dg, dtype=float)), g.shape)
         g = np.where(np.isfinite(g), g, -np.inf)
@@ -326,22 +335,23 @@ def root_decreasing(fn: Callable[[float], float], level: float, x0: float, slope
 
 
 def roots_decreasing(fn: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], level: float,
-                     x0: np.ndarray, slope0: float, upper: np.ndarray, iters: int = 40,
+                     x0: np.ndarray, slope0, upper: np.ndarray, iters: int = 40,
                      rtol: float = 1e-14) -> np.ndarray:
     """:func:`root_decreasing` for several decreasing functions at once, with their slopes:
     ``fn(x) -> (values, slopes)`` evaluates function ``j`` at ``x[j]`` (one call for all).
 
     Newton steps from ``x0`` (a slope that is not negative and finite is replaced by the last
-    good one, initially ``-slope0``) until ``|fn - level| < rtol (1 + |level|)`` or a value is
-    not finite (one step more, not evaluated, once every residual is below 1e-8 relative);
-    then each point is moved away from its root by steps growing from 1e-15
-    relative until it is on its safe side, ``fn_j(x_j) <= level`` where ``upper[j]``, else
-    ``fn_j(x_j) > level`` (checked by evaluation, :func:`tightdp._numerics.walk_out`). Returns
-    the points, NaN where no such point was found and for a lower side (``upper[j]`` False)
-    whose value at ``x0`` or at a Newton point is not finite (uninformative there)."""
+    good one, initially ``-slope0``, a number or one per point) until
+    ``|fn - level| < rtol (1 + |level|)`` or a value is not finite (one step more, not
+    evaluated, once every residual is below 1e-8 relative); then each point is moved away
+    from its root by steps growing from 1e-15 relative until it is on its safe side,
+    ``fn_j(x_j) <= level`` where ``upper[j]``, else ``fn_j(x_j) > level`` (checked by
+    evaluation, :func:`tightdp._numerics.walk_out`). Returns the points, NaN where no such
+    point was found and for a lower side (``upper[j]`` False) whose value at ``x0`` or at a
+    Newton point is not finite (uninformative there)."""
     upper = np.asarray(upper, dtype=bool)
     x = np.array(x0, dtype=float)
-    slope = np.full(x.size, -max(slope0, 1e-3))
+    slope = -np.maximum(np.broadcast_to(np.asarray(slope0, dtype=float), x.shape), 1e-3)
     f, d = fn(x)
     none = ~upper & ~np.isfinite(f)
     act = np.ones(x.size, dtype=bool)
