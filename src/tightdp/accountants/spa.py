@@ -418,8 +418,10 @@ class SaddlePointAccountant(Accountant):
             return g, dg
 
         which = (2 * np.arange(nd)[:, None] + np.arange(per)[None, :]).ravel()
+        # the approximation's slope leaves out the MSD1 correction's (SP-CLT's is
+        # approximate): secant slopes after its first Newton step
         tt, oks = solve_tilt(f_all, np.full(which.size, -log_delta), 1e-4, 64.0,
-                             dirs[0].t_cap, which=which)
+                             dirs[0].t_cap, which=which, secant=which % 2 == 0)
         outs, sts = [], []
         for i, d in enumerate(dirs):
             st = d.stats(tt[per * i:per * (i + 1)])

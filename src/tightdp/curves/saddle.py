@@ -165,7 +165,8 @@ def _tilt_grids(lo: float, hi: float, cap: float, npts: int) -> tuple[np.ndarray
 
 def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target, lo: float,
                hi: float, cap: float, iters: int = 60, rtol: float = 1e-11, npts: int = 65,
-               which: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+               which: np.ndarray | None = None, secant: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
     """Solve ``g(t) = target`` for the tilt ``t``, g (roughly) increasing in t: bracketed on
     the geometric grids of :func:`tilt_grids` (each evaluated lazily, one CGF node-set range
     at a time, by :func:`_scan_grid`), then
@@ -182,7 +183,9 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
     gets a boolean mask ``need`` of shape ``(functions, t.size)`` (the values wanted) and
     returns ``(g, dg)`` of that shape (entries not wanted may be anything, e.g. NaN); each
     bracketing and Newton step calls ``f`` once for all of them (the answers are those of
-    separate solves)."""
+    separate solves). ``secant`` (one flag per target) marks targets whose ``dg`` is only
+    approximate: from their second Newton step on, the secant slope through the previous
+    step is used where it is positive (superlinear whatever the error of ``dg``)."""
     target = np.atleast_1d(np.asarray(target, dtype=float))
     grids = tilt_grids(lo, hi, cap, npts)
     n = target.size
@@ -213,14 +216,25 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
         a, b = log(lo_t[idx]), log(hi_t[idx])
         u0 = _hermite_start(a, b, g_lo[idx], g_hi[idx], d_lo[idx], d_hi[idx], target[idx])
 
+        sec = None if secant is None else np.asarray(secant, dtype=bool)[idx]
+        prev_u, prev_g = np.full(idx.size, np.nan), np.full(idx.size, np.nan)
+
         def fu(uu: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             if rows is None:
-                return f(exp(uu))
-            r, c = rows[idx[act]], np.arange(uu.size)
-            need = np.zeros((int(rows.max()) + 1, uu.size), dtype=bool)
-            need[r, c] = True
-            g, dg = f(exp(uu), need)
-            return np.asarray(g)[r, c], np.asarray(dg)[r, c]
+                g, dg = f(exp(uu))
+            else:
+                r, c = rows[idx[act]], np.arange(uu.size)
+                need = np.zeros((int(rows.max()) + 1, uu.size), dtype=bool)
+                need[r, c] = True
+                g, dg = f(exp(uu), need)
+                g, dg = np.asarray(g)[r, c], np.asarray(dg)[r, c]
+            if sec is not None:
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    s_ = (g - prev_g[act]) / (uu - prev_u[act])
+                use = sec[act] & np.isfinite(s_) & (s_ > 0)
+                dg = np.where(use, s_, dg)
+                prev_u[act], prev_g[act] = uu, g
+            return g, dg
 
         u[idx] = newton_bracketed(fu, target[idx], a, b, u0, iters=iters,
                                   ftol=rtol * (1.0 + np.abs(target[idx])))
