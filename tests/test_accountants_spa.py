@@ -650,7 +650,8 @@ def test_roots_decreasing_safe_sides_and_uninformative():
 
 
 def test_solve_tilt_joint_equals_separate():
-    """Two equations on one evaluation (``which``) give the roots of separate solves."""
+    """Two equations on one evaluation (``which``, with or without secant slopes for one of
+    them) give the roots of separate solves."""
     from tightdp.curves.saddle import solve_tilt
 
     mu2 = 0.8
@@ -672,7 +673,12 @@ def test_solve_tilt_joint_equals_separate():
     eps = np.array([0.3, 2.0, 7.5, 40.0])
     tj, okj = solve_tilt(f_both, np.concatenate([eps, eps]), 1e-4, 64.0, 1e12,
                          which=np.repeat([0, 1], eps.size))
+    # secant slopes for the first function: the same roots
+    tsec, _ = solve_tilt(f_both, np.concatenate([eps, eps]), 1e-4, 64.0, 1e12,
+                         which=np.repeat([0, 1], eps.size),
+                         secant=np.repeat([True, False], eps.size))
     for k in (0, 1):
         ts, oks = solve_tilt(f_sep(k), eps, 1e-4, 64.0, 1e12)
         np.testing.assert_allclose(tj[k * eps.size:(k + 1) * eps.size], ts, rtol=1e-10)
+        np.testing.assert_allclose(tsec[k * eps.size:(k + 1) * eps.size], ts, rtol=1e-10)
         assert np.array_equal(okj[k * eps.size:(k + 1) * eps.size], oks)
