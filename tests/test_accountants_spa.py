@@ -133,6 +133,55 @@ def test_cgf_subsampled_gaussian_vs_mpmath(q, sigma, t, direction):
     assert abs(k2 - ref[2]) <= 1e-10 * max(1e-3, abs(ref[2]))
 
 
+def _binomial_log_mgf(q, mu, n):
+    """log E_Q[(P/Q)^n] for P = (1-q) N(0, 1) + q N(mu, 1), Q = N(0, 1) and an integer n:
+    the exact sum ``sum_k C(n, k) (1-q)^(n-k) q^k e^{k (k-1) mu^2 / 2}`` (mpmath)."""
+    with mp.workdps(40):
+        q, mu = mp.mpf(q), mp.mpf(mu)
+        return float(mp.log(mp.fsum(mp.binomial(n, k) * (1 - q) ** (n - k) * q ** k
+                                    * mp.exp(k * (k - 1) * mu ** 2 / 2) for k in range(n + 1))))
+
+
+def _mp_add_log_mgf(q, sigma, t):
+    """K(t) of the add direction of the Poisson-subsampled Gaussian (P = N(0, s^2) against
+    Q = (1-q) N(0, s^2) + q N(-1, s^2)) by mpmath quadrature around the peak of the integrand
+    (its log is concave: the tails beyond 40 s are below e^-800 of the peak)."""
+    from scipy.optimize import minimize_scalar
+
+    def neg_log_integrand(x):
+        lq = np.logaddexp(math.log1p(-q) - x ** 2 / (2 * sigma ** 2),
+                          math.log(q) - (x + 1) ** 2 / (2 * sigma ** 2))
+        return (t + 1) * x ** 2 / (2 * sigma ** 2) + t * lq
+
+    peak = minimize_scalar(neg_log_integrand, bounds=(-2.0 * (t + 2), 10.0),
+                           method="bounded", options={"xatol": 1e-10}).x
+    with mp.workdps(30):
+        s, tt = mp.mpf(sigma), mp.mpf(t)
+
+        def f(v):
+            lp = -v ** 2 / (2 * s ** 2)
+            lqv = mp.log((1 - mp.mpf(q)) * mp.exp(lp) + mp.mpf(q) * mp.exp(-(v + 1) ** 2
+                                                                            / (2 * s ** 2)))
+            return mp.exp((tt + 1) * lp - tt * lqv) / (s * mp.sqrt(2 * mp.pi))
+
+        pts = [peak + sigma * k for k in range(-40, 41, 2)]
+        return float(mp.log(mp.quad(f, pts)))
+
+
+@pytest.mark.parametrize("q,sigma,t", [(0.3, 0.45, 1499.0), (0.01, 1.0, 999.0),
+                                       (0.3, 0.45, 200.0)])
+def test_cgf_large_tilt_windowed_node_sets(q, sigma, t):
+    """At large tilts the node sets are built only on the cells where the integrand can matter
+    (a coarse pass with certified slope bounds); K there still matches independent values:
+    the exact binomial sum (remove direction, integer t + 1) and mpmath quadrature around the
+    peak (add direction), to 1e-13 relative."""
+    rem, add = PoissonSubsampled(Gaussian(sigma), q).privacy_losses()
+    ref = _binomial_log_mgf(q, 1.0 / sigma, int(t) + 1)
+    assert abs(float(cgf(rem, t)[0]) - ref) <= 1e-13 * abs(ref)
+    ref = _mp_add_log_mgf(q, sigma, t)
+    assert abs(float(cgf(add, t)[0]) - ref) <= 1e-13 * max(1.0, abs(ref))
+
+
 @pytest.mark.slow
 def test_cgf_mixture_of_gaussians_vs_mpmath():
     mech = MixtureOfGaussians([0.0, 1.0, 2.0], [0.9, 0.09, 0.01], 0.8)
@@ -548,3 +597,88 @@ def test_trim_envelope_candidates_superset():
         assert set(brute) <= set(got)
         exact = np.nanmax(w[None] + a[:, None] * y[None] - c[:, None], axis=0)
         assert np.all(exact[got] > -91.0 - 1e-9)
+
+
+def test_log_clt_theta_slope_vs_mpmath():
+    """The derivative in m of log E[theta_t(Z)], Z ~ N(m, s^2) (the closed form of Prop. 6
+    with the density terms cancelled), against mpmath's numerical derivative of the
+    definition's integral."""
+    from tightdp.curves.saddle import log_clt_theta
+
+    for t, m, s in ((0.07, 0.3, 2.0), (3.0, 5.0, 1.5), (12.0, -0.5, 0.4), (0.5, 40.0, 6.0)):
+        val, slope = log_clt_theta(np.array([t]), np.array([m]), np.array([s]), slope=True)
+        with mp.workdps(40):
+            def log_e(mm, t=t, s=s):
+                f = lambda z: ((1 - mp.exp(-z)) * mp.exp(-t * z)  # noqa: E731
+                               * mp.npdf(z, mm, s))
+                return mp.log(mp.quad(f, [0, mm, mm + 10 * s, mp.inf] if mm > 0
+                                      else [0, 10 * s, mp.inf]))
+            ref_val = float(log_e(mp.mpf(m)))
+            ref_slope = float(mp.diff(log_e, mp.mpf(m)))
+        assert abs(val[0] - ref_val) < 1e-12 * max(1.0, abs(ref_val))
+        assert abs(slope[0] - ref_slope) < 1e-9 * max(1.0, abs(ref_slope))
+
+
+def test_roots_decreasing_safe_sides_and_uninformative():
+    """Several decreasing functions solved at once: each point is on its safe side (checked
+    here) and within 1e-12 of the root from brentq; a lower side whose value at the start is
+    not finite, or that reaches a non-finite value, gets NaN."""
+    from scipy.optimize import brentq
+
+    from tightdp.curves.saddle import roots_decreasing
+
+    c = np.array([2.0, -1.0, 0.5, 3.0])
+
+    def fn(x):  # g_j(x) = -x^3 - x + c_j, decreasing
+        return -x ** 3 - x + c, -3 * x ** 2 - 1
+
+    level = -0.7
+    upper = np.array([True, False, True, False])
+    x = roots_decreasing(fn, level, np.zeros(4), 1.0, upper)
+    g = fn(x)[0]
+    assert np.all(g[upper] <= level) and np.all(g[~upper] > level)
+    ref = [brentq(lambda y, cj=cj: -y ** 3 - y + cj - level, -10, 10, xtol=1e-15) for cj in c]
+    np.testing.assert_allclose(x, ref, rtol=0, atol=1e-12)
+
+    def fn_gap(x):  # a lower bound that is -inf below 1 (uninformative there)
+        v = np.where(x > 1.0, -x, -np.inf)
+        return v, np.full_like(x, -1.0)
+
+    # the root of -x = -0.5 lies in the uninformative region: no lower bound
+    out = roots_decreasing(fn_gap, -0.5, np.array([2.0, 0.5]), 1.0, np.array([False, False]))
+    assert np.isnan(out).all()
+
+
+def test_solve_tilt_joint_equals_separate():
+    """Two equations on one evaluation (``which``, with or without secant slopes for one of
+    them) give the roots of separate solves."""
+    from tightdp.curves.saddle import solve_tilt
+
+    mu2 = 0.8
+
+    def f_sep(k):
+        def f(t):
+            g = [mu2 * (2 * t + 1) / 2 - 1 / t - 1 / (1 + t),
+                 mu2 * (2 * t + 1) / 2 + np.log(t) - np.log1p(t)]
+            dg = [t * (mu2 + 1 / t ** 2 + 1 / (1 + t) ** 2), t * (mu2 + 1 / (t * (1 + t)))]
+            return g[k], dg[k]
+        return f
+
+    def f_both(t, need):
+        assert need.shape == (2, t.size) and need.any()
+        g0, d0 = f_sep(0)(t)
+        g1, d1 = f_sep(1)(t)
+        return np.array([g0, g1]), np.array([d0, d1])
+
+    eps = np.array([0.3, 2.0, 7.5, 40.0])
+    tj, okj = solve_tilt(f_both, np.concatenate([eps, eps]), 1e-4, 64.0, 1e12,
+                         which=np.repeat([0, 1], eps.size))
+    # secant slopes for the first function: the same roots
+    tsec, _ = solve_tilt(f_both, np.concatenate([eps, eps]), 1e-4, 64.0, 1e12,
+                         which=np.repeat([0, 1], eps.size),
+                         secant=np.repeat([True, False], eps.size))
+    for k in (0, 1):
+        ts, oks = solve_tilt(f_sep(k), eps, 1e-4, 64.0, 1e12)
+        np.testing.assert_allclose(tj[k * eps.size:(k + 1) * eps.size], ts, rtol=1e-10)
+        np.testing.assert_allclose(tsec[k * eps.size:(k + 1) * eps.size], ts, rtol=1e-10)
+        assert np.array_equal(okj[k * eps.size:(k + 1) * eps.size], oks)

@@ -55,13 +55,13 @@ from ..curves.saddle import (
     UNRELIABLE,
     log_clt_theta,
     log_theta_max,
-    root_decreasing,
+    roots_decreasing,
     saddle_eps,
     saddle_log_delta,
     solve_tilt,
 )
 from ..losses import GaussianLoss
-from ..losses.cgf import cgf_and_abs3, cgf_supported, loss_sup, max_tilt
+from ..losses.cgf import cgf, cgf_and_abs3, cgf_supported, loss_sup, max_tilt
 from ..mechanisms.base import Mechanism
 from ..results import DeltaResult, EpsilonResult
 from .base import Accountant
@@ -85,12 +85,37 @@ def _log_diff(la: np.ndarray, lb: np.ndarray) -> np.ndarray:
         return np.where(lb < la, la + np.log(-np.expm1(d)), -np.inf)
 
 
+def _log_berry_esseen(t, eps, ks, rho, k_margin, slope: bool = False) -> tuple[np.ndarray, ...]:
+    """(log SP-CLT, log Berry-Esseen error) at tilt t and eps (Alghamdi et al., Theorem 5,
+    eq. (76)), elementwise; ``ks`` the rows K, K', K'' and ``rho`` the sum of the third
+    absolute central moments of the tilted summands at ``t``, ``k_margin`` the CGF's error
+    margin. With ``slope``, also the derivative of log SP-CLT in eps (the error term's is
+    ``-t``; :func:`~tightdp.curves.saddle.log_clt_theta`).
+
+    The error term carries the safety margins; callers add ``k_margin + _REL_MARGIN`` to
+    (upper) or subtract it from (lower) the SP-CLT term before combining."""
+    k0, k1, k2 = ks[0], ks[1], ks[2]
+    s = np.sqrt(k2)
+    lpref = k0 + k_margin - t * eps
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lb = np.minimum(np.log(BERRY_ESSEEN_C * rho) - 1.5 * np.log(k2), 0.0)
+    lerr = lpref + _LOG2 + log_theta_max(t) + lb + _REL_MARGIN
+    if not slope:
+        return k0 - t * eps + log_clt_theta(t, k1 - eps, s), lerr
+    lth, dlth = log_clt_theta(t, k1 - eps, s, slope=True)
+    return k0 - t * eps + lth, lerr, -t - dlth
+
+
 class _Direction:
     """The composed CGF of one direction (remove or add) of the recorded terms."""
 
     def __init__(self, parts: list[tuple[object, int]], name: str):
         self.parts = parts  # (loss, count)
         self._memo: dict = {}
+        self._memo_k: dict = {}
+        # the eps(delta) equations on the bracketing grids (they do not depend on delta):
+        # (method, tilts) -> (g, dg); a few grids per method
+        self.grid_values: dict = {}
         self.deadline = None  # the running query's clock (set by the accountant)
         self.name = name
         self.gaussian_only = all(isinstance(loss, GaussianLoss) for loss, _ in parts)
@@ -108,11 +133,13 @@ class _Direction:
     def stats(self, t: np.ndarray) -> np.ndarray:
         """Rows K, K', K'', K''', K'''' of the composed CGF (the sum over the terms, eq. (72))
         and the sum of the third absolute central moments of the tilted summands (eq. (76)),
-        at the tilts ``t`` (1-d). The last few evaluations are memoized."""
+        at the tilts ``t`` (1-d). The 64 most recently used evaluations are memoized (the
+        bracketing grids' among them, so that a further query starts from its Newton steps)."""
         t = np.asarray(t, dtype=float).reshape(-1)
         key = t.tobytes()
-        hit = self._memo.get(key)
+        hit = self._memo.pop(key, None)
         if hit is not None:
+            self._memo[key] = hit  # most recently used last: the grids' entries stay
             return hit
         if self.deadline is not None:
             self.deadline.check("max_seconds", "the CGF quadrature of these mechanisms is slow "
@@ -120,13 +147,35 @@ class _Direction:
         out = np.zeros((6, t.size))
         for loss, c in self.parts:
             out += c * cgf_and_abs3(loss, t)
-        if len(self._memo) > 32:
-            self._memo.clear()
+        if len(self._memo) >= 64:
+            del self._memo[next(iter(self._memo))]  # the least recently used
         self._memo[key] = out
         return out
 
     def K(self, t: np.ndarray, order: int) -> np.ndarray:
-        return self.stats(t)[: order + 1]
+        """Rows ``K .. K^(order)`` at the tilts ``t`` (1-d): from the memoized :meth:`stats`
+        where they are there, else only these rows (the same operations, hence the same
+        numbers: a Newton step needs no third absolute moment), memoized alike."""
+        t = np.asarray(t, dtype=float).reshape(-1)
+        key = t.tobytes()
+        hit = self._memo.get(key)
+        if hit is not None:
+            return self.stats(t)[: order + 1]
+        part = self._memo_k.pop(key, None)
+        if part is not None:
+            self._memo_k[key] = part  # most recently used last
+            if part.shape[0] > order:
+                return part[: order + 1]
+        if self.deadline is not None:
+            self.deadline.check("max_seconds", "the CGF quadrature of these mechanisms is slow "
+                                "(wide mixtures); raise max_seconds or use the pld accountant")
+        out = np.zeros((order + 1, t.size))
+        for loss, c in self.parts:
+            out += c * cgf(loss, t, order)
+        if len(self._memo_k) >= 64:
+            del self._memo_k[next(iter(self._memo_k))]  # the least recently used
+        self._memo_k[key] = out
+        return out
 
     def rho(self, t: np.ndarray) -> np.ndarray:
         """Sum of the third absolute central moments of the tilted summands."""
@@ -150,18 +199,8 @@ class _Direction:
         return k0 + self.k_margin - t * eps + log_theta_max(t)
 
     def log_be(self, t, eps, ks, rho) -> tuple[np.ndarray, np.ndarray]:
-        """(log SP-CLT, log Berry-Esseen error) at tilt t and eps (Theorem 5, eq. (76)).
-
-        The error term carries the safety margins; callers add ``k_margin + _REL_MARGIN`` to
-        (upper) or subtract it from (lower) the SP-CLT term before combining."""
-        k0, k1, k2 = ks[0], ks[1], ks[2]
-        s = np.sqrt(k2)
-        lpref = k0 + self.k_margin - t * eps
-        lclt = k0 - t * eps + log_clt_theta(t, k1 - eps, s)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lb = np.minimum(np.log(BERRY_ESSEEN_C * rho) - 1.5 * np.log(k2), 0.0)
-        lerr = lpref + _LOG2 + log_theta_max(t) + lb + _REL_MARGIN
-        return lclt, lerr
+        """:func:`_log_berry_esseen` with this direction's margin."""
+        return _log_berry_esseen(t, eps, ks, rho, self.k_margin)
 
 
 class SaddlePointAccountant(Accountant):
@@ -235,25 +274,35 @@ class SaddlePointAccountant(Accountant):
         if not live.any():
             return out
         e = eps[live]
+        m = e.size
 
-        def f_saddle(t):
+        # the saddle point (eq. (50)) and, for the bounds, the refined moments bound's optimal
+        # tilt (eq. (43)/(44): K'(t) + log(t/(1+t)) = eps), solved together on one CGF
+        # evaluation per step
+        def f_both(t, need=None):  # both rows are cheap: "need" not used
             ks = d.K(t, 2)
-            return d.eps_of_t(t, ks), t * (ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2)
+            g = [d.eps_of_t(t, ks), ks[1] + np.log(t) - np.log1p(t)]
+            dg = [t * (ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2),
+                  t * (ks[2] + 1.0 / (t * (1 + t)))]
+            return np.array(g), np.array(dg)
 
-        t, ok = solve_tilt(f_saddle, e, 1e-4, 64.0, d.t_cap)
-        ks = d.K(t, 4)
+        if self.bounds:
+            which = np.repeat([0, 1], m)
+            tt, okk = solve_tilt(f_both, np.concatenate([e, e]), 1e-4, 64.0, d.t_cap,
+                                 which=which)
+            t, ok, tr = tt[:m], okk[:m], tt[m:]
+            st = d.stats(tt)
+            ks, kr = st[:5, :m], st[0, m:]
+        else:
+            t, ok = solve_tilt(f_both, e, 1e-4, 64.0, d.t_cap, which=np.zeros(m, int))
+            st = d.stats(t)
+            ks = st[:5]
         ld, _, fb, cm1 = d.log_delta_at(t, e, self.method, ks)
         lup = d.log_rma(t, e, ks[0])  # replaced below by the optimal-tilt value
         llo = np.full(e.shape, -np.inf)
         if self.bounds:
-            # refined moments (eq. (43)/(44)): optimal tilt solves K'(t) + log(t/(1+t)) = eps
-            def f_rma(tt):
-                kk = d.K(tt, 2)
-                return kk[1] + np.log(tt) - np.log1p(tt), tt * (kk[2] + 1.0 / (tt * (1 + tt)))
-
-            tr, _ = solve_tilt(f_rma, e, 1e-4, 64.0, d.t_cap)
-            lup = d.log_rma(tr, e, d.K(tr, 0)[0])
-            lclt, lerr = d.log_be(t, e, ks, d.rho(t))
+            lup = d.log_rma(tr, e, kr)
+            lclt, lerr = d.log_be(t, e, ks, st[5, :m])
             mg = d.k_margin + _REL_MARGIN
             lbe_up = np.logaddexp(lclt + mg, lerr)
             lup = np.minimum(lup, lbe_up)
@@ -318,77 +367,121 @@ class SaddlePointAccountant(Accountant):
                            estimate=est.reshape(shp), note=note, details=details)
 
     # --- eps(delta) --------------------------------------------------------------------------
-    def _eps_dir(self, d: _Direction, log_delta: float) -> dict:
-        tgt = np.array([-log_delta])
-        method = self.method
+    def _eps_equations(self, d: _Direction, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Rows (approximation, refined moments) of the eps(delta) equations of direction
+        ``d`` at the tilts ``t``, with their slopes in log t: ``-log delta_approx`` at the
+        saddle point of ``t``, and ``t K'(t) - K(t) + log(1 + t)`` (eq. (43) solved for eps:
+        increasing in t, its root the optimal tilt; any t gives a bound). On a bracketing
+        grid (more than 2 tilts) they do not depend on delta and are kept per direction."""
+        if t.size > 2:
+            key = (self.method, t.tobytes())
+            hit = d.grid_values.get(key)
+            if hit is None:
+                hit = d.grid_values[key] = self._eps_equations_at(d, t)
+            return hit
+        return self._eps_equations_at(d, t)
 
-        def f_approx(t):
-            ks = d.K(t, 4 if method != "clt" else 2)
-            if method == "clt":
-                ks = np.concatenate([ks, np.zeros((2,) + ks.shape[1:])])
-            ld = d.log_delta_at(t, None, method, ks)[0]
-            phi2 = ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2
-            return -ld, t * t * phi2
-
-        t, ok = solve_tilt(f_approx, tgt, 1e-4, 64.0, d.t_cap)
+    def _eps_equations_at(self, d: _Direction, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ks = d.K(t, 4)
-        eps_t = d.eps_of_t(t, ks)
-        _, _, fb, cm1 = d.log_delta_at(t, None, method, ks)
-        out = {"eps": min(float(eps_t[0]), d.sup), "t": float(t[0]), "fallback": bool(fb[0]),
-               "correction": float(cm1[0]),
-               "beyond": not bool(ok[0]), "upper": None, "lower": None, "name": d.name}
+        ld = d.log_delta_at(t, None, self.method, ks)[0]
+        phi2 = ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2
+        # d(-log delta)/d log t: t^2 phi2 from phi (eq. (49) at the saddle point); for
+        # SP-MSD0/1 also t phi3 / (2 phi2) from the 1/sqrt(2 pi phi2) factor (the MSD1
+        # correction's O(1/k^2) slope is left out: Newton only needs a close slope)
+        d_ld = t * t * phi2
+        if self.method != "clt":
+            phi3 = ks[3] - 2.0 / t ** 3 - 2.0 / (1.0 + t) ** 3
+            d_ld = d_ld + 0.5 * t * phi3 / phi2
+        g = [-ld, t * ks[1] - ks[0] + np.log1p(t)]
+        dg = [d_ld, t * (t * ks[2] + 1.0 / (1.0 + t))]
+        return np.array(g), np.array(dg)
+
+    def _eps_dirs(self, dirs: list[_Direction], log_delta: float) -> list[dict]:
+        """eps(delta) of each direction: the approximation's saddle point and the refined
+        moments bound's optimal tilt of every direction in one solve (each step evaluates
+        each direction's CGF once, at its own points), then the Berry-Esseen bracket's ends
+        of every direction in one root search."""
+        if len({d.t_cap for d in dirs}) > 1:  # different tilt ranges: one at a time
+            return [r for d in dirs for r in self._eps_dirs([d], log_delta)]
+        method, nd = self.method, len(dirs)
+        per = 2 if self.bounds else 1
+
+        def f_all(t: np.ndarray, need: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            g, dg = np.full((2 * nd, t.size), np.nan), np.full((2 * nd, t.size), np.nan)
+            for i, d in enumerate(dirs):  # rows 2i (approximation), 2i + 1 (bound)
+                cols = need[2 * i:2 * i + 2].any(axis=0)
+                if cols.all():
+                    g[2 * i:2 * i + 2], dg[2 * i:2 * i + 2] = self._eps_equations(d, t)
+                elif cols.any():
+                    g[2 * i:2 * i + 2, cols], dg[2 * i:2 * i + 2, cols] = \
+                        self._eps_equations(d, t[cols])
+            return g, dg
+
+        which = (2 * np.arange(nd)[:, None] + np.arange(per)[None, :]).ravel()
+        # the approximation's slope leaves out the MSD1 correction's (SP-CLT's is
+        # approximate): secant slopes after its first Newton step
+        tt, oks = solve_tilt(f_all, np.full(which.size, -log_delta), 1e-4, 64.0,
+                             dirs[0].t_cap, which=which, secant=which % 2 == 0)
+        outs, sts = [], []
+        for i, d in enumerate(dirs):
+            st = d.stats(tt[per * i:per * (i + 1)])
+            sts.append(st)
+            t, ok, ks = tt[per * i:per * i + 1], oks[per * i:per * i + 1], st[:5, :1]
+            eps_t = d.eps_of_t(t, ks)
+            _, _, fb, cm1 = d.log_delta_at(t, None, method, ks)
+            outs.append({"eps": min(float(eps_t[0]), d.sup), "t": float(t[0]),
+                         "fallback": bool(fb[0]), "correction": float(cm1[0]),
+                         "beyond": not bool(ok[0]), "upper": None, "lower": None,
+                         "name": d.name, "eps_t": float(eps_t[0])})
         if not self.bounds:
-            return out
-        # refined moments (eq. (43)) solved for eps: the optimal tilt solves
-        # t K'(t) - K(t) + log(1 + t) = -log delta, increasing in t; any t gives a bound.
-        def f_rma(tt):
-            kk = d.K(tt, 2)
-            return tt * kk[1] - kk[0] + np.log1p(tt), tt * (tt * kk[2] + 1.0 / (1.0 + tt))
+            return outs
 
-        tr, _ = solve_tilt(f_rma, tgt, 1e-4, 64.0, d.t_cap)
-        k0 = d.K(tr, 0)[0]
-        eps_rma = float(((k0 + d.k_margin + log_theta_max(tr) - log_delta) / tr)[0])
-        upper = eps_rma
-
-        # Berry-Esseen bracket (Theorem 5 holds for every tilt): keep the saddle-point tilt
+        # Berry-Esseen bracket (Theorem 5 holds for every tilt): keep each saddle-point tilt
         # fixed and solve the bounds, decreasing in eps, for eps; only closed forms are
-        # evaluated (no further CGF quadrature).
-        st = d.stats(t)
-        ks2, rho = st[:3], st[5]
-        mg = d.k_margin + _REL_MARGIN
+        # evaluated (no further CGF quadrature). Elements: (upper, lower) of each direction.
+        kinds = np.tile([True, False], nd)
+        te = np.repeat([o["t"] for o in outs], 2)
+        kse = np.repeat(np.hstack([st[:3, :1] for st in sts]), 2, axis=1)
+        rhoe = np.repeat([st[5, 0] for st in sts], 2)
+        kme = np.repeat([d.k_margin for d in dirs], 2)
+        mge = kme + _REL_MARGIN
 
-        seen: dict[float, tuple[np.ndarray, np.ndarray]] = {}
+        def bracket(x: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            """log of the bracket's upper (kinds True) or lower end at eps = x, with slopes,
+            for the elements ``sel``."""
+            t0, mg = te[sel], mge[sel]
+            lclt, lerr, dl = _log_berry_esseen(t0, x, kse[:, sel], rhoe[sel], kme[sel],
+                                              slope=True)
+            with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+                lup = np.logaddexp(lclt + mg, lerr)
+                dup = np.exp(lclt + mg - lup) * dl - np.exp(lerr - lup) * t0
+                llo = _log_diff(lclt - mg, lerr)
+                rr = np.exp(lerr - (lclt - mg))
+                dlo = (dl + rr * t0) / (1.0 - rr)
+            return np.where(kinds[sel], lup, llo), np.where(kinds[sel], dup, dlo)
 
-        def be(x):  # the bracket's two terms at eps = x (each x evaluated once)
-            if x not in seen:
-                seen[x] = d.log_be(t, np.array([x]), ks2, rho)
-            return seen[x]
-
-        def log_up(x):
-            lclt, lerr = be(x)
-            with np.errstate(invalid="ignore"):
-                return float(np.logaddexp(lclt + mg, lerr)[0])
-
-        def log_lo(x):
-            lclt, lerr = be(x)
-            return float(_log_diff(lclt - mg, lerr)[0])
-
-        x_up = root_decreasing(log_up, log_delta, float(eps_t[0]), float(t[0]), upper=True)
-        if x_up is not None:
-            # an upper bound on eps(delta) is an eps >= 0 at which the bound on the curve is
-            # <= delta, checked there: a root below 0 (a saddle point at a negative eps, as
-            # for delta near 1) says nothing unless the bound at 0 is <= delta too
-            x_up = max(x_up, 0.0)
-            if log_up(x_up) <= log_delta:
-                upper = min(upper, x_up)
-        if math.isfinite(log_lo(float(eps_t[0]))):
-            x_lo = root_decreasing(log_lo, log_delta, float(eps_t[0]), float(t[0]),
-                                    upper=False)
-            if x_lo is not None:
-                out["lower"] = max(x_lo, 0.0)
-        # delta(eps) = 0 at and above the essential supremum of the composed loss
-        out["upper"] = min(max(upper, 0.0), d.sup)
-        return out
+        alls = np.arange(2 * nd)
+        # the lower ends only where informative at the approximation's eps (else NaN)
+        roots = roots_decreasing(lambda x: bracket(x, alls), log_delta,
+                                 np.repeat([o["eps_t"] for o in outs], 2), te, kinds)
+        for i, (d, out) in enumerate(zip(dirs, outs, strict=True)):
+            tr, k0 = tt[per * i + 1:per * i + 2], sts[i][0, 1:]
+            upper = float(((k0 + d.k_margin + log_theta_max(tr) - log_delta) / tr)[0])
+            x_up = float(roots[2 * i])
+            if math.isfinite(x_up):
+                # an upper bound on eps(delta) is an eps >= 0 at which the bound on the curve
+                # is <= delta, checked there: a root below 0 (a saddle point at a negative
+                # eps, as for delta near 1) says nothing unless the bound at 0 is <= delta
+                if x_up < 0.0:
+                    at0 = bracket(np.array([0.0]), np.array([2 * i]))[0][0]
+                    x_up = 0.0 if at0 <= log_delta else None
+                if x_up is not None:
+                    upper = min(upper, x_up)
+            if math.isfinite(roots[2 * i + 1]):
+                out["lower"] = max(float(roots[2 * i + 1]), 0.0)
+            # delta(eps) = 0 at and above the essential supremum of the composed loss
+            out["upper"] = min(max(upper, 0.0), d.sup)
+        return outs
 
     def _epsilon_of(self, delta: float) -> EpsilonResult:
         """The saddle-point approximation of the smallest eps with ``delta(eps) <= delta``,
@@ -398,7 +491,7 @@ class SaddlePointAccountant(Accountant):
         if not self.terms:
             return EpsilonResult(0.0, delta, 0.0, 0.0, self.name, True, estimate=0.0)
         ld = math.log(delta)
-        res = [self._eps_dir(d, ld) for d in self._dirs()]
+        res = self._eps_dirs(self._dirs(), ld)
         est = max(0.0, max(r["eps"] for r in res))
         upper = lower = None
         if self.bounds:

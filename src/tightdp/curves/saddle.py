@@ -40,7 +40,7 @@ from ..losses.cgf import node_bucket
 
 __all__ = ["METHODS", "LABELS", "UNRELIABLE", "T_MIN", "T_MAX_QUAD", "T_MAX",
            "log_theta_max", "log_clt_theta", "saddle_eps", "saddle_log_delta", "tilt_grids",
-           "solve_tilt", "root_decreasing", "saddle_point_eps"]
+           "solve_tilt", "root_decreasing", "roots_decreasing", "saddle_point_eps"]
 
 #: the saddle-point approximations
 METHODS = ("msd1", "msd0", "clt")
@@ -69,13 +69,16 @@ def _log_half_erfcx(a: np.ndarray) -> np.ndarray:
     pos = np.log(erfcx(np.maximum(a, 0.0) / _SQRT2)) - _LOG2
     neg = 0.5 * a * a + log_ndtr(-np.minimum(a, 0.0))
     return np.where(a >= 0, pos, neg)
-def log_clt_theta(t: np.ndarray, m: np.ndarray, s: np.ndarray) -> np.ndarray:
+def log_clt_theta(t: np.ndarray, m: np.ndarray, s: np.ndarray, slope: bool = False
+                  ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """``log E[theta_t(Z)]`` for ``Z ~ N(m, s^2)`` (Alghamdi et al., Proposition 6 / eq. (79)).
 
-    ``E[(1 - e^{-Z}) e^{-tZ} 1{Z > 0}] = e^{-tm + t^2 s^2/2} Phi(m/s - ts)
-    - e^{-(t+1)m + (t+1)^2 s^2/2} Phi(m/s - (t+1)s)``, i.e.
+    ``E[(1 - e^{-Z}) e^{-tZ} 1{Z > 0}] = A - B`` with ``A = e^{-tm + t^2 s^2/2} Phi(m/s - ts)``
+    and ``B = e^{-(t+1)m + (t+1)^2 s^2/2} Phi(m/s - (t+1)s)``, i.e.
     ``e^{-m^2/(2s^2)} [erfcx(a_1/sqrt 2) - erfcx(a_2/sqrt 2)] / 2`` with ``a_1 = ts - m/s`` and
-    ``a_2 = a_1 + s``.
+    ``a_2 = a_1 + s``. With ``slope=True`` also its derivative in ``m``: the two density
+    terms of ``dA/dm`` and ``dB/dm`` are both ``phi(m/s)/s`` and cancel, so
+    ``d log E / dm = (-t A + (t+1) B) / (A - B) = (-t + (t+1) r) / (1 - r)``, ``r = B/A``.
     """
     # s = 0 (a tilted law on one atom, e.g. pure DP at a very large tilt) gives -inf/NaN,
     # handled by the callers; no warning for it
@@ -84,8 +87,13 @@ def log_clt_theta(t: np.ndarray, m: np.ndarray, s: np.ndarray) -> np.ndarray:
         a2 = a1 + s
         a1, a2 = np.broadcast_arrays(a1, a2)
         l1, l2 = _log_half_erfcx(np.stack([a1, a2]))  # one evaluation for both
-        diff = l1 + np.log(-np.expm1(np.minimum(l2 - l1, 0.0)))
-        return -0.5 * (m / s) ** 2 + diff
+        lr = np.minimum(l2 - l1, 0.0)
+        diff = l1 + np.log(-np.expm1(lr))
+        val = -0.5 * (m / s) ** 2 + diff
+        if not slope:
+            return val
+        r = np.exp(lr)
+        return val, (-t + (t + 1.0) * r) / (1.0 - r)
 
 
 def saddle_eps(ks: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -156,7 +164,8 @@ def _tilt_grids(lo: float, hi: float, cap: float, npts: int) -> tuple[np.ndarray
 
 
 def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target, lo: float,
-               hi: float, cap: float, iters: int = 60, rtol: float = 1e-11, npts: int = 33
+               hi: float, cap: float, iters: int = 60, rtol: float = 1e-11, npts: int = 65,
+               which: np.ndarray | None = None, secant: np.ndarray | None = None
                ) -> tuple[np.ndarray, np.ndarray]:
     """Solve ``g(t) = target`` for the tilt ``t``, g (roughly) increasing in t: bracketed on
     the geometric grids of :func:`tilt_grids` (each evaluated lazily, one CGF node-set range
@@ -167,25 +176,36 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
 
     ``f(t) -> (g, dg/dlog t)``, vectorized over t. Returns ``(t, ok)``; ok is False where no
     root was bracketed below ``cap`` (t = cap there); where ``g`` is at or above the target
-    already at :data:`T_MIN`, t = T_MIN and ok is True. Vectorized over ``target``."""
+    already at :data:`T_MIN`, t = T_MIN and ok is True. Vectorized over ``target``.
+
+    Several functions (e.g. two equations on one CGF, or those of several CGFs) are solved
+    together with ``which``: target ``j`` solves function ``which[j]``, and ``f(t, need)``
+    gets a boolean mask ``need`` of shape ``(functions, t.size)`` (the values wanted) and
+    returns ``(g, dg)`` of that shape (entries not wanted may be anything, e.g. NaN); each
+    bracketing and Newton step calls ``f`` once for all of them (the answers are those of
+    separate solves). ``secant`` (one flag per target) marks targets whose ``dg`` is only
+    approximate: from their second Newton step on, the secant slope through the previous
+    step is used where it is positive (superlinear whatever the error of ``dg``)."""
     target = np.atleast_1d(np.asarray(target, dtype=float))
     grids = tilt_grids(lo, hi, cap, npts)
     n = target.size
-    lo_t, hi_t, g_lo, g_hi = (np.full(n, np.nan) for _ in range(4))
+    lo_t, hi_t, g_lo, g_hi, d_lo, d_hi = (np.full(n, np.nan) for _ in range(6))
     below = np.zeros(n, dtype=bool)
+    rows = None if which is None else np.asarray(which, dtype=np.int64).reshape(n)
     # the first grid; the one below it for the targets it did not bracket; the grids above
     # the first only for the targets still unbracketed that do not lie below every grid
-    _scan_grid(f, target, np.arange(n), grids[0], (lo_t, hi_t, g_lo, g_hi))
+    _scan_grid(f, target, np.arange(n), grids[0], (lo_t, hi_t, g_lo, g_hi, d_lo, d_hi), rows)
     todo = np.flatnonzero(np.isnan(lo_t))
     ups = grids[1:]
     if todo.size and len(grids) > 1 and grids[1][-1] <= grids[0][0]:
-        below[_scan_grid(f, target, todo, grids[1], (lo_t, hi_t, g_lo, g_hi))] = True
+        below[_scan_grid(f, target, todo, grids[1], (lo_t, hi_t, g_lo, g_hi, d_lo, d_hi),
+                         rows)] = True
         ups = grids[2:]
     for grid in ups:
         todo = np.flatnonzero(np.isnan(lo_t) & ~below)
         if not todo.size:
             break
-        _scan_grid(f, target, todo, grid, (lo_t, hi_t, g_lo, g_hi))
+        _scan_grid(f, target, todo, grid, (lo_t, hi_t, g_lo, g_hi, d_lo, d_hi), rows)
     found = ~np.isnan(lo_t)
     # one target (the common query) uses the math module's log/exp, numpy's vectorized ones
     # otherwise: the two may differ in the last bit, and each path keeps the numbers it had
@@ -194,10 +214,27 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
     idx = np.flatnonzero(found)
     if idx.size:
         a, b = log(lo_t[idx]), log(hi_t[idx])
-        u0 = secant_start(a, b, g_lo[idx], g_hi[idx], target[idx])
+        u0 = _hermite_start(a, b, g_lo[idx], g_hi[idx], d_lo[idx], d_hi[idx], target[idx])
 
-        def fu(uu: np.ndarray, _act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            return f(exp(uu))
+        sec = None if secant is None else np.asarray(secant, dtype=bool)[idx]
+        prev_u, prev_g = np.full(idx.size, np.nan), np.full(idx.size, np.nan)
+
+        def fu(uu: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            if rows is None:
+                g, dg = f(exp(uu))
+            else:
+                r, c = rows[idx[act]], np.arange(uu.size)
+                need = np.zeros((int(rows.max()) + 1, uu.size), dtype=bool)
+                need[r, c] = True
+                g, dg = f(exp(uu), need)
+                g, dg = np.asarray(g)[r, c], np.asarray(dg)[r, c]
+            if sec is not None:
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    s_ = (g - prev_g[act]) / (uu - prev_u[act])
+                use = sec[act] & np.isfinite(s_) & (s_ > 0)
+                dg = np.where(use, s_, dg)
+                prev_u[act], prev_g[act] = uu, g
+            return g, dg
 
         u[idx] = newton_bracketed(fu, target[idx], a, b, u0, iters=iters,
                                   ftol=rtol * (1.0 + np.abs(target[idx])))
@@ -205,7 +242,8 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
 
 
 def _scan_grid(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target: np.ndarray,
-               idx: np.ndarray, grid: np.ndarray, out: tuple[np.ndarray, ...]) -> np.ndarray:
+               idx: np.ndarray, grid: np.ndarray, out: tuple[np.ndarray, ...],
+               rows: np.ndarray | None = None) -> np.ndarray:
     """Bracket ``g(t) = target[idx]`` on one increasing tilt grid: a target's bracket is the
     first cell ``[grid[j-1], grid[j]]`` with ``g(grid[j]) >= target`` (non-finite ``g`` counts
     as below every target), written into ``out = (lo, hi, g_lo, g_hi)`` at its index. The
@@ -214,24 +252,35 @@ def _scan_grid(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target:
     a time, in increasing order, and only while some target is unbracketed, so that the
     node sets of tilts above every root are never built (each range's points are evaluated
     together, as in one call on the whole grid). Returns the indices whose ``g`` is at or above
-    the target already at ``grid[0]`` (no bracket on this grid)."""
-    lo_t, hi_t, g_lo, g_hi = out
+    the target already at ``grid[0]`` (no bracket on this grid). With ``rows`` (see
+    :func:`solve_tilt`'s ``which``) target ``j`` reads row ``rows[j]`` of ``g``."""
+    lo_t, hi_t, g_lo, g_hi, d_lo, d_hi = out
     bk = node_bucket(grid)
     cuts = np.flatnonzero(np.diff(bk)) + 1
     pending = np.asarray(idx)
     at_start = pending[:0]
-    prev_t = prev_g = None
+    prev_t = prev_g = prev_d = None
     for part in np.split(np.arange(grid.size), cuts):
         if not pending.size:
             break
         pts = grid[part]
-        g = np.asarray(f(pts)[0], dtype=float)
+        if rows is None:
+            g, dg = f(pts)
+        else:
+            need = np.zeros((int(rows.max()) + 1, pts.size), dtype=bool)
+            need[np.unique(rows[pending])] = True
+            g, dg = f(pts, need)
+        g = np.atleast_2d(np.asarray(g, dtype=float))
+        dg = np.broadcast_to(np.atleast_2d(np.asarray(dg, dtype=float)), g.shape)
         g = np.where(np.isfinite(g), g, -np.inf)
         if prev_t is not None:
-            pts_c, g_c = np.concatenate([[prev_t], pts]), np.concatenate([[prev_g], g])
+            pts_c, g_c = np.concatenate([[prev_t], pts]), np.concatenate([prev_g, g], axis=1)
+            d_c = np.concatenate([prev_d, dg], axis=1)
         else:
-            pts_c, g_c = pts, g
-        ge = g_c[None, :] >= target[pending, None]
+            pts_c, g_c, d_c = pts, g, dg
+        ri = np.zeros(pending.size, dtype=np.int64) if rows is None else rows[pending]
+        g_p, d_p = g_c[ri], d_c[ri]
+        ge = g_p >= target[pending, None]
         has = ge.any(axis=1)
         j = np.argmax(ge, axis=1)
         if prev_t is None:
@@ -239,10 +288,36 @@ def _scan_grid(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target:
         found = has & (j > 0)
         sel, jf = pending[found], j[found]
         lo_t[sel], hi_t[sel] = pts_c[jf - 1], pts_c[jf]
-        g_lo[sel], g_hi[sel] = g_c[jf - 1], g_c[jf]
+        g_sel, d_sel = g_p[found], d_p[found]
+        k = np.arange(sel.size)
+        g_lo[sel], g_hi[sel] = g_sel[k, jf - 1], g_sel[k, jf]
+        d_lo[sel], d_hi[sel] = d_sel[k, jf - 1], d_sel[k, jf]
         pending = pending[~has]
-        prev_t, prev_g = pts[-1], g[-1]
+        prev_t, prev_g, prev_d = pts[-1], g[:, -1:], dg[:, -1:]
     return at_start
+
+
+def _hermite_start(a: np.ndarray, b: np.ndarray, g_a: np.ndarray, g_b: np.ndarray,
+                   d_a: np.ndarray, d_b: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Start of the Newton iteration in the bracket ``[a, b]`` (in log t): the root of the
+    cubic Hermite interpolant of ``g`` (values and slopes at both ends), by 4 Newton steps
+    on the cubic from the secant point, kept 5% of the width away from the ends; the secant
+    point (:func:`tightdp._numerics.secant_start`) where the cubic gives nothing finite. Any
+    point inside the bracket is a valid start: this only saves evaluations of ``g``."""
+    x0 = secant_start(a, b, g_a, g_b, target)
+    w = b - a
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        s = (x0 - a) / w
+        p, q = d_a * w, d_b * w  # slopes in the unit variable
+        for _ in range(4):
+            s2, s3 = s * s, s * s * s
+            val = (g_a * (2 * s3 - 3 * s2 + 1) + p * (s3 - 2 * s2 + s)
+                   + g_b * (-2 * s3 + 3 * s2) + q * (s3 - s2)) - target
+            der = (g_a * (6 * s2 - 6 * s) + p * (3 * s2 - 4 * s + 1)
+                   + g_b * (-6 * s2 + 6 * s) + q * (3 * s2 - 2 * s))
+            s = np.clip(s - val / der, 0.05, 0.95)
+        x = a + s * w
+    return np.where(np.isfinite(x), x, x0)
 
 
 def _log1(x: np.ndarray) -> np.ndarray:
@@ -271,6 +346,58 @@ def root_decreasing(fn: Callable[[float], float], level: float, x0: float, slope
         return walk_out(wrong_side, x, step if upper else -step, max_moves=59)[1]
     except BracketError:
         return None
+
+
+def roots_decreasing(fn: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], level: float,
+                     x0: np.ndarray, slope0, upper: np.ndarray, iters: int = 40,
+                     rtol: float = 1e-14) -> np.ndarray:
+    """:func:`root_decreasing` for several decreasing functions at once, with their slopes:
+    ``fn(x) -> (values, slopes)`` evaluates function ``j`` at ``x[j]`` (one call for all).
+
+    Newton steps from ``x0`` (a slope that is not negative and finite is replaced by the last
+    good one, initially ``-slope0``, a number or one per point) until
+    ``|fn - level| < rtol (1 + |level|)`` or a value is not finite (one step more, not
+    evaluated, once every residual is below 1e-8 relative); then each point is moved away
+    from its root by steps growing from 1e-15 relative until it is on its safe side,
+    ``fn_j(x_j) <= level`` where ``upper[j]``, else ``fn_j(x_j) > level`` (checked by
+    evaluation, :func:`tightdp._numerics.walk_out`). Returns the points, NaN where no such
+    point was found and for a lower side (``upper[j]`` False) whose value at ``x0`` or at a
+    Newton point is not finite (uninformative there)."""
+    upper = np.asarray(upper, dtype=bool)
+    x = np.array(x0, dtype=float)
+    slope = -np.maximum(np.broadcast_to(np.asarray(slope0, dtype=float), x.shape), 1e-3)
+    f, d = fn(x)
+    none = ~upper & ~np.isfinite(f)
+    act = np.ones(x.size, dtype=bool)
+    tol = rtol * (1.0 + abs(level))
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        for _ in range(iters):
+            slope = np.where(np.isfinite(d) & (d < 0), d, slope)
+            act &= np.isfinite(f) & ~(np.abs(f - level) < tol)
+            if not act.any():
+                break
+            x = np.where(act, x + (level - f) / slope, x)
+            if np.all(np.abs(f - level)[act] < 1e-8 * (1.0 + abs(level))):
+                # Newton's error squares: the last step needs no evaluation (the walk
+                # below evaluates there)
+                f = np.where(act, np.nan, f)
+                break
+            f, d = fn(x)
+            # a lower side reaching a non-finite value (an uninformative bound) has no answer:
+            # the walk below would only move it further into that region
+            none |= act & ~upper & ~np.isfinite(f)
+    last: dict = {"x": x, "f": f}
+
+    def wrong_side(y: np.ndarray) -> np.ndarray:
+        known = y is last["x"] and not np.isnan(last["f"]).any()
+        fy = last["f"] if known else fn(y)[0]  # the last Newton point: known if evaluated
+        with np.errstate(invalid="ignore"):
+            last["bad"] = ~(np.isfinite(fy) & np.where(upper, fy <= level, fy > level))
+        return last["bad"] & ~none  # the uninformative ones are not moved
+
+    step = 1e-15 * np.maximum(1.0, np.abs(x)) * np.where(upper, 1.0, -1.0)
+    _, x = walk_out(wrong_side, x, step, max_moves=59, on_limit="return")
+    return np.where(last["bad"] | none, np.nan, x)
 
 
 class HasCumulants(Protocol):

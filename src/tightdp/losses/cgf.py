@@ -33,8 +33,10 @@ The quadrature is represented by *nodes*: loss values ``y_i`` and log P-masses `
 ``E_P[g(Y)] ~= sum_i e^{w_i} g(y_i)`` for the functions ``g(y) = e^{t y} y^j`` needed here.
 Node sets are cached per loss and per range of ``t`` (``[0, 4]``, ``(4, 8]``, ``(8, 16]``, ...);
 nodes whose share of ``E_P[e^{tY}]`` is below ``e^{-90}`` for every ``t`` of the range are
-dropped (see :func:`_trim`). The first use of a large ``t`` builds its node set (up to a few
-seconds for ``t`` in the thousands); later evaluations cost microseconds per node.
+dropped (see :func:`_trim`; sets of at most 8192 nodes are kept whole). A large Gaussian-kernel
+set is only evaluated where its nodes can matter (:func:`_gauss_window`: a coarse pass with
+certified slope bounds), so even ``t`` in the thousands builds its set in about a millisecond;
+later evaluations cost microseconds per node.
 """
 
 from __future__ import annotations
@@ -62,6 +64,12 @@ MAX_NODES = 4_000_000
 #: most elements of one temporary (tilts x nodes, or nodes x components) array: 2^22
 #: doubles = 32 MB, so that evaluating or building a node set needs well under 1 GB
 _BLOCK = 1 << 22
+#: node sets of more nodes than this are built on the cells that matter (:func:`_gauss_window`)
+_WINDOW_MIN = 1 << 10
+#: number of coarse cells of that search
+_COARSE = 128
+#: node sets of at most this many nodes are not trimmed (:func:`_trim`)
+_TRIM_MIN = 8192
 
 
 def cgf_supported(loss: PrivacyLoss) -> str | None:
@@ -96,8 +104,13 @@ def node_bucket(t: np.ndarray) -> np.ndarray:
     return 2.0 ** np.maximum(j, 2.0)
 
 
-def _gauss_nodes(loss: LocationMixtureLoss, t_max: float) -> tuple[np.ndarray, np.ndarray]:
+def _gauss_nodes(loss: LocationMixtureLoss, t_max: float, t_min: float | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """Trapezoidal nodes for ``int P^{t+1} Q^{-t}`` over the output, Gaussian kernel.
+
+    With ``t_min`` (the node set serves ``[t_min, t_max]``), a node set of more than
+    :data:`_WINDOW_MIN` nodes is evaluated only on the cells of :func:`_gauss_window` (the
+    other nodes' shares are below ``e^{-92}`` at every tilt served: the trim would drop them).
 
     In units ``u = x / s`` the log integrand is
     ``G(u) = (t+1) log P(u) - t log Q(u)`` with ``G'(u) = -u + (t+1) E_post_P[a/s]
@@ -119,16 +132,117 @@ def _gauss_nodes(loss: LocationMixtureLoss, t_max: float) -> tuple[np.ndarray, n
         raise ValueError(f"t = {t_max:.3g} is beyond the range where the CGF quadrature of this "
                          f"privacy loss is supported (it would need more than {MAX_NODES:.0e} "
                          "nodes)")
-    u = np.linspace(lo, hi, n)
     h = (hi - lo) / (n - 1)
     a, b = loss.a / loss.s, loss.b / loss.s
+    ends = np.array([0, n - 1])
+    if n > _WINDOW_MIN and t_min is not None:
+        sel = _gauss_window(loss, lo, hi, n, t_min, t_max)
+        u, ends = _linspace_at(lo, hi, n, sel), np.flatnonzero((sel == 0) | (sel == n - 1))
+    else:
+        u = np.linspace(lo, hi, n)
     lp = _rows_lse(u, loss.lpw, a)
     lq = _rows_lse(u, loss.lqw, b)
     w = math.log(h) - 0.5 * _LOG_2PI + lp
     # trapezoid end weights are halved (negligible mass there anyway)
-    w[0] -= math.log(2.0)
-    w[-1] -= math.log(2.0)
+    w[ends] -= math.log(2.0)
     return lp - lq, w
+
+
+def _linspace_at(lo: float, hi: float, n: int, idx: np.ndarray) -> np.ndarray:
+    """``np.linspace(lo, hi, n)[idx]`` without building the whole grid (the same float
+    operations: ``i * step + lo``, the last point ``hi``)."""
+    u = idx.astype(float) * ((hi - lo) / (n - 1)) + lo
+    return np.where(idx == n - 1, hi, u)
+
+
+def _gauss_window(loss: LocationMixtureLoss, lo: float, hi: float, n: int, t_min: float,
+                  t_max: float) -> np.ndarray:
+    """Indices of the nodes ``np.linspace(lo, hi, n)`` of :func:`_gauss_nodes` that can carry
+    a share above ``e^{-92}`` of ``E_P[e^{tY}]`` for some ``t`` in ``[t_min, t_max]`` (a
+    superset of them), found without evaluating the mixtures at every node.
+
+    The mixtures are evaluated at every m-th node (about :data:`_COARSE` of them) and the
+    cells between these points that cannot matter are dropped (:func:`_window_cells`); while
+    the kept nodes are still many, the same is done again on them (every m-th kept node)."""
+    m = -(-n // _COARSE)
+    ic = np.arange(0, n, m)
+    if ic[-1] != n - 1:
+        ic = np.append(ic, n - 1)
+    cells = np.flatnonzero(_window_cells(loss, lo, hi, n, ic, t_min, t_max))
+    if not cells.size:
+        return np.arange(n)
+    # runs of consecutive kept cells: the nodes from a run's first cell start to its last
+    # cell's end
+    brk = np.flatnonzero(np.diff(cells) > 1)
+    first = cells[np.concatenate([[0], brk + 1])]
+    last = cells[np.concatenate([brk, [cells.size - 1]])]
+    cand = np.concatenate([np.arange(ic[i], ic[j + 1] + 1) for i, j in
+                           zip(first.tolist(), last.tolist(), strict=True)])
+    while cand.size > _WINDOW_MIN:
+        # every m-th kept node: a cell may span a gap of dropped nodes (the bounds hold on
+        # the whole interval); a coarse point is kept with either of its two cells
+        m = -(-cand.size // _COARSE)
+        pos = np.arange(0, cand.size, m)
+        if pos[-1] != cand.size - 1:
+            pos = np.append(pos, cand.size - 1)
+        keep_cell = _window_cells(loss, lo, hi, n, cand[pos], t_min, t_max)
+        cell_of = np.minimum(np.arange(cand.size) // m, keep_cell.size - 1)
+        keep = keep_cell[cell_of]
+        keep[pos[1:]] |= keep_cell  # a cell's right end
+        new = cand[keep]
+        if new.size > 0.8 * cand.size:
+            break
+        cand = new
+    return cand
+
+
+def _window_cells(loss: LocationMixtureLoss, lo: float, hi: float, n: int, ic: np.ndarray,
+                  t_min: float, t_max: float) -> np.ndarray:
+    """For the cells between the consecutive nodes ``ic`` (indices into
+    ``np.linspace(lo, hi, n)``), whether a node inside may carry a share above ``e^{-92}``
+    for some tilt of ``[t_min, t_max]`` (True: keep the cell).
+
+    The nodes ``ic``, with their own weights, are a subset of the sum, so their CGF is a lower
+    bound of the full one, and :func:`_trim_tests` gives test tilts ``tt_k`` and lower bounds
+    ``c_k`` of ``K`` with ``w_i + t y_i - K(t) <= max_k G_k(u_i)``, ``G_k = w + tt_k y - c_k``,
+    for every node and every ``t`` of the range. ``G_k(u) = const + (1 + t) log P(u) - t
+    log Q(u)`` has the slope ``-u + (1 + t) E[a | u] - t E[b | u]`` (posterior means of the
+    locations under P and Q, both non-decreasing in u: their derivatives are posterior
+    variances), so on a cell ``[u_0, u_1]`` the slope lies in
+    ``[-u_1 + (1+t) E[a|u_0] - t E[b|u_1], -u_0 + (1+t) E[a|u_1] - t E[b|u_0]]`` and ``G_k``
+    is at most ``min(G_k(u_0) + du max(s_hi, 0), G_k(u_1) + du max(-s_lo, 0))`` there (with
+    the trapezoid's full weight at the ends, an upper bound of the halved end weights).
+    Cells where this is at most -92 for every k are dropped: their nodes have a share below
+    ``e^{-92}`` at every tilt of the range (the test of :func:`_trim`, with 2 of margin for
+    rounding)."""
+    h = (hi - lo) / (n - 1)
+    uc = _linspace_at(lo, hi, n, ic)
+    lp, ea = _lse_mean(uc, loss.lpw, loss.a / loss.s)
+    lq, eb = _lse_mean(uc, loss.lqw, loss.b / loss.s)
+    wc = math.log(h) - 0.5 * _LOG_2PI + lp
+    yc = lp - lq
+    # the lower bound of K from the nodes as weighted in the sum (the two ends halved)
+    w_sum = wc - np.where((ic == 0) | (ic == n - 1), math.log(2.0), 0.0)
+    tt, tangent = _trim_tests(yc, w_sum, t_min, t_max)
+    tc = tt[:, None]
+    g = wc[None, :] + tc * yc[None, :] - tangent[:, None]
+    du = np.diff(uc)[None, :]
+    s_hi = -uc[None, :-1] + (1.0 + tc) * ea[None, 1:] - tc * eb[None, :-1]
+    s_lo = -uc[None, 1:] + (1.0 + tc) * ea[None, :-1] - tc * eb[None, 1:]
+    with np.errstate(invalid="ignore", over="ignore"):
+        bound = np.minimum(g[:, :-1] + du * np.maximum(s_hi, 0.0),
+                           g[:, 1:] + du * np.maximum(-s_lo, 0.0))
+        return ~(bound <= -92.0).all(axis=0)  # a NaN keeps its cell
+
+
+def _lse_mean(u: np.ndarray, lw: np.ndarray, locs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``logsumexp(lw - (u_i - locs)^2 / 2)`` and the posterior mean of ``locs`` (weights
+    proportional to the terms) at each point ``u_i`` (a few thousand points)."""
+    a = lw[None, :] - 0.5 * (u[:, None] - locs[None, :]) ** 2
+    mx = a.max(axis=1, keepdims=True)
+    e = np.exp(a - mx)
+    z = e.sum(axis=1)
+    return np.log(z) + mx[:, 0], (e @ locs) / z
 
 
 def _gauss_layout(loss: LocationMixtureLoss, t_max: float) -> tuple[float, float, int]:
@@ -268,23 +382,7 @@ def _trim(y: np.ndarray, w: np.ndarray, t_min: float, t_max: float
     ``w_i + t y_i - max(tangent_1(t), tangent_2(t))`` over the interval, which is attained at
     an end or where the tangents cross: a rigorous test on a finite set of tilts.
     """
-    if t_min == 0.0:
-        ts = np.concatenate([[0.0], np.geomspace(1e-3, t_max, 48)])
-    else:
-        ts = np.linspace(t_min, t_max, 33)
-    ks = _node_cumulants(y, w, ts, 1)
-    k0, k1 = ks[0], ks[1]
-    # the test tilts of every interval at once (the same float operations as one interval at
-    # a time): each interval's ends and the tangents' crossing point, clipped to the interval
-    t1, t2 = ts[:-1], ts[1:]
-    k0a, k0b, k1a, k1b = k0[:-1], k0[1:], k1[:-1], k1[1:]
-    den = k1b - k1a
-    with np.errstate(divide="ignore", invalid="ignore"):
-        tx = np.where(den > 0, ((k0a - k1a * t1) - (k0b - k1b * t2)) / den, t1)
-    tx = np.minimum(np.maximum(tx, t1), t2)
-    tt = np.concatenate([t1, t2, tx])
-    tangent = np.maximum(np.tile(k0a, 3) + np.tile(k1a, 3) * (tt - np.tile(t1, 3)),
-                         np.tile(k0b, 3) + np.tile(k1b, 3) * (tt - np.tile(t2, 3)))
+    tt, tangent = _trim_tests(y, w, t_min, t_max)
     # the test: node i is kept when some test k has w_i + tt_k y_i - tangent_k > -90. It is
     # evaluated (the same expression) only on the candidates of a cheap superset: the upper
     # envelope of the lines tt_k y - tangent_k, one lookup per node, with a margin of 1 (the
@@ -303,6 +401,32 @@ def _trim(y: np.ndarray, w: np.ndarray, t_min: float, t_max: float
         return y, w
     # the quadrature is a weighted sum: negligible terms may be dropped anywhere
     return y[keep], w[keep]
+
+
+def _trim_tests(y: np.ndarray, w: np.ndarray, t_min: float, t_max: float
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The test tilts ``tt`` and lower bounds ``tangent`` of ``K`` there used by :func:`_trim`:
+    every ``t`` in ``[t_min, t_max]`` has ``w_i + t y_i - K(t) <= max_k (w_i + tt_k y_i -
+    tangent_k)`` for every node i, ``K`` the CGF of the nodes ``(y, w)`` or of any node set
+    containing them (a larger sum of positive terms only raises ``K``)."""
+    if t_min == 0.0:
+        ts = np.concatenate([[0.0], np.geomspace(1e-3, t_max, 48)])
+    else:
+        ts = np.linspace(t_min, t_max, 33)
+    ks = _node_cumulants(y, w, ts, 1)
+    k0, k1 = ks[0], ks[1]
+    # the test tilts of every interval at once (the same float operations as one interval at
+    # a time): each interval's ends and the tangents' crossing point, clipped to the interval
+    t1, t2 = ts[:-1], ts[1:]
+    k0a, k0b, k1a, k1b = k0[:-1], k0[1:], k1[:-1], k1[1:]
+    den = k1b - k1a
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tx = np.where(den > 0, ((k0a - k1a * t1) - (k0b - k1b * t2)) / den, t1)
+    tx = np.minimum(np.maximum(tx, t1), t2)
+    tt = np.concatenate([t1, t2, tx])
+    tangent = np.maximum(np.tile(k0a, 3) + np.tile(k1a, 3) * (tt - np.tile(t1, 3)),
+                         np.tile(k0b, 3) + np.tile(k1b, 3) * (tt - np.tile(t2, 3)))
+    return tt, tangent
 
 
 def _envelope_candidates(y: np.ndarray, w: np.ndarray, slopes: np.ndarray,
@@ -354,11 +478,13 @@ def _nodes(loss: PrivacyLoss, bucket: float) -> tuple[np.ndarray, np.ndarray]:
         return loss.y[keep], np.log(loss.p[keep])
     per_loss = loss.tables.setdefault("cgf_nodes", {})
     if bucket not in per_loss:
+        t_min = 0.0 if bucket <= 4 else bucket / 2
         if loss.kernel.name == "gaussian":
-            y, w = _gauss_nodes(loss, bucket)
+            y, w = _gauss_nodes(loss, bucket, t_min)
         else:
             y, w = _laplace_nodes(loss, bucket)
-        per_loss[bucket] = _trim(y, w, 0.0 if bucket <= 4 else bucket / 2, bucket)
+        # a small set is kept whole: its negligible nodes cost less than the trim's test
+        per_loss[bucket] = _trim(y, w, t_min, bucket) if y.size > _TRIM_MIN else (y, w)
     return per_loss[bucket]
 
 
