@@ -168,6 +168,50 @@ def _clenshaw(c: np.ndarray, x: np.ndarray) -> np.ndarray:
     return x * b1 - b2 + c[0]
 
 
+def _cheb_derivative(c: np.ndarray, scale: float) -> np.ndarray:
+    """Chebyshev coefficients (same shape as ``c``, the last one zero) of ``d/dt`` of the
+    series ``c`` (first axis: degree) in ``x = scale (t - a) - 1``: ``d_{k-1} = d_{k+1} +
+    2 k c_k``, the constant term halved (the derivative recurrence of Chebyshev series;
+    Mason, Handscomb, *Chebyshev Polynomials*, 2003, Sec. 2.4.5)."""
+    d = np.zeros_like(c)
+    p = c.shape[0] - 1
+    for k in range(p, 0, -1):
+        d[k - 1] = 2.0 * k * c[k]
+        if k + 1 <= p:
+            d[k - 1] += d[k + 1]
+    d[0] *= 0.5
+    return d * scale
+
+
+def _g_slope(ks: np.ndarray, t: np.ndarray, method: str, fallback: np.ndarray) -> np.ndarray:
+    """``dg/d log t`` of the saddle-point function ``g = -log delta_approx(eps(t))`` of
+    SP-MSD0 (eq. (60)) or SP-MSD1 (eq. (61)) (Alghamdi et al., "The Saddle-Point Accountant
+    for Differential Privacy", 2023), from the composed rows ``ks = (K, K', ..., K^(5))`` at
+    ``t``. With ``phi2, phi3, phi4`` of the SP-MSD1 terms and ``phi5 = K^(5) - 24/t^5 -
+    24/(1+t)^5`` (the derivatives in ``t`` of ``K - t eps - log t - log(1+t)`` at fixed eps,
+    whose own derivative at the saddle point is ``-t phi2``):
+    ``d(log delta)/dt = -t phi2 - phi3 / (2 phi2) + corr' / (1 + corr)``, ``corr = phi4 /
+    (8 phi2^2) - 5 phi3^2 / (24 phi2^3)``, ``corr' = phi5 / (8 phi2^2) - 2 phi3 phi4 /
+    (3 phi2^3) + 5 phi3^3 / (8 phi2^4)`` (SP-MSD1 where it did not fall back to SP-MSD0).
+    Only steers the Newton iteration: the root is where ``g`` meets the target."""
+    tp = 1.0 + t
+    phi2 = ks[2] + 1.0 / t ** 2 + 1.0 / tp ** 2
+    phi3 = ks[3] - 2.0 / t ** 3 - 2.0 / tp ** 3
+    dld = -t * phi2 - 0.5 * phi3 / phi2
+    if method == "msd1":
+        phi4 = ks[4] + 6.0 / t ** 4 + 6.0 / tp ** 4
+        phi5 = ks[5] - 24.0 / t ** 5 - 24.0 / tp ** 5
+        corr = phi4 / (8.0 * phi2 ** 2) - 5.0 * phi3 ** 2 / (24.0 * phi2 ** 3)
+        dcorr = (phi5 / (8.0 * phi2 ** 2) - 2.0 * phi3 * phi4 / (3.0 * phi2 ** 3)
+                 + 5.0 * phi3 ** 3 / (8.0 * phi2 ** 4))
+        dld = np.where(fallback, dld, dld + dcorr / (1.0 + corr))
+    else:
+        phi4 = ks[4] + 6.0 / t ** 4 + 6.0 / tp ** 4
+    # second derivative, without the SP-MSD1 term's (it only steers the step)
+    d2 = phi2 + t * phi3 + 0.5 * (phi4 / phi2 - (phi3 / phi2) ** 2)
+    return -t * dld, t * t * d2 - t * dld
+
+
 class _Piece:
     """Chebyshev interpolants of every bucket's CGF rows on one tilt interval ``[a, b]``."""
 
@@ -384,6 +428,9 @@ class _Solver:
         lo_u = np.full(n, math.log(a))
         hi_u = np.full(n, math.log(b))
         u0 = secant_start(lo_u, hi_u, ga, gb, target)
+        exact = self.method != "clt"
+        if exact:  # a sixth row, K^(5), from the interpolant of K'''': exact Newton slopes
+            coef = np.concatenate([coef, _cheb_derivative(coef[:, 4:5], scale)], axis=1)
         live = {"cur": np.arange(n), "cf": coef}  # rows evaluated (a superset) and coefficients
         u_eval = np.full(n, math.log(a))
 
@@ -399,15 +446,22 @@ class _Solver:
             if cur.size != act.size:
                 ks, t = ks[:, pos], t[pos]
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                g = -saddle_log_delta(ks, t, None, self.method)[0]
-                # d(-ld)/d log t as the accountant's (it ignores the derivative of the log phi''
-                # and SP-MSD1 terms; from the second step on the secant slope is used, which
-                # converges superlinearly to the same root of the bracket)
-                dg = t * t * (ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2)
-            return g, dg
+                ld, _, fb, _ = saddle_log_delta(ks, t, None, self.method)
+                if exact:  # the exact derivative of g: Newton converges quadratically
+                    d1, d2 = _g_slope(ks, t, self.method, fb)
+                    # Halley's step as a Newton step with the slope d1 - r d2 / (2 d1)
+                    r = -ld - target
+                    dg = d1 - r * d2 / (2.0 * d1)
+                    dg = np.where(dg > 0.2 * d1, dg, d1)
+                else:
+                    # SP-CLT: the accountant's slope t^2 phi2 (it ignores the derivative of
+                    # the Gaussian term), then secant slopes, which converge superlinearly
+                    # to the same root of the bracket
+                    dg = t * t * (ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2)
+            return -ld, dg
 
         u = newton_bracketed(g_and_slope, target, lo_u, hi_u, u0, iters=60,
-                             ftol=NEWTON_RTOL * (1.0 + abs(target)), secant=True)
+                             ftol=NEWTON_RTOL * (1.0 + abs(target)), secant=not exact)
         ks, t = rows_at(u, coef)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             _, _, fb, size = saddle_log_delta(ks, t, None, self.method)
