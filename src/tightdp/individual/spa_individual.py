@@ -126,6 +126,8 @@ INTERP_RTOL = 1e-12
 NOISE_FLOOR = 1e-13
 #: at most this many halvings of a bracketing interval
 MAX_DEPTH = 14
+#: the saddle points are solved this many examples at a time (arrays that stay in cache)
+SUB_CHUNK = 8192
 #: the accountant's convergence tolerance on g (curves.saddle.solve_tilt)
 NEWTON_RTOL = 1e-11
 #: relative allowance for the quadrature of the CGF in the certified bound (the accountant
@@ -169,17 +171,17 @@ def _clenshaw(c: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def _cheb_derivative(c: np.ndarray, scale: float) -> np.ndarray:
-    """Chebyshev coefficients (same shape as ``c``, the last one zero) of ``d/dt`` of the
-    series ``c`` (first axis: degree) in ``x = scale (t - a) - 1``: ``d_{k-1} = d_{k+1} +
-    2 k c_k``, the constant term halved (the derivative recurrence of Chebyshev series;
-    Mason, Handscomb, *Chebyshev Polynomials*, 2003, Sec. 2.4.5)."""
+    """Chebyshev coefficients (last axis: degree; same shape as ``c``, the last one zero) of
+    ``d/dt`` of the series ``c`` in ``x = scale (t - a) - 1``: ``d_{k-1} = d_{k+1} + 2 k c_k``,
+    the constant term halved (the derivative recurrence of Chebyshev series; Mason, Handscomb,
+    *Chebyshev Polynomials*, 2003, Sec. 2.4.5)."""
     d = np.zeros_like(c)
-    p = c.shape[0] - 1
+    p = c.shape[-1] - 1
     for k in range(p, 0, -1):
-        d[k - 1] = 2.0 * k * c[k]
+        d[..., k - 1] = 2.0 * k * c[..., k]
         if k + 1 <= p:
-            d[k - 1] += d[k + 1]
-    d[0] *= 0.5
+            d[..., k - 1] += d[..., k + 1]
+    d[..., 0] *= 0.5
     return d * scale
 
 
@@ -222,8 +224,11 @@ class _Piece:
         self.ends = vals[:, :, [-1, 0]].reshape(vals.shape[0], 10)  # at a and at b
         c = _cheb_coefficients(vals)
         p1 = vals.shape[-1]
-        # (p+1) * 5 rows, one column per bucket: composed = this @ counts.T
-        self.coef_t = np.ascontiguousarray(c.transpose(2, 1, 0).reshape(p1 * 5, -1))
+        # (p+1) * r rows, one column per bucket: composed = this @ counts.T; r = 5 (K .. K'''')
+        # or 6 (and K^(5) from the interpolant of K'''': the slope of SP-MSD0/1's g)
+        c6 = np.concatenate([c, _cheb_derivative(c[:, 4:5], 2.0 / (b - a))], axis=1)
+        self.coef_t = {r: np.ascontiguousarray(c6[:, :r].transpose(2, 1, 0).reshape(p1 * r, -1))
+                       for r in (5, 6)}
         tail = np.max(np.abs(c[..., -2:]), axis=-1)  # (B, 5)
         s0 = np.max(np.abs(vals[:, 0]), axis=-1)
         s2 = np.max(np.abs(vals[:, 2]), axis=-1)
@@ -299,6 +304,12 @@ class _Table:
             m = 0.5 * (pc.a + pc.b)
             pc.children[side] = self._fit(pc.a, m) if side == 0 else self._fit(m, pc.b)
         return pc.children[side]
+
+
+def _take(a: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """``a[sel]`` for a boolean ``sel`` along the first axis; ``a`` itself (no copy) when
+    every row is selected."""
+    return a if sel.all() else a[sel]
 
 
 def _groups(keys: np.ndarray) -> list[np.ndarray]:
@@ -397,22 +408,30 @@ class _Solver:
         if not pc.all_ok:
             need = pc.unresolved(c)
             if need.any() and depth < MAX_DEPTH:
-                r, cn = rows[need], c[need]
+                r, cn = _take(rows, need), _take(c, need)
                 comp = cn @ tab.midpoint(pc)  # exact composed rows at the midpoint (n, 5)
                 go_left = _g_spa(comp.T, np.array(0.5 * (pc.a + pc.b)), self.method) >= target
                 for side, sel in ((0, go_left), (1, ~go_left)):
                     if sel.any():
-                        self.solve(tab, tab.child(pc, side), cn[sel], r[sel], target, out,
-                                    depth + 1)
+                        self.solve(tab, tab.child(pc, side), _take(cn, sel), _take(r, sel),
+                                   target, out, depth + 1)
                 if need.all():
                     return
                 rows, c = rows[~need], c[~need]
             elif need.any():
                 out["unresolved"][rows[need]] = True
-        if rows.size == 0:
-            return
+        for k in range(0, rows.size, SUB_CHUNK):  # working sets that stay in cache
+            sl = slice(k, k + SUB_CHUNK)
+            self._newton(pc, c[sl], rows[sl], target, out)
+
+    def _newton(self, pc: _Piece, c: np.ndarray, rows: np.ndarray, target: float,
+                out: dict) -> None:
+        """The saddle points of the examples ``rows`` (counts ``c``) on the interpolants of
+        ``pc`` (resolved for them): the module docstring, step 3."""
         n = rows.size
-        coef = (pc.coef_t @ c.T).reshape(-1, 5, n)  # (p+1, 5, n)
+        exact = self.method != "clt"  # then a sixth row, K^(5): exact Newton slopes
+        nrow = 6 if exact else 5
+        coef = (pc.coef_t[nrow] @ c.T).reshape(-1, nrow, n)  # (p+1, nrow, n)
         a, b = pc.a, pc.b
         scale = 2.0 / (b - a)
 
@@ -428,9 +447,6 @@ class _Solver:
         lo_u = np.full(n, math.log(a))
         hi_u = np.full(n, math.log(b))
         u0 = secant_start(lo_u, hi_u, ga, gb, target)
-        exact = self.method != "clt"
-        if exact:  # a sixth row, K^(5), from the interpolant of K'''': exact Newton slopes
-            coef = np.concatenate([coef, _cheb_derivative(coef[:, 4:5], scale)], axis=1)
         live = {"cur": np.arange(n), "cf": coef}  # rows evaluated (a superset) and coefficients
         u_eval = np.full(n, math.log(a))
 
