@@ -306,6 +306,24 @@ class _Table:
         return pc.children[side]
 
 
+def _cell(tab: _Table, t: np.ndarray) -> np.ndarray:
+    """Index of each tilt ``t`` in the first bracketing grid of ``tab``; -1 where it is not a
+    point of that grid (NaN included)."""
+    g0 = tab.grids[0]
+    k = np.minimum(np.searchsorted(g0, t), g0.size - 1)
+    return np.where(g0[k] == t, k, -1)
+
+
+def _product(cnt: np.ndarray, rows: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """``cnt[rows] @ m``; for more than half of the rows a product over all of them, then
+    the rows picked (cheaper than copying most of the counts)."""
+    if rows.size == cnt.shape[0]:
+        return cnt @ m
+    if 2 * rows.size > cnt.shape[0]:
+        return (cnt @ m)[rows]
+    return cnt[rows] @ m
+
+
 def _take(a: np.ndarray, sel: np.ndarray) -> np.ndarray:
     """``a[sel]`` for a boolean ``sel`` along the first axis; ``a`` itself (no copy) when
     every row is selected."""
@@ -340,15 +358,20 @@ class _Solver:
         self.method = method
 
     # --- bracketing on the accountant's tilt grids -------------------------------------------
-    def bracket(self, tab: _Table, cnt: np.ndarray, target: float, kind: str) -> dict:
+    def bracket(self, tab: _Table, cnt: np.ndarray, target: float, kind: str,
+                hint: np.ndarray | None = None) -> dict:
         """Per example, for the saddle-point function (``kind="spa"``) or the refined-moments
         function (``"rma"``): the bracket ``[lo, hi]`` of tilts with ``g(lo) < target <=
         g(hi)``, as :func:`tightdp.curves.saddle.solve_tilt` finds it: the same grids
         walked in the same order, the first grid point reaching the target, with the exact
-        composed CGF at the grid points (one matrix product). On the first (33-point) grid
-        the saddle-point function is evaluated at every fourth point first and then inside
-        the first of those intervals reaching the target: the same bracket whenever ``g`` is
-        increasing on the grid (it need not be where the approximation breaks down; such
+        composed CGF at the grid points (matrix products with the counts). On the first
+        (33-point) grid, an example with a ``hint`` (the index in that grid of a likely upper
+        end, e.g. that of another bracket of the example; -1 for none) walks from the cell
+        below it, one grid point at a time, up while ``g(hi) < target`` or down while ``g(lo)
+        >= target``; the others evaluate ``g`` at every fourth point first and then inside the
+        first of those intervals reaching the target. Both find the same bracket whenever
+        ``g`` is increasing on the grid (the refined-moments function always is; the
+        saddle-point function need not be where the approximation breaks down, and such
         examples are flagged by the size of the SP-MSD1 terms). ``lo`` is NaN where no root
         was bracketed; ``below`` marks roots under the smallest tilt."""
         n = cnt.shape[0]
@@ -361,33 +384,63 @@ class _Solver:
             grid = tab.grids[gi]
             if idx is not None:
                 pts, grid = pts[:, :, idx], grid[idx]
-            cr = cnt if rows.size == n else cnt[rows]
-            comp = (cr @ pts.reshape(pts.shape[0], -1)).reshape(rows.size, nr, grid.size)
-            comp = comp.transpose(1, 0, 2)
+            comp = _product(cnt, rows, pts.reshape(pts.shape[0], -1))
+            comp = comp.reshape(rows.size, nr, grid.size).transpose(1, 0, 2)
             if kind == "spa":
                 return _g_spa(comp, grid, self.method)
             return grid * comp[1] - comp[0] + np.log1p(grid)  # increasing: always exact
 
-        for gi, grid in enumerate(tab.grids):
+        def g_each(rows: np.ndarray, idx: np.ndarray) -> np.ndarray:
+            """g of example ``rows[m]`` at the grid-0 point ``idx[m]``."""
+            out = np.empty(rows.size)
+            for j in np.unique(idx):
+                sel = idx == j
+                out[sel] = g_at(0, rows[sel], np.array([j]))[:, 0]
+            return out
+
+        g0 = tab.grids[0]
+        last = g0.size - 1
+        rows = np.arange(n)
+        if hint is not None:  # the walk from the hinted cells [k - 1, k]
+            ok = (hint >= 0) & (hint <= last)
+            w = rows[ok]
+            k = np.clip(hint[ok], 1, last)
+            g_lo, g_hi = g_each(w, k - 1), g_each(w, k)
+            while w.size:
+                up = g_hi < target
+                down = ~up & (g_lo >= target)
+                fin = ~(up | down)
+                lo[w[fin]], hi[w[fin]] = g0[k[fin] - 1], g0[k[fin]]
+                # off the grid: the grids below (at or above the target at its start) or
+                # above (below the target at its end) decide, as after the coarse pass
+                keep = (up & (k < last)) | (down & (k > 1))
+                w, k, up, g_lo, g_hi = w[keep], k[keep], up[keep], g_lo[keep], g_hi[keep]
+                k = np.where(up, k + 1, k - 1)
+                if not w.size:
+                    break
+                g_new = g_each(w, np.where(up, k, k - 1))
+                g_lo, g_hi = np.where(up, g_hi, g_new), np.where(up, g_new, g_lo)
+            rows = rows[~ok]
+        if rows.size:  # the coarse pass, then inside the first coarse interval reaching it
+            co = np.unique(np.append(np.arange(0, g0.size, _COARSE), last))
+            ge = g_at(0, rows, co) >= target
+            has = ge.any(axis=1)
+            jj = np.argmax(ge, axis=1)
+            sel = has & (jj > 0)
+            for jv in np.unique(jj[sel]):
+                r = rows[sel & (jj == jv)]
+                fine = np.arange(co[jv - 1] + 1, co[jv])
+                k = np.full(r.size, co[jv])
+                if fine.size:
+                    gef = g_at(0, r, fine) >= target
+                    hasf = gef.any(axis=1)
+                    k = np.where(hasf, fine[np.argmax(gef, axis=1)], k)
+                lo[r], hi[r] = g0[k - 1], g0[k]
+
+        for gi, grid in enumerate(tab.grids[1:], start=1):
             rows = np.nonzero(np.isnan(lo))[0]
             if rows.size == 0:
                 break
-            if gi == 0:
-                co = np.unique(np.append(np.arange(0, grid.size, _COARSE), grid.size - 1))
-                ge = g_at(0, rows, co) >= target
-                has = ge.any(axis=1)
-                jj = np.argmax(ge, axis=1)
-                sel = has & (jj > 0)
-                for jv in np.unique(jj[sel]):
-                    r = rows[sel & (jj == jv)]
-                    fine = np.arange(co[jv - 1] + 1, co[jv])
-                    k = np.full(r.size, co[jv])
-                    if fine.size:
-                        gef = g_at(0, r, fine) >= target
-                        hasf = gef.any(axis=1)
-                        k = np.where(hasf, fine[np.argmax(gef, axis=1)], k)
-                    lo[r], hi[r] = grid[k - 1], grid[k]
-                continue
             ge = g_at(gi, rows) >= target
             has = ge.any(axis=1)
             j = np.argmax(ge, axis=1)
@@ -500,14 +553,23 @@ class _Solver:
         dn, upm = miss & br["below"], miss & ~br["below"]
         lo[dn], hi[dn] = g_down[0], g_down[1]
         lo[upm], hi[upm] = g_up[-2], g_up[-1]
-        steps = cnt.sum(axis=1)
-        for rows in _groups(lo):
-            pc = tab.piece(lo[rows[0]], hi[rows[0]])
-            k0 = cnt[rows] @ pc.vals[:, 0, :]  # (n, p+1)
-            k0 = k0 + K_MARGIN * (steps[rows, None] + np.abs(k0))
-            e = (k0 + log_theta_max(pc.t) - log_delta) / pc.t
-            best = e.min(axis=1)
-            out[rows] = np.maximum(best + 1e-12 * np.abs(best), 0.0)
+        for k in range(0, n, SUB_CHUNK):  # working sets that stay in cache
+            sl = slice(k, k + SUB_CHUNK)
+            cs = cnt[sl]
+            steps = cs.sum(axis=1)
+            for rows in _groups(lo[sl]):
+                pc = tab.piece(lo[k + rows[0]], hi[k + rows[0]])
+                k0 = _product(cs, rows, pc.vals[:, 0, :])  # (rows, p+1)
+                # e = (k0 + K_MARGIN (T_i + |k0|) + log M_t - log delta) / t, in place
+                e = np.abs(k0)
+                e += steps[rows, None]
+                e *= K_MARGIN
+                e += k0
+                e += log_theta_max(pc.t)
+                e -= log_delta
+                e /= pc.t
+                best = e.min(axis=1)
+                out[k + rows] = np.maximum(best + 1e-12 * np.abs(best), 0.0)
         return out
 
 
@@ -706,7 +768,7 @@ def spa_block(block, state, used: np.ndarray, tables: list[_Table], log_delta: f
         cnt_all = bucket_counts(block, used)
         act = np.nonzero(cnt_all.any(axis=1))[0]
     if act.size:
-        cnt = cnt_all[act]
+        cnt = cnt_all if act.size == n_all else cnt_all[act]
         n = act.size
         target = -log_delta
         best = np.full(n, -np.inf)
@@ -718,19 +780,21 @@ def spa_block(block, state, used: np.ndarray, tables: list[_Table], log_delta: f
         fallback = np.zeros(n, dtype=bool)
         unresolved = np.zeros(n, dtype=bool)
         for tab in tables:
-            up = solver.rma(tab, cnt, solver.bracket(tab, cnt, target, "rma"), log_delta)
+            br_rma = solver.bracket(tab, cnt, target, "rma")
+            up = solver.rma(tab, cnt, br_rma, log_delta)
             best_up = np.maximum(best_up, up)
             # a direction whose certified bound is at most the eps already found cannot
             # raise the true eps above it: its saddle point is not needed
             need = np.nonzero(up > best)[0]
             if need.size == 0:
                 continue
-            c = cnt[need]
+            c = cnt if need.size == n else cnt[need]
             m = need.size
             out = {"eps": np.empty(m), "t": np.full(m, np.nan),
                    "fallback": np.zeros(m, dtype=bool), "size": np.zeros(m),
                    "unresolved": np.zeros(m, dtype=bool)}
-            br = solver.bracket(tab, c, target, "spa")
+            # the saddle point is near the refined-moments optimum: its bracket is the hint
+            br = solver.bracket(tab, c, target, "spa", _cell(tab, br_rma["hi"][need]))
             lo, hi = br["lo"], br["hi"]
             miss = np.isnan(lo)
             found = np.nonzero(~miss)[0]
