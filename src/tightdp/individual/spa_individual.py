@@ -221,10 +221,12 @@ class _Piece:
         self.a, self.b = a, b
         self.t = a + (b - a) * (_lobatto(vals.shape[-1] - 1) + 1.0) * 0.5  # from b down to a
         self.vals = vals  # (B, 5, p+1): exact values at the nodes
-        self.ends = vals[:, :, [-1, 0]].reshape(vals.shape[0], 10)  # at a and at b
+        # exact rows at a and at b, (10, B): composed = this @ counts (buckets x examples)
+        self.ends = np.ascontiguousarray(vals[:, :, [-1, 0]].reshape(vals.shape[0], 10).T)
+        self.k_t = np.ascontiguousarray(vals[:, 0, :].T)  # K at the nodes, (p+1, B)
         c = _cheb_coefficients(vals)
         p1 = vals.shape[-1]
-        # (p+1) * r rows, one column per bucket: composed = this @ counts.T; r = 5 (K .. K'''')
+        # (p+1) * r rows, one column per bucket: composed = this @ counts; r = 5 (K .. K'''')
         # or 6 (and K^(5) from the interpolant of K'''': the slope of SP-MSD0/1's g)
         c6 = np.concatenate([c, _cheb_derivative(c[:, 4:5], 2.0 / (b - a))], axis=1)
         self.coef_t = {r: np.ascontiguousarray(c6[:, :r].transpose(2, 1, 0).reshape(p1 * r, -1))
@@ -238,23 +240,24 @@ class _Piece:
         # every bucket resolved on its own: then so is every composition (the bounds add up;
         # (sum n_b s_b)^{3/2} >= sum n_b s_b^{3/2} for counts n_b >= 1, likewise ^2)
         self.all_ok = bool(np.all(tail <= INTERP_RTOL * scale + noise))
-        # otherwise per example: counts @ check = (error bounds of the five composed rows,
+        # otherwise per example: check @ counts = (error bounds of the five composed rows,
         # composed scales of rows 0..2, composed noise level)
-        self.check = np.column_stack([tail, s0, scale[:, 1], s2, np.maximum(1.0, s0)])
-        self.mid: np.ndarray | None = None  # exact rows at the midpoint (B, 5)
+        self.check = np.ascontiguousarray(
+            np.column_stack([tail, s0, scale[:, 1], s2, np.maximum(1.0, s0)]).T)
+        self.mid: np.ndarray | None = None  # exact rows at the midpoint (5, B)
         self.children: list[_Piece | None] = [None, None]
 
     def unresolved(self, c: np.ndarray) -> np.ndarray:
-        """Per example (rows of counts ``c``): is the interpolation error bound of its
-        composed rows (``sum_b n_b`` times the two trailing coefficients) above the tolerance
-        relative to the composed scales (rows 0..2: their maxima; K''' and K'''': K''^{3/2}
-        and K''^2)?"""
+        """Per example (columns of counts ``c``, buckets x examples): is the interpolation
+        error bound of its composed rows (``sum_b n_b`` times the two trailing coefficients)
+        above the tolerance relative to the composed scales (rows 0..2: their maxima; K'''
+        and K'''': K''^{3/2} and K''^2)?"""
         if self.all_ok:
-            return np.zeros(c.shape[0], dtype=bool)
-        m = c @ self.check
-        s2 = m[:, 7]
-        scale = np.column_stack([m[:, 5], m[:, 6], s2, s2 ** 1.5, s2 ** 2])
-        return np.any(m[:, :5] > INTERP_RTOL * scale + NOISE_FLOOR * m[:, 8:9], axis=1)
+            return np.zeros(c.shape[1], dtype=bool)
+        m = self.check @ c
+        s2 = m[7]
+        scale = np.stack([m[5], m[6], s2, s2 ** 1.5, s2 ** 2])
+        return np.any(m[:5] > INTERP_RTOL * scale + NOISE_FLOOR * m[8], axis=0)
 
 
 class _Table:
@@ -293,9 +296,9 @@ class _Table:
         return self._pieces[key]
 
     def midpoint(self, pc: _Piece) -> np.ndarray:
-        """Exact bucket rows at the midpoint of ``pc``: (B, 5)."""
+        """Exact bucket rows at the midpoint of ``pc``: (5, B)."""
         if pc.mid is None:
-            pc.mid = self.stats(np.array([0.5 * (pc.a + pc.b)]))[:, :, 0]
+            pc.mid = np.ascontiguousarray(self.stats(np.array([0.5 * (pc.a + pc.b)]))[:, :, 0].T)
         return pc.mid
 
     def child(self, pc: _Piece, side: int) -> _Piece:
@@ -314,20 +317,22 @@ def _cell(tab: _Table, t: np.ndarray) -> np.ndarray:
     return np.where(g0[k] == t, k, -1)
 
 
-def _product(cnt: np.ndarray, rows: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """``cnt[rows] @ m``; for more than half of the rows a product over all of them, then
-    the rows picked (cheaper than copying most of the counts)."""
-    if rows.size == cnt.shape[0]:
-        return cnt @ m
-    if 2 * rows.size > cnt.shape[0]:
-        return (cnt @ m)[rows]
-    return cnt[rows] @ m
+def _product(m: np.ndarray, cnt: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``m @ cnt[:, cols]`` (``cnt``: buckets x examples; this layout, with the examples
+    along the rows of the result, is the fast one for the few-row ``m`` here); for more than
+    half of the examples a product over all of them, then the columns picked (cheaper than
+    copying most of the counts)."""
+    if cols.size == cnt.shape[1]:
+        return m @ cnt
+    if 2 * cols.size > cnt.shape[1]:
+        return (m @ cnt)[:, cols]
+    return m @ cnt[:, cols]
 
 
 def _take(a: np.ndarray, sel: np.ndarray) -> np.ndarray:
-    """``a[sel]`` for a boolean ``sel`` along the first axis; ``a`` itself (no copy) when
-    every row is selected."""
-    return a if sel.all() else a[sel]
+    """``a[..., sel]`` for a boolean ``sel`` along the last axis; ``a`` itself (no copy)
+    when every example is selected."""
+    return a if sel.all() else a[..., sel]
 
 
 def _groups(keys: np.ndarray) -> list[np.ndarray]:
@@ -374,7 +379,7 @@ class _Solver:
         saddle-point function need not be where the approximation breaks down, and such
         examples are flagged by the size of the SP-MSD1 terms). ``lo`` is NaN where no root
         was bracketed; ``below`` marks roots under the smallest tilt."""
-        n = cnt.shape[0]
+        n = cnt.shape[1]
         lo, hi = np.full(n, np.nan), np.full(n, np.nan)
         below = np.zeros(n, dtype=bool)
         nr = 5 if kind == "spa" else 2
@@ -384,11 +389,12 @@ class _Solver:
             grid = tab.grids[gi]
             if idx is not None:
                 pts, grid = pts[:, :, idx], grid[idx]
-            comp = _product(cnt, rows, pts.reshape(pts.shape[0], -1))
-            comp = comp.reshape(rows.size, nr, grid.size).transpose(1, 0, 2)
+            comp = _product(pts.reshape(pts.shape[0], -1).T, cnt, rows)
+            comp = comp.reshape(nr, grid.size, rows.size)  # (rows, tilts, examples)
+            tg = grid[:, None]
             if kind == "spa":
-                return _g_spa(comp, grid, self.method)
-            return grid * comp[1] - comp[0] + np.log1p(grid)  # increasing: always exact
+                return _g_spa(comp, tg, self.method).T
+            return (tg * comp[1] - comp[0] + np.log1p(tg)).T  # increasing: always exact
 
         def g_each(rows: np.ndarray, idx: np.ndarray) -> np.ndarray:
             """g of example ``rows[m]`` at the grid-0 point ``idx[m]``."""
@@ -462,20 +468,20 @@ class _Solver:
             need = pc.unresolved(c)
             if need.any() and depth < MAX_DEPTH:
                 r, cn = _take(rows, need), _take(c, need)
-                comp = cn @ tab.midpoint(pc)  # exact composed rows at the midpoint (n, 5)
-                go_left = _g_spa(comp.T, np.array(0.5 * (pc.a + pc.b)), self.method) >= target
+                comp = tab.midpoint(pc) @ cn  # exact composed rows at the midpoint (5, n)
+                go_left = _g_spa(comp, np.array(0.5 * (pc.a + pc.b)), self.method) >= target
                 for side, sel in ((0, go_left), (1, ~go_left)):
                     if sel.any():
                         self.solve(tab, tab.child(pc, side), _take(cn, sel), _take(r, sel),
                                    target, out, depth + 1)
                 if need.all():
                     return
-                rows, c = rows[~need], c[~need]
+                rows, c = rows[~need], c[:, ~need]
             elif need.any():
                 out["unresolved"][rows[need]] = True
         for k in range(0, rows.size, SUB_CHUNK):  # working sets that stay in cache
             sl = slice(k, k + SUB_CHUNK)
-            self._newton(pc, c[sl], rows[sl], target, out)
+            self._newton(pc, c[:, sl], rows[sl], target, out)
 
     def _newton(self, pc: _Piece, c: np.ndarray, rows: np.ndarray, target: float,
                 out: dict) -> None:
@@ -484,7 +490,7 @@ class _Solver:
         n = rows.size
         exact = self.method != "clt"  # then a sixth row, K^(5): exact Newton slopes
         nrow = 6 if exact else 5
-        coef = (pc.coef_t[nrow] @ c.T).reshape(-1, nrow, n)  # (p+1, nrow, n)
+        coef = (pc.coef_t[nrow] @ c).reshape(-1, nrow, n)  # (p+1, nrow, n)
         a, b = pc.a, pc.b
         scale = 2.0 / (b - a)
 
@@ -495,8 +501,8 @@ class _Solver:
         # the accountant's iteration (curves.saddle.solve_tilt): safeguarded Newton in log t
         # from the secant point of the bracket, stopped at the same tolerances; secant slopes
         # after the first step
-        ends = (c @ pc.ends).reshape(n, 5, 2).transpose(1, 0, 2)  # exact rows at a and b
-        ga, gb = _g_spa(ends, np.array([a, b]), self.method).T
+        ends = (pc.ends @ c).reshape(5, 2, n)  # exact rows at a and b
+        ga, gb = _g_spa(ends, np.array([[a], [b]]), self.method)
         lo_u = np.full(n, math.log(a))
         hi_u = np.full(n, math.log(b))
         u0 = secant_start(lo_u, hi_u, ga, gb, target)
@@ -545,7 +551,7 @@ class _Solver:
         Lobatto tilts of the bracket of its optimal tilt, where ``K_i`` is exact (a matrix
         product of the counts with quadrature values, no interpolation); any tilt gives a
         valid bound, so where no bracket was found an end of the tilt range is used."""
-        n = cnt.shape[0]
+        n = cnt.shape[1]
         out = np.empty(n)
         lo, hi = br["lo"].copy(), br["hi"].copy()
         miss = np.isnan(lo)
@@ -555,20 +561,20 @@ class _Solver:
         lo[upm], hi[upm] = g_up[-2], g_up[-1]
         for k in range(0, n, SUB_CHUNK):  # working sets that stay in cache
             sl = slice(k, k + SUB_CHUNK)
-            cs = cnt[sl]
-            steps = cs.sum(axis=1)
+            cs = cnt[:, sl]
+            steps = cs.sum(axis=0)
             for rows in _groups(lo[sl]):
                 pc = tab.piece(lo[k + rows[0]], hi[k + rows[0]])
-                k0 = _product(cs, rows, pc.vals[:, 0, :])  # (rows, p+1)
+                k0 = _product(pc.k_t, cs, rows)  # (p+1, rows)
                 # e = (k0 + K_MARGIN (T_i + |k0|) + log M_t - log delta) / t, in place
                 e = np.abs(k0)
-                e += steps[rows, None]
+                e += steps[rows]
                 e *= K_MARGIN
                 e += k0
-                e += log_theta_max(pc.t)
+                e += log_theta_max(pc.t)[:, None]
                 e -= log_delta
-                e /= pc.t
-                best = e.min(axis=1)
+                e /= pc.t[:, None]
+                best = e.min(axis=0)
                 out[k + rows] = np.maximum(best + 1e-12 * np.abs(best), 0.0)
         return out
 
@@ -768,7 +774,8 @@ def spa_block(block, state, used: np.ndarray, tables: list[_Table], log_delta: f
         cnt_all = bucket_counts(block, used)
         act = np.nonzero(cnt_all.any(axis=1))[0]
     if act.size:
-        cnt = cnt_all if act.size == n_all else cnt_all[act]
+        # buckets x examples: the fast layout for the products with few rows here
+        cnt = np.ascontiguousarray((cnt_all if act.size == n_all else cnt_all[act]).T)
         n = act.size
         target = -log_delta
         best = np.full(n, -np.inf)
@@ -788,7 +795,7 @@ def spa_block(block, state, used: np.ndarray, tables: list[_Table], log_delta: f
             need = np.nonzero(up > best)[0]
             if need.size == 0:
                 continue
-            c = cnt if need.size == n else cnt[need]
+            c = cnt if need.size == n else cnt[:, need]
             m = need.size
             out = {"eps": np.empty(m), "t": np.full(m, np.nan),
                    "fallback": np.zeros(m, dtype=bool), "size": np.zeros(m),
@@ -800,7 +807,7 @@ def spa_block(block, state, used: np.ndarray, tables: list[_Table], log_delta: f
             found = np.nonzero(~miss)[0]
             for g in _groups(lo[found]):
                 rows = found[g]
-                solver.solve(tab, tab.piece(lo[rows[0]], hi[rows[0]]), c[rows], rows, target,
+                solver.solve(tab, tab.piece(lo[rows[0]], hi[rows[0]]), c[:, rows], rows, target,
                              out)
             out["eps"][miss] = up[need][miss]  # no saddle point in range: the bound
             best[need] = np.maximum(best[need], out["eps"])
