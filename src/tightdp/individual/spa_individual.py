@@ -126,6 +126,8 @@ INTERP_RTOL = 1e-12
 NOISE_FLOOR = 1e-13
 #: at most this many halvings of a bracketing interval
 MAX_DEPTH = 14
+#: (-1)^k, the Chebyshev polynomials at -1
+_ALTERNATING = (-1.0) ** np.arange(DEGREE + 1)
 #: the saddle points are solved this many examples at a time (arrays that stay in cache)
 SUB_CHUNK = 8192
 #: the accountant's convergence tolerance on g (curves.saddle.solve_tilt)
@@ -185,33 +187,45 @@ def _cheb_derivative(c: np.ndarray, scale: float) -> np.ndarray:
     return d * scale
 
 
-def _g_slope(ks: np.ndarray, t: np.ndarray, method: str, fallback: np.ndarray) -> np.ndarray:
-    """``dg/d log t`` of the saddle-point function ``g = -log delta_approx(eps(t))`` of
-    SP-MSD0 (eq. (60)) or SP-MSD1 (eq. (61)) (Alghamdi et al., "The Saddle-Point Accountant
-    for Differential Privacy", 2023), from the composed rows ``ks = (K, K', ..., K^(5))`` at
-    ``t``. With ``phi2, phi3, phi4`` of the SP-MSD1 terms and ``phi5 = K^(5) - 24/t^5 -
-    24/(1+t)^5`` (the derivatives in ``t`` of ``K - t eps - log t - log(1+t)`` at fixed eps,
-    whose own derivative at the saddle point is ``-t phi2``):
-    ``d(log delta)/dt = -t phi2 - phi3 / (2 phi2) + corr' / (1 + corr)``, ``corr = phi4 /
-    (8 phi2^2) - 5 phi3^2 / (24 phi2^3)``, ``corr' = phi5 / (8 phi2^2) - 2 phi3 phi4 /
-    (3 phi2^3) + 5 phi3^3 / (8 phi2^4)`` (SP-MSD1 where it did not fall back to SP-MSD0).
-    Only steers the Newton iteration: the root is where ``g`` meets the target."""
-    tp = 1.0 + t
-    phi2 = ks[2] + 1.0 / t ** 2 + 1.0 / tp ** 2
-    phi3 = ks[3] - 2.0 / t ** 3 - 2.0 / tp ** 3
-    dld = -t * phi2 - 0.5 * phi3 / phi2
+def _g_slope(ks: np.ndarray, t: np.ndarray, method: str,
+             fallback: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First and (approximate) second derivative in ``u = log t`` of the saddle-point function
+    ``g = -log delta_approx(eps(t))`` of SP-MSD0 (eq. (60)) or SP-MSD1 (eq. (61)) (Alghamdi
+    et al., "The Saddle-Point Accountant for Differential Privacy", 2023), from the composed
+    rows ``ks = (K, K', ..., K^(5))`` at ``t``.
+
+    With ``phi2, phi3, phi4`` of the SP-MSD1 terms and ``phi5 = K^(5) - 24/t^5 - 24/(1+t)^5``
+    (the derivatives in ``t`` of ``phi = K - t eps - log t - log(1+t)`` at fixed eps; at the
+    saddle point ``d phi / dt = -t phi2``): ``d(log delta)/dt = -t phi2 - phi3 / (2 phi2) +
+    corr' / (1 + corr)``, ``corr = phi4 / (8 phi2^2) - 5 phi3^2 / (24 phi2^3)``, ``corr' =
+    phi5 / (8 phi2^2) - 2 phi3 phi4 / (3 phi2^3) + 5 phi3^3 / (8 phi2^4)`` (SP-MSD1 where it
+    did not fall back to SP-MSD0). The second derivative leaves out the SP-MSD1 term's. Both
+    only steer the iteration (Halley's step): the root is where ``g`` meets the target."""
+    it, itp = 1.0 / t, 1.0 / (1.0 + t)
+    it2, itp2 = it * it, itp * itp
+    phi2 = ks[2] + it2 + itp2
+    phi3 = ks[3] - 2.0 * (it2 * it + itp2 * itp)
+    phi4 = ks[4] + 6.0 * (it2 * it2 + itp2 * itp2)
+    r3 = phi3 / phi2
+    dg = t * phi2 + 0.5 * r3  # -d(log delta)/dt
     if method == "msd1":
-        phi4 = ks[4] + 6.0 / t ** 4 + 6.0 / tp ** 4
-        phi5 = ks[5] - 24.0 / t ** 5 - 24.0 / tp ** 5
-        corr = phi4 / (8.0 * phi2 ** 2) - 5.0 * phi3 ** 2 / (24.0 * phi2 ** 3)
-        dcorr = (phi5 / (8.0 * phi2 ** 2) - 2.0 * phi3 * phi4 / (3.0 * phi2 ** 3)
-                 + 5.0 * phi3 ** 3 / (8.0 * phi2 ** 4))
-        dld = np.where(fallback, dld, dld + dcorr / (1.0 + corr))
-    else:
-        phi4 = ks[4] + 6.0 / t ** 4 + 6.0 / tp ** 4
-    # second derivative, without the SP-MSD1 term's (it only steers the step)
-    d2 = phi2 + t * phi3 + 0.5 * (phi4 / phi2 - (phi3 / phi2) ** 2)
-    return -t * dld, t * t * d2 - t * dld
+        phi5 = ks[5] - 24.0 * (it2 * it2 * it + itp2 * itp2 * itp)
+        p2 = phi2 * phi2
+        r4 = phi4 / p2
+        corr = 0.125 * r4 - (5.0 / 24.0) * r3 * r3 / phi2
+        dcorr = (0.125 * phi5 / p2 - (2.0 / 3.0) * r3 * r4 + 0.625 * r3 ** 3 / phi2)
+        dg = np.where(fallback, dg, dg - dcorr / (1.0 + corr))
+    d2 = phi2 + t * phi3 + 0.5 * (phi4 / phi2 - r3 * r3)
+    return t * dg, t * t * d2 + t * dg
+
+
+def _halley_slope(d1: np.ndarray, d2: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """The slope ``d1 - r d2 / (2 d1)`` that makes a Newton step for the residual ``r`` (first
+    and second derivatives ``d1, d2``) Halley's step (Halley 1694; e.g. Traub, *Iterative
+    Methods for the Solution of Equations*, 1964, Sec. 5.2); ``d1`` (Newton's) where that
+    correction would more than quintuple the step."""
+    dg = d1 - r * d2 / (2.0 * d1)
+    return np.where(dg > 0.2 * d1, dg, d1)
 
 
 class _Piece:
@@ -499,13 +513,28 @@ class _Solver:
             return _clenshaw(cf, np.clip((t - a) * scale - 1.0, -1.0, 1.0)), t
 
         # the accountant's iteration (curves.saddle.solve_tilt): safeguarded Newton in log t
-        # from the secant point of the bracket, stopped at the same tolerances; secant slopes
-        # after the first step
+        # in the bracket, stopped at the same tolerances; for SP-MSD0/1 with the exact slope
+        # and Halley's correction, from a Halley step off the end of the bracket where g is
+        # nearer the target (its rows there are exact, K^(5) interpolated); for SP-CLT as the
+        # accountant: from the secant point, secant slopes after the first step
         ends = (pc.ends @ c).reshape(5, 2, n)  # exact rows at a and b
-        ga, gb = _g_spa(ends, np.array([[a], [b]]), self.method)
-        lo_u = np.full(n, math.log(a))
-        hi_u = np.full(n, math.log(b))
+        te = np.array([[a], [b]])
+        ga, gb = _g_spa(ends, te, self.method)
+        ua, ub = math.log(a), math.log(b)
+        lo_u, hi_u = np.full(n, ua), np.full(n, ub)
         u0 = secant_start(lo_u, hi_u, ga, gb, target)
+        if exact:  # K^(5) at the ends from its interpolant (T_k(1) = 1, T_k(-1) = (-1)^k)
+            k5 = np.stack([(coef[:, 5] * _ALTERNATING[:coef.shape[0], None]).sum(axis=0),
+                           coef[:, 5].sum(axis=0)])
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                fb = saddle_log_delta(ends, te, None, self.method)[2]
+                d1, d2 = _g_slope(np.concatenate([ends, k5[None]]), te, self.method, fb)
+                r = np.stack([ga, gb]) - target
+                uh = np.array([[ua], [ub]]) - r / _halley_slope(d1, d2, r)
+                pick = np.argmin(np.abs(r), axis=0)
+                uh = np.where(pick == 0, uh[0], uh[1])
+                inside = np.isfinite(uh) & (uh > ua) & (uh < ub)
+            u0 = np.where(inside, uh, u0)
         live = {"cur": np.arange(n), "cf": coef}  # rows evaluated (a superset) and coefficients
         u_eval = np.full(n, math.log(a))
 
@@ -524,10 +553,7 @@ class _Solver:
                 ld, _, fb, _ = saddle_log_delta(ks, t, None, self.method)
                 if exact:  # the exact derivative of g: Newton converges quadratically
                     d1, d2 = _g_slope(ks, t, self.method, fb)
-                    # Halley's step as a Newton step with the slope d1 - r d2 / (2 d1)
-                    r = -ld - target
-                    dg = d1 - r * d2 / (2.0 * d1)
-                    dg = np.where(dg > 0.2 * d1, dg, d1)
+                    dg = _halley_slope(d1, d2, -ld - target)
                 else:
                     # SP-CLT: the accountant's slope t^2 phi2 (it ignores the derivative of
                     # the Gaussian term), then secant slopes, which converge superlinearly
