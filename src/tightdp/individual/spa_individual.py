@@ -116,7 +116,8 @@ from .runner import BlockRunner
 
 __all__ = ["IndividualSPAAccountant"]
 
-#: degree of the Chebyshev interpolants of the bucket CGFs on each tilt interval
+#: degree of the Chebyshev interpolants of the bucket CGFs on each tilt interval (even: the
+#: midpoint, where an interval is split, is one of the nodes)
 DEGREE = 24
 #: an interpolant is accepted when its two trailing coefficients are below this fraction of
 #: the row's scale (rows K, K', K'' relative to their maximum on the interval; K''' and K''''
@@ -143,8 +144,12 @@ _COARSE = 4
 
 
 def _lobatto(p: int) -> np.ndarray:
-    """Chebyshev-Lobatto points ``cos(pi m / p)``, m = 0..p (from +1 down to -1)."""
-    return np.cos(np.pi * np.arange(p + 1) / p)
+    """Chebyshev-Lobatto points ``cos(pi m / p)``, m = 0..p (from +1 down to -1); for even
+    ``p`` the middle one exactly 0 (``cos(pi / 2)`` rounds to 6e-17)."""
+    x = np.cos(np.pi * np.arange(p + 1) / p)
+    if p % 2 == 0:
+        x[p // 2] = 0.0
+    return x
 
 
 def _cheb_coefficients(vals: np.ndarray) -> np.ndarray:
@@ -258,7 +263,9 @@ class _Piece:
         # composed scales of rows 0..2, composed noise level)
         self.check = np.ascontiguousarray(
             np.column_stack([tail, s0, scale[:, 1], s2, np.maximum(1.0, s0)]).T)
-        self.mid: np.ndarray | None = None  # exact rows at the midpoint (5, B)
+        # the midpoint (a Lobatto node: DEGREE is even) and the exact rows there (5, B)
+        self.m = float(self.t[DEGREE // 2])
+        self.mid = np.ascontiguousarray(vals[:, :, DEGREE // 2].T)
         self.children: list[_Piece | None] = [None, None]
 
     def unresolved(self, c: np.ndarray) -> np.ndarray:
@@ -309,16 +316,10 @@ class _Table:
             self._pieces[key] = self._fit(*key)
         return self._pieces[key]
 
-    def midpoint(self, pc: _Piece) -> np.ndarray:
-        """Exact bucket rows at the midpoint of ``pc``: (5, B)."""
-        if pc.mid is None:
-            pc.mid = np.ascontiguousarray(self.stats(np.array([0.5 * (pc.a + pc.b)]))[:, :, 0].T)
-        return pc.mid
-
     def child(self, pc: _Piece, side: int) -> _Piece:
         """The left (0) or right (1) half of ``pc``, fitted when first needed."""
         if pc.children[side] is None:
-            m = 0.5 * (pc.a + pc.b)
+            m = pc.m
             pc.children[side] = self._fit(pc.a, m) if side == 0 else self._fit(m, pc.b)
         return pc.children[side]
 
@@ -482,8 +483,8 @@ class _Solver:
             need = pc.unresolved(c)
             if need.any() and depth < MAX_DEPTH:
                 r, cn = _take(rows, need), _take(c, need)
-                comp = tab.midpoint(pc) @ cn  # exact composed rows at the midpoint (5, n)
-                go_left = _g_spa(comp, np.array(0.5 * (pc.a + pc.b)), self.method) >= target
+                comp = pc.mid @ cn  # exact composed rows at the midpoint (5, n)
+                go_left = _g_spa(comp, np.array(pc.m), self.method) >= target
                 for side, sel in ((0, go_left), (1, ~go_left)):
                     if sel.any():
                         self.solve(tab, tab.child(pc, side), _take(cn, sel), _take(r, sel),
