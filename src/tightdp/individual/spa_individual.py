@@ -268,14 +268,11 @@ class _Piece:
         self.mid = np.ascontiguousarray(vals[:, :, DEGREE // 2].T)
         self.children: list[_Piece | None] = [None, None]
 
-    def unresolved(self, c: np.ndarray) -> np.ndarray:
-        """Per example (columns of counts ``c``, buckets x examples): is the interpolation
-        error bound of its composed rows (``sum_b n_b`` times the two trailing coefficients)
-        above the tolerance relative to the composed scales (rows 0..2: their maxima; K'''
-        and K'''': K''^{3/2} and K''^2)?"""
-        if self.all_ok:
-            return np.zeros(c.shape[1], dtype=bool)
-        m = self.check @ c
+    def unresolved(self, m: np.ndarray) -> np.ndarray:
+        """Per example (columns of ``m = check @ counts``, counts buckets x examples): is the
+        interpolation error bound of its composed rows (``sum_b n_b`` times the two trailing
+        coefficients) above the tolerance relative to the composed scales (rows 0..2: their
+        maxima; K''' and K'''': K''^{3/2} and K''^2)? (Only for pieces not ``all_ok``.)"""
         s2 = m[7]
         scale = np.stack([m[5], m[6], s2, s2 ** 1.5, s2 ** 2])
         return np.any(m[:5] > INTERP_RTOL * scale + NOISE_FLOOR * m[8], axis=0)
@@ -426,7 +423,10 @@ class _Solver:
             ok = (hint >= 0) & (hint <= last)
             w = rows[ok]
             k = np.clip(hint[ok], 1, last)
-            g_lo, g_hi = g_each(w, k - 1), g_each(w, k)
+            g_lo, g_hi = np.empty(w.size), np.empty(w.size)
+            for j in np.unique(k):  # both ends of the hinted cell in one product
+                sel = k == j
+                g_lo[sel], g_hi[sel] = g_at(0, w[sel], np.array([j - 1, j])).T
             while w.size:
                 up = g_hi < target
                 down = ~up & (g_lo >= target)
@@ -473,30 +473,30 @@ class _Solver:
         return {"lo": lo, "hi": hi, "below": below}
 
     # --- the saddle point on one interval ----------------------------------------------------
-    def solve(self, tab: _Table, pc: _Piece, c: np.ndarray, rows: np.ndarray,
-               target: float, out: dict, depth: int = 0) -> None:
-        """Saddle-point eps of the examples ``rows`` of ``out`` (counts ``c``, one row each)
-        whose root is bracketed by ``pc``; descends into halves of ``pc`` for the examples
-        whose composed CGF is not resolved by the interpolants there (module docstring,
-        step 2)."""
+    def solve(self, tab: _Table, pc: _Piece, cnt: np.ndarray, cols: np.ndarray,
+              rows: np.ndarray, target: float, out: dict, depth: int = 0) -> None:
+        """Saddle-point eps of the examples ``rows`` of ``out`` (counts: the columns ``cols``
+        of ``cnt``, buckets x examples) whose root is bracketed by ``pc``; descends into halves
+        of ``pc`` for the examples whose composed CGF is not resolved by the interpolants there
+        (module docstring, step 2)."""
         if not pc.all_ok:
-            need = pc.unresolved(c)
+            need = pc.unresolved(_product(pc.check, cnt, cols))
             if need.any() and depth < MAX_DEPTH:
-                r, cn = _take(rows, need), _take(c, need)
-                comp = pc.mid @ cn  # exact composed rows at the midpoint (5, n)
+                r, cl = _take(rows, need), _take(cols, need)
+                comp = _product(pc.mid, cnt, cl)  # exact composed rows at the midpoint (5, n)
                 go_left = _g_spa(comp, np.array(pc.m), self.method) >= target
                 for side, sel in ((0, go_left), (1, ~go_left)):
                     if sel.any():
-                        self.solve(tab, tab.child(pc, side), _take(cn, sel), _take(r, sel),
+                        self.solve(tab, tab.child(pc, side), cnt, _take(cl, sel), _take(r, sel),
                                    target, out, depth + 1)
                 if need.all():
                     return
-                rows, c = rows[~need], c[:, ~need]
+                rows, cols = rows[~need], cols[~need]
             elif need.any():
                 out["unresolved"][rows[need]] = True
         for k in range(0, rows.size, SUB_CHUNK):  # working sets that stay in cache
             sl = slice(k, k + SUB_CHUNK)
-            self._newton(pc, c[:, sl], rows[sl], target, out)
+            self._newton(pc, np.take(cnt, cols[sl], axis=1), rows[sl], target, out)
 
     def _newton(self, pc: _Piece, c: np.ndarray, rows: np.ndarray, target: float,
                 out: dict) -> None:
@@ -822,19 +822,19 @@ def spa_block(block, state, used: np.ndarray, tables: list[_Table], log_delta: f
             need = np.nonzero(up > best)[0]
             if need.size == 0:
                 continue
-            c = cnt if need.size == n else cnt[:, need]
             m = need.size
             out = {"eps": np.empty(m), "t": np.full(m, np.nan),
                    "fallback": np.zeros(m, dtype=bool), "size": np.zeros(m),
                    "unresolved": np.zeros(m, dtype=bool)}
             # the saddle point is near the refined-moments optimum: its bracket is the hint
+            c = cnt if m == n else cnt[:, need]
             br = solver.bracket(tab, c, target, "spa", _cell(tab, br_rma["hi"][need]))
             lo, hi = br["lo"], br["hi"]
             miss = np.isnan(lo)
             found = np.nonzero(~miss)[0]
             for g in _groups(lo[found]):
                 rows = found[g]
-                solver.solve(tab, tab.piece(lo[rows[0]], hi[rows[0]]), c[:, rows], rows, target,
+                solver.solve(tab, tab.piece(lo[rows[0]], hi[rows[0]]), c, rows, rows, target,
                              out)
             out["eps"][miss] = up[need][miss]  # no saddle point in range: the bound
             best[need] = np.maximum(best[need], out["eps"])
