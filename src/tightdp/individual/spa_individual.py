@@ -798,11 +798,11 @@ def spa_block(block, state, used: np.ndarray, tables: list[_Table], log_delta: f
     flags = {k: np.zeros(n_all, dtype=bool) for k in FLAGS[:3]}
     act = np.zeros(0, dtype=np.int64)
     if used.size:
-        cnt_all = bucket_counts(block, used)
-        act = np.nonzero(cnt_all.any(axis=1))[0]
-    if act.size:
         # buckets x examples: the fast layout for the products with few rows here
-        cnt = np.ascontiguousarray((cnt_all if act.size == n_all else cnt_all[act]).T)
+        cnt_all = bucket_counts(block, used, transposed=True)
+        act = np.nonzero(cnt_all.any(axis=0))[0]
+    if act.size:
+        cnt = cnt_all if act.size == n_all else cnt_all[:, act]
         n = act.size
         target = -log_delta
         best = np.full(n, -np.inf)
