@@ -43,11 +43,15 @@ How it is vectorized
 1. Brackets. Per direction the bucket CGFs and their first four derivatives are evaluated
    exactly (quadrature of :mod:`tightdp.losses.cgf`) at the accountant's bracketing tilts (those of
    ``curves.saddle.solve_tilt``: 33 points from 1e-4 to 64, then down to 1e-12, then up to the
-   tilt cap 2048, or 1e12 for Gaussian losses). One matrix product with the counts gives every
-   example's ``K_i, ..., K_i''''`` there, hence the saddle-point function
+   tilt cap 2048, or 1e12 for Gaussian losses). Matrix products with the counts give the
+   examples' ``K_i, ..., K_i''''`` there, hence the saddle-point function
    ``g_i(t) = -log delta_approx(eps(t))`` and the refined-moments optimality function
    ``t K_i'(t) - K_i(t) + log(1 + t)`` (eq. (44)); the first grid point where each reaches
-   ``-log delta`` brackets the example's root, as in the accountant.
+   ``-log delta`` brackets the example's root, as in the accountant. Found without evaluating
+   every grid point: the refined-moments function (increasing) at every fourth point of the
+   first grid and then inside the interval reaching the target; the saddle-point function
+   at the two ends of the refined-moments bracket, then grid point by grid point up or down
+   from there (the same bracket wherever ``g_i`` is increasing on the grid).
 2. Interpolants. On each bracket needed, every bucket's five rows are interpolated by
    Chebyshev polynomials of degree :data:`DEGREE` at the Chebyshev-Lobatto tilts (exact values
    there). An example's composed interpolant is accepted when the sum over its buckets of
@@ -57,10 +61,14 @@ How it is vectorized
    component), so some examples descend into halves of their bracket (exact composed values
    at the midpoint decide which) until it is resolved, at most :data:`MAX_DEPTH` times.
 3. Saddle points. The composed Chebyshev coefficients of an example are one matrix product of
-   its counts with the bucket coefficients; the accountant's safeguarded Newton iteration in
-   ``log t`` (from the secant point of the bracket, bisection when a step leaves it, the same
-   stopping rules; secant slopes after the first step) solves ``g_i(t) = -log delta`` on the
-   interpolant (Clenshaw evaluation), and ``eps_i = K_i'(t) - 1/t - 1/(1+t)`` (eq. (50)).
+   its counts with the bucket coefficients (also those of ``K_i^(5)``, the derivative of the
+   ``K''''`` interpolant); the accountant's safeguarded Newton iteration in ``log t``
+   (bisection when a step leaves the bracket, the same stopping rules) solves ``g_i(t) = -log
+   delta`` on the interpolant (Clenshaw evaluation), and ``eps_i = K_i'(t) - 1/t - 1/(1+t)``
+   (eq. (50)). For SP-MSD0/1 the steps are Halley's, with the exact first derivative of
+   ``g_i`` and its second without the SP-MSD1 term's, from a Halley step off the bracket end
+   where ``g_i`` is nearer the target (~3 evaluations per example); SP-CLT iterates as the
+   accountant (from the secant point, secant slopes after the first step).
 4. Certified bound. The refined-moments bound is minimized over the Lobatto tilts of the
    bracket of its optimal tilt, where ``K_i`` is a matrix product of the counts with *exact*
    bucket values; any tilt gives a valid bound, so interpolation cannot make it under-report.
@@ -69,7 +77,9 @@ How it is vectorized
    so far (elsewhere the add direction cannot raise the true eps above the value reported).
 
 Examples are processed in chunks (``chunk_size``), so the intermediate arrays stay small
-whatever ``N``. Agreement with :class:`~tightdp.SaddlePointAccountant` composing the same
+whatever ``N``; inside one, the counts are held as buckets x examples (the fast layout for the
+products with few rows) and the saddle points are solved :data:`SUB_CHUNK` examples at a time
+(in cache). Agreement with :class:`~tightdp.SaddlePointAccountant` composing the same
 buckets: ~1e-9 relative (its own Newton tolerance), also at an example whose norms are all
 >= C; where ``g_i`` is not increasing in ``t`` (only seen with few effective compositions,
 i.e. flagged examples) the two may pick different roots.
