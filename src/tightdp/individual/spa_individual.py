@@ -270,12 +270,12 @@ class _Piece:
         # (sum n_b s_b)^{3/2} >= sum n_b s_b^{3/2} for counts n_b >= 1, likewise ^2)
         self.all_ok = bool(np.all(tail <= INTERP_RTOL * scale + noise))
         # otherwise per example: check @ counts = (error bounds of the five composed rows,
-        # composed scales of rows 0..2, composed noise level)
-        self.check = np.ascontiguousarray(
-            np.column_stack([tail, s0, scale[:, 1], s2, np.maximum(1.0, s0)]).T)
-        # the midpoint (a Lobatto node: DEGREE is even) and the exact rows there (5, B)
+        # composed scales of rows 0..2, composed noise level, and the exact composed rows at
+        # the midpoint ``m``, a Lobatto node (DEGREE is even): one product for both)
         self.m = float(self.t[DEGREE // 2])
-        self.mid = np.ascontiguousarray(vals[:, :, DEGREE // 2].T)
+        self.check = np.ascontiguousarray(np.vstack([
+            np.column_stack([tail, s0, scale[:, 1], s2, np.maximum(1.0, s0)]).T,
+            vals[:, :, DEGREE // 2].T]))
         self.children: list[_Piece | None] = [None, None]
 
     def unresolved(self, m: np.ndarray) -> np.ndarray:
@@ -490,10 +490,11 @@ class _Solver:
         of ``pc`` for the examples whose composed CGF is not resolved by the interpolants there
         (module docstring, step 2)."""
         if not pc.all_ok:
-            need = pc.unresolved(_product(pc.check, cnt, cols))
+            chk = _product(pc.check, cnt, cols)
+            need = pc.unresolved(chk)
             if need.any() and depth < MAX_DEPTH:
                 r, cl = _take(rows, need), _take(cols, need)
-                comp = _product(pc.mid, cnt, cl)  # exact composed rows at the midpoint (5, n)
+                comp = _take(chk[9:], need)  # exact composed rows at the midpoint (5, n)
                 go_left = _g_spa(comp, np.array(pc.m), self.method) >= target
                 for side, sel in ((0, go_left), (1, ~go_left)):
                     if sel.any():
