@@ -575,7 +575,7 @@ class _Solver:
 
         u = newton_bracketed(g_and_slope, target, lo_u, hi_u, u0, iters=60,
                              ftol=NEWTON_RTOL * (1.0 + abs(target)), secant=not exact)
-        ks, t = rows_at(u, coef)
+        ks, t = rows_at(u, coef[:, :5])  # K^(5) not needed at the solution
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             _, _, fb, size = saddle_log_delta(ks, t, None, self.method)
         out["eps"][rows] = saddle_eps(ks, t)
