@@ -43,11 +43,15 @@ How it is vectorized
 1. Brackets. Per direction the bucket CGFs and their first four derivatives are evaluated
    exactly (quadrature of :mod:`tightdp.losses.cgf`) at the accountant's bracketing tilts (those of
    ``curves.saddle.solve_tilt``: 33 points from 1e-4 to 64, then down to 1e-12, then up to the
-   tilt cap 2048, or 1e12 for Gaussian losses). One matrix product with the counts gives every
-   example's ``K_i, ..., K_i''''`` there, hence the saddle-point function
+   tilt cap 2048, or 1e12 for Gaussian losses). Matrix products with the counts give the
+   examples' ``K_i, ..., K_i''''`` there, hence the saddle-point function
    ``g_i(t) = -log delta_approx(eps(t))`` and the refined-moments optimality function
    ``t K_i'(t) - K_i(t) + log(1 + t)`` (eq. (44)); the first grid point where each reaches
-   ``-log delta`` brackets the example's root, as in the accountant.
+   ``-log delta`` brackets the example's root, as in the accountant. Found without evaluating
+   every grid point: the refined-moments function (increasing) at every fourth point of the
+   first grid and then inside the interval reaching the target; the saddle-point function
+   at the two ends of the refined-moments bracket, then grid point by grid point up or down
+   from there (the same bracket wherever ``g_i`` is increasing on the grid).
 2. Interpolants. On each bracket needed, every bucket's five rows are interpolated by
    Chebyshev polynomials of degree :data:`DEGREE` at the Chebyshev-Lobatto tilts (exact values
    there). An example's composed interpolant is accepted when the sum over its buckets of
@@ -57,10 +61,14 @@ How it is vectorized
    component), so some examples descend into halves of their bracket (exact composed values
    at the midpoint decide which) until it is resolved, at most :data:`MAX_DEPTH` times.
 3. Saddle points. The composed Chebyshev coefficients of an example are one matrix product of
-   its counts with the bucket coefficients; the accountant's safeguarded Newton iteration in
-   ``log t`` (from the secant point of the bracket, bisection when a step leaves it, the same
-   stopping rules; secant slopes after the first step) solves ``g_i(t) = -log delta`` on the
-   interpolant (Clenshaw evaluation), and ``eps_i = K_i'(t) - 1/t - 1/(1+t)`` (eq. (50)).
+   its counts with the bucket coefficients (also those of ``K_i^(5)``, the derivative of the
+   ``K''''`` interpolant); the accountant's safeguarded Newton iteration in ``log t``
+   (bisection when a step leaves the bracket, the same stopping rules) solves ``g_i(t) = -log
+   delta`` on the interpolant (Clenshaw evaluation), and ``eps_i = K_i'(t) - 1/t - 1/(1+t)``
+   (eq. (50)). For SP-MSD0/1 the steps are Halley's, with the exact first derivative of
+   ``g_i`` and its second without the SP-MSD1 term's, from a Halley step off the bracket end
+   where ``g_i`` is nearer the target (~3 evaluations per example); SP-CLT iterates as the
+   accountant (from the secant point, secant slopes after the first step).
 4. Certified bound. The refined-moments bound is minimized over the Lobatto tilts of the
    bracket of its optimal tilt, where ``K_i`` is a matrix product of the counts with *exact*
    bucket values; any tilt gives a valid bound, so interpolation cannot make it under-report.
@@ -69,7 +77,9 @@ How it is vectorized
    so far (elsewhere the add direction cannot raise the true eps above the value reported).
 
 Examples are processed in chunks (``chunk_size``), so the intermediate arrays stay small
-whatever ``N``. Agreement with :class:`~tightdp.SaddlePointAccountant` composing the same
+whatever ``N``; inside one, the counts are held as buckets x examples (the fast layout for the
+products with few rows) and the saddle points are solved :data:`SUB_CHUNK` examples at a time
+(in cache). Agreement with :class:`~tightdp.SaddlePointAccountant` composing the same
 buckets: ~1e-9 relative (its own Newton tolerance), also at an example whose norms are all
 >= C; where ``g_i`` is not increasing in ``t`` (only seen with few effective compositions,
 i.e. flagged examples) the two may pick different roots.
@@ -116,7 +126,8 @@ from .runner import BlockRunner
 
 __all__ = ["IndividualSPAAccountant"]
 
-#: degree of the Chebyshev interpolants of the bucket CGFs on each tilt interval
+#: degree of the Chebyshev interpolants of the bucket CGFs on each tilt interval (even: the
+#: midpoint, where an interval is split, is one of the nodes)
 DEGREE = 24
 #: an interpolant is accepted when its two trailing coefficients are below this fraction of
 #: the row's scale (rows K, K', K'' relative to their maximum on the interval; K''' and K''''
@@ -126,6 +137,10 @@ INTERP_RTOL = 1e-12
 NOISE_FLOOR = 1e-13
 #: at most this many halvings of a bracketing interval
 MAX_DEPTH = 14
+#: (-1)^k, the Chebyshev polynomials at -1
+_ALTERNATING = (-1.0) ** np.arange(DEGREE + 1)
+#: the saddle points are solved this many examples at a time (arrays that stay in cache)
+SUB_CHUNK = 8192
 #: the accountant's convergence tolerance on g (curves.saddle.solve_tilt)
 NEWTON_RTOL = 1e-11
 #: relative allowance for the quadrature of the CGF in the certified bound (the accountant
@@ -139,8 +154,12 @@ _COARSE = 4
 
 
 def _lobatto(p: int) -> np.ndarray:
-    """Chebyshev-Lobatto points ``cos(pi m / p)``, m = 0..p (from +1 down to -1)."""
-    return np.cos(np.pi * np.arange(p + 1) / p)
+    """Chebyshev-Lobatto points ``cos(pi m / p)``, m = 0..p (from +1 down to -1); for even
+    ``p`` the middle one exactly 0 (``cos(pi / 2)`` rounds to 6e-17)."""
+    x = np.cos(np.pi * np.arange(p + 1) / p)
+    if p % 2 == 0:
+        x[p // 2] = 0.0
+    return x
 
 
 def _cheb_coefficients(vals: np.ndarray) -> np.ndarray:
@@ -168,6 +187,62 @@ def _clenshaw(c: np.ndarray, x: np.ndarray) -> np.ndarray:
     return x * b1 - b2 + c[0]
 
 
+def _cheb_derivative(c: np.ndarray, scale: float) -> np.ndarray:
+    """Chebyshev coefficients (last axis: degree; same shape as ``c``, the last one zero) of
+    ``d/dt`` of the series ``c`` in ``x = scale (t - a) - 1``: ``d_{k-1} = d_{k+1} + 2 k c_k``,
+    the constant term halved (the derivative recurrence of Chebyshev series; Mason, Handscomb,
+    *Chebyshev Polynomials*, 2003, Sec. 2.4.5)."""
+    d = np.zeros_like(c)
+    p = c.shape[-1] - 1
+    for k in range(p, 0, -1):
+        d[..., k - 1] = 2.0 * k * c[..., k]
+        if k + 1 <= p:
+            d[..., k - 1] += d[..., k + 1]
+    d[..., 0] *= 0.5
+    return d * scale
+
+
+def _g_slope(ks: np.ndarray, t: np.ndarray, method: str,
+             fallback: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First and (approximate) second derivative in ``u = log t`` of the saddle-point function
+    ``g = -log delta_approx(eps(t))`` of SP-MSD0 (eq. (60)) or SP-MSD1 (eq. (61)) (Alghamdi
+    et al., "The Saddle-Point Accountant for Differential Privacy", 2023), from the composed
+    rows ``ks = (K, K', ..., K^(5))`` at ``t``.
+
+    With ``phi2, phi3, phi4`` of the SP-MSD1 terms and ``phi5 = K^(5) - 24/t^5 - 24/(1+t)^5``
+    (the derivatives in ``t`` of ``phi = K - t eps - log t - log(1+t)`` at fixed eps; at the
+    saddle point ``d phi / dt = -t phi2``): ``d(log delta)/dt = -t phi2 - phi3 / (2 phi2) +
+    corr' / (1 + corr)``, ``corr = phi4 / (8 phi2^2) - 5 phi3^2 / (24 phi2^3)``, ``corr' =
+    phi5 / (8 phi2^2) - 2 phi3 phi4 / (3 phi2^3) + 5 phi3^3 / (8 phi2^4)`` (SP-MSD1 where it
+    did not fall back to SP-MSD0). The second derivative leaves out the SP-MSD1 term's. Both
+    only steer the iteration (Halley's step): the root is where ``g`` meets the target."""
+    it, itp = 1.0 / t, 1.0 / (1.0 + t)
+    it2, itp2 = it * it, itp * itp
+    phi2 = ks[2] + it2 + itp2
+    phi3 = ks[3] - 2.0 * (it2 * it + itp2 * itp)
+    phi4 = ks[4] + 6.0 * (it2 * it2 + itp2 * itp2)
+    r3 = phi3 / phi2
+    dg = t * phi2 + 0.5 * r3  # -d(log delta)/dt
+    if method == "msd1":
+        phi5 = ks[5] - 24.0 * (it2 * it2 * it + itp2 * itp2 * itp)
+        p2 = phi2 * phi2
+        r4 = phi4 / p2
+        corr = 0.125 * r4 - (5.0 / 24.0) * r3 * r3 / phi2
+        dcorr = (0.125 * phi5 / p2 - (2.0 / 3.0) * r3 * r4 + 0.625 * r3 ** 3 / phi2)
+        dg = np.where(fallback, dg, dg - dcorr / (1.0 + corr))
+    d2 = phi2 + t * phi3 + 0.5 * (phi4 / phi2 - r3 * r3)
+    return t * dg, t * t * d2 + t * dg
+
+
+def _halley_slope(d1: np.ndarray, d2: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """The slope ``d1 - r d2 / (2 d1)`` that makes a Newton step for the residual ``r`` (first
+    and second derivatives ``d1, d2``) Halley's step (Halley 1694; e.g. Traub, *Iterative
+    Methods for the Solution of Equations*, 1964, Sec. 5.2); ``d1`` (Newton's) where that
+    correction would more than quintuple the step."""
+    dg = d1 - r * d2 / (2.0 * d1)
+    return np.where(dg > 0.2 * d1, dg, d1)
+
+
 class _Piece:
     """Chebyshev interpolants of every bucket's CGF rows on one tilt interval ``[a, b]``."""
 
@@ -175,11 +250,16 @@ class _Piece:
         self.a, self.b = a, b
         self.t = a + (b - a) * (_lobatto(vals.shape[-1] - 1) + 1.0) * 0.5  # from b down to a
         self.vals = vals  # (B, 5, p+1): exact values at the nodes
-        self.ends = vals[:, :, [-1, 0]].reshape(vals.shape[0], 10)  # at a and at b
+        # exact rows at a and at b, (10, B): composed = this @ counts (buckets x examples)
+        self.ends = np.ascontiguousarray(vals[:, :, [-1, 0]].reshape(vals.shape[0], 10).T)
+        self.k_t = np.ascontiguousarray(vals[:, 0, :].T)  # K at the nodes, (p+1, B)
         c = _cheb_coefficients(vals)
         p1 = vals.shape[-1]
-        # (p+1) * 5 rows, one column per bucket: composed = this @ counts.T
-        self.coef_t = np.ascontiguousarray(c.transpose(2, 1, 0).reshape(p1 * 5, -1))
+        # (p+1) * r rows, one column per bucket: composed = this @ counts; r = 5 (K .. K'''')
+        # or 6 (and K^(5) from the interpolant of K'''': the slope of SP-MSD0/1's g)
+        c6 = np.concatenate([c, _cheb_derivative(c[:, 4:5], 2.0 / (b - a))], axis=1)
+        self.coef_t = {r: np.ascontiguousarray(c6[:, :r].transpose(2, 1, 0).reshape(p1 * r, -1))
+                       for r in (5, 6)}
         tail = np.max(np.abs(c[..., -2:]), axis=-1)  # (B, 5)
         s0 = np.max(np.abs(vals[:, 0]), axis=-1)
         s2 = np.max(np.abs(vals[:, 2]), axis=-1)
@@ -189,23 +269,23 @@ class _Piece:
         # every bucket resolved on its own: then so is every composition (the bounds add up;
         # (sum n_b s_b)^{3/2} >= sum n_b s_b^{3/2} for counts n_b >= 1, likewise ^2)
         self.all_ok = bool(np.all(tail <= INTERP_RTOL * scale + noise))
-        # otherwise per example: counts @ check = (error bounds of the five composed rows,
-        # composed scales of rows 0..2, composed noise level)
-        self.check = np.column_stack([tail, s0, scale[:, 1], s2, np.maximum(1.0, s0)])
-        self.mid: np.ndarray | None = None  # exact rows at the midpoint (B, 5)
+        # otherwise per example: check @ counts = (error bounds of the five composed rows,
+        # composed scales of rows 0..2, composed noise level, and the exact composed rows at
+        # the midpoint ``m``, a Lobatto node (DEGREE is even): one product for both)
+        self.m = float(self.t[DEGREE // 2])
+        self.check = np.ascontiguousarray(np.vstack([
+            np.column_stack([tail, s0, scale[:, 1], s2, np.maximum(1.0, s0)]).T,
+            vals[:, :, DEGREE // 2].T]))
         self.children: list[_Piece | None] = [None, None]
 
-    def unresolved(self, c: np.ndarray) -> np.ndarray:
-        """Per example (rows of counts ``c``): is the interpolation error bound of its
-        composed rows (``sum_b n_b`` times the two trailing coefficients) above the tolerance
-        relative to the composed scales (rows 0..2: their maxima; K''' and K'''': K''^{3/2}
-        and K''^2)?"""
-        if self.all_ok:
-            return np.zeros(c.shape[0], dtype=bool)
-        m = c @ self.check
-        s2 = m[:, 7]
-        scale = np.column_stack([m[:, 5], m[:, 6], s2, s2 ** 1.5, s2 ** 2])
-        return np.any(m[:, :5] > INTERP_RTOL * scale + NOISE_FLOOR * m[:, 8:9], axis=1)
+    def unresolved(self, m: np.ndarray) -> np.ndarray:
+        """Per example (columns of ``m = check @ counts``, counts buckets x examples): is the
+        interpolation error bound of its composed rows (``sum_b n_b`` times the two trailing
+        coefficients) above the tolerance relative to the composed scales (rows 0..2: their
+        maxima; K''' and K'''': K''^{3/2} and K''^2)? (Only for pieces not ``all_ok``.)"""
+        s2 = m[7]
+        scale = np.stack([m[5], m[6], s2, s2 ** 1.5, s2 ** 2])
+        return np.any(m[:5] > INTERP_RTOL * scale + NOISE_FLOOR * m[8], axis=0)
 
 
 class _Table:
@@ -243,18 +323,38 @@ class _Table:
             self._pieces[key] = self._fit(*key)
         return self._pieces[key]
 
-    def midpoint(self, pc: _Piece) -> np.ndarray:
-        """Exact bucket rows at the midpoint of ``pc``: (B, 5)."""
-        if pc.mid is None:
-            pc.mid = self.stats(np.array([0.5 * (pc.a + pc.b)]))[:, :, 0]
-        return pc.mid
-
     def child(self, pc: _Piece, side: int) -> _Piece:
         """The left (0) or right (1) half of ``pc``, fitted when first needed."""
         if pc.children[side] is None:
-            m = 0.5 * (pc.a + pc.b)
+            m = pc.m
             pc.children[side] = self._fit(pc.a, m) if side == 0 else self._fit(m, pc.b)
         return pc.children[side]
+
+
+def _cell(tab: _Table, t: np.ndarray) -> np.ndarray:
+    """Index of each tilt ``t`` in the first bracketing grid of ``tab``; -1 where it is not a
+    point of that grid (NaN included)."""
+    g0 = tab.grids[0]
+    k = np.minimum(np.searchsorted(g0, t), g0.size - 1)
+    return np.where(g0[k] == t, k, -1)
+
+
+def _product(m: np.ndarray, cnt: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``m @ cnt[:, cols]`` (``cnt``: buckets x examples; this layout, with the examples
+    along the rows of the result, is the fast one for the few-row ``m`` here); for more than
+    half of the examples a product over all of them, then the columns picked (cheaper than
+    copying most of the counts)."""
+    if cols.size == cnt.shape[1]:
+        return m @ cnt
+    if 2 * cols.size > cnt.shape[1]:
+        return (m @ cnt)[:, cols]
+    return m @ cnt[:, cols]
+
+
+def _take(a: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """``a[..., sel]`` for a boolean ``sel`` along the last axis; ``a`` itself (no copy)
+    when every example is selected."""
+    return a if sel.all() else a[..., sel]
 
 
 def _groups(keys: np.ndarray) -> list[np.ndarray]:
@@ -285,18 +385,23 @@ class _Solver:
         self.method = method
 
     # --- bracketing on the accountant's tilt grids -------------------------------------------
-    def bracket(self, tab: _Table, cnt: np.ndarray, target: float, kind: str) -> dict:
+    def bracket(self, tab: _Table, cnt: np.ndarray, target: float, kind: str,
+                hint: np.ndarray | None = None) -> dict:
         """Per example, for the saddle-point function (``kind="spa"``) or the refined-moments
         function (``"rma"``): the bracket ``[lo, hi]`` of tilts with ``g(lo) < target <=
         g(hi)``, as :func:`tightdp.curves.saddle.solve_tilt` finds it: the same grids
         walked in the same order, the first grid point reaching the target, with the exact
-        composed CGF at the grid points (one matrix product). On the first (33-point) grid
-        the saddle-point function is evaluated at every fourth point first and then inside
-        the first of those intervals reaching the target: the same bracket whenever ``g`` is
-        increasing on the grid (it need not be where the approximation breaks down; such
+        composed CGF at the grid points (matrix products with the counts). On the first
+        (33-point) grid, an example with a ``hint`` (the index in that grid of a likely upper
+        end, e.g. that of another bracket of the example; -1 for none) walks from the cell
+        below it, one grid point at a time, up while ``g(hi) < target`` or down while ``g(lo)
+        >= target``; the others evaluate ``g`` at every fourth point first and then inside the
+        first of those intervals reaching the target. Both find the same bracket whenever
+        ``g`` is increasing on the grid (the refined-moments function always is; the
+        saddle-point function need not be where the approximation breaks down, and such
         examples are flagged by the size of the SP-MSD1 terms). ``lo`` is NaN where no root
         was bracketed; ``below`` marks roots under the smallest tilt."""
-        n = cnt.shape[0]
+        n = cnt.shape[1]
         lo, hi = np.full(n, np.nan), np.full(n, np.nan)
         below = np.zeros(n, dtype=bool)
         nr = 5 if kind == "spa" else 2
@@ -306,33 +411,67 @@ class _Solver:
             grid = tab.grids[gi]
             if idx is not None:
                 pts, grid = pts[:, :, idx], grid[idx]
-            cr = cnt if rows.size == n else cnt[rows]
-            comp = (cr @ pts.reshape(pts.shape[0], -1)).reshape(rows.size, nr, grid.size)
-            comp = comp.transpose(1, 0, 2)
+            comp = _product(pts.reshape(pts.shape[0], -1).T, cnt, rows)
+            comp = comp.reshape(nr, grid.size, rows.size)  # (rows, tilts, examples)
+            tg = grid[:, None]
             if kind == "spa":
-                return _g_spa(comp, grid, self.method)
-            return grid * comp[1] - comp[0] + np.log1p(grid)  # increasing: always exact
+                return _g_spa(comp, tg, self.method).T
+            return (tg * comp[1] - comp[0] + np.log1p(tg)).T  # increasing: always exact
 
-        for gi, grid in enumerate(tab.grids):
+        def g_each(rows: np.ndarray, idx: np.ndarray) -> np.ndarray:
+            """g of example ``rows[m]`` at the grid-0 point ``idx[m]``."""
+            out = np.empty(rows.size)
+            for j in np.unique(idx):
+                sel = idx == j
+                out[sel] = g_at(0, rows[sel], np.array([j]))[:, 0]
+            return out
+
+        g0 = tab.grids[0]
+        last = g0.size - 1
+        rows = np.arange(n)
+        if hint is not None:  # the walk from the hinted cells [k - 1, k]
+            ok = (hint >= 0) & (hint <= last)
+            w = rows[ok]
+            k = np.clip(hint[ok], 1, last)
+            g_lo, g_hi = np.empty(w.size), np.empty(w.size)
+            for j in np.unique(k):  # both ends of the hinted cell in one product
+                sel = k == j
+                g_lo[sel], g_hi[sel] = g_at(0, w[sel], np.array([j - 1, j])).T
+            while w.size:
+                up = g_hi < target
+                down = ~up & (g_lo >= target)
+                fin = ~(up | down)
+                lo[w[fin]], hi[w[fin]] = g0[k[fin] - 1], g0[k[fin]]
+                # off the grid: the grids below (at or above the target at its start) or
+                # above (below the target at its end) decide, as after the coarse pass
+                keep = (up & (k < last)) | (down & (k > 1))
+                w, k, up, g_lo, g_hi = w[keep], k[keep], up[keep], g_lo[keep], g_hi[keep]
+                k = np.where(up, k + 1, k - 1)
+                if not w.size:
+                    break
+                g_new = g_each(w, np.where(up, k, k - 1))
+                g_lo, g_hi = np.where(up, g_hi, g_new), np.where(up, g_new, g_lo)
+            rows = rows[~ok]
+        if rows.size:  # the coarse pass, then inside the first coarse interval reaching it
+            co = np.unique(np.append(np.arange(0, g0.size, _COARSE), last))
+            ge = g_at(0, rows, co) >= target
+            has = ge.any(axis=1)
+            jj = np.argmax(ge, axis=1)
+            sel = has & (jj > 0)
+            for jv in np.unique(jj[sel]):
+                r = rows[sel & (jj == jv)]
+                fine = np.arange(co[jv - 1] + 1, co[jv])
+                k = np.full(r.size, co[jv])
+                if fine.size:
+                    gef = g_at(0, r, fine) >= target
+                    hasf = gef.any(axis=1)
+                    k = np.where(hasf, fine[np.argmax(gef, axis=1)], k)
+                lo[r], hi[r] = g0[k - 1], g0[k]
+
+        for gi, grid in enumerate(tab.grids[1:], start=1):
             rows = np.nonzero(np.isnan(lo))[0]
             if rows.size == 0:
                 break
-            if gi == 0:
-                co = np.unique(np.append(np.arange(0, grid.size, _COARSE), grid.size - 1))
-                ge = g_at(0, rows, co) >= target
-                has = ge.any(axis=1)
-                jj = np.argmax(ge, axis=1)
-                sel = has & (jj > 0)
-                for jv in np.unique(jj[sel]):
-                    r = rows[sel & (jj == jv)]
-                    fine = np.arange(co[jv - 1] + 1, co[jv])
-                    k = np.full(r.size, co[jv])
-                    if fine.size:
-                        gef = g_at(0, r, fine) >= target
-                        hasf = gef.any(axis=1)
-                        k = np.where(hasf, fine[np.argmax(gef, axis=1)], k)
-                    lo[r], hi[r] = grid[k - 1], grid[k]
-                continue
             ge = g_at(gi, rows) >= target
             has = ge.any(axis=1)
             j = np.argmax(ge, axis=1)
@@ -344,31 +483,40 @@ class _Solver:
         return {"lo": lo, "hi": hi, "below": below}
 
     # --- the saddle point on one interval ----------------------------------------------------
-    def solve(self, tab: _Table, pc: _Piece, c: np.ndarray, rows: np.ndarray,
-               target: float, out: dict, depth: int = 0) -> None:
-        """Saddle-point eps of the examples ``rows`` of ``out`` (counts ``c``, one row each)
-        whose root is bracketed by ``pc``; descends into halves of ``pc`` for the examples
-        whose composed CGF is not resolved by the interpolants there (module docstring,
-        step 2)."""
+    def solve(self, tab: _Table, pc: _Piece, cnt: np.ndarray, cols: np.ndarray,
+              rows: np.ndarray, target: float, out: dict, depth: int = 0) -> None:
+        """Saddle-point eps of the examples ``rows`` of ``out`` (counts: the columns ``cols``
+        of ``cnt``, buckets x examples) whose root is bracketed by ``pc``; descends into halves
+        of ``pc`` for the examples whose composed CGF is not resolved by the interpolants there
+        (module docstring, step 2)."""
         if not pc.all_ok:
-            need = pc.unresolved(c)
+            chk = _product(pc.check, cnt, cols)
+            need = pc.unresolved(chk)
             if need.any() and depth < MAX_DEPTH:
-                r, cn = rows[need], c[need]
-                comp = cn @ tab.midpoint(pc)  # exact composed rows at the midpoint (n, 5)
-                go_left = _g_spa(comp.T, np.array(0.5 * (pc.a + pc.b)), self.method) >= target
+                r, cl = _take(rows, need), _take(cols, need)
+                comp = _take(chk[9:], need)  # exact composed rows at the midpoint (5, n)
+                go_left = _g_spa(comp, np.array(pc.m), self.method) >= target
                 for side, sel in ((0, go_left), (1, ~go_left)):
                     if sel.any():
-                        self.solve(tab, tab.child(pc, side), cn[sel], r[sel], target, out,
-                                    depth + 1)
+                        self.solve(tab, tab.child(pc, side), cnt, _take(cl, sel), _take(r, sel),
+                                   target, out, depth + 1)
                 if need.all():
                     return
-                rows, c = rows[~need], c[~need]
+                rows, cols = rows[~need], cols[~need]
             elif need.any():
                 out["unresolved"][rows[need]] = True
-        if rows.size == 0:
-            return
+        for k in range(0, rows.size, SUB_CHUNK):  # working sets that stay in cache
+            sl = slice(k, k + SUB_CHUNK)
+            self._newton(pc, np.take(cnt, cols[sl], axis=1), rows[sl], target, out)
+
+    def _newton(self, pc: _Piece, c: np.ndarray, rows: np.ndarray, target: float,
+                out: dict) -> None:
+        """The saddle points of the examples ``rows`` (counts ``c``) on the interpolants of
+        ``pc`` (resolved for them): the module docstring, step 3."""
         n = rows.size
-        coef = (pc.coef_t @ c.T).reshape(-1, 5, n)  # (p+1, 5, n)
+        exact = self.method != "clt"  # then a sixth row, K^(5): exact Newton slopes
+        nrow = 6 if exact else 5
+        coef = (pc.coef_t[nrow] @ c).reshape(-1, nrow, n)  # (p+1, nrow, n)
         a, b = pc.a, pc.b
         scale = 2.0 / (b - a)
 
@@ -377,13 +525,28 @@ class _Solver:
             return _clenshaw(cf, np.clip((t - a) * scale - 1.0, -1.0, 1.0)), t
 
         # the accountant's iteration (curves.saddle.solve_tilt): safeguarded Newton in log t
-        # from the secant point of the bracket, stopped at the same tolerances; secant slopes
-        # after the first step
-        ends = (c @ pc.ends).reshape(n, 5, 2).transpose(1, 0, 2)  # exact rows at a and b
-        ga, gb = _g_spa(ends, np.array([a, b]), self.method).T
-        lo_u = np.full(n, math.log(a))
-        hi_u = np.full(n, math.log(b))
+        # in the bracket, stopped at the same tolerances; for SP-MSD0/1 with the exact slope
+        # and Halley's correction, from a Halley step off the end of the bracket where g is
+        # nearer the target (its rows there are exact, K^(5) interpolated); for SP-CLT as the
+        # accountant: from the secant point, secant slopes after the first step
+        ends = (pc.ends @ c).reshape(5, 2, n)  # exact rows at a and b
+        te = np.array([[a], [b]])
+        ga, gb = _g_spa(ends, te, self.method)
+        ua, ub = math.log(a), math.log(b)
+        lo_u, hi_u = np.full(n, ua), np.full(n, ub)
         u0 = secant_start(lo_u, hi_u, ga, gb, target)
+        if exact:  # K^(5) at the ends from its interpolant (T_k(1) = 1, T_k(-1) = (-1)^k)
+            k5 = np.stack([(coef[:, 5] * _ALTERNATING[:coef.shape[0], None]).sum(axis=0),
+                           coef[:, 5].sum(axis=0)])
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                fb = saddle_log_delta(ends, te, None, self.method)[2]
+                d1, d2 = _g_slope(np.concatenate([ends, k5[None]]), te, self.method, fb)
+                r = np.stack([ga, gb]) - target
+                uh = np.array([[ua], [ub]]) - r / _halley_slope(d1, d2, r)
+                pick = np.argmin(np.abs(r), axis=0)
+                uh = np.where(pick == 0, uh[0], uh[1])
+                inside = np.isfinite(uh) & (uh > ua) & (uh < ub)
+            u0 = np.where(inside, uh, u0)
         live = {"cur": np.arange(n), "cf": coef}  # rows evaluated (a superset) and coefficients
         u_eval = np.full(n, math.log(a))
 
@@ -399,16 +562,20 @@ class _Solver:
             if cur.size != act.size:
                 ks, t = ks[:, pos], t[pos]
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                g = -saddle_log_delta(ks, t, None, self.method)[0]
-                # d(-ld)/d log t as the accountant's (it ignores the derivative of the log phi''
-                # and SP-MSD1 terms; from the second step on the secant slope is used, which
-                # converges superlinearly to the same root of the bracket)
-                dg = t * t * (ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2)
-            return g, dg
+                ld, _, fb, _ = saddle_log_delta(ks, t, None, self.method)
+                if exact:  # the exact derivative of g: Newton converges quadratically
+                    d1, d2 = _g_slope(ks, t, self.method, fb)
+                    dg = _halley_slope(d1, d2, -ld - target)
+                else:
+                    # SP-CLT: the accountant's slope t^2 phi2 (it ignores the derivative of
+                    # the Gaussian term), then secant slopes, which converge superlinearly
+                    # to the same root of the bracket
+                    dg = t * t * (ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2)
+            return -ld, dg
 
         u = newton_bracketed(g_and_slope, target, lo_u, hi_u, u0, iters=60,
-                             ftol=NEWTON_RTOL * (1.0 + abs(target)), secant=True)
-        ks, t = rows_at(u, coef)
+                             ftol=NEWTON_RTOL * (1.0 + abs(target)), secant=not exact)
+        ks, t = rows_at(u, coef[:, :5])  # K^(5) not needed at the solution
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             _, _, fb, size = saddle_log_delta(ks, t, None, self.method)
         out["eps"][rows] = saddle_eps(ks, t)
@@ -422,7 +589,7 @@ class _Solver:
         Lobatto tilts of the bracket of its optimal tilt, where ``K_i`` is exact (a matrix
         product of the counts with quadrature values, no interpolation); any tilt gives a
         valid bound, so where no bracket was found an end of the tilt range is used."""
-        n = cnt.shape[0]
+        n = cnt.shape[1]
         out = np.empty(n)
         lo, hi = br["lo"].copy(), br["hi"].copy()
         miss = np.isnan(lo)
@@ -430,14 +597,23 @@ class _Solver:
         dn, upm = miss & br["below"], miss & ~br["below"]
         lo[dn], hi[dn] = g_down[0], g_down[1]
         lo[upm], hi[upm] = g_up[-2], g_up[-1]
-        steps = cnt.sum(axis=1)
-        for rows in _groups(lo):
-            pc = tab.piece(lo[rows[0]], hi[rows[0]])
-            k0 = cnt[rows] @ pc.vals[:, 0, :]  # (n, p+1)
-            k0 = k0 + K_MARGIN * (steps[rows, None] + np.abs(k0))
-            e = (k0 + log_theta_max(pc.t) - log_delta) / pc.t
-            best = e.min(axis=1)
-            out[rows] = np.maximum(best + 1e-12 * np.abs(best), 0.0)
+        for k in range(0, n, SUB_CHUNK):  # working sets that stay in cache
+            sl = slice(k, k + SUB_CHUNK)
+            cs = cnt[:, sl]
+            steps = cs.sum(axis=0)
+            for rows in _groups(lo[sl]):
+                pc = tab.piece(lo[k + rows[0]], hi[k + rows[0]])
+                k0 = _product(pc.k_t, cs, rows)  # (p+1, rows)
+                # e = (k0 + K_MARGIN (T_i + |k0|) + log M_t - log delta) / t, in place
+                e = np.abs(k0)
+                e += steps[rows]
+                e *= K_MARGIN
+                e += k0
+                e += log_theta_max(pc.t)[:, None]
+                e -= log_delta
+                e /= pc.t[:, None]
+                best = e.min(axis=0)
+                out[k + rows] = np.maximum(best + 1e-12 * np.abs(best), 0.0)
         return out
 
 
@@ -633,10 +809,11 @@ def spa_block(block, state, used: np.ndarray, tables: list[_Table], log_delta: f
     flags = {k: np.zeros(n_all, dtype=bool) for k in FLAGS[:3]}
     act = np.zeros(0, dtype=np.int64)
     if used.size:
-        cnt_all = bucket_counts(block, used)
-        act = np.nonzero(cnt_all.any(axis=1))[0]
+        # buckets x examples: the fast layout for the products with few rows here
+        cnt_all = bucket_counts(block, used, transposed=True)
+        act = np.nonzero(cnt_all.any(axis=0))[0]
     if act.size:
-        cnt = cnt_all[act]
+        cnt = cnt_all if act.size == n_all else cnt_all[:, act]
         n = act.size
         target = -log_delta
         best = np.full(n, -np.inf)
@@ -648,25 +825,27 @@ def spa_block(block, state, used: np.ndarray, tables: list[_Table], log_delta: f
         fallback = np.zeros(n, dtype=bool)
         unresolved = np.zeros(n, dtype=bool)
         for tab in tables:
-            up = solver.rma(tab, cnt, solver.bracket(tab, cnt, target, "rma"), log_delta)
+            br_rma = solver.bracket(tab, cnt, target, "rma")
+            up = solver.rma(tab, cnt, br_rma, log_delta)
             best_up = np.maximum(best_up, up)
             # a direction whose certified bound is at most the eps already found cannot
             # raise the true eps above it: its saddle point is not needed
             need = np.nonzero(up > best)[0]
             if need.size == 0:
                 continue
-            c = cnt[need]
             m = need.size
             out = {"eps": np.empty(m), "t": np.full(m, np.nan),
                    "fallback": np.zeros(m, dtype=bool), "size": np.zeros(m),
                    "unresolved": np.zeros(m, dtype=bool)}
-            br = solver.bracket(tab, c, target, "spa")
+            # the saddle point is near the refined-moments optimum: its bracket is the hint
+            c = cnt if m == n else cnt[:, need]
+            br = solver.bracket(tab, c, target, "spa", _cell(tab, br_rma["hi"][need]))
             lo, hi = br["lo"], br["hi"]
             miss = np.isnan(lo)
             found = np.nonzero(~miss)[0]
             for g in _groups(lo[found]):
                 rows = found[g]
-                solver.solve(tab, tab.piece(lo[rows[0]], hi[rows[0]]), c[rows], rows, target,
+                solver.solve(tab, tab.piece(lo[rows[0]], hi[rows[0]]), c, rows, rows, target,
                              out)
             out["eps"][miss] = up[need][miss]  # no saddle point in range: the bound
             best[need] = np.maximum(best[need], out["eps"])

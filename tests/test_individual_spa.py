@@ -1,0 +1,72 @@
+"""IndividualSPAAccountant: the SP-MSD0 path against the saddle-point accountant, and per-example
+answers that do not depend on the other examples (order, block, chunk)."""
+
+import numpy as np
+import pytest
+
+from tightdp import (
+    Gaussian,
+    IndividualSPAAccountant,
+    PoissonSubsampled,
+    SaddlePointAccountant,
+)
+
+DELTA = 1e-5
+
+
+@pytest.mark.parametrize("q, sigma, steps", [(0.01, 1.0, 1000), (0.1, 2.0, 500)])
+def test_spa_msd0_equals_accountant(q, sigma, steps):
+    """SP-MSD0 (Alghamdi et al. 2023, eq. (60)): an example whose norms are all >= C is the
+    accountant's composition of ``PoissonSubsampled(Gaussian(sigma), q)``, one whose norms are
+    all C/2 that with noise multiplier 2 sigma: the same eps to the accountant's Newton
+    tolerance (the individual accountant iterates with the exact slope of g, the accountant
+    with secant slopes)."""
+    g = np.empty((2, steps))
+    g[0] = 2.0
+    g[1] = 0.5
+    acc = IndividualSPAAccountant(sampling_rate=q, noise_multiplier=sigma, clip_norm=1.0,
+                                  n_examples=2, method="msd0")
+    acc.step_many(g)
+    r = acc.epsilon(DELTA)
+    for i, s in ((0, sigma), (1, 2 * sigma)):
+        ref = SaddlePointAccountant("msd0").compose(PoissonSubsampled(Gaussian(s), q),
+                                                    steps).epsilon(DELTA)
+        assert r.epsilon[i] == pytest.approx(ref.epsilon, rel=1e-8)
+
+
+def _profiles_counts(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Counts of ``n`` examples (T = 300 steps, 20 buckets) drawn from 40 recorded profiles,
+    60% of them from one profile (so that some brackets are shared by most examples of a
+    block and others by few)."""
+    prof = IndividualSPAAccountant(sampling_rate=0.02, noise_multiplier=1.0, clip_norm=1.0,
+                                   n_examples=40, n_buckets=20)
+    scale = rng.lognormal(-0.7, 0.8, 40)
+    prof.step_many(scale[:, None] * rng.exponential(1.0, (40, 300)))
+    pick = np.where(rng.random(n) < 0.6, 0, rng.integers(1, 40, n))
+    return np.asarray(prof.counts)[pick]
+
+
+def test_spa_per_example_independent_of_order_and_blocks():
+    """Each example's eps, certified upper, flags and SP-MSD1 terms depend only on its own
+    counts: the same numbers with the rows shuffled and cut into other blocks (more examples
+    than are solved at a time inside a block, and blocks of one example)."""
+    rng = np.random.default_rng(3)
+    counts = _profiles_counts(15000, rng)
+    kw = {"sampling_rate": 0.02, "noise_multiplier": 1.0, "clip_norm": 1.0, "progress": False}
+    ref = IndividualSPAAccountant.from_counts(counts, **kw).epsilon(DELTA)
+    perm = rng.permutation(counts.shape[0])
+    r = IndividualSPAAccountant.from_counts(counts[perm], chunk_size=6000,
+                                            **kw).epsilon(DELTA)
+    np.testing.assert_allclose(r.epsilon, ref.epsilon[perm], rtol=1e-11)
+    np.testing.assert_allclose(r.upper, ref.upper[perm], rtol=1e-14)
+    np.testing.assert_array_equal(r.details["reliable"], ref.details["reliable"][perm])
+    np.testing.assert_allclose(r.details["msd1_terms"], ref.details["msd1_terms"][perm],
+                               rtol=1e-9)
+    assert r.details["fallback"] == ref.details["fallback"]
+    # the same for a few examples solved alone (blocks of one)
+    few = perm[:5]
+    r1 = IndividualSPAAccountant.from_counts(counts[few], chunk_size=1, **kw).epsilon(DELTA)
+    np.testing.assert_allclose(r1.epsilon, ref.epsilon[few], rtol=1e-11)
+    np.testing.assert_allclose(r1.upper, ref.upper[few], rtol=1e-14)
+    # several brackets in play, and the examples are not all equal
+    assert np.unique(np.round(ref.epsilon, 9)).size > 10
