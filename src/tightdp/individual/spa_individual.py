@@ -41,17 +41,18 @@ the CGF quadrature made relative (``1e-11 (T_i + K_i(t))``).
 How it is vectorized
 --------------------
 1. Brackets. Per direction the bucket CGFs and their first four derivatives are evaluated
-   exactly (quadrature of :mod:`tightdp.losses.cgf`) at the accountant's bracketing tilts (those of
-   ``curves.saddle.solve_tilt``: 33 points from 1e-4 to 64, then down to 1e-12, then up to the
-   tilt cap 2048, or 1e12 for Gaussian losses). Matrix products with the counts give the
-   examples' ``K_i, ..., K_i''''`` there, hence the saddle-point function
-   ``g_i(t) = -log delta_approx(eps(t))`` and the refined-moments optimality function
+   exactly (quadrature of :mod:`tightdp.losses.cgf`) at bracketing tilts built like the
+   accountant's (``curves.saddle.tilt_grids``: 33 points from 1e-4 to 64 -- the accountant's
+   ``solve_tilt`` now uses 65, which brackets the same root wherever ``g`` increases -- then
+   down to 1e-12, then up to the tilt cap 2048, or 1e12 for Gaussian losses). Matrix products
+   with the counts give the examples' ``K_i, ..., K_i''''`` there, hence the saddle-point
+   function ``g_i(t) = -log delta_approx(eps(t))`` and the refined-moments optimality function
    ``t K_i'(t) - K_i(t) + log(1 + t)`` (eq. (44)); the first grid point where each reaches
    ``-log delta`` brackets the example's root, as in the accountant. Found without evaluating
    every grid point: the refined-moments function (increasing) at every fourth point of the
-   first grid and then inside the interval reaching the target; the saddle-point function
-   at the two ends of the refined-moments bracket, then grid point by grid point up or down
-   from there (the same bracket wherever ``g_i`` is increasing on the grid).
+   first grid and then inside the interval reaching the target; the saddle-point function at the
+   two ends of the refined-moments bracket, then grid point by grid point up or down from there
+   (the same bracket wherever ``g_i`` is increasing on the grid).
 2. Interpolants. On each bracket needed, every bucket's five rows are interpolated by
    Chebyshev polynomials of degree :data:`DEGREE` at the Chebyshev-Lobatto tilts (exact values
    there). An example's composed interpolant is accepted when the sum over its buckets of
@@ -146,8 +147,9 @@ NEWTON_RTOL = 1e-11
 #: relative allowance for the quadrature of the CGF in the certified bound (the accountant
 #: uses 1e-11 per composed step, absolute; here 1e-11 (T_i + K_i(t)), never smaller)
 K_MARGIN = 1e-11
-#: the accountant's bracketing grids (curves.saddle.solve_tilt: geomspace(1e-4, 64, 33), then
-#: down to 1e-12, then up to the tilt cap in chunks)
+#: the bracketing grids (curves.saddle.tilt_grids: geomspace(1e-4, 64, 33), then down to
+#: 1e-12, then up to the tilt cap in chunks; the accountant's solve_tilt uses 65 points on the
+#: first: the same root wherever g increases, which the examples flagged reliable satisfy)
 _GRID_LO, _GRID_HI, _GRID_POINTS = 1e-4, 64.0, 33
 #: stride of the coarse pass over the first grid (see _Solver.bracket)
 _COARSE = 4
