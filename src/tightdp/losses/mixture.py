@@ -98,7 +98,7 @@ class _LseForm:
     def __init__(self, sign: float, alpha: np.ndarray, beta: np.ndarray):
         self.sign = sign
         zero = beta == 0
-        self.A = float(logsumexp(alpha[zero])) if zero.any() else -math.inf
+        self.A = float(lse_last(alpha[zero])) if zero.any() else -math.inf
         pos = ~zero
         self.beta = np.ascontiguousarray(beta[pos])
         self.gamma = np.ascontiguousarray(alpha[pos] - self.A if zero.any() else alpha[pos])
@@ -255,8 +255,8 @@ class LocationMixtureLoss(PrivacyLoss):
         self.s = float(scale)
         self.lpw = np.log(self.pw)
         self.lqw = np.log(self.qw)
-        self._lse_p = float(logsumexp(self.lpw))  # log of each mixture's total weight
-        self._lse_q = float(logsumexp(self.lqw))
+        self._lse_p = float(lse_last(self.lpw))  # log of each mixture's total weight
+        self._lse_q = float(lse_last(self.lqw))
         self._inverse = inverse
         self.inf_mass = float(inf_mass)
         self.neg_inf_mass = float(inf_mass)
@@ -278,21 +278,21 @@ class LocationMixtureLoss(PrivacyLoss):
     def _limits(self) -> tuple[float, float]:
         s = self.s
         if self.kernel is _Laplace:
-            top = float(logsumexp(self.lpw + self.a / s) - logsumexp(self.lqw + self.b / s))
-            bot = float(logsumexp(self.lpw - self.a / s) - logsumexp(self.lqw - self.b / s))
+            top = float(lse_last(self.lpw + self.a / s) - lse_last(self.lqw + self.b / s))
+            bot = float(lse_last(self.lpw - self.a / s) - lse_last(self.lqw - self.b / s))
             return bot, top
         amax, bmax = self.a.max(), self.b.max()
         amin, bmin = self.a.min(), self.b.min()
         if amax > bmax:
             top = math.inf
         elif amax == bmax:
-            top = float(logsumexp(self.lpw[self.a == amax]) - logsumexp(self.lqw[self.b == bmax]))
+            top = float(lse_last(self.lpw[self.a == amax]) - lse_last(self.lqw[self.b == bmax]))
         else:
             raise ValueError("loss is not non-decreasing: reflect the pair")
         if amin > bmin:
             bot = -math.inf
         elif amin == bmin:
-            bot = float(logsumexp(self.lpw[self.a == amin]) - logsumexp(self.lqw[self.b == bmin]))
+            bot = float(lse_last(self.lpw[self.a == amin]) - lse_last(self.lqw[self.b == bmin]))
         else:
             raise ValueError("loss is not non-decreasing: reflect the pair")
         return bot, top
