@@ -388,7 +388,7 @@ class PLDAccountant(Accountant):
 
     def _tilted_within_budget(self, d: float, upper: bool, direction: int, log_tail: float,
                               window_tail: float, lam: float, info: dict
-                              ) -> ComposedPLD | None:
+                              ) -> tuple[ComposedPLD | None, float]:
         """``(composition, step)``: the composition tilted by ``lam`` on the grid ``d``, or,
         if its window is over the budget (a strongly tilted law can need a far wider one:
         the far end of the per-step range dominates it), on a coarser grid (any grid's bound
@@ -525,6 +525,8 @@ class PLDAccountant(Accountant):
                 except BudgetExceeded:
                     # a strongly tilted law can need a far wider window (where the per-step
                     # range's far end dominates): the untilted bound stands for these eps
+                    # (retrying on coarser grids as _eps_once does gave the same brackets in
+                    # 1.5x the time at q = 1e-5, sigma = 0.5, 10^6 steps)
                     info["tilts_over_budget"] = info.get("tilts_over_budget", 0) + 1
                     continue
                 info["fft_points"] = max(info["fft_points"], ct.probs.size)
