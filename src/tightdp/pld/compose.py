@@ -633,7 +633,13 @@ def _term_logs(a: np.ndarray, k: int, c: float, e: float
     The middle one keeps the small relative increments (``c`` and ``e/a`` may be far below
     the double spacing at ``a ~ 1``)."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return k * np.log(a), k * np.log1p(c + e / a), k * np.log(a * (1.0 + c) + e)
+        la = k * np.log(a)
+        dl = k * np.log1p(c + e / a)
+        lb = la + dl  # the same where both are finite; directly elsewhere (a = 0, e/a = inf)
+        bad = ~np.isfinite(lb)
+        if bad.any():
+            lb[bad] = k * np.log(a[bad] * (1.0 + c) + e)
+    return la, dl, lb
 
 
 def _add_logs(acc, logs):
@@ -653,7 +659,10 @@ def _coefficient_errors(log_a: np.ndarray, dlog: np.ndarray, log_b: np.ndarray
     huge (then the product of the ``a_i`` is negligible beside it)."""
     with np.errstate(over="ignore", invalid="ignore"):
         err = np.exp(log_a) * np.expm1(np.minimum(dlog, 700.0))
-    return np.where(np.isfinite(dlog) & (dlog < 700.0), err, np.exp(log_b))
+    bad = ~(dlog < 700.0)  # NaN and inf included
+    if bad.any():
+        err[bad] = np.exp(log_b[bad])
+    return err
 
 
 def _inverse_with_noise(acc: np.ndarray, err_sum: float, n: int, lo_index: int,
