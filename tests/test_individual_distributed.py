@@ -14,7 +14,7 @@ import pytest
 
 from tightdp import IndividualPLDAccountant, IndividualSPAAccountant
 from tightdp.individual import NormHistory
-from tightdp.sweep import local_cluster
+from tightdp.sweep import dask_client, local_cluster
 
 distributed = pytest.importorskip("distributed")
 da = pytest.importorskip("dask.array")
@@ -44,7 +44,7 @@ def in_process(counts):
 def client():
     # the library's own LocalCluster (2 single-threaded processes; Dask's default
     # MALLOC_TRIM_THRESHOLD_ would also leak into this process's environment: test_sweep)
-    with local_cluster(2, memory_limit="3GB") as cluster, distributed.Client(cluster) as c:
+    with local_cluster(2, memory_limit="3GB") as cluster, dask_client(cluster) as c:
         yield c
 
 

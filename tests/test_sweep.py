@@ -301,11 +301,43 @@ TRIM_BEFORE = "MALLOC_TRIM_THRESHOLD_" in os.environ
 @pytest.fixture(scope="module")
 def dask_client():
     """The LocalCluster that sweep(workers=2) starts, with a memory limit per worker."""
-    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("distributed")
+    from tightdp.sweep import dask_client as connect
     from tightdp.sweep import local_cluster
 
-    with local_cluster(2, memory_limit="1GB") as cluster, distributed.Client(cluster) as client:
+    with local_cluster(2, memory_limit="1GB") as cluster, connect(cluster) as client:
         yield client
+
+
+def test_dask_client_retries_the_handshake_race(monkeypatch):
+    """dask_client (the library's way to a Client) tries again when distributed's handshake
+    trips on its own assertion (seen once in CI on a fresh LocalCluster), at most
+    CONNECT_ATTEMPTS times in all, then lets it through."""
+    distributed = pytest.importorskip("distributed")
+    from tightdp.sweep import dask_client as connect
+
+    calls = []
+
+    def flaky(target, **options):
+        calls.append(target)
+        if len(calls) == 1:
+            raise AssertionError
+        return ("client", target, options)
+
+    monkeypatch.setattr(distributed, "Client", flaky)
+    assert connect("tcp://127.0.0.1:1", timeout=1) == ("client", "tcp://127.0.0.1:1",
+                                                       {"timeout": 1})
+    assert len(calls) == 2
+
+    def always(target, **options):
+        calls.append(target)
+        raise AssertionError
+
+    calls.clear()
+    monkeypatch.setattr(distributed, "Client", always)
+    with pytest.raises(AssertionError):
+        connect("tcp://127.0.0.1:1")
+    assert len(calls) == 3
 
 
 @pytest.fixture(scope="module")
@@ -392,16 +424,17 @@ def test_a_batch_dask_gives_up_on_becomes_error_rows(in_process_200, tmp_path):
     """With Dask's allowed-failures at 0, the batch running on a killed worker is given up
     (KilledWorker): its rows say so in ``error``, every other row is computed as in-process
     (60 PLD and SPA rows of GRID200, ~15 ms each, 4 to a task)."""
-    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("distributed")
     import dask
 
+    from tightdp.sweep import dask_client as connect
     from tightdp.sweep import local_cluster
 
     rows = [{k: r[k] for k in GRID200} for r in in_process_200.rows[50:110]]
     out = tmp_path / "g.jsonl"
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
             local_cluster(2, memory_limit="1GB") as cluster, \
-            distributed.Client(cluster) as client:
+            connect(cluster) as client:
         pids = client.run(os.getpid)
         address = sorted(pids)[0]
         killer, seen = kill_during(client, out, 8, address, pids[address], busy=True)

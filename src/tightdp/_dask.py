@@ -23,6 +23,26 @@ def require_distributed(what: str):
     return distributed
 
 
+#: attempts at a client's handshake with a scheduler: distributed's own can trip on a
+#: transient race (``assert len(msg) == 1`` in ``Client._ensure_connected``; seen once in CI,
+#: on a fresh LocalCluster), and a new attempt connects
+CONNECT_ATTEMPTS = 3
+
+
+def dask_client(target, **options):
+    """``distributed.Client(target, **options)`` for a cluster or a scheduler's address,
+    tried again (up to :data:`CONNECT_ATTEMPTS` times in all) when distributed's handshake
+    trips on its internal assertion."""
+    distributed = require_distributed("a Dask client")
+    for attempt in range(CONNECT_ATTEMPTS):
+        try:
+            return distributed.Client(target, **options)
+        except AssertionError:
+            if attempt == CONNECT_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def local_cluster(workers: int, **options):
     """The ``distributed.LocalCluster`` this library starts for ``workers=N``: ``workers``
     single-threaded worker processes, a dashboard on a free port, no progress bars from the

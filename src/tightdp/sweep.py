@@ -39,7 +39,7 @@ from collections.abc import Iterator, Mapping
 
 from . import _validate as v
 from . import dpsgd
-from ._dask import local_cluster, require_distributed
+from ._dask import dask_client, local_cluster, require_distributed
 from ._version import __version__
 from .accountants.registry import ACCOUNTANTS, CERTIFYING, OPTIONS, make_accountant
 from .budget import Budget
@@ -47,7 +47,8 @@ from .dpsgd.setting import dpsgd_setting
 from .progress import progress_bar
 from .results import as_dict
 
-__all__ = ["sweep", "SweepTable", "local_cluster", "QUERIES", "RESULT_COLUMNS", "MAX_BATCH"]
+__all__ = ["sweep", "SweepTable", "dask_client", "local_cluster", "QUERIES", "RESULT_COLUMNS",
+           "MAX_BATCH"]
 
 #: the questions a row can ask (the ``query`` argument or a row's ``query`` key)
 QUERIES = ("epsilon", "delta", "group", "calibrate")
@@ -495,11 +496,11 @@ def _on_dask(distributed, plans, workers, scheduler, client, batch, retries, rec
     try:
         if workers is not None:
             cluster = local_cluster(workers)
-            client = own = distributed.Client(cluster)
+            client = own = dask_client(cluster)
         elif scheduler is not None:
             try:
-                client = own = distributed.Client(scheduler, timeout=connect_timeout)
-            except (OSError, ValueError) as err:
+                client = own = dask_client(scheduler, timeout=connect_timeout)
+            except (OSError, ValueError, AssertionError) as err:
                 raise ValueError(f"scheduler {scheduler!r}: cannot connect to a Dask scheduler "
                                  f"there ({_one_line(str(err))})") from None
         threads = sum(client.nthreads().values()) or 1

@@ -27,7 +27,7 @@ from concurrent.futures import CancelledError
 
 import numpy as np
 
-from .._dask import local_cluster, peak_memory, require_distributed
+from .._dask import dask_client, local_cluster, peak_memory, require_distributed
 from ..budget import BudgetExceeded
 from .blocks import DEFAULT_BLOCK_ROWS, LostBlocks, as_blocks, is_dask_array, npy_dask
 
@@ -60,14 +60,14 @@ class DaskBlocks:
         if client is None:
             if scheduler is not None:
                 try:
-                    client = distributed.Client(scheduler, timeout=CONNECT_TIMEOUT)
-                except (OSError, ValueError) as err:
+                    client = dask_client(scheduler, timeout=CONNECT_TIMEOUT)
+                except (OSError, ValueError, AssertionError) as err:
                     msg = str(err).strip().splitlines()[0] if str(err).strip() else ""
                     raise ValueError(f"scheduler {scheduler!r}: cannot connect to a Dask "
                                      f"scheduler there ({msg})") from None
             else:
                 self._cluster = local_cluster(workers, memory_limit=memory_limit)
-                client = distributed.Client(self._cluster)
+                client = dask_client(self._cluster)
         self.client = client
         if isinstance(counts, np.memmap) and str(counts.filename).endswith(".npy"):
             # a .npy file on disk (shared file system): each task reads its rows by path
