@@ -34,13 +34,24 @@ def dask_client(target, **options):
     tried again (up to :data:`CONNECT_ATTEMPTS` times in all) when distributed's handshake
     trips on its internal assertion."""
     distributed = require_distributed("a Dask client")
-    for attempt in range(CONNECT_ATTEMPTS):
+    for _ in range(CONNECT_ATTEMPTS - 1):
         try:
             return distributed.Client(target, **options)
         except AssertionError:
-            if attempt == CONNECT_ATTEMPTS - 1:
-                raise
-    raise AssertionError("unreachable")  # pragma: no cover
+            pass
+    return distributed.Client(target, **options)
+
+
+def connect_scheduler(address: str, timeout: str):
+    """:func:`dask_client` of the running scheduler at ``address``; a one-line ValueError
+    naming it when it cannot be reached within ``timeout`` (the ``scheduler=`` of the
+    per-example accountants and of sweeps)."""
+    try:
+        return dask_client(address, timeout=timeout)
+    except (OSError, ValueError, AssertionError) as err:
+        msg = " ".join(str(err).split())
+        raise ValueError(f"scheduler {address!r}: cannot connect to a Dask scheduler there "
+                         f"({msg})") from None
 
 
 def local_cluster(workers: int, **options):

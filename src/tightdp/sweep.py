@@ -39,7 +39,7 @@ from collections.abc import Iterator, Mapping
 
 from . import _validate as v
 from . import dpsgd
-from ._dask import dask_client, local_cluster, require_distributed
+from ._dask import connect_scheduler, dask_client, local_cluster, require_distributed
 from ._version import __version__
 from .accountants.registry import ACCOUNTANTS, CERTIFYING, OPTIONS, make_accountant
 from .budget import Budget
@@ -498,11 +498,7 @@ def _on_dask(distributed, plans, workers, scheduler, client, batch, retries, rec
             cluster = local_cluster(workers)
             client = own = dask_client(cluster)
         elif scheduler is not None:
-            try:
-                client = own = dask_client(scheduler, timeout=connect_timeout)
-            except (OSError, ValueError, AssertionError) as err:
-                raise ValueError(f"scheduler {scheduler!r}: cannot connect to a Dask scheduler "
-                                 f"there ({_one_line(str(err))})") from None
+            client = own = connect_scheduler(scheduler, connect_timeout)
         threads = sum(client.nthreads().values()) or 1
         batches = {}
         for b in _batches(plans, threads, batch):

@@ -27,7 +27,13 @@ from concurrent.futures import CancelledError
 
 import numpy as np
 
-from .._dask import dask_client, local_cluster, peak_memory, require_distributed
+from .._dask import (
+    connect_scheduler,
+    dask_client,
+    local_cluster,
+    peak_memory,
+    require_distributed,
+)
 from ..budget import BudgetExceeded
 from .blocks import DEFAULT_BLOCK_ROWS, LostBlocks, as_blocks, is_dask_array, npy_dask
 
@@ -59,12 +65,7 @@ class DaskBlocks:
         self.owns_client = client is None
         if client is None:
             if scheduler is not None:
-                try:
-                    client = dask_client(scheduler, timeout=CONNECT_TIMEOUT)
-                except (OSError, ValueError, AssertionError) as err:
-                    msg = str(err).strip().splitlines()[0] if str(err).strip() else ""
-                    raise ValueError(f"scheduler {scheduler!r}: cannot connect to a Dask "
-                                     f"scheduler there ({msg})") from None
+                client = connect_scheduler(scheduler, CONNECT_TIMEOUT)
             else:
                 self._cluster = local_cluster(workers, memory_limit=memory_limit)
                 client = dask_client(self._cluster)
