@@ -40,7 +40,8 @@ from .._numerics import UNIT_ROUNDOFF, BracketError, bisect, grow_until, newton_
 from ..budget import BudgetExceeded
 from .grid import DiscretePLD, atom_cumulants, tail_sums
 
-__all__ = ["CHERNOFF_TS", "UNIT_ROUNDOFF_EXTENDED", "ComposedPLD", "LogMgf", "compose",
+__all__ = ["CHERNOFF_TS", "UNIT_ROUNDOFF_EXTENDED", "ChernoffWindow", "ComposedPLD", "LogMgf",
+           "chernoff_mgfs", "chernoff_window", "compose", "compose_on_window", "fft_sizer",
            "compose_fixed_window", "compose_grid_chernoff", "composed_inf_mass", "round_rel",
            "tilt"]
 
@@ -49,7 +50,7 @@ MAX_POINTS = 1 << 25
 
 #: the largest |t| the Chernoff searches try (beyond it the bound is the support's end)
 _T_MAX = 1e9
-#: laws with more atoms than this are searched on a coarsened copy (LogMgf._searcher)
+#: laws with more atoms than this are searched on a coarsened copy (LogMgf.searcher)
 _SEARCH_ATOMS = 1 << 14
 
 
@@ -72,7 +73,7 @@ class LogMgf:
             hi += k * float(ys[-1])
         self.lo, self.hi = lo, hi
         self._quantiles: dict = {}  # memo of quantile(), asked again for the same tails
-        self._search: LogMgf | None = None  # the coarsened copy of _searcher()
+        self._search: LogMgf | None = None  # the coarsened copy of searcher()
 
     def __call__(self, t: float) -> tuple[float, float, float]:
         kk, k1, k2 = self.cumulants(np.array([float(t)]))
@@ -159,7 +160,7 @@ class LogMgf:
             self._quantiles[key] = self._quantile(log_mass, sign)
         return self._quantiles[key]
 
-    def _searcher(self) -> LogMgf:
+    def searcher(self) -> LogMgf:
         """This log-MGF, or, when a law has more than ``_SEARCH_ATOMS`` atoms, a copy whose
         laws are coarsened to at most that many (consecutive atoms merged: their masses
         added, at their mean position): cheap to evaluate, and within ``|t|`` times the
@@ -190,7 +191,7 @@ class LogMgf:
         L = k0 - log_mass  # > 0
         t = sign * math.sqrt(2.0 * L / k2) if k2 > 0 else sign * 1.0
         best = (end, 0.0, k0)
-        search = self._searcher()
+        search = self.searcher()
 
         def slope(u: float) -> tuple[float, float]:
             # in u = |t| = sign t: h = t K'(t) - K(t) + log_mass (increasing in u; the
@@ -837,12 +838,65 @@ def compose_grid_chernoff(terms: list[tuple[DiscretePLD, int]], *, log_tail: flo
     if any(abs(p.d - d) > 1e-15 * d or p.shift != shift0 for p, _ in terms):
         raise ValueError("all PLDs in a composition must share one grid (step and shift)")
     work, log_scale = tilt(terms, lam) if lam != 0.0 else (terms, 0.0)
+    win = chernoff_window(terms, work, log_tail=log_tail, ts=ts,
+                          size=fft_sizer(max_points, refusal))
+    return compose_on_window(terms, work, log_scale, lam, win, workers)
 
-    def log_mgfs(laws) -> tuple[np.ndarray, np.ndarray]:  # sum_i k_i log M_i(+-t)
-        return (sum(k * p.log_mgf(ts) for p, k in laws),
-                sum(k * p.log_mgf(-ts) for p, k in laws))
 
-    lm_pos, lm_neg = log_mgfs(work)
+def fft_sizer(max_points: int, refusal: str):
+    """``size(n)`` for :func:`chernoff_window`: the fast FFT length for ``n`` points, or
+    :class:`~tightdp.budget.BudgetExceeded` (``refusal`` formatted with ``n`` and
+    ``max_points``) when ``n > max_points``."""
+    def size(n: int) -> int:
+        if n > max_points:
+            raise BudgetExceeded(refusal.format(n=n, max_points=max_points))
+        return sfft.next_fast_len(n, real=True)
+    return size
+
+
+def compose_on_window(terms, work, log_scale: float, lam: float, win: ChernoffWindow,
+                      workers: int | None = None) -> ComposedPLD:
+    """The circular composition of the laws ``work`` (``terms`` tilted by ``lam`` with
+    ``log_scale``, or ``terms`` themselves) on the window ``win`` (an FFT length), with the
+    bounds at its ends: the end of :func:`compose_grid_chernoff`."""
+    d = terms[0][0].d
+    n_fft = win.i_hi - win.i_lo + 1
+    res, log_noise = _circular_product(work, n_fft, win.i_lo, workers)
+    S = sum(k * p.shift for p, k in terms)  # total grid shift of the composed law
+    log_fold = float(np.logaddexp(win.t_above, win.t_below))
+    return ComposedPLD(d, win.i_lo, res, composed_inf_mass(terms), lam, log_scale,
+                       win.log_above, win.log_below, log_fold, S, log_noise, round_rel(terms))
+
+
+@dataclass(frozen=True)
+class ChernoffWindow:
+    """A window ``[i_lo, i_hi]`` of grid indices of a composed law and the logs of Chernoff
+    bounds on the mass beyond its ends: ``t_above``/``t_below`` in the measure of the laws
+    composed (tilted, or as given), ``log_above``/``log_below`` in the original measure."""
+
+    i_lo: int
+    i_hi: int
+    t_above: float
+    t_below: float
+    log_above: float
+    log_below: float
+
+
+def chernoff_window(terms: list[tuple[DiscretePLD, int]],
+                    work: list[tuple[DiscretePLD, int]], *, log_tail: float,
+                    ts: np.ndarray = CHERNOFF_TS, size=None, mgfs: tuple | None = None
+                    ) -> ChernoffWindow:
+    """The window of :func:`compose_grid_chernoff`: the smallest ``[a_lo, a_hi]`` for which
+    the Chernoff bound ``P(S >= a) <= exp(sum_i k_i log M_i(t) - t a)`` on the composition
+    of the laws ``work`` (and its mirror for the lower tail) is at most ``e^log_tail`` at
+    some ``t`` of ``ts``, solved in closed form for each ``t``, as grid indices (one point
+    of margin each side, never beyond the support of the sum); ``size(n)`` (optional) maps
+    its number of points to the one used (a fast FFT length; it may refuse), the extra
+    points spread over both sides. The bounds at the final ends are evaluated for ``work``
+    and, when it differs (a tilt), for the original laws ``terms``; ``mgfs`` are the
+    values of :func:`chernoff_mgfs` when the caller has them."""
+    lm_pos, lm_neg, or_pos, or_neg = chernoff_mgfs(terms, work, ts) if mgfs is None else mgfs
+    d = terms[0][0].d
     S = sum(k * p.shift for p, k in terms)  # total grid shift of the composed law
     a_hi = float(np.min((lm_pos - log_tail) / ts))
     a_lo = float(np.max((log_tail - lm_neg) / ts))
@@ -851,14 +905,13 @@ def compose_grid_chernoff(terms: list[tuple[DiscretePLD, int]], *, log_tail: flo
     i_lo = max(int(math.floor((a_lo - S) / d)) - 1, lo_min)
     i_hi = min(int(math.ceil((a_hi - S) / d)) + 1, hi_max)
     n = i_hi - i_lo + 1
-    if n > max_points:
-        raise BudgetExceeded(refusal.format(n=n, max_points=max_points))
-    n_fft = sfft.next_fast_len(n, real=True)
-    # spread the extra points over both sides, never beyond the support of the sum
-    i_lo = max(i_lo - (n_fft - n) // 2, lo_min)
-    res, log_noise = _circular_product(work, n_fft, i_lo, workers)
-    top, bot = S + (i_lo + n_fft) * d, S + (i_lo - 1) * d
-    inside_hi, inside_lo = i_lo + n_fft - 1 < hi_max, i_lo > lo_min
+    if size is not None:
+        m = size(n)
+        # spread the extra points over both sides, never beyond the support of the sum
+        i_lo = max(i_lo - (m - n) // 2, lo_min)
+        n = m
+    top, bot = S + (i_lo + n) * d, S + (i_lo - 1) * d
+    inside_hi, inside_lo = i_lo + n - 1 < hi_max, i_lo > lo_min
 
     def edges(lp: np.ndarray, ln: np.ndarray) -> tuple[float, float]:
         above = min(float(np.min(lp - ts * top)), 0.0) if inside_hi else -math.inf
@@ -866,8 +919,16 @@ def compose_grid_chernoff(terms: list[tuple[DiscretePLD, int]], *, log_tail: flo
         return above, below
 
     t_above, t_below = edges(lm_pos, lm_neg)
-    log_fold = float(np.logaddexp(t_above, t_below))
-    # tails in the original measure
-    log_above, log_below = edges(*log_mgfs(terms)) if lam != 0.0 else (t_above, t_below)
-    return ComposedPLD(d, i_lo, res, composed_inf_mass(terms), lam, log_scale, log_above,
-                       log_below, log_fold, S, log_noise, round_rel(terms))
+    log_above, log_below = (t_above, t_below) if work is terms else edges(or_pos, or_neg)
+    return ChernoffWindow(i_lo, i_lo + n - 1, t_above, t_below, log_above, log_below)
+
+
+def chernoff_mgfs(terms, work, ts: np.ndarray = CHERNOFF_TS) -> tuple:
+    """``sum_i k_i log M_i(+-t)`` at every ``t`` of ``ts`` for the laws ``work`` and (when
+    they differ: a tilt) for ``terms``: what :func:`chernoff_window` evaluates."""
+    lm_pos = sum(k * p.log_mgf(ts) for p, k in work)
+    lm_neg = sum(k * p.log_mgf(-ts) for p, k in work)
+    if work is terms:
+        return lm_pos, lm_neg, lm_pos, lm_neg
+    return (lm_pos, lm_neg, sum(k * p.log_mgf(ts) for p, k in terms),
+            sum(k * p.log_mgf(-ts) for p, k in terms))
