@@ -295,9 +295,10 @@ _BUDGET = ("max_memory", "max_seconds")
 _ACCOUNTANTS: dict[str, tuple[type, tuple[str, ...], Callable[[Accountant], dict]]] = {
     "pld": (PLDAccountant, ("rtol", "max_points"),
             lambda a: {"rtol": float(a.rtol), "max_points": int(a.max_points)}),
-    "prv": (PRVAccountant, ("eps_error", "delta_error", "max_points"),
+    "prv": (PRVAccountant, ("eps_error", "delta_error", "max_points", "spectral_above"),
             lambda a: {"eps_error": float(a.eps_error), "delta_error": float(a.delta_error),
-                       "max_points": int(a.max_points)}),
+                       "max_points": int(a.max_points),
+                       "spectral_above": int(a.spectral_above)}),
     "fft": (FFTAccountant, ("L", "n", "error_estimate", "method", "allow_truncation"),
             lambda a: {"L": None if a.auto_L else float(a.L), "n": int(a.n),
                        "error_estimate": bool(a.error_estimate), "method": a.method,

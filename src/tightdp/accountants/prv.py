@@ -64,9 +64,10 @@ import numpy as np
 
 from .. import _validate as v
 from ..curves.saddle import saddle_point_eps
-from ..pld.compose import MAX_POINTS, ComposedPLD, LogMgf, compose_grid_chernoff
+from ..pld.compose import MAX_POINTS, ComposedPLD, LogMgf
 from ..pld.discretize import loss_range
 from ..pld.mean_preserving import coupling_log_mgf, mean_preserving
+from ..pld.spectral import SpectralPLD, compose_chernoff
 from ..progress import progress_bar
 from ..results import DeltaResult, EpsilonResult, check_bracket
 from .base import Accountant
@@ -95,6 +96,9 @@ _T_START = 0.95
 #: PLD accountant's 768, sized for its discretizations: a 1 GB budget refused 3e6 points
 #: that take 231 MB.
 BYTES_PER_POINT = 192
+#: compositions whose FFT window would exceed this many points are evaluated at a few
+#: frequencies instead (:mod:`tightdp.pld.spectral`), when its tail bound allows
+SPECTRAL_ABOVE = 1 << 20
 #: the refusal of a composition over max_points (formatted with n and max_points)
 _REFUSAL = ("eps_error: the composition needs an FFT of {n} points (> {max_points}, the "
             "smaller of max_points and what max_memory holds); use a larger eps_error, "
@@ -112,6 +116,12 @@ class PRVAccountant(Accountant):
         (reported as ``details["delta_error"]``; ``details["eta_up"]``/``["eta_low"]`` are
         the amounts actually used).
     max_points : refuse (ValueError) rather than run a larger FFT.
+    spectral_above : compositions whose FFT window would have more points than this are
+        evaluated at a few frequencies of the window instead (:mod:`tightdp.pld.spectral`:
+        the same bounds, certified the same way, in time and memory that grow with the
+        single-step laws rather than with the window), unless the transform beyond
+        :data:`~tightdp.pld.spectral.MAX_FREQUENCIES` frequencies cannot be bounded
+        (few steps): then by FFT, within ``max_points``. 0 always tries it first.
 
     Results: ``epsilon(delta)`` returns ``lower = eps_low``, ``estimate`` (eps of the
     discrete composed curve) and ``upper = eps_up = epsilon``, with ``certified=True``;
@@ -129,8 +139,10 @@ class PRVAccountant(Accountant):
     name = "prv"
 
     def __init__(self, eps_error: float = 0.01, delta_error: float = 1e-9, *,
-                 max_points: int = MAX_POINTS, max_memory=None, max_seconds=None):
+                 max_points: int = MAX_POINTS, spectral_above: int = SPECTRAL_ABOVE,
+                 max_memory=None, max_seconds=None):
         super().__init__(max_memory=max_memory, max_seconds=max_seconds)
+        self.spectral_above = v.count("spectral_above", spectral_above, minimum=0)
         self.eps_error = v.positive("eps_error", eps_error)
         self.delta_error = v.delta_value("delta_error", delta_error)
         # the FFT may not exceed max_points nor what the memory budget holds (at
@@ -202,15 +214,24 @@ class PRVAccountant(Accountant):
         self._cache[key] = plan
         return plan
 
+    def _compose(self, pieces, log_tail: float, lam: float) -> ComposedPLD | SpectralPLD:
+        """Algorithm 1's composition, by FFT on the Chernoff window, or, when that window
+        would exceed ``spectral_above`` points, at a few of its frequencies (the same curve,
+        bounded the same way; :mod:`tightdp.pld.spectral`) if the transform's tail can be
+        bounded, else by FFT within ``max_points``."""
+        return compose_chernoff(pieces, log_tail=log_tail, lam=lam,
+                                spectral_above=min(self.spectral_above, self.max_points),
+                                max_points=self.max_points, refusal=_REFUSAL)
+
     def _composed(self, delta_error: float, t: float, direction: int, lam: float = 0.0
-                  ) -> tuple[ComposedPLD, dict]:
+                  ) -> tuple[ComposedPLD | SpectralPLD, dict]:
         key = ("comp", delta_error, t, direction, lam)
         if key not in self._cache:
             plan = self._plan(delta_error, t, direction)
             log_tail = math.log(_SHARE_WINDOW * delta_error)
-            c = compose_grid_chernoff(plan["pieces"], log_tail=log_tail, lam=lam,
-                                      max_points=self.max_points, refusal=_REFUSAL)
-            if not np.all(np.isfinite(c.probs)):
+            c = self._compose(plan["pieces"], log_tail, lam)
+            values = c.spectrum if isinstance(c, SpectralPLD) else c.probs
+            if not np.all(np.isfinite(values)):
                 raise ValueError("the composed PLD is not finite (overflow); use a larger "
                                  "eps_error or delta")
             self._cache[key] = (c, plan)
@@ -220,7 +241,7 @@ class PRVAccountant(Accountant):
                       ) -> tuple[ComposedPLD, dict]:
         """Composition tilted towards ``eps`` (untilted when the curve there is large enough
         for the FFT's rounding not to matter)."""
-        lam = self._log_mgf(delta_error, t, direction).tilt_to_mean(eps)
+        lam = self._log_mgf(delta_error, t, direction).searcher().tilt_to_mean(eps)
         lam = 0.0 if lam <= 0 else 2.0 ** (round(4 * math.log2(lam)) / 4)  # reuse nearby tilts
         return self._composed(delta_error, t, direction, lam)
 
@@ -278,6 +299,13 @@ class PRVAccountant(Accountant):
             return math.inf
         if target >= 1:
             return 0.0
+        if isinstance(c, SpectralPLD):  # the curve at any eps: no grid to round to
+            if exact:
+                return c.epsilon_estimate(target)
+            if upper:
+                return c.epsilon_bound(target, True)
+            # searched downwards from the upper bound's crossing (as on the grid below)
+            return c.epsilon_bound(target, False, below=c.epsilon_bound(target, True))
         i0, i = self._first_at_most(c, target)
         ys = c.ys
         if not upper:
@@ -322,7 +350,9 @@ class PRVAccountant(Accountant):
                 # (Alghamdi et al., eqs. (50), (60)), then once more towards the answer that
                 # tilt gives; every composition gives valid bounds, the best are kept. The
                 # untilted composition is only made if there is no saddle point.
-                e0, _ = saddle_point_eps(self._log_mgf(de, t, direction), math.log(delta))
+                # (on the log-MGF's coarsened copy: only the tilt depends on it)
+                e0, _ = saddle_point_eps(self._log_mgf(de, t, direction).searcher(),
+                                         math.log(delta))
                 if not math.isfinite(e0):
                     comps = [self._composed(de, t, direction)[0]]
                     e0 = self._invert(comps[0], delta, True, exact=True)
@@ -340,7 +370,9 @@ class PRVAccountant(Accountant):
             ests.append(self._invert(comps[-1], delta, True, exact=True))
             c = comps[-1]
             info["mesh"] = plan["h"]
-            info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
+            info["fft_points"] = max(info.get("fft_points", 0), _points(c))
+            if isinstance(c, SpectralPLD):
+                info["frequencies"] = max(info.get("frequencies", 0), c.spectrum.size)
             info["coupling_error"] = max(info.get("coupling_error", 0.0), plan["coupling"])
             info["eta_up"] = max(info.get("eta_up", 0.0), plan["eta_up"])
             info["eta_low"] = max(info.get("eta_low", 0.0), plan["eta_low"])
@@ -422,9 +454,16 @@ class PRVAccountant(Accountant):
             lo = np.maximum(lo, np.maximum(l_d - plan["eta_low"], 0.0))
             est = np.maximum(est, e_d)
             info["mesh"] = plan["h"]
-            info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
+            info["fft_points"] = max(info.get("fft_points", 0), _points(c))
+            if isinstance(c, SpectralPLD):
+                info["frequencies"] = max(info.get("frequencies", 0), c.spectrum.size)
         check_bracket(lo, up, "delta at the eps asked", self.name)
         info["seconds"] = time.perf_counter() - t0
         if scalar:
             up, lo, est = float(up[0]), float(lo[0]), float(est[0])
         return DeltaResult(up, eps, lo, up, self.name, True, estimate=est, details=info)
+
+
+def _points(c: ComposedPLD | SpectralPLD) -> int:
+    """Points of the composition's window (evaluated at a few frequencies when spectral)."""
+    return c.n if isinstance(c, SpectralPLD) else c.probs.size
