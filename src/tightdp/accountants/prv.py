@@ -84,6 +84,10 @@ _SHARE_WINDOW = 1.0 / 16.0
 _MESH_SLACK = 0.995
 #: below this delta (or delta bound) the composition is tilted towards the answer
 _TILT_BELOW = 1e-8
+#: the same for compositions evaluated at a few frequencies: their rounding allowance grows
+#: with the number of steps (the transform's error raised to the k-th power: 2e-8 of the
+#: transform's size at 10^6 steps), which the tilt makes relative to the answer
+_TILT_SPECTRAL = 1e-2
 #: for eps(delta) the delta error actually spent, as a fraction of min(delta_error,
 #: delta/1000): the bracket in eps is widened beyond 2 t by about eta * |d eps / d delta|,
 #: and a smaller eta keeps that within the 2 (eps_error - t) of room at a small cost in mesh
@@ -245,6 +249,12 @@ class PRVAccountant(Accountant):
         lam = 0.0 if lam <= 0 else 2.0 ** (round(4 * math.log2(lam)) / 4)  # reuse nearby tilts
         return self._composed(delta_error, t, direction, lam)
 
+    def _spectral(self, delta_error: float, t: float, direction: int) -> bool:
+        """Whether the untilted composition is evaluated at a few frequencies (then every
+        eps(delta) query is answered on compositions tilted towards it: see
+        ``_TILT_SPECTRAL``)."""
+        return isinstance(self._composed(delta_error, t, direction)[0], SpectralPLD)
+
     def _log_mgf(self, delta_error: float, t: float, direction: int) -> LogMgf:
         """The exact log-MGF of the composition of the discretized laws (cached)."""
         key = ("mgf", delta_error, t, direction)
@@ -344,7 +354,7 @@ class PRVAccountant(Accountant):
         for direction in self._directions():
             plan = self._plan(de, t, direction)
             comps = []
-            if delta < _TILT_BELOW:
+            if delta < _TILT_BELOW or self._spectral(de, t, direction):
                 # below the FFT's rounding the untilted answer is noise: tilt towards the
                 # saddle-point estimate of the answer on the discretized laws' own CGF
                 # (Alghamdi et al., eqs. (50), (60)), then once more towards the answer that
@@ -362,6 +372,10 @@ class PRVAccountant(Accountant):
                     if math.isfinite(e1) and e1 > 0 and abs(e1 - e0) > 1e-3 * e0:
                         comps.append(self._composed_for(de, t, direction, e1)[0])
                     info["tilt"] = max([info.get("tilt", 0.0)] + [x.lam for x in comps])
+                    if delta >= _TILT_BELOW:  # the untilted one (made already) counts too
+                        untilted = self._composed(de, t, direction)[0]
+                        if all(x is not untilted for x in comps):
+                            comps.insert(0, untilted)
             if not comps:
                 comps = [self._composed(de, t, direction)[0]]
             ups.append(min(self._invert(x, delta - plan["eta_up"], True) for x in comps) + t)
@@ -432,7 +446,8 @@ class PRVAccountant(Accountant):
             u_d = c.delta_bound(e - t, True)
             l_d = c.delta_bound(e + t, False)
             e_d = c.delta_bound(e, True)
-            small = np.nonzero(u_d < _TILT_BELOW)[0]
+            small = np.nonzero(u_d < (_TILT_SPECTRAL if isinstance(c, SpectralPLD)
+                                      else _TILT_BELOW))[0]
             if small.size:  # recompute tiny values on compositions tilted towards them
                 groups: dict = {}
                 # at most 8 tilts: each tiny value uses the tilt of the nearest representative
