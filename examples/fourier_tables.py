@@ -7,15 +7,24 @@ delta at eps = 1, computed by the Fourier accountant (``FFTAccountant``):
 * Table 2: L in {2, 6, 10, 12} at n = 3.2*10^6, with the tail-bound estimate (7.3).
 
 The FA columns agree to within 1e-11 (7.6e-12 at n = 5*10^4, 4.0e-12 at 2*10^5, 1.5e-12 at
-8*10^5, 2e-13 to 1.3e-12 elsewhere), not to 1e-12: the last digit or two of the paper is
-float64 round-off amplified by the 10^4-th power, not a different order of operations. The
-paper's Alg. 1 in x87 extended precision (its exact value; tests/test_accountants_fft.py,
-``_alg1_extended``) gives 0.04912287864973 at n = 5*10^4 and 0.04960138460701 at 2*10^5:
-ours is within 1.7e-12 and 4e-13 of it, the published values 7.4e-12 and 4.4e-12 away, and
-the authors' current package (0.0491228786427, 0.0496013846112) as far. Rounding choices alone
-(grid by linspace or by index, real or complex arithmetic for the density) move the float64
-result by 5e-12 at n = 2*10^5; reproducing the published digits to 1e-12 would mean copying
-those choices, so we keep the more accurate evaluation. The published err(L, n)
+8*10^5, 2e-13 to 1.3e-12 elsewhere), not to 1e-12. Ours is Alg. 1 with exact grid points near 0
+(``(i - n/2) dx``): within 1e-12 of the algorithm's exact value at every row (x87,
+tests/test_accountants_fft.py, ``_alg1_extended``: 0.04912287864973 at n = 5*10^4,
+0.04960138460701 at 2*10^5; 7.4e-12 and -4.4e-12 from the published values). The published last
+digits are the float64 rounding of the points where the density was sampled: the single-step
+density lives within ~0.05 of 0, a grid point there computed from -L is off by up to ulp(L)/2,
+a density-weighted offset of ~1e-15 moves every step's loss by as much, the 10^4-fold
+composition by ~1e-11 and delta(1) by |delta'(1)| = 0.12 times that (plus the effect of the
+finer pattern of the rounding). With everything else exact, the density sampled at the float64
+points of np.linspace(-L, L - dx, n) (step (2L - dx)/(n - 1), one ulp below 2L/n at L = 12,
+n >= 2*10^5 and at L = 6) gives every published row within 4.4e-13; sampled at the paper's
+formula -L + i dx in float64 (Sec. 5.2), it misses n = 2*10^5 by 5.7e-12, 8*10^5 by 2.5e-12,
+3.2*10^6 by 1.4e-12 and L = 6 by 1.1e-12. The float64 rounding of the density and the FFT
+(about +-1e-12 at n = 3.2*10^6) cannot close the gaps at 2*10^5 and 8*10^5 (float64 runs with
+a real or complex density, numpy or scipy FFT: 6.0e-12 to 6.6e-12 and 2.2e-12 to 3.0e-12 off)
+and closes those at 3.2*10^6 only by chance. Reproducing the published digits to 1e-12 would mean
+sampling on that particular rounded grid; we keep the exact one.
+The published err(L, n)
 column of Table 1 is not what (7.4) gives with the published FA values (e.g. 2.01e-2 at
 n = 5*10^4, whereas twice the difference of the FA values at 5*10^4 and 10^5 is 9.7e-4); we
 print what (7.4) gives.
