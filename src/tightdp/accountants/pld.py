@@ -7,7 +7,9 @@ composed by the one FFT engine (:mod:`tightdp.pld.compose`), whose truncation is
 for in the direction of each bound. Remove and add directions are composed separately and
 the curve is their maximum: every direction gets an upper bound, and the lower bound is that
 of the direction whose upper bound is largest (any direction's lower bound is one for the
-maximum).
+maximum). An eps query first bounds each direction from its pilot (the refined-moments bound
+of its coarse connect-the-dots laws, :meth:`PLDAccountant._pilot_eps_upper`); a direction
+whose bound is below another's upper bound cannot raise the maximum and is not composed.
 
 The grid is chosen from an error model and then checked. Per step, connect-the-dots raises
 the cumulant generating function ``K(t)`` of the loss by ``t (t + 1) d^2 / 12`` to leading
