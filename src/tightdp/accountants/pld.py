@@ -7,7 +7,9 @@ composed by the one FFT engine (:mod:`tightdp.pld.compose`), whose truncation is
 for in the direction of each bound. Remove and add directions are composed separately and
 the curve is their maximum: every direction gets an upper bound, and the lower bound is that
 of the direction whose upper bound is largest (any direction's lower bound is one for the
-maximum).
+maximum). An eps query first bounds each direction from its pilot (the refined-moments bound
+of its coarse connect-the-dots laws, :meth:`PLDAccountant._pilot_eps_upper`); a direction
+whose bound is below another's upper bound cannot raise the maximum and is not composed.
 
 The grid is chosen from an error model and then checked. Per step, connect-the-dots raises
 the cumulant generating function ``K(t)`` of the loss by ``t (t + 1) d^2 / 12`` to leading
@@ -39,8 +41,15 @@ from .. import _validate as v
 from .._defaults import DEFAULT_RTOL
 from .._numerics import UNIT_ROUNDOFF
 from ..budget import BudgetExceeded
-from ..curves.saddle import saddle_point_eps
-from ..pld.compose import MAX_POINTS, UNIT_ROUNDOFF_EXTENDED, ComposedPLD, LogMgf, compose
+from ..curves.saddle import log_theta_max, saddle_point_eps
+from ..pld.compose import (
+    MAX_POINTS,
+    UNIT_ROUNDOFF_EXTENDED,
+    ComposedPLD,
+    LogMgf,
+    compose,
+    composed_inf_mass,
+)
 from ..pld.discretize import certified_pair_lazy, connect_the_dots, loss_range
 from ..results import DeltaResult, EpsilonResult, check_bracket
 from .base import Accountant
@@ -176,7 +185,46 @@ class PLDAccountant(Accountant):
                 step = max(hi - lo, 1e-12) / PILOT_BINS
                 parts.append((connect_the_dots(loss, step, lo, hi), k))
             self._cache[key] = LogMgf(parts)
+            self._cache[("pilot_inf", direction, log_tail)] = composed_inf_mass(parts)
         return self._cache[key]
+
+    def _saddle(self, mgf: LogMgf, log_delta: float) -> tuple[float, float]:
+        """:func:`~tightdp.curves.saddle.saddle_point_eps` of a pilot, remembered (the grid
+        step and :meth:`_pilot_eps_upper` both ask for it)."""
+        key = ("saddle", id(mgf), log_delta)
+        if key not in self._cache:
+            self._cache[key] = (saddle_point_eps(mgf, log_delta), mgf)
+        return self._cache[key][0]
+
+    def _pilot_eps_upper(self, direction: int, log_tail: float, delta: float) -> float:
+        """A certified upper bound on eps(delta) of one direction from its pilot alone (no
+        fine grid): ``inf`` if it has none.
+
+        The pilot's laws are connect-the-dots pairs (on a coarse grid, the range's tails
+        accounted for), so they dominate the direction's pair, and so does their composed
+        pair ``S``. For every ``t > 0``, ``(1 - e^{-x})_+ <= M_t e^{t x}`` (Alghamdi et al.,
+        eqs. (38), (42): ``M_t`` bounds ``theta_t``), so with ``x = S - eps``
+        ``delta(eps) <= P(S = inf) + M_t e^{K(t) - t eps}``, ``K(t) = log E[e^{tS}; S finite]``
+        the pilot's exact discrete CGF (the refined-moments bound). It is at most ``delta``
+        from ``eps = (K(t) + log M_t - log(delta - P(S = inf))) / t`` on; the smallest over
+        the tilts ``t_0 2^{j/8}``, ``|j| <= 8`` around the saddle point's ``t_0`` is taken.
+        ``K`` is raised by ``1e-11 k (1 + t max|y| + max|log p|)`` per law of count ``k``
+        (its rounding: a few ulps of the exponents ``log p + t y`` and of the sum, per law
+        and step)."""
+        mgf = self._pilot(direction, log_tail)
+        room = delta - self._cache[("pilot_inf", direction, log_tail)]
+        _, t0 = self._saddle(mgf, math.log(delta))
+        if not (room > 0 and math.isfinite(t0) and t0 > 0 and mgf.parts):
+            return math.inf
+        ts = t0 * np.exp2(np.arange(-8, 9) / 8.0)
+        kk, _, _ = mgf.cumulants(ts)
+        for ys, lp, k in mgf.parts:
+            kk = kk + 1e-11 * k * (1.0 + ts * float(np.max(np.abs(ys)))
+                                   + float(np.max(np.abs(lp))))
+        with np.errstate(invalid="ignore", over="ignore"):
+            eps = (kk + log_theta_max(ts) - math.log(room)) / ts
+        eps = eps[np.isfinite(eps)]
+        return max(float(np.min(eps)), 0.0) if eps.size else math.inf
 
     def _grid_step(self, direction_mgfs: list[LogMgf], eps: float | None, log_delta: float,
                    spans: list[float], window_tail: float) -> float:
@@ -192,7 +240,7 @@ class PLDAccountant(Accountant):
         best, floor = math.inf, self._budget_floor(direction_mgfs, spans, window_tail)
         for mgf in direction_mgfs:
             if eps is None:  # epsilon query: eps and t from the saddle point at delta
-                e, t = saddle_point_eps(mgf, log_delta)
+                e, t = self._saddle(mgf, log_delta)
                 if not (math.isfinite(e) and math.isfinite(t)):
                     continue
                 width = self.rtol * max(e, 1e-3)
@@ -433,22 +481,37 @@ class PLDAccountant(Accountant):
         d = self._grid_step(pilots, None, math.log(delta), spans, window_tail)
         best_up = {r: math.inf for r in dirs}
         at_step = {r: math.inf for r in dirs}  # grid step of each direction's best upper
+        # a certified upper bound of each direction before any fine grid, its pilot's
+        # (_pilot_eps_upper): a direction whose bound is below another's PLD upper bound
+        # cannot raise the maximum, and is neither discretized finely nor composed (W1: the
+        # add direction's pilot bound 6.05 < 6.19, the remove direction's PLD upper bound)
+        pre = ({r: self._pilot_eps_upper(r, log_tail, delta) for r in dirs}
+               if len(dirs) > 1 else {r: math.inf for r in dirs})
+        tried: set = set()  # the directions bounded on a grid (best_up) at least once
+
+        def known(r: int) -> float:  # the direction's certified upper bound so far
+            return best_up[r] if r in tried else pre[r]
+
+        def top_direction() -> int:  # the largest bound; of the bounds on a grid on a tie
+            return max(dirs, key=lambda r: (known(r), r in tried))
+
         lo, lo_step = 0.0, None
         info: dict = {}
         converged, note, steps = False, "", []
         for _ in range(40):
             it0 = time.perf_counter()
             try:
-                order = sorted(dirs, key=lambda r: -best_up[r] if math.isfinite(best_up[r])
+                order = sorted(dirs, key=lambda r: -known(r) if math.isfinite(known(r))
                                else -math.inf)
                 for i, r in enumerate(order):
                     # a direction below the largest upper bound cannot raise the maximum
-                    if i > 0 and best_up[r] <= max(best_up[x] for x in order[:i]):
+                    if i > 0 and known(r) <= max(known(x) for x in order[:i]):
                         continue
                     e = self._eps_at(d, True, r, delta, log_tail, window_tail, info)
+                    tried.add(r)
                     if e < best_up[r]:
                         best_up[r], at_step[r] = e, d
-                top = max(dirs, key=lambda r: best_up[r])
+                top = top_direction()
                 e_lo = self._eps_at(d, False, top, delta, log_tail, window_tail, info)
                 if e_lo > lo:
                     lo, lo_step = e_lo, d
@@ -459,7 +522,7 @@ class PLDAccountant(Accountant):
                 note = f"stopped refining at grid step {d:.3g}: {err}"
                 break
             steps.append(d)
-            up = max(best_up.values())
+            up = max(known(r) for r in dirs)
             width = up - lo
             if math.isinf(up) or width <= self.rtol * up or width <= 1e-12:
                 converged = True
@@ -471,12 +534,15 @@ class PLDAccountant(Accountant):
             if note:
                 break
             d *= factor
-        up = max(best_up.values())
+        up = max(known(r) for r in dirs)
         if not steps:
             return self._fallback(delta, note or "rtol: no grid step fits the memory budget")
         check_bracket(lo, up, f"eps at delta={delta!r}", self.name)
-        top = max(dirs, key=lambda r: best_up[r])
-        details = {"grid_step": at_step[top], "grid_step_upper": at_step[top],
+        top = top_direction()
+        # (a direction never bounded on a grid can be the largest only when the budget
+        # stopped its first grid: its pilot's bound is the upper one, the last grid reported)
+        step_up = at_step[top] if top in tried else steps[-1]
+        details = {"grid_step": step_up, "grid_step_upper": step_up,
                    "grid_step_lower": lo_step, "grid_steps_tried": steps,
                    "converged": converged, "seconds": time.perf_counter() - t0, **info,
                    "extended": bool(self._cache.get("extended"))}
