@@ -9,6 +9,7 @@ import mpmath as mp
 import numpy as np
 import pytest
 
+import oracle
 import tightdp as td
 from tightdp.pld import DiscretePLD, compose, connect_the_dots, dominated, loss_range
 from tightdp.pld.discretize import certified_pair
@@ -408,3 +409,30 @@ def test_tiny_sampling_rate_eps_bracket_within_rtol():
     assert 0.9 * r.upper <= r.lower <= r.upper
     assert r.lower <= peer.get_epsilon(1e-10)
     assert r.lower <= td.RDPAccountant().compose(mech, steps).epsilon(1e-10).upper
+
+
+# --- a PLD bracket stopped short of rtol takes the other certified bounds of the curve -------
+def test_pld_trillion_gaussian_steps_bracket_from_saddle_point_bounds():
+    """10^12 Gaussian steps at sigma = 10^6 (mu = 1 GDP, truth from mpmath): no PLD grid fits
+    the budget finely enough (its own bracket was [0, 50.3]); the saddle-point accountant's
+    refined-moments upper and Berry-Esseen lower bounds (certified, eq. (43), Thm. 5) are
+    reported instead, and they hold the truth within rtol."""
+    truth = float(oracle.gaussian_epsilon(1e6, 1e12, 1e-5))
+    r = td.PLDAccountant().compose(td.Gaussian(1e6), 10**12).epsilon(1e-5)
+    assert r.lower <= truth <= r.upper
+    assert r.upper - r.lower <= 1e-3 * r.upper and r.details["converged"] is True
+    assert r.details["upper_from"] == "spa" and r.details["lower_from"] == "spa"
+    assert r.details["pld_lower"] <= r.lower and r.upper <= r.details["pld_upper"]
+    assert "saddle-point accountant's" in r.note
+
+
+def test_pld_unconverged_reports_the_smallest_certified_upper_bound():
+    """q = 1e-4, sigma = 2, 10^12 steps: the PLD grid stops early; the reported upper bound
+    is the smallest of the PLD, RDP and saddle-point certified upper bounds."""
+    mech = td.PoissonSubsampled(td.Gaussian(2.0), 1e-4)
+    r = td.PLDAccountant().compose(mech, 10**12).epsilon(1e-5)
+    rdp = td.RDPAccountant().compose(mech, 10**12).epsilon(1e-5).upper
+    spa = td.SaddlePointAccountant().compose(mech, 10**12).epsilon(1e-5).upper
+    assert r.details["converged"] is False
+    assert r.upper == min(rdp, spa, r.details["pld_upper"])
+    assert r.lower >= r.details["pld_lower"]
