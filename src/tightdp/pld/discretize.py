@@ -464,6 +464,25 @@ def _refined_gaps(loss: PrivacyLoss, g: np.ndarray, gap: np.ndarray, theta: np.n
     return gap, tents
 
 
+def _pav_push(vals: list[float], wts: list[float], lens: list[int], xs: list[float],
+              ys: list[float]) -> None:
+    """Push the segments ``(xs, ys)`` (slopes, weights) in turn onto the stack of
+    pool-adjacent-violators, pooling the top while it is above the segment pushed (each
+    pooled slope the weighted mean of the two, lower block first)."""
+    for x, y in zip(xs, ys, strict=True):
+        ln = 1
+        while vals and vals[-1] > x:
+            v1 = vals.pop()
+            w1 = wts.pop()
+            tot = w1 + y
+            x = (v1 * w1 + x * y) / tot
+            y = tot
+            ln += lens.pop()
+        vals.append(x)
+        wts.append(y)
+        lens.append(ln)
+
+
 def _pool_violators(s: np.ndarray, w: np.ndarray, bad: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray]:
     """Make the slopes ``s`` (weights ``w``) non-decreasing by pool-adjacent-violators
@@ -471,7 +490,12 @@ def _pool_violators(s: np.ndarray, w: np.ndarray, bad: np.ndarray
     ``bad``, each stretch grown until its pooled values join its unchanged neighbours
     monotonically. Pooling replaces a run of segments by their chord, so the curve only
     moves down and becomes convex there. Returns the new slopes and the mask of pooled
-    segments."""
+    segments.
+
+    A stretch grown only to the right continues from the stack of the previous one (the
+    stack after a prefix does not depend on what follows it, so this is the same sequence
+    of operations as starting over, in time linear in the final stretch); one grown to the
+    left starts over."""
     s = s.copy()
     n = s.size
     pooled = np.zeros(n, dtype=bool)
@@ -479,20 +503,13 @@ def _pool_violators(s: np.ndarray, w: np.ndarray, bad: np.ndarray
         if r <= 0 or r >= n or s[r - 1] <= s[r]:
             continue  # already fixed by an earlier stretch
         a, b = max(r - 2, 0), min(r + 2, n)
+        vals: list[float] = []
+        wts: list[float] = []
+        lens: list[int] = []
+        done = a  # s[a:done] is on the stack
         while True:
-            vals: list[float] = []
-            wts: list[float] = []
-            lens: list[int] = []
-            for x, y in zip(s[a:b].tolist(), w[a:b].tolist(), strict=True):
-                vals.append(x)
-                wts.append(y)
-                lens.append(1)
-                while len(vals) > 1 and vals[-2] > vals[-1]:
-                    y2, x2, l2 = wts.pop(), vals.pop(), lens.pop()
-                    tot = wts[-1] + y2
-                    vals[-1] = (vals[-1] * wts[-1] + x2 * y2) / tot
-                    wts[-1] = tot
-                    lens[-1] += l2
+            _pav_push(vals, wts, lens, s[done:b].tolist(), w[done:b].tolist())
+            done = b
             grow_l = a > 0 and s[a - 1] > vals[0]
             grow_r = b < n and vals[-1] > s[b]
             if not (grow_l or grow_r):
@@ -500,14 +517,14 @@ def _pool_violators(s: np.ndarray, w: np.ndarray, bad: np.ndarray
             width = b - a
             if grow_l:
                 a = max(a - width, 0)
+                vals, wts, lens = [], [], []
+                done = a
             if grow_r:
                 b = min(b + width, n)
-        pos = a
-        for x, ln in zip(vals, lens, strict=True):
-            if ln > 1:
-                s[pos:pos + ln] = x
-                pooled[pos:pos + ln] = True
-            pos += ln
+        ln = np.array(lens)
+        run = np.repeat(ln > 1, ln)
+        s[a:b] = np.where(run, np.repeat(np.array(vals), ln), s[a:b])
+        pooled[a:b] |= run
     return s, pooled
 
 
