@@ -221,15 +221,27 @@ class Direction:
     def cutoffs(self, counts: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray]:
         """Per example: number of frequencies kept (0..kk-1) and the certified bound tau on
         ``sum_{dropped k} omega_k |P_k| / (2 K sin(pi k / K))``."""
-        le = row_products(counts, self.log_env)  # (n, nb)
-        contrib = np.exp(np.minimum(le, 0.0)) * self.block_w
-        tail = np.cumsum(contrib[:, ::-1], axis=1)[:, ::-1]  # tail[:, b] = sum_{b' >= b}
-        ok = tail <= tol
-        kh = self.spec.shape[1]
-        has = ok.any(axis=1)
-        first = np.where(has, np.argmax(ok, axis=1), 0)
-        kk = np.where(has, self.starts[first], kh)
-        tau = np.where(has, tail[np.arange(tail.shape[0]), first], 0.0)
+        # contributions as (block, example) rows: the bound on the blocks b' >= b is summed
+        # from the last block down, one row at a time (the same additions in the same order
+        # as a cumulative sum over the reversed blocks); each example keeps the first block
+        # from which it is <= tol, and the sums only grow, so the loop stops at the first
+        # block where no example is within tol
+        c = np.ascontiguousarray(row_products(counts, self.log_env).T)  # (nb, n)
+        np.minimum(c, 0.0, out=c)
+        np.exp(c, out=c)
+        c *= self.block_w[:, None]
+        n = c.shape[1]
+        kk = np.full(n, self.spec.shape[1], dtype=self.starts.dtype)
+        tau = np.zeros(n)
+        tail = np.zeros(n)
+        ok = np.empty(n, dtype=bool)
+        for b in range(c.shape[0] - 1, -1, -1):
+            tail += c[b]
+            np.less_equal(tail, tol, out=ok)
+            if not ok.any():
+                break
+            np.copyto(kk, self.starts[b], where=ok)
+            np.copyto(tau, tail, where=ok)
         return kk, tau
 
     def spectra(self, kk: int) -> tuple[np.ndarray, np.ndarray]:
@@ -284,6 +296,16 @@ def horner(qt: np.ndarray, m: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarra
     return h[0], (h[1] if h.shape[0] > 1 else None)
 
 
+def _every(rows, n: int) -> bool:
+    """Does ``rows`` (None, a boolean mask or sorted distinct indices of ``n`` examples)
+    select every example? Then the arrays are used as they are, not copied (the same
+    values)."""
+    if rows is None:
+        return True
+    rows = np.asarray(rows)
+    return bool(rows.all()) if rows.dtype == bool else rows.size == n
+
+
 class Evaluator:
     """Certified delta bounds of one chunk of examples (one direction) by Plancherel."""
 
@@ -296,16 +318,19 @@ class Evaluator:
         log_abs, phase = dr.spectra(kk)
         lr = row_products(counts, np.concatenate([log_abs, phase], axis=1))
         li = lr[:, kk:]
-        lr = lr[:, :kk]
         li += dr.win_phase[:kk]
-        lr = lr + 1j * li
-        del li
+        # log P_k as a C-contiguous (frequency, example) array: the complex exponential and
+        # the products below then run over contiguous rows (the values are those of
+        # exp(log|P| + i arg P) taken elementwise, whatever the layout)
+        P = np.empty((kk, lr.shape[0]), dtype=complex)
+        P.real = lr[:, :kk].T
+        P.imag = li.T
+        del lr, li
         if kk_rows is not None:
             # each example keeps its own frequencies k < kk_rows[i] (its cut-off; ``tau``
             # bounds the rest), whatever the other examples evaluated with it
-            lr[np.arange(kk)[None, :] >= np.asarray(kk_rows)[:, None]] = -np.inf
-        P = np.exp(lr.T)  # (kk, n); exp(-inf) = 0
-        del lr
+            P[np.arange(kk)[:, None] >= np.asarray(kk_rows)[None, :]] = -np.inf
+        np.exp(P, out=P)  # (kk, n); exp(-inf) = 0
         om = dr.omega[:kk]
         self.p0 = P[0].real.copy()
         qt = np.empty((kk, 2, P.shape[1]), dtype=complex)
@@ -329,7 +354,7 @@ class Evaluator:
         """``A(m) = sum_{j>=m} p_j`` and ``e^{y_m} B(m)`` with ``B(m) = sum_{j>=m} p_j e^{-y_j}``
         (window positions ``j``), from the truncated Plancherel sums (rows: optional mask)."""
         K, d = self.K, self.d
-        if rows is None:
+        if _every(rows, self.p0.size):
             qt, p0, c1, c2 = self.qt, self.p0, self.c1, self.c2
         else:
             qt, p0, c1, c2 = self.qt[:, :, rows], self.p0[rows], self.c1[rows], self.c2[rows]
@@ -345,7 +370,7 @@ class Evaluator:
         ``(1/K) [P_0 W_0 + sum_k omega_k Re P_k conj(W_k)]`` with
         ``W_k = z^{m+1} (g1 - e^{-d} g2) - g1 + e^{-(K-m)d} g2`` (geometric sums)."""
         K, d = self.K, self.d
-        if rows is None:
+        if _every(rows, self.p0.size):
             qh, p0, c1, c2 = self.qh, self.p0, self.c1, self.c2
         else:
             qh, p0, c1, c2 = self.qh[:, rows], self.p0[rows], self.c1[rows], self.c2[rows]
@@ -356,8 +381,9 @@ class Evaluator:
 
     def delta_upper_at(self, m: np.ndarray, rows=None) -> np.ndarray:
         """Certified upper bound on delta(y_m) of the composition."""
-        tau = self.tau if rows is None else self.tau[rows]
-        extra = self.extra if rows is None else self.extra[rows]
+        every = _every(rows, self.p0.size)
+        tau = self.tau if every else self.tau[rows]
+        extra = self.extra if every else self.extra[rows]
         return self.hinge(m, rows) + 2.0 * tau + extra
 
     def first_nonnegative(self) -> np.ndarray:
@@ -491,6 +517,8 @@ class _Subset:
 
     def __init__(self, ev: Evaluator, mask: np.ndarray):
         self.dr, self.K, self.d = ev.dr, ev.K, ev.d
+        if mask.all():  # every row: the evaluator's own arrays
+            mask = slice(None)
         self.p0, self.qt, self.qh = ev.p0[mask], ev.qt[:, :, mask], ev.qh[:, mask]
         self.c1, self.c2 = ev.c1[mask], ev.c2[mask]
         self.tau, self.extra = ev.tau[mask], ev.extra[mask]
