@@ -61,8 +61,8 @@ from .._numerics import UNIT_ROUNDOFF, log_sub_exp
 from ..losses import PrivacyLoss
 from .grid import DiscretePLD
 
-__all__ = ["certified_pair", "certified_pair_lazy", "connect_the_dots", "dominated",
-           "loss_range"]
+__all__ = ["certified_pair", "certified_pair_lazy", "certified_pairs", "connect_the_dots",
+           "dominated", "loss_range"]
 
 #: unit roundoff of float64
 
@@ -154,12 +154,57 @@ class _Bins(NamedTuple):
     lq_top: float  # log Q(Y > g_top)
 
 
-def _ctd_split(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float) -> _Bins:
+class _FineCdfs(NamedTuple):
+    """The four log CDFs of a loss (:meth:`~tightdp.losses.PrivacyLoss.log_cdfs`) at the
+    points ``shift + j d`` of one grid, ``j = j_lo, j_lo + 1, ...``: a grid of step
+    ``m d`` (``m`` a power of two) reads its points ``shift + i (m d)`` as every ``m``-th
+    one, the same floats (``i m`` and ``d`` scaled by powers of two: the exact products
+    agree and round alike)."""
+
+    d: float
+    j_lo: int
+    values: tuple
+
+    def at(self, d: float, j_lo: int, j_hi: int) -> tuple | None:
+        """The values at the points ``shift + i d``, ``i = j_lo..j_hi`` (None if ``d`` is
+        not a power-of-two multiple of this grid's step or they are not all on it)."""
+        m = round(d / self.d)
+        if m < 1 or m & (m - 1) or self.d * m != d:
+            return None
+        a = j_lo * m - self.j_lo
+        b = j_hi * m - self.j_lo
+        if a < 0 or b >= self.values[0].size:
+            return None
+        return tuple(np.ascontiguousarray(v[a:b + 1:m]) for v in self.values)
+
+
+def _fine_cdfs(loss: PrivacyLoss, steps: list[float], lo: float, hi: float, shift: float
+               ) -> _FineCdfs:
+    """The loss's log CDFs on the finest of ``steps``' grids, over the union of the ranges
+    that :func:`certified_pair_lazy` takes for each step (``[lo - d, hi + d]``)."""
+    f = min(steps)
+    ranges = []
+    for d in steps:
+        j_lo, j_hi = _grid(d, lo - d, hi + d, shift)
+        m = round(d / f)
+        ranges.append((j_lo * m, j_hi * m) if m >= 1 and not m & (m - 1) and f * m == d
+                      else _grid(f, lo - d, hi + d, shift))
+    j_lo = min(r[0] for r in ranges)
+    j_hi = max(r[1] for r in ranges)
+    return _FineCdfs(f, j_lo, loss.log_cdfs(shift + np.arange(j_lo, j_hi + 1) * f))
+
+
+def _ctd_split(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float,
+               cdfs: _FineCdfs | None = None) -> _Bins:
     """Shared part of both certified discretizers: the grid, the bin masses and the masses
-    beyond the grid's ends (see the module docstring)."""
+    beyond the grid's ends (see the module docstring); the log CDFs at the grid's points
+    read from ``cdfs`` where it holds them."""
     j_lo, j_hi = _grid(d, lo, hi, shift)
     g = shift + np.arange(j_lo, j_hi + 1) * d
-    pb, qb = loss.bin_masses(g)  # bins (g_j, g_{j+1}]
+    vals = None if cdfs is None else cdfs.at(d, j_lo, j_hi)
+    if vals is None:
+        vals = loss.log_cdfs(g)
+    pb, qb = loss.bin_masses_from(*vals)  # bins (g_j, g_{j+1}]
     # log rho_j = log(Q_bin e^{g_j} / P_bin) lies in [-d, 0]: the bin's likelihood ratio is
     # between e^{g_j} and e^{g_{j+1}}
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -216,16 +261,35 @@ def certified_pair(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: flo
     return upper, lower()
 
 
-def certified_pair_lazy(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float = 0.0
+def certified_pairs(loss: PrivacyLoss, steps: list[float], lo: float, hi: float,
+                    shift: float = 0.0) -> list[tuple[DiscretePLD, DiscretePLD]]:
+    """:func:`certified_pair` at each grid step of ``steps`` (for one loss on several
+    grids), the loss's CDFs evaluated once, at the points of the finest grid: a grid whose
+    step is a power-of-two multiple of it reads its points from there (the same floats, so
+    each pair is :func:`certified_pair`'s wherever the loss evaluates its CDFs point by
+    point, as every closed form here does; elsewhere an evaluation at the same points, as
+    accurate). Other steps evaluate their own."""
+    steps = [float(d) for d in steps]
+    cdfs = _fine_cdfs(loss, steps, lo, hi, shift) if len(steps) > 1 else None
+    out = []
+    for d in steps:
+        upper, lower = certified_pair_lazy(loss, d, lo, hi, shift, cdfs)
+        out.append((upper, lower()))
+    return out
+
+
+def certified_pair_lazy(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float = 0.0,
+                        cdfs: _FineCdfs | None = None
                         ) -> tuple[DiscretePLD, Callable[[], DiscretePLD]]:
     """:func:`certified_pair` with the lower pair left to be built when asked: the upper
     pair, and a function that returns the lower one (built from the same evaluation of the
     loss's CDFs on its first call, then remembered). For a caller that needs the lower pair
     of only some of its losses (the PLD accountant: of the direction whose upper bound is
-    the largest)."""
+    the largest). ``cdfs``: the CDFs already evaluated on a finer grid
+    (:func:`certified_pairs`)."""
     # one grid step of margin at both ends, so that a bounded loss's extreme values (often
     # atoms) lie strictly inside the grid
-    bins = _ctd_split(loss, d, lo - d, hi + d, shift)
+    bins = _ctd_split(loss, d, lo - d, hi + d, shift, cdfs)
     upper = _ctd(d, bins, shift)
     state: dict = {"bins": bins}  # released once the lower pair is built
 
