@@ -462,6 +462,24 @@ _REFINE_INTERVALS = 128
 _REFINE_SUB = 16
 
 
+def _largest_positive(x: np.ndarray, k: int) -> np.ndarray:
+    """Indices, ascending, of the positive entries of ``x`` among the ``k`` that a full
+    descending sort puts first (``argsort(x)[::-1][:k]``). By a partial sort where that set
+    does not depend on how the sort orders equal values: the ``k``-th largest value is not
+    positive (then every positive entry is among the ``k``), or no other entry equals it
+    (then the ``k`` are those at or above it); else, and with NaNs, by the full sort."""
+    n = x.size
+    if n > k and not np.isnan(x).any():
+        v = np.partition(x, n - k)[n - k]  # the k-th largest
+        if v <= 0:
+            return np.nonzero(x > 0)[0]
+        top = x >= v
+        if np.count_nonzero(top) == k:
+            return np.nonzero(top)[0]
+    pick = np.argsort(x)[::-1][:k]
+    return np.sort(pick[x[pick] > 0])
+
+
 def _refined_gaps(loss: PrivacyLoss, g: np.ndarray, gap: np.ndarray, theta: np.ndarray,
                   d: float) -> tuple[np.ndarray, _Tents]:
     """Tighter bounds on how far the true curve lies below its chord, on the intervals of
@@ -482,8 +500,7 @@ def _refined_gaps(loss: PrivacyLoss, g: np.ndarray, gap: np.ndarray, theta: np.n
     underflowed keeps its tent."""
     tents = _Tents(theta, gap)
     m = _REFINE_SUB
-    pick = np.argsort(gap)[::-1][:_REFINE_INTERVALS]
-    pick = np.sort(pick[gap[pick] > 0])
+    pick = _largest_positive(gap, _REFINE_INTERVALS)
     if not pick.size or d / m > 700.0:
         return gap, tents
     frac = np.arange(m + 1) / m
