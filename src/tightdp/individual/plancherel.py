@@ -30,6 +30,9 @@ HORNER_MAX = 4096
 TRUNC_FRACTION = 1e-5
 
 
+#: bucket laws transformed per FFT call in :class:`Direction`
+_FFT_ROWS = 16
+
 #: column counts that are multiples of this give row-independent BLAS products (see
 #: :func:`row_products`)
 _COLUMN_TILE = 16
@@ -131,9 +134,9 @@ class Direction:
             raise BudgetExceeded(f"rtol: the window needs {n} grid points (> {MAX_POINTS}); "
                                  "use a larger rtol or grid_step")
         K = sfft.next_fast_len(n, real=True)
-        # what the per-bucket spectra below hold (five (B, K/2) float arrays and one FFT
-        # buffer), checked before they are allocated
-        need = 8.0 * (5 * len(plds) * (K // 2 + 1) + 3 * K)
+        # what the per-bucket spectra below hold (five (B, K/2) float arrays and the FFT
+        # buffers of _FFT_ROWS laws), checked before they are allocated
+        need = 8.0 * (5 * len(plds) * (K // 2 + 1) + 3 * min(len(plds), _FFT_ROWS) * K)
         if need > max_bytes:
             raise BudgetExceeded(
                 f"n_buckets: {len(plds)} buckets x a window of {K} points need about "
@@ -148,12 +151,18 @@ class Direction:
         self._log_abs = self._phase = np.empty((B, 0))
         self.mass = np.empty(B)
         self.inf = np.empty(B)
-        for j, p in enumerate(plds):
-            idx = (p.offset + np.arange(p.probs.size)) % K
-            buf = np.bincount(idx, weights=p.probs, minlength=K)
-            self.spec[j] = sfft.rfft(buf, workers=fft_workers)
-            self.mass[j] = float(p.probs.sum())
-            self.inf[j] = float(p.inf_mass)
+        # the laws wrapped onto the window, transformed _FFT_ROWS at a time (one call over a
+        # few rows runs several transforms side by side: ~2.5x faster than one by one)
+        buf = np.empty((min(B, _FFT_ROWS), K))
+        for j0 in range(0, B, _FFT_ROWS):
+            part = plds[j0:j0 + _FFT_ROWS]
+            for i, p in enumerate(part):
+                idx = (p.offset + np.arange(p.probs.size)) % K
+                buf[i] = np.bincount(idx, weights=p.probs, minlength=K)
+                self.mass[j0 + i] = float(p.probs.sum())
+                self.inf[j0 + i] = float(p.inf_mass)
+            self.spec[j0:j0 + len(part)] = sfft.rfft(buf[:len(part)], axis=-1,
+                                                     workers=fft_workers)
         # the Chernoff table and the log of each bucket's finite mass (composed mass at +inf)
         self.table_inf = np.column_stack([self.table,
                                           np.log1p(-np.minimum(self.inf, 1.0 - 1e-16))])
