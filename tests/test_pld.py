@@ -12,7 +12,7 @@ import pytest
 import oracle
 import tightdp as td
 from tightdp.pld import DiscretePLD, compose, connect_the_dots, dominated, loss_range
-from tightdp.pld.discretize import certified_pair
+from tightdp.pld.discretize import certified_pair, certified_pairs
 
 
 def gdp_eps(mu: float, delta: float) -> float:
@@ -82,6 +82,24 @@ def test_certified_pair_brackets_the_curve_and_is_a_pair(mech, d):
         if dn.meta["kind"] == "lowered_chords":
             q = np.sum(dn.probs[:-1] * np.exp(-dn.ys[:-1]))
             assert q <= 1.0 - loss.neg_inf_mass + 1e-12
+
+
+@pytest.mark.parametrize("mech", [td.PoissonSubsampled(td.Gaussian(1.0, 0.37), 0.01),
+                                  td.PoissonSubsampled(td.Gaussian(2.0), 0.1)],
+                         ids=["q=0.01", "q=0.1"])
+def test_certified_pairs_are_certified_pair_at_each_step(mech):
+    """Several grid steps from one evaluation of the CDFs (on the finest grid, the others
+    power-of-two multiples of it, one step not) give certified_pair's laws bit for bit."""
+    d = 3.7e-4
+    steps = [d, d / 2, d / 8, d / 3]
+    for loss in mech.privacy_losses():
+        lo, hi = loss_range(loss, math.log(1e-20))
+        for step, (up, dn) in zip(steps, certified_pairs(loss, steps, lo, hi), strict=True):
+            up1, dn1 = certified_pair(loss, step, lo, hi)
+            for a, b in ((up, up1), (dn, dn1)):
+                assert (a.d, a.offset, a.inf_mass, a.shift) == (b.d, b.offset, b.inf_mass,
+                                                                b.shift)
+                assert a.probs.tobytes() == b.probs.tobytes()
 
 
 @pytest.mark.parametrize("lam", [1.0, 3.0])

@@ -30,6 +30,9 @@ HORNER_MAX = 4096
 TRUNC_FRACTION = 1e-5
 
 
+#: bucket laws transformed per FFT call in :class:`Direction`
+_FFT_ROWS = 16
+
 #: column counts that are multiples of this give row-independent BLAS products (see
 #: :func:`row_products`)
 _COLUMN_TILE = 16
@@ -131,9 +134,9 @@ class Direction:
             raise BudgetExceeded(f"rtol: the window needs {n} grid points (> {MAX_POINTS}); "
                                  "use a larger rtol or grid_step")
         K = sfft.next_fast_len(n, real=True)
-        # what the per-bucket spectra below hold (five (B, K/2) float arrays and one FFT
-        # buffer), checked before they are allocated
-        need = 8.0 * (5 * len(plds) * (K // 2 + 1) + 3 * K)
+        # what the per-bucket spectra below hold (five (B, K/2) float arrays and the FFT
+        # buffers of _FFT_ROWS laws), checked before they are allocated
+        need = 8.0 * (5 * len(plds) * (K // 2 + 1) + 3 * min(len(plds), _FFT_ROWS) * K)
         if need > max_bytes:
             raise BudgetExceeded(
                 f"n_buckets: {len(plds)} buckets x a window of {K} points need about "
@@ -148,12 +151,18 @@ class Direction:
         self._log_abs = self._phase = np.empty((B, 0))
         self.mass = np.empty(B)
         self.inf = np.empty(B)
-        for j, p in enumerate(plds):
-            idx = (p.offset + np.arange(p.probs.size)) % K
-            buf = np.bincount(idx, weights=p.probs, minlength=K)
-            self.spec[j] = sfft.rfft(buf, workers=fft_workers)
-            self.mass[j] = float(p.probs.sum())
-            self.inf[j] = float(p.inf_mass)
+        # the laws wrapped onto the window, transformed _FFT_ROWS at a time (one call over a
+        # few rows runs several transforms side by side: ~2.5x faster than one by one)
+        buf = np.empty((min(B, _FFT_ROWS), K))
+        for j0 in range(0, B, _FFT_ROWS):
+            part = plds[j0:j0 + _FFT_ROWS]
+            for i, p in enumerate(part):
+                idx = (p.offset + np.arange(p.probs.size)) % K
+                buf[i] = np.bincount(idx, weights=p.probs, minlength=K)
+                self.mass[j0 + i] = float(p.probs.sum())
+                self.inf[j0 + i] = float(p.inf_mass)
+            self.spec[j0:j0 + len(part)] = sfft.rfft(buf[:len(part)], axis=-1,
+                                                     workers=fft_workers)
         # the Chernoff table and the log of each bucket's finite mass (composed mass at +inf)
         self.table_inf = np.column_stack([self.table,
                                           np.log1p(-np.minimum(self.inf, 1.0 - 1e-16))])
@@ -221,15 +230,27 @@ class Direction:
     def cutoffs(self, counts: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray]:
         """Per example: number of frequencies kept (0..kk-1) and the certified bound tau on
         ``sum_{dropped k} omega_k |P_k| / (2 K sin(pi k / K))``."""
-        le = row_products(counts, self.log_env)  # (n, nb)
-        contrib = np.exp(np.minimum(le, 0.0)) * self.block_w
-        tail = np.cumsum(contrib[:, ::-1], axis=1)[:, ::-1]  # tail[:, b] = sum_{b' >= b}
-        ok = tail <= tol
-        kh = self.spec.shape[1]
-        has = ok.any(axis=1)
-        first = np.where(has, np.argmax(ok, axis=1), 0)
-        kk = np.where(has, self.starts[first], kh)
-        tau = np.where(has, tail[np.arange(tail.shape[0]), first], 0.0)
+        # contributions as (block, example) rows: the bound on the blocks b' >= b is summed
+        # from the last block down, one row at a time (the same additions in the same order
+        # as a cumulative sum over the reversed blocks); each example keeps the first block
+        # from which it is <= tol, and the sums only grow, so the loop stops at the first
+        # block where no example is within tol
+        c = np.ascontiguousarray(row_products(counts, self.log_env).T)  # (nb, n)
+        np.minimum(c, 0.0, out=c)
+        np.exp(c, out=c)
+        c *= self.block_w[:, None]
+        n = c.shape[1]
+        kk = np.full(n, self.spec.shape[1], dtype=self.starts.dtype)
+        tau = np.zeros(n)
+        tail = np.zeros(n)
+        ok = np.empty(n, dtype=bool)
+        for b in range(c.shape[0] - 1, -1, -1):
+            tail += c[b]
+            np.less_equal(tail, tol, out=ok)
+            if not ok.any():
+                break
+            np.copyto(kk, self.starts[b], where=ok)
+            np.copyto(tau, tail, where=ok)
         return kk, tau
 
     def spectra(self, kk: int) -> tuple[np.ndarray, np.ndarray]:
@@ -284,6 +305,16 @@ def horner(qt: np.ndarray, m: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarra
     return h[0], (h[1] if h.shape[0] > 1 else None)
 
 
+def _every(rows, n: int) -> bool:
+    """Does ``rows`` (None, a boolean mask or sorted distinct indices of ``n`` examples)
+    select every example? Then the arrays are used as they are, not copied (the same
+    values)."""
+    if rows is None:
+        return True
+    rows = np.asarray(rows)
+    return bool(rows.all()) if rows.dtype == bool else rows.size == n
+
+
 class Evaluator:
     """Certified delta bounds of one chunk of examples (one direction) by Plancherel."""
 
@@ -296,16 +327,19 @@ class Evaluator:
         log_abs, phase = dr.spectra(kk)
         lr = row_products(counts, np.concatenate([log_abs, phase], axis=1))
         li = lr[:, kk:]
-        lr = lr[:, :kk]
         li += dr.win_phase[:kk]
-        lr = lr + 1j * li
-        del li
+        # log P_k as a C-contiguous (frequency, example) array: the complex exponential and
+        # the products below then run over contiguous rows (the values are those of
+        # exp(log|P| + i arg P) taken elementwise, whatever the layout)
+        P = np.empty((kk, lr.shape[0]), dtype=complex)
+        P.real = lr[:, :kk].T
+        P.imag = li.T
+        del lr, li
         if kk_rows is not None:
             # each example keeps its own frequencies k < kk_rows[i] (its cut-off; ``tau``
             # bounds the rest), whatever the other examples evaluated with it
-            lr[np.arange(kk)[None, :] >= np.asarray(kk_rows)[:, None]] = -np.inf
-        P = np.exp(lr.T)  # (kk, n); exp(-inf) = 0
-        del lr
+            P[np.arange(kk)[:, None] >= np.asarray(kk_rows)[None, :]] = -np.inf
+        np.exp(P, out=P)  # (kk, n); exp(-inf) = 0
         om = dr.omega[:kk]
         self.p0 = P[0].real.copy()
         qt = np.empty((kk, 2, P.shape[1]), dtype=complex)
@@ -329,7 +363,7 @@ class Evaluator:
         """``A(m) = sum_{j>=m} p_j`` and ``e^{y_m} B(m)`` with ``B(m) = sum_{j>=m} p_j e^{-y_j}``
         (window positions ``j``), from the truncated Plancherel sums (rows: optional mask)."""
         K, d = self.K, self.d
-        if rows is None:
+        if _every(rows, self.p0.size):
             qt, p0, c1, c2 = self.qt, self.p0, self.c1, self.c2
         else:
             qt, p0, c1, c2 = self.qt[:, :, rows], self.p0[rows], self.c1[rows], self.c2[rows]
@@ -345,7 +379,7 @@ class Evaluator:
         ``(1/K) [P_0 W_0 + sum_k omega_k Re P_k conj(W_k)]`` with
         ``W_k = z^{m+1} (g1 - e^{-d} g2) - g1 + e^{-(K-m)d} g2`` (geometric sums)."""
         K, d = self.K, self.d
-        if rows is None:
+        if _every(rows, self.p0.size):
             qh, p0, c1, c2 = self.qh, self.p0, self.c1, self.c2
         else:
             qh, p0, c1, c2 = self.qh[:, rows], self.p0[rows], self.c1[rows], self.c2[rows]
@@ -356,8 +390,9 @@ class Evaluator:
 
     def delta_upper_at(self, m: np.ndarray, rows=None) -> np.ndarray:
         """Certified upper bound on delta(y_m) of the composition."""
-        tau = self.tau if rows is None else self.tau[rows]
-        extra = self.extra if rows is None else self.extra[rows]
+        every = _every(rows, self.p0.size)
+        tau = self.tau if every else self.tau[rows]
+        extra = self.extra if every else self.extra[rows]
         return self.hinge(m, rows) + 2.0 * tau + extra
 
     def first_nonnegative(self) -> np.ndarray:
@@ -491,6 +526,8 @@ class _Subset:
 
     def __init__(self, ev: Evaluator, mask: np.ndarray):
         self.dr, self.K, self.d = ev.dr, ev.K, ev.d
+        if mask.all():  # every row: the evaluator's own arrays
+            mask = slice(None)
         self.p0, self.qt, self.qh = ev.p0[mask], ev.qt[:, :, mask], ev.qh[:, mask]
         self.c1, self.c2 = ev.c1[mask], ev.c2[mask]
         self.tau, self.extra = ev.tau[mask], ev.extra[mask]

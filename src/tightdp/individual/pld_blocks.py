@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._numerics import MACHINE_EPSILON
-from ..pld.discretize import certified_pair
+from ..pld.discretize import certified_pairs
 from ..results import check_bracket
 from .blocks import ResultStore, block_summary
 from .plancherel import (
@@ -31,8 +31,9 @@ from .plancherel import (
     row_products,
 )
 
-__all__ = ["discretize", "used_buckets", "init_state", "groups", "extents", "evaluate", "give_up",
-           "check", "finish", "bucket_counts", "MAX_LEVEL", "LEVEL_OFFSET"]
+__all__ = ["discretize", "discretize_steps", "used_buckets", "init_state", "groups", "extents",
+           "evaluate", "give_up", "check", "finish", "bucket_counts", "MAX_LEVEL",
+           "LEVEL_OFFSET"]
 
 #: grid-step levels: an example at level ``l`` is discretized with step ``d0 / 2^l``
 MAX_LEVEL = 12
@@ -47,10 +48,16 @@ def bucket_counts(block: np.ndarray, used: np.ndarray,
     C-contiguous, copied 1024 examples at a time (a transposing copy that stays in cache:
     ~3x faster than one copy of the whole block)."""
     b = np.asarray(block)
+    cols = used + 1
+    if not transposed:
+        # one gather of the rows and columns asked (a slice when the columns are
+        # consecutive), then the conversion: ~3x faster than a copy of the rows first
+        if cols.size and cols[-1] - cols[0] + 1 == cols.size and np.all(np.diff(cols) == 1):
+            cols = slice(int(cols[0]), int(cols[-1]) + 1)
+            return (b[:, cols] if rows is None else b[rows, cols]).astype(float)
+        return (b[:, cols] if rows is None else b[np.ix_(rows, cols)]).astype(float)
     if rows is not None:
         b = b[rows]
-    if not transposed:
-        return b[:, used + 1].astype(float)
     out = np.empty((used.size, b.shape[0]))
     for k in range(0, b.shape[0], 1024):
         out[:, k:k + 1024] = b[k:k + 1024, used + 1].T
@@ -63,11 +70,20 @@ def discretize(loss, d: float, log_tail: float) -> tuple:
     :func:`~tightdp.pld.discretize.certified_pair` (Doroshenko, Ghazi, Kamath, Kumar,
     Manurangsi, "Connect the Dots: Tighter Discrete Approximations of Privacy Loss
     Distributions", 2022), on the loss range outside of which each tail holds at most
-    ``e^log_tail`` (:func:`~tightdp.individual.plancherel.bucket_loss_range`). A task of its
-    own: the driver maps it over the buckets (on the cluster when there is one)."""
+    ``e^log_tail`` (:func:`~tightdp.individual.plancherel.bucket_loss_range`). The driver
+    maps :func:`discretize_steps` over the buckets (on the cluster when there is one)."""
+    return discretize_steps((loss, [d]), log_tail)[0]
+
+
+def discretize_steps(job: tuple, log_tail: float) -> list[tuple]:
+    """:func:`discretize` of one bucket's loss at several grid steps, ``job = (loss,
+    steps)``: the pairs in the order of ``steps``, the same as one :func:`discretize` per
+    step (:func:`~tightdp.pld.discretize.certified_pairs`: the loss's CDFs are evaluated
+    once, on the finest grid, which holds the points of the others: the grid levels are
+    powers of two apart). One task per bucket for all the levels that use it."""
+    loss, steps = job
     lo, hi = bucket_loss_range(loss, log_tail)
-    up, low = certified_pair(loss, d, lo, hi)
-    return up.trimmed(), low.trimmed()
+    return [(up.trimmed(), low.trimmed()) for up, low in certified_pairs(loss, steps, lo, hi)]
 
 
 def used_buckets(block, state, n_buckets: int):

@@ -221,13 +221,28 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
             cache[j] = mech.privacy_losses()
         return cache[j][direction]
 
-    def _laws(self, ex, direction: int, used: np.ndarray, d: float, log_tail: float) -> list:
-        """The buckets ``used`` (grid indices) discretized on the grid step ``d``
-        (:func:`pld_blocks.discretize`, one task per bucket on ``ex``): ``[upper plds, lower
-        plds]``."""
-        pairs = ex.map(pb.discretize, [self._loss(int(j), direction) for j in used], d,
-                       log_tail)
-        return [[p[0] for p in pairs], [p[1] for p in pairs]]
+    def _laws(self, ex, used: np.ndarray, cols: dict, d0: float, log_tail: float) -> dict:
+        """Per level ``lv`` (``cols[lv]``: the columns of ``used`` its examples use): its
+        buckets discretized on the grid step ``d0 / 2^lv``, ``[[upper plds, lower plds] of
+        each direction]`` in the order of ``cols[lv]``. One task per bucket and direction on
+        ``ex`` for all the levels that use it (:func:`pld_blocks.discretize_steps`: the
+        same pairs as one discretization per level, the CDFs evaluated once)."""
+        levels = sorted(cols)
+        members = {lv: set(cols[lv].tolist()) for lv in levels}
+        buckets = sorted(set().union(*members.values()))
+        lvs = [[lv for lv in levels if c in members[lv]] for c in buckets]
+        out: dict = {lv: [] for lv in levels}
+        for r in (0, 1):
+            jobs = [(self._loss(int(used[c]), r), [d0 * 2.0 ** -float(lv) for lv in ls])
+                    for c, ls in zip(buckets, lvs, strict=True)]
+            got = {}
+            for c, ls, pairs in zip(buckets, lvs, ex.map(pb.discretize_steps, jobs, log_tail),
+                                    strict=True):
+                got.update({(c, lv): p for lv, p in zip(ls, pairs, strict=True)})
+            for lv in levels:
+                pairs = [got[(int(c), lv)] for c in cols[lv]]
+                out[lv].append([[p[0] for p in pairs], [p[1] for p in pairs]])
+        return out
 
     def _epsilon_of(self, delta: float) -> EpsilonResult:
         """Per-example eps at ``delta`` (``epsilon`` of shape ``(N,)``): a certified upper bound
@@ -285,7 +300,8 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
     def _rounds(self, ex, states: list, used: np.ndarray, d0: float, t_max: int,
                 delta: float, deadline, info: dict, bar) -> list:
         """Rounds of evaluation: each groups the examples still to do by grid level; per
-        level the driver discretizes the buckets its examples use, places the window over
+        level the driver discretizes the buckets its examples use (each bucket in one task for
+        all the levels of the round that use it), places the window over
         their compositions (a reduction over the blocks), builds the transforms of each
         direction and ships them; then examples whose bracket is wider than ``rtol`` go one
         level finer, at most ``MAX_REFINEMENTS`` times while half the time budget is left."""
@@ -310,11 +326,12 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
                         todo[lv] = (np.logical_or(m0, mask), n0 + n)
                 if not todo:
                     break
-                jobs, plds = {}, {}
+                jobs = {}
+                plds = self._laws(ex, used, {lv: np.nonzero(mask)[0]
+                                             for lv, (mask, _) in todo.items()}, d0, log_tail)
                 for lv, (mask, _) in todo.items():
                     cols = np.nonzero(mask)[0]
                     d = d0 * 2.0 ** -float(lv)
-                    plds[lv] = [self._laws(ex, r, used[cols], d, log_tail) for r in (0, 1)]
                     jobs[lv] = (cols, [BucketLaws(p) for pair in plds[lv] for p in pair],
                                 win_tail, d)
                 states, outs = ex.run(pb.extents, states, used, jobs, keep_state=True)

@@ -94,9 +94,22 @@ class PrivacyLoss:
         Each difference is taken on the side (CDF or survival function) where it is small,
         so that tail bins keep their relative accuracy.
         """
-        e = np.asarray(edges, dtype=float)
+        return self.bin_masses_from(*self.log_cdfs(edges))
+
+    def log_cdfs(self, points: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``log P(Y <= y)``, ``log P(Y > y)``, ``log Q(Y <= y)`` and ``log Q(Y > y)`` at the
+        points: what :meth:`bin_masses_from` turns into the masses of the bins between
+        consecutive points (a caller may evaluate them once on a fine grid and take the bins
+        of a coarser one from every other point)."""
+        e = np.asarray(points, dtype=float)
         lpc, lps = self.logp_cdf(e), self.logp_sf(e)
         lqc, lqs = self.logq_cdf(e), self.logq_sf(e)
+        return lpc, lps, lqc, lqs
+
+    def bin_masses_from(self, lpc: np.ndarray, lps: np.ndarray, lqc: np.ndarray,
+                        lqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`bin_masses` from the values of :meth:`log_cdfs` at the edges."""
         return (self._diff(lpc, lps, finite_top=math.log1p(-self.inf_mass)
                            if self.inf_mass < 1 else -math.inf),
                 self._diff(lqc, lqs, finite_top=0.0))

@@ -61,8 +61,8 @@ from .._numerics import UNIT_ROUNDOFF, log_sub_exp
 from ..losses import PrivacyLoss
 from .grid import DiscretePLD
 
-__all__ = ["certified_pair", "certified_pair_lazy", "connect_the_dots", "dominated",
-           "loss_range"]
+__all__ = ["certified_pair", "certified_pair_lazy", "certified_pairs", "connect_the_dots",
+           "dominated", "loss_range"]
 
 #: unit roundoff of float64
 
@@ -154,12 +154,57 @@ class _Bins(NamedTuple):
     lq_top: float  # log Q(Y > g_top)
 
 
-def _ctd_split(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float) -> _Bins:
+class _FineCdfs(NamedTuple):
+    """The four log CDFs of a loss (:meth:`~tightdp.losses.PrivacyLoss.log_cdfs`) at the
+    points ``shift + j d`` of one grid, ``j = j_lo, j_lo + 1, ...``: a grid of step
+    ``m d`` (``m`` a power of two) reads its points ``shift + i (m d)`` as every ``m``-th
+    one, the same floats (``i m`` and ``d`` scaled by powers of two: the exact products
+    agree and round alike)."""
+
+    d: float
+    j_lo: int
+    values: tuple
+
+    def at(self, d: float, j_lo: int, j_hi: int) -> tuple | None:
+        """The values at the points ``shift + i d``, ``i = j_lo..j_hi`` (None if ``d`` is
+        not a power-of-two multiple of this grid's step or they are not all on it)."""
+        m = round(d / self.d)
+        if m < 1 or m & (m - 1) or self.d * m != d:
+            return None
+        a = j_lo * m - self.j_lo
+        b = j_hi * m - self.j_lo
+        if a < 0 or b >= self.values[0].size:
+            return None
+        return tuple(np.ascontiguousarray(v[a:b + 1:m]) for v in self.values)
+
+
+def _fine_cdfs(loss: PrivacyLoss, steps: list[float], lo: float, hi: float, shift: float
+               ) -> _FineCdfs:
+    """The loss's log CDFs on the finest of ``steps``' grids, over the union of the ranges
+    that :func:`certified_pair_lazy` takes for each step (``[lo - d, hi + d]``)."""
+    f = min(steps)
+    ranges = []
+    for d in steps:
+        j_lo, j_hi = _grid(d, lo - d, hi + d, shift)
+        m = round(d / f)
+        ranges.append((j_lo * m, j_hi * m) if m >= 1 and not m & (m - 1) and f * m == d
+                      else _grid(f, lo - d, hi + d, shift))
+    j_lo = min(r[0] for r in ranges)
+    j_hi = max(r[1] for r in ranges)
+    return _FineCdfs(f, j_lo, loss.log_cdfs(shift + np.arange(j_lo, j_hi + 1) * f))
+
+
+def _ctd_split(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float,
+               cdfs: _FineCdfs | None = None) -> _Bins:
     """Shared part of both certified discretizers: the grid, the bin masses and the masses
-    beyond the grid's ends (see the module docstring)."""
+    beyond the grid's ends (see the module docstring); the log CDFs at the grid's points
+    read from ``cdfs`` where it holds them."""
     j_lo, j_hi = _grid(d, lo, hi, shift)
     g = shift + np.arange(j_lo, j_hi + 1) * d
-    pb, qb = loss.bin_masses(g)  # bins (g_j, g_{j+1}]
+    vals = None if cdfs is None else cdfs.at(d, j_lo, j_hi)
+    if vals is None:
+        vals = loss.log_cdfs(g)
+    pb, qb = loss.bin_masses_from(*vals)  # bins (g_j, g_{j+1}]
     # log rho_j = log(Q_bin e^{g_j} / P_bin) lies in [-d, 0]: the bin's likelihood ratio is
     # between e^{g_j} and e^{g_{j+1}}
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -216,16 +261,35 @@ def certified_pair(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: flo
     return upper, lower()
 
 
-def certified_pair_lazy(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float = 0.0
+def certified_pairs(loss: PrivacyLoss, steps: list[float], lo: float, hi: float,
+                    shift: float = 0.0) -> list[tuple[DiscretePLD, DiscretePLD]]:
+    """:func:`certified_pair` at each grid step of ``steps`` (for one loss on several
+    grids), the loss's CDFs evaluated once, at the points of the finest grid: a grid whose
+    step is a power-of-two multiple of it reads its points from there (the same floats, so
+    each pair is :func:`certified_pair`'s wherever the loss evaluates its CDFs point by
+    point, as every closed form here does; elsewhere an evaluation at the same points, as
+    accurate). Other steps evaluate their own."""
+    steps = [float(d) for d in steps]
+    cdfs = _fine_cdfs(loss, steps, lo, hi, shift) if len(steps) > 1 else None
+    out = []
+    for d in steps:
+        upper, lower = certified_pair_lazy(loss, d, lo, hi, shift, cdfs)
+        out.append((upper, lower()))
+    return out
+
+
+def certified_pair_lazy(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float = 0.0,
+                        cdfs: _FineCdfs | None = None
                         ) -> tuple[DiscretePLD, Callable[[], DiscretePLD]]:
     """:func:`certified_pair` with the lower pair left to be built when asked: the upper
     pair, and a function that returns the lower one (built from the same evaluation of the
     loss's CDFs on its first call, then remembered). For a caller that needs the lower pair
     of only some of its losses (the PLD accountant: of the direction whose upper bound is
-    the largest)."""
+    the largest). ``cdfs``: the CDFs already evaluated on a finer grid
+    (:func:`certified_pairs`)."""
     # one grid step of margin at both ends, so that a bounded loss's extreme values (often
     # atoms) lie strictly inside the grid
-    bins = _ctd_split(loss, d, lo - d, hi + d, shift)
+    bins = _ctd_split(loss, d, lo - d, hi + d, shift, cdfs)
     upper = _ctd(d, bins, shift)
     state: dict = {"bins": bins}  # released once the lower pair is built
 
@@ -398,6 +462,24 @@ _REFINE_INTERVALS = 128
 _REFINE_SUB = 16
 
 
+def _largest_positive(x: np.ndarray, k: int) -> np.ndarray:
+    """Indices, ascending, of the positive entries of ``x`` among the ``k`` that a full
+    descending sort puts first (``argsort(x)[::-1][:k]``). By a partial sort where that set
+    does not depend on how the sort orders equal values: the ``k``-th largest value is not
+    positive (then every positive entry is among the ``k``), or no other entry equals it
+    (then the ``k`` are those at or above it); else, and with NaNs, by the full sort."""
+    n = x.size
+    if n > k and not np.isnan(x).any():
+        v = np.partition(x, n - k)[n - k]  # the k-th largest
+        if v <= 0:
+            return np.nonzero(x > 0)[0]
+        top = x >= v
+        if np.count_nonzero(top) == k:
+            return np.nonzero(top)[0]
+    pick = np.argsort(x)[::-1][:k]
+    return np.sort(pick[x[pick] > 0])
+
+
 def _refined_gaps(loss: PrivacyLoss, g: np.ndarray, gap: np.ndarray, theta: np.ndarray,
                   d: float) -> tuple[np.ndarray, _Tents]:
     """Tighter bounds on how far the true curve lies below its chord, on the intervals of
@@ -418,8 +500,7 @@ def _refined_gaps(loss: PrivacyLoss, g: np.ndarray, gap: np.ndarray, theta: np.n
     underflowed keeps its tent."""
     tents = _Tents(theta, gap)
     m = _REFINE_SUB
-    pick = np.argsort(gap)[::-1][:_REFINE_INTERVALS]
-    pick = np.sort(pick[gap[pick] > 0])
+    pick = _largest_positive(gap, _REFINE_INTERVALS)
     if not pick.size or d / m > 700.0:
         return gap, tents
     frac = np.arange(m + 1) / m
@@ -464,6 +545,25 @@ def _refined_gaps(loss: PrivacyLoss, g: np.ndarray, gap: np.ndarray, theta: np.n
     return gap, tents
 
 
+def _pav_push(vals: list[float], wts: list[float], lens: list[int], xs: list[float],
+              ys: list[float]) -> None:
+    """Push the segments ``(xs, ys)`` (slopes, weights) in turn onto the stack of
+    pool-adjacent-violators, pooling the top while it is above the segment pushed (each
+    pooled slope the weighted mean of the two, lower block first)."""
+    for x, y in zip(xs, ys, strict=True):
+        ln = 1
+        while vals and vals[-1] > x:
+            v1 = vals.pop()
+            w1 = wts.pop()
+            tot = w1 + y
+            x = (v1 * w1 + x * y) / tot
+            y = tot
+            ln += lens.pop()
+        vals.append(x)
+        wts.append(y)
+        lens.append(ln)
+
+
 def _pool_violators(s: np.ndarray, w: np.ndarray, bad: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray]:
     """Make the slopes ``s`` (weights ``w``) non-decreasing by pool-adjacent-violators
@@ -471,7 +571,12 @@ def _pool_violators(s: np.ndarray, w: np.ndarray, bad: np.ndarray
     ``bad``, each stretch grown until its pooled values join its unchanged neighbours
     monotonically. Pooling replaces a run of segments by their chord, so the curve only
     moves down and becomes convex there. Returns the new slopes and the mask of pooled
-    segments."""
+    segments.
+
+    A stretch grown only to the right continues from the stack of the previous one (the
+    stack after a prefix does not depend on what follows it, so this is the same sequence
+    of operations as starting over, in time linear in the final stretch); one grown to the
+    left starts over."""
     s = s.copy()
     n = s.size
     pooled = np.zeros(n, dtype=bool)
@@ -479,20 +584,13 @@ def _pool_violators(s: np.ndarray, w: np.ndarray, bad: np.ndarray
         if r <= 0 or r >= n or s[r - 1] <= s[r]:
             continue  # already fixed by an earlier stretch
         a, b = max(r - 2, 0), min(r + 2, n)
+        vals: list[float] = []
+        wts: list[float] = []
+        lens: list[int] = []
+        done = a  # s[a:done] is on the stack
         while True:
-            vals: list[float] = []
-            wts: list[float] = []
-            lens: list[int] = []
-            for x, y in zip(s[a:b].tolist(), w[a:b].tolist(), strict=True):
-                vals.append(x)
-                wts.append(y)
-                lens.append(1)
-                while len(vals) > 1 and vals[-2] > vals[-1]:
-                    y2, x2, l2 = wts.pop(), vals.pop(), lens.pop()
-                    tot = wts[-1] + y2
-                    vals[-1] = (vals[-1] * wts[-1] + x2 * y2) / tot
-                    wts[-1] = tot
-                    lens[-1] += l2
+            _pav_push(vals, wts, lens, s[done:b].tolist(), w[done:b].tolist())
+            done = b
             grow_l = a > 0 and s[a - 1] > vals[0]
             grow_r = b < n and vals[-1] > s[b]
             if not (grow_l or grow_r):
@@ -500,14 +598,14 @@ def _pool_violators(s: np.ndarray, w: np.ndarray, bad: np.ndarray
             width = b - a
             if grow_l:
                 a = max(a - width, 0)
+                vals, wts, lens = [], [], []
+                done = a
             if grow_r:
                 b = min(b + width, n)
-        pos = a
-        for x, ln in zip(vals, lens, strict=True):
-            if ln > 1:
-                s[pos:pos + ln] = x
-                pooled[pos:pos + ln] = True
-            pos += ln
+        ln = np.array(lens)
+        run = np.repeat(ln > 1, ln)
+        s[a:b] = np.where(run, np.repeat(np.array(vals), ln), s[a:b])
+        pooled[a:b] |= run
     return s, pooled
 
 
