@@ -320,7 +320,7 @@ def _options_from(name: str, o: dict, path: str) -> dict:
             kw[key] = _bool(x, p)
         elif key == "method":
             kw[key] = _string(x, p, SPA_METHODS if name == "spa" else ("auto", "density",
-                                                                         "mass"))
+                                                                         "mass", "published"))
         elif key == "orders":
             kw[key] = _numbers(x, p, lambda q, y: v.positive(q, y))
         elif key == "L" and x is None:

@@ -738,7 +738,8 @@ def _int_power(f: np.ndarray, k: int) -> np.ndarray:
 
 
 def compose_fixed_window(terms: list[tuple[DiscretePLD, int]], lo_index: int, n: int, *,
-                         workers: int | None = None, noise_bound: bool = True) -> DiscretePLD:
+                         workers: int | None = None, noise_bound: bool = True,
+                         extended: bool = False) -> DiscretePLD:
     """Circular composition on the fixed window of grid indices ``[lo_index, lo_index + n)``.
 
     This is the composition of the Fourier accountant as published (Koskela, Jälkö, Honkela
@@ -760,6 +761,8 @@ def compose_fixed_window(terms: list[tuple[DiscretePLD, int]], lo_index: int, n:
     noise_bound : also bound the floating-point error of the result (``meta["log_noise"]``);
         False skips it (about a quarter of the time) for a caller that reports no bound: the
         Fourier accountant. The law is the same to the bit either way.
+    extended : forward transforms and powering in long double (see :func:`compose`): the
+        algorithm's value without the float64 rounding that the k-th power amplifies.
 
     Returns
     -------
@@ -777,7 +780,8 @@ def compose_fixed_window(terms: list[tuple[DiscretePLD, int]], lo_index: int, n:
         raise ValueError("all PLDs in a composition must share one grid (step and shift)")
     inf_mass = composed_inf_mass(terms)
     total_shift = sum(k * p.shift for p, k in terms)
-    res, log_noise = _circular_product(terms, n, lo_index, workers, noise_bound)
+    res, log_noise = _circular_product(terms, n, lo_index, workers, noise_bound or extended,
+                                       extended=extended)
     meta = {"kind": "fixed_window", "log_noise": log_noise} if noise_bound else \
         {"kind": "fixed_window"}
     return DiscretePLD(d, lo_index, res, inf_mass, meta, total_shift)

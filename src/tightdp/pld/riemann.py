@@ -179,7 +179,12 @@ def riemann(loss: PrivacyLoss, L: float, n: int, method: str = "auto") -> Discre
     L : truncation radius, ``L > 0``.
     n : number of grid points, an even integer ``>= 2``; the grid step is ``d = 2L/n``.
     method : ``"density"`` (Alg. 1: ``dx * omega(x_i)``), ``"mass"`` (bin masses of the
-        centred bins) or ``"auto"`` (density where the loss has one, else masses).
+        centred bins), ``"auto"`` (density where the loss has one, else masses) or
+        ``"published"`` (the density sampled at the float64 points that
+        ``numpy.linspace(-L, L - dx, n)`` gives instead of at the exact ``x_i``: how the
+        published Tables 1 and 2 of the paper were computed, measured: their last digits are
+        the rounding of those points, amplified by the composition; the weights stand at the
+        ``x_i`` as always).
 
     Returns
     -------
@@ -194,10 +199,14 @@ def riemann(loss: PrivacyLoss, L: float, n: int, method: str = "auto") -> Discre
     if n % 2:
         raise ValueError(f"n must be an even integer >= 2 (Koskela et al.'s half-swap D "
                          f"needs n/2), got {n!r}")
-    if method not in ("auto", "density", "mass"):
-        raise ValueError(f"method must be 'auto', 'density' or 'mass', got {method!r}")
+    if method not in ("auto", "density", "mass", "published"):
+        raise ValueError(f"method must be 'auto', 'density', 'mass' or 'published', got "
+                         f"{method!r}")
     if method == "auto":
         method = "density" if has_density(loss) else "mass"
+    if method == "published" and not has_density(loss):
+        raise ValueError(f"method: 'published' samples a density, which {loss!r} has not; use "
+                         "'mass'")
     loss = _with_fast_inverse(loss)
     d = 2.0 * L / n
     half = n // 2
@@ -205,6 +214,8 @@ def riemann(loss: PrivacyLoss, L: float, n: int, method: str = "auto") -> Discre
     lo_edge, hi_edge = xs[0] - d / 2, xs[-1] + d / 2
     if method == "density":
         probs = loss_density(loss, xs) * d
+    elif method == "published":
+        probs = loss_density(loss, np.linspace(-L, L - d, n)) * d
     else:
         edges = np.concatenate([xs - d / 2, [hi_edge]])
         probs, _ = loss.bin_masses(edges)
