@@ -116,3 +116,13 @@ def test_prv_spectral_long_run_moderate_delta_is_tight():
     assert r.upper - r.lower <= 0.04 + 1e-9
     ref = PLDAccountant(1e-4).compose(mech, 100_000).epsilon(1e-8)
     assert max(r.lower, ref.lower) <= min(r.upper, ref.upper)
+
+
+def test_prv_billion_gaussian_steps():
+    """10^9 Gaussian steps at sigma = 10^4 (mu = sqrt(10) GDP): a Chernoff window of 5e8
+    points, far beyond any FFT the budget allows, evaluated at a few frequencies; the
+    bracket holds the mpmath value and is within 2 eps_error."""
+    truth = float(oracle.gaussian_epsilon(1e4, 1e9, 1e-5))
+    r = PRVAccountant().compose(Gaussian(1e4), 10**9).epsilon(1e-5)
+    assert r.details["frequencies"] > 0 and r.details["fft_points"] > 1e8
+    assert r.lower <= truth <= r.upper and r.upper - r.lower <= 0.02 + 1e-9
