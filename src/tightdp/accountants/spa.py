@@ -58,10 +58,11 @@ from ..curves.saddle import (
     roots_decreasing,
     saddle_eps,
     saddle_log_delta,
+    saddle_log_delta_slope,
     solve_tilt,
 )
 from ..losses import GaussianLoss
-from ..losses.cgf import cgf, cgf_and_abs3, cgf_supported, loss_sup, max_tilt
+from ..losses.cgf import cgf_rows, cgf_supported, loss_sup, max_tilt
 from ..mechanisms.base import Mechanism
 from ..results import DeltaResult, EpsilonResult
 from .base import Accountant
@@ -145,8 +146,8 @@ class _Direction:
             self.deadline.check("max_seconds", "the CGF quadrature of these mechanisms is slow "
                                 "(wide mixtures); raise max_seconds or use the pld accountant")
         out = np.zeros((6, t.size))
-        for loss, c in self.parts:
-            out += c * cgf_and_abs3(loss, t)
+        for loss, c in self.parts:  # cgf_and_abs3 without its checks (t from the solvers)
+            out += c * cgf_rows(loss, t, 4, abs3=True)
         if len(self._memo) >= 64:
             del self._memo[next(iter(self._memo))]  # the least recently used
         self._memo[key] = out
@@ -170,8 +171,8 @@ class _Direction:
             self.deadline.check("max_seconds", "the CGF quadrature of these mechanisms is slow "
                                 "(wide mixtures); raise max_seconds or use the pld accountant")
         out = np.zeros((order + 1, t.size))
-        for loss, c in self.parts:
-            out += c * cgf(loss, t, order)
+        for loss, c in self.parts:  # cgf without its checks (t from the solvers)
+            out += c * cgf_rows(loss, t, order)
         if len(self._memo_k) >= 64:
             del self._memo_k[next(iter(self._memo_k))]  # the least recently used
         self._memo_k[key] = out
@@ -383,18 +384,12 @@ class SaddlePointAccountant(Accountant):
 
     def _eps_equations_at(self, d: _Direction, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ks = d.K(t, 4)
-        ld = d.log_delta_at(t, None, self.method, ks)[0]
-        phi2 = ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2
-        # d(-log delta)/d log t: t^2 phi2 from phi (eq. (49) at the saddle point); for
-        # SP-MSD0/1 also t phi3 / (2 phi2) from the 1/sqrt(2 pi phi2) factor (the MSD1
-        # correction's O(1/k^2) slope is left out: Newton only needs a close slope)
-        d_ld = t * t * phi2
-        if self.method != "clt":
-            phi3 = ks[3] - 2.0 / t ** 3 - 2.0 / (1.0 + t) ** 3
-            d_ld = d_ld + 0.5 * t * phi3 / phi2
-        g = [-ld, t * ks[1] - ks[0] + np.log1p(t)]
-        dg = [d_ld, t * (t * ks[2] + 1.0 / (1.0 + t))]
-        return np.array(g), np.array(dg)
+        # -log delta_approx and its slope in log t (saddle_log_delta_slope)
+        ld, d_ld, l1p = saddle_log_delta_slope(ks, t, self.method)
+        g, dg = np.empty((2, t.size)), np.empty((2, t.size))
+        g[0], g[1] = -ld, t * ks[1] - ks[0] + l1p
+        dg[0], dg[1] = d_ld, t * (t * ks[2] + 1.0 / (1.0 + t))
+        return g, dg
 
     def _eps_dirs(self, dirs: list[_Direction], log_delta: float) -> list[dict]:
         """eps(delta) of each direction: the approximation's saddle point and the refined

@@ -39,7 +39,8 @@ from .._numerics import (
 from ..losses.cgf import node_bucket
 
 __all__ = ["METHODS", "LABELS", "UNRELIABLE", "T_MIN", "T_MAX_QUAD", "T_MAX",
-           "log_theta_max", "log_clt_theta", "saddle_eps", "saddle_log_delta", "tilt_grids",
+           "log_theta_max", "log_clt_theta", "saddle_eps", "saddle_log_delta",
+           "saddle_log_delta_slope", "tilt_grids",
            "solve_tilt", "root_decreasing", "roots_decreasing", "saddle_point_eps"]
 
 #: the saddle-point approximations
@@ -139,6 +140,37 @@ def saddle_log_delta(ks: np.ndarray, t: np.ndarray, eps: np.ndarray | None, meth
             val = np.where(fallback, val, val + np.log1p(np.where(fallback, 0.0, corr_m1)))
     return val, eps, fallback, size
 
+
+
+def saddle_log_delta_slope(ks: np.ndarray, t: np.ndarray, method: str
+                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(log delta, d(-log delta)/d log t, log1p(t))`` at the saddle point ``t`` (its eps
+    by eq. (50)): the approximation of :func:`saddle_log_delta` (the same operations, hence
+    the same numbers, without its diagnostics) and the slope the eps(delta) solvers step on.
+
+    From ``phi`` (eq. (49)) at the saddle point ``d(-log delta)/d log t = t^2 phi2``, for
+    SP-MSD0/1 plus ``t phi3 / (2 phi2)`` from the ``1/sqrt(2 pi phi2)`` factor (eq. (60);
+    ``phi2, phi3`` the second and third derivatives of ``phi``); the MSD1 correction's
+    O(1/k^2) slope is left out (a Newton step only needs a close slope). ``log1p(t)`` is
+    returned for the caller's refined-moments equation."""
+    k0, k1, k2 = ks[0], ks[1], ks[2]
+    tp = 1.0 + t
+    eps = k1 - 1.0 / t - 1.0 / tp  # saddle_eps
+    phi2 = k2 + 1.0 / t ** 2 + 1.0 / tp ** 2
+    l1p = np.log1p(t)
+    d_ld = t * t * phi2
+    if method == "clt":
+        val = k0 - t * eps + log_clt_theta(t, k1 - eps, np.sqrt(k2))
+        return val, d_ld, l1p
+    phi3 = ks[3] - 2.0 / t ** 3 - 2.0 / tp ** 3
+    val = k0 - t * eps - np.log(t) - l1p - 0.5 * np.log(2.0 * math.pi * phi2)
+    if method == "msd1":
+        phi4 = ks[4] + 6.0 / t ** 4 + 6.0 / tp ** 4
+        corr_m1 = phi4 / (8.0 * phi2 ** 2) - 5.0 * phi3 ** 2 / (24.0 * phi2 ** 3)
+        fallback = ~(corr_m1 > -1.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            val = np.where(fallback, val, val + np.log1p(np.where(fallback, 0.0, corr_m1)))
+    return val, d_ld + 0.5 * t * phi3 / phi2, l1p
 
 
 def tilt_grids(lo: float, hi: float, cap: float, npts: int) -> list[np.ndarray]:
