@@ -434,31 +434,35 @@ class SaddlePointAccountant(Accountant):
         # Berry-Esseen bracket (Theorem 5 holds for every tilt): keep each saddle-point tilt
         # fixed and solve the bounds, decreasing in eps, for eps; only closed forms are
         # evaluated (no further CGF quadrature). Elements: (upper, lower) of each direction.
-        kinds = np.tile([True, False], nd)
-        te = np.repeat([o["t"] for o in outs], 2)
-        kse = np.repeat(np.hstack([st[:3, :1] for st in sts]), 2, axis=1)
-        rhoe = np.repeat([st[5, 0] for st in sts], 2)
-        kme = np.repeat([d.k_margin for d in dirs], 2)
+        kinds = np.array([True, False] * nd)
+        te = np.array([o["t"] for o in outs for _ in (0, 1)])
+        kse = np.hstack([st[:3, [0, 0]] for st in sts])
+        rhoe = np.array([st[5, 0] for st in sts for _ in (0, 1)])
+        kme = np.array([d.k_margin for d in dirs for _ in (0, 1)])
         mge = kme + _REL_MARGIN
 
-        def bracket(x: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        def bracket(x: np.ndarray, sel: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
             """log of the bracket's upper (kinds True) or lower end at eps = x, with slopes,
-            for the elements ``sel``."""
-            t0, mg = te[sel], mge[sel]
-            lclt, lerr, dl = _log_berry_esseen(t0, x, kse[:, sel], rhoe[sel], kme[sel],
-                                              slope=True)
+            for the elements ``sel`` (all by default)."""
+            if sel is None:
+                t0, mg, ks_, rho_, km_, kd = te, mge, kse, rhoe, kme, kinds
+            else:
+                t0, mg, ks_, rho_, km_, kd = te[sel], mge[sel], kse[:, sel], rhoe[sel], \
+                    kme[sel], kinds[sel]
+            lclt, lerr, dl = _log_berry_esseen(t0, x, ks_, rho_, km_, slope=True)
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
                 lup = np.logaddexp(lclt + mg, lerr)
                 dup = np.exp(lclt + mg - lup) * dl - np.exp(lerr - lup) * t0
                 llo = _log_diff(lclt - mg, lerr)
                 rr = np.exp(lerr - (lclt - mg))
                 dlo = (dl + rr * t0) / (1.0 - rr)
-            return np.where(kinds[sel], lup, llo), np.where(kinds[sel], dup, dlo)
+            return np.where(kd, lup, llo), np.where(kd, dup, dlo)
 
-        alls = np.arange(2 * nd)
         # the lower ends only where informative at the approximation's eps (else NaN)
-        roots = roots_decreasing(lambda x: bracket(x, alls), log_delta,
-                                 np.repeat([o["eps_t"] for o in outs], 2), te, kinds)
+        roots = roots_decreasing(bracket, log_delta,
+                                 np.array([o["eps_t"] for o in outs for _ in (0, 1)]), te,
+                                 kinds)
         for i, (d, out) in enumerate(zip(dirs, outs, strict=True)):
             tr, k0 = tt[per * i + 1:per * i + 2], sts[i][0, 1:]
             upper = float(((k0 + d.k_margin + log_theta_max(tr) - log_delta) / tr)[0])

@@ -86,7 +86,8 @@ def log_clt_theta(t: np.ndarray, m: np.ndarray, s: np.ndarray, slope: bool = Fal
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         a1 = t * s - m / s
         a2 = a1 + s
-        a1, a2 = np.broadcast_arrays(a1, a2)
+        if np.shape(a1) != np.shape(a2):
+            a1, a2 = np.broadcast_arrays(a1, a2)
         l1, l2 = _log_half_erfcx(np.stack([a1, a2]))  # one evaluation for both
         lr = np.minimum(l2 - l1, 0.0)
         diff = l1 + np.log(-np.expm1(lr))
@@ -287,23 +288,22 @@ def _scan_grid(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target:
     the target already at ``grid[0]`` (no bracket on this grid). With ``rows`` (see
     :func:`solve_tilt`'s ``which``) target ``j`` reads row ``rows[j]`` of ``g``."""
     lo_t, hi_t, g_lo, g_hi, d_lo, d_hi = out
-    bk = node_bucket(grid)
-    cuts = np.flatnonzero(np.diff(bk)) + 1
     pending = np.asarray(idx)
     at_start = pending[:0]
     prev_t = prev_g = prev_d = None
-    for part in np.split(np.arange(grid.size), cuts):
+    for pts in _grid_parts(grid):
         if not pending.size:
             break
-        pts = grid[part]
         if rows is None:
             g, dg = f(pts)
         else:
             need = np.zeros((int(rows.max()) + 1, pts.size), dtype=bool)
-            need[np.unique(rows[pending])] = True
+            need[rows[pending]] = True
             g, dg = f(pts, need)
         g = np.atleast_2d(np.asarray(g, dtype=float))
-        dg = np.broadcast_to(np.atleast_2d(np.asarray(dg, dtype=float)), g.shape)
+        dg = np.atleast_2d(np.asarray(dg, dtype=float))
+        if dg.shape != g.shape:
+            dg = np.broadcast_to(dg, g.shape)
         g = np.where(np.isfinite(g), g, -np.inf)
         if prev_t is not None:
             pts_c, g_c = np.concatenate([[prev_t], pts]), np.concatenate([prev_g, g], axis=1)
@@ -327,6 +327,23 @@ def _scan_grid(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target:
         pending = pending[~has]
         prev_t, prev_g, prev_d = pts[-1], g[:, -1:], dg[:, -1:]
     return at_start
+
+
+def _grid_parts(grid: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``grid`` cut where its node-set bucket (:func:`tightdp.losses.cgf.node_bucket`)
+    changes, in increasing order (read-only pieces), computed once per grid (the bracketing
+    grids of :func:`tilt_grids` are few and scanned again at every query)."""
+    return _grid_parts_of(grid.tobytes())
+
+
+@functools.lru_cache(maxsize=64)
+def _grid_parts_of(key: bytes) -> tuple[np.ndarray, ...]:
+    grid = np.frombuffer(key, dtype=float)
+    cuts = np.flatnonzero(np.diff(node_bucket(grid))) + 1
+    parts = tuple(grid[p] for p in np.split(np.arange(grid.size), cuts))
+    for p in parts:
+        p.setflags(write=False)
+    return parts
 
 
 def _hermite_start(a: np.ndarray, b: np.ndarray, g_a: np.ndarray, g_b: np.ndarray,
@@ -397,7 +414,10 @@ def roots_decreasing(fn: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], 
     Newton point is not finite (uninformative there)."""
     upper = np.asarray(upper, dtype=bool)
     x = np.array(x0, dtype=float)
-    slope = -np.maximum(np.broadcast_to(np.asarray(slope0, dtype=float), x.shape), 1e-3)
+    slope = np.asarray(slope0, dtype=float)
+    if slope.shape != x.shape:
+        slope = np.broadcast_to(slope, x.shape)
+    slope = -np.maximum(slope, 1e-3)
     f, d = fn(x)
     none = ~upper & ~np.isfinite(f)
     act = np.ones(x.size, dtype=bool)
