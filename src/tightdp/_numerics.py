@@ -257,7 +257,7 @@ def secant_start(lo: np.ndarray, hi: np.ndarray, g_lo: np.ndarray, g_hi: np.ndar
 def newton_bracketed(f: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
                      target, lo: np.ndarray, hi: np.ndarray, x0: np.ndarray, *,
                      ftol, iters: int = 60, xtol: float = 1e-9, width_tol: float = 1e-14,
-                     secant: bool = False) -> np.ndarray:
+                     secant: bool = False, predict: bool = False) -> np.ndarray:
     """Safeguarded Newton iteration for ``g(x) = target`` with ``g`` increasing, elementwise
     over arrays of brackets ``lo < root <= hi``.
 
@@ -268,7 +268,12 @@ def newton_bracketed(f: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.
     the previous iterate is used where it is positive (superlinear, no derivative needed
     beyond the first step). An element stops when ``|g - target| <= ftol``, its bracket is
     narrower than ``width_tol`` or the Newton step is below ``xtol``; the last accepted
-    Newton step is applied. Returns the iterates (a new array)."""
+    Newton step is applied. With ``predict=True`` an element also stops (its Newton step
+    applied, not evaluated) when the residual its step leaves, predicted from the last two
+    residuals at their rate ``|r_n| |r_n / r_{n-1}|`` (an overestimate for a superlinear
+    iteration: its rate shrinks from step to step), is at most ``ftol / 2`` and that rate is
+    below 1/8: the evaluation that would only confirm the tolerance is saved. Returns the
+    iterates (a new array)."""
     x = np.array(x0, dtype=float)
     lo = np.array(lo, dtype=float)
     hi = np.array(hi, dtype=float)
@@ -285,10 +290,13 @@ def newton_bracketed(f: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.
         g, dg = f(xa, act)
         r = g - target[act]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if predict:
+                rate = np.abs(r / r_prev[act])
             if secant:
                 sec = (r - r_prev[act]) / (xa - x_prev[act])
                 dg = np.where(np.isfinite(sec) & (sec > 0), sec, dg)
                 x_prev[act] = xa
+            if secant or predict:
                 r_prev[act] = r
             xn = np.where(dg > 0, xa - r / dg, np.nan)
         up = ~(r < 0)  # a NaN residual counts as above the target: the bracket still shrinks
@@ -298,6 +306,8 @@ def newton_bracketed(f: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.
         xn = np.where(inside, xn, 0.5 * (lo[act] + hi[act]))
         done = (np.abs(r) <= ftol[act]) | (hi[act] - lo[act] < width_tol) | \
             (inside & (np.abs(xn - xa) < xtol))
+        if predict:  # NaN rates (no previous residual) compare False
+            done |= inside & (rate < 0.125) & (np.abs(r) * rate <= 0.5 * ftol[act])
         x[act] = np.where(done & ~inside, xa, xn)
         act = act[~done]
     return x

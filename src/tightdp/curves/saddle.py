@@ -270,7 +270,7 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
             return g, dg
 
         u[idx] = newton_bracketed(fu, target[idx], a, b, u0, iters=iters,
-                                  ftol=rtol * (1.0 + np.abs(target[idx])))
+                                  ftol=rtol * (1.0 + np.abs(target[idx])), predict=True)
     return exp(u), found | below
 
 
