@@ -281,11 +281,16 @@ class SaddlePointAccountant(Accountant):
         # tilt (eq. (43)/(44): K'(t) + log(t/(1+t)) = eps), solved together on one CGF
         # evaluation per step
         def f_both(t, need=None):  # both rows are cheap: "need" not used
-            ks = d.K(t, 2)
+            # with the second derivatives in log t (Halley's steps in solve_tilt): of
+            # K' - 1/t - 1/(1+t) and of K' + log(t/(1+t)), from the third cumulant K^(3)
+            ks = d.K(t, 3)
             g = [d.eps_of_t(t, ks), ks[1] + np.log(t) - np.log1p(t)]
             dg = [t * (ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2),
                   t * (ks[2] + 1.0 / (t * (1 + t)))]
-            return np.array(g), np.array(dg)
+            t2 = t * t
+            d2 = [dg[0] + t2 * (ks[3] - 2.0 / t ** 3 - 2.0 / (1.0 + t) ** 3),
+                  dg[1] + t2 * (ks[3] - (1.0 + 2.0 * t) / (t * (1.0 + t)) ** 2)]
+            return np.array(g), np.array(dg), np.array(d2)
 
         if self.bounds:
             which = np.repeat([0, 1], m)
