@@ -522,9 +522,13 @@ def _node_cumulants(y: np.ndarray, w: np.ndarray, t: np.ndarray, order: int,
     if t.size > rows:
         return np.concatenate([_node_cumulants(y, w, t[i:i + rows], order, abs3)
                                for i in range(0, t.size, rows)], axis=1)
-    lw = w[None, :] + t[:, None] * y[None, :]
+    # the (tilts, nodes) temporaries are updated in place where the operation is the same
+    # (fewer large allocations, each a fresh mapping of pages for a few hundred tilts)
+    lw = t[:, None] * y[None, :]
+    np.add(w[None, :], lw, out=lw)  # w + t y
     mx = lw.max(axis=1)
-    p = np.exp(lw - mx[:, None])
+    lw -= mx[:, None]
+    p = np.exp(lw, out=lw)
     z = p.sum(axis=1)
     k0 = mx + np.log(z)
     out = [k0]
@@ -535,17 +539,20 @@ def _node_cumulants(y: np.ndarray, w: np.ndarray, t: np.ndarray, order: int,
     out.append(m1)
     if order >= 2 or abs3:
         dev = y[None, :] - m1[:, None]
-        pd2 = p * dev * dev
-        m2 = pd2.sum(axis=1)
+        pd = p * dev
+        pd *= dev  # p dev^2
+        m2 = pd.sum(axis=1)
         out.append(m2)
         if order >= 3 or abs3:  # the third and higher rows only when wanted
-            pd3 = pd2 * dev
-            out.append(pd3.sum(axis=1))
+            pd *= dev  # p dev^3
+            out.append(pd.sum(axis=1))
+            a3 = np.abs(pd).sum(axis=1) if abs3 else None
             if order >= 4:
-                out.append((pd3 * dev).sum(axis=1) - 3.0 * m2 * m2)
+                pd *= dev  # p dev^4
+                out.append(pd.sum(axis=1) - 3.0 * m2 * m2)
         out = out[: order + 1]
         if abs3:
-            out.append(np.abs(pd3).sum(axis=1))
+            out.append(a3)
     return np.array(out[: order + 1 + int(abs3)])
 
 
