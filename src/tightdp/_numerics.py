@@ -249,8 +249,9 @@ def secant_start(lo: np.ndarray, hi: np.ndarray, g_lo: np.ndarray, g_hi: np.ndar
     at least ``clip`` of the width away from either end (the midpoint where the secant is
     undefined): the start of :func:`newton_bracketed`."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        frac = np.clip(np.nan_to_num((target - g_lo) / (g_hi - g_lo), nan=0.5),
-                       clip, 1.0 - clip)
+        frac = (target - g_lo) / (g_hi - g_lo)
+        # np.clip of np.nan_to_num(frac, nan=0.5), with less overhead (infinities clip alike)
+        frac = np.minimum(np.maximum(np.where(np.isnan(frac), 0.5, frac), clip), 1.0 - clip)
     return lo + frac * (hi - lo)
 
 

@@ -86,25 +86,36 @@ def _log_diff(la: np.ndarray, lb: np.ndarray) -> np.ndarray:
         return np.where(lb < la, la + np.log(-np.expm1(d)), -np.inf)
 
 
-def _log_berry_esseen(t, eps, ks, rho, k_margin, slope: bool = False) -> tuple[np.ndarray, ...]:
+def _be_fixed(t, ks, rho) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The parts of :func:`_log_berry_esseen` that do not depend on eps: ``sqrt(K'')``,
+    ``log M_t`` (eq. (42)) and the log of the Berry-Esseen ratio ``min(C rho / K''^{3/2}, 1)``
+    (eq. (76)), for a root search in eps at fixed tilts."""
+    k2 = ks[2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lb = np.minimum(np.log(BERRY_ESSEEN_C * rho) - 1.5 * np.log(k2), 0.0)
+    return np.sqrt(k2), log_theta_max(t), lb
+
+
+def _log_berry_esseen(t, eps, ks, rho, k_margin, slope: bool = False,
+                      fixed: tuple | None = None) -> tuple[np.ndarray, ...]:
     """(log SP-CLT, log Berry-Esseen error) at tilt t and eps (Alghamdi et al., Theorem 5,
     eq. (76)), elementwise; ``ks`` the rows K, K', K'' and ``rho`` the sum of the third
     absolute central moments of the tilted summands at ``t``, ``k_margin`` the CGF's error
     margin. With ``slope``, also the derivative of log SP-CLT in eps (the error term's is
-    ``-t``; :func:`~tightdp.curves.saddle.log_clt_theta`).
+    ``-t``; :func:`~tightdp.curves.saddle.log_clt_theta`). ``fixed``: :func:`_be_fixed` of
+    ``(t, ks, rho)`` when already computed (the same numbers).
 
     The error term carries the safety margins; callers add ``k_margin + _REL_MARGIN`` to
     (upper) or subtract it from (lower) the SP-CLT term before combining."""
-    k0, k1, k2 = ks[0], ks[1], ks[2]
-    s = np.sqrt(k2)
-    lpref = k0 + k_margin - t * eps
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lb = np.minimum(np.log(BERRY_ESSEEN_C * rho) - 1.5 * np.log(k2), 0.0)
-    lerr = lpref + _LOG2 + log_theta_max(t) + lb + _REL_MARGIN
+    k0, k1 = ks[0], ks[1]
+    s, ltm, lb = _be_fixed(t, ks, rho) if fixed is None else fixed
+    teps = t * eps
+    lpref = k0 + k_margin - teps
+    lerr = lpref + _LOG2 + ltm + lb + _REL_MARGIN
     if not slope:
-        return k0 - t * eps + log_clt_theta(t, k1 - eps, s), lerr
+        return k0 - teps + log_clt_theta(t, k1 - eps, s), lerr
     lth, dlth = log_clt_theta(t, k1 - eps, s, slope=True)
-    return k0 - t * eps + lth, lerr, -t - dlth
+    return k0 - teps + lth, lerr, -t - dlth
 
 
 class _Direction:
@@ -445,17 +456,18 @@ class SaddlePointAccountant(Accountant):
         rhoe = np.array([st[5, 0] for st in sts for _ in (0, 1)])
         kme = np.array([d.k_margin for d in dirs for _ in (0, 1)])
         mge = kme + _REL_MARGIN
+        fixed = _be_fixed(te, kse, rhoe)  # what the root search does not change
 
         def bracket(x: np.ndarray, sel: np.ndarray | None = None
                     ) -> tuple[np.ndarray, np.ndarray]:
             """log of the bracket's upper (kinds True) or lower end at eps = x, with slopes,
             for the elements ``sel`` (all by default)."""
             if sel is None:
-                t0, mg, ks_, rho_, km_, kd = te, mge, kse, rhoe, kme, kinds
+                t0, mg, ks_, rho_, km_, kd, fx = te, mge, kse, rhoe, kme, kinds, fixed
             else:
-                t0, mg, ks_, rho_, km_, kd = te[sel], mge[sel], kse[:, sel], rhoe[sel], \
-                    kme[sel], kinds[sel]
-            lclt, lerr, dl = _log_berry_esseen(t0, x, ks_, rho_, km_, slope=True)
+                t0, mg, ks_, rho_, km_, kd, fx = te[sel], mge[sel], kse[:, sel], rhoe[sel], \
+                    kme[sel], kinds[sel], None
+            lclt, lerr, dl = _log_berry_esseen(t0, x, ks_, rho_, km_, slope=True, fixed=fx)
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
                 lup = np.logaddexp(lclt + mg, lerr)
                 dup = np.exp(lclt + mg - lup) * dl - np.exp(lerr - lup) * t0

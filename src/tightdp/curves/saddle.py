@@ -84,14 +84,15 @@ def log_clt_theta(t: np.ndarray, m: np.ndarray, s: np.ndarray, slope: bool = Fal
     # s = 0 (a tilted law on one atom, e.g. pure DP at a very large tilt) gives -inf/NaN,
     # handled by the callers; no warning for it
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        a1 = t * s - m / s
+        ms = m / s
+        a1 = t * s - ms
         a2 = a1 + s
         if np.shape(a1) != np.shape(a2):
             a1, a2 = np.broadcast_arrays(a1, a2)
         l1, l2 = _log_half_erfcx(np.stack([a1, a2]))  # one evaluation for both
         lr = np.minimum(l2 - l1, 0.0)
         diff = l1 + np.log(-np.expm1(lr))
-        val = -0.5 * (m / s) ** 2 + diff
+        val = -0.5 * ms ** 2 + diff
         if not slope:
             return val
         r = np.exp(lr)
@@ -168,9 +169,12 @@ def saddle_log_delta_slope(ks: np.ndarray, t: np.ndarray, method: str
     if method == "msd1":
         phi4 = ks[4] + 6.0 / t ** 4 + 6.0 / tp ** 4
         corr_m1 = phi4 / (8.0 * phi2 ** 2) - 5.0 * phi3 ** 2 / (24.0 * phi2 ** 3)
-        fallback = ~(corr_m1 > -1.0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            val = np.where(fallback, val, val + np.log1p(np.where(fallback, 0.0, corr_m1)))
+        ok = corr_m1 > -1.0
+        if ok.all():  # the common case: the same numbers as the masked form below
+            val = val + np.log1p(corr_m1)
+        else:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                val = np.where(ok, val + np.log1p(np.where(ok, corr_m1, 0.0)), val)
     return val, d_ld + 0.5 * t * phi3 / phi2, l1p
 
 
@@ -366,7 +370,21 @@ def _hermite_start(a: np.ndarray, b: np.ndarray, g_a: np.ndarray, g_b: np.ndarra
     cubic Hermite interpolant of ``g`` (values and slopes at both ends), by 4 Newton steps
     on the cubic from the secant point, kept 5% of the width away from the ends; the secant
     point (:func:`tightdp._numerics.secant_start`) where the cubic gives nothing finite. Any
-    point inside the bracket is a valid start: this only saves evaluations of ``g``."""
+    point inside the bracket is a valid start: this only saves evaluations of ``g``.
+
+    A few brackets (an eps(delta) query's) are done one at a time in Python floats
+    (:func:`_hermite_start1`: the same IEEE operations in the same order, hence the same
+    numbers, without the per-operation overhead of small arrays); the arrays' form where a
+    value there is not finite or a division by zero occurs."""
+    if a.size <= 8:
+        try:
+            xs = [_hermite_start1(*v) for v in zip(a.tolist(), b.tolist(), g_a.tolist(),
+                                                   g_b.tolist(), d_a.tolist(), d_b.tolist(),
+                                                   target.tolist(), strict=True)]
+        except ZeroDivisionError:
+            xs = None
+        if xs is not None and all(math.isfinite(x) for x in xs):
+            return np.array(xs)
     x0 = secant_start(a, b, g_a, g_b, target)
     w = b - a
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
@@ -378,9 +396,30 @@ def _hermite_start(a: np.ndarray, b: np.ndarray, g_a: np.ndarray, g_b: np.ndarra
                    + g_b * (-2 * s3 + 3 * s2) + q * (s3 - s2)) - target
             der = (g_a * (6 * s2 - 6 * s) + p * (3 * s2 - 4 * s + 1)
                    + g_b * (-6 * s2 + 6 * s) + q * (3 * s2 - 2 * s))
-            s = np.clip(s - val / der, 0.05, 0.95)
+            s = np.minimum(np.maximum(s - val / der, 0.05), 0.95)  # np.clip, less overhead
         x = a + s * w
     return np.where(np.isfinite(x), x, x0)
+
+
+def _hermite_start1(a: float, b: float, g_a: float, g_b: float, d_a: float, d_b: float,
+                    target: float) -> float:
+    """:func:`_hermite_start` of one bracket in floats (the secant point of
+    :func:`tightdp._numerics.secant_start`, then the same 4 steps on the cubic); may return
+    a non-finite value or raise ZeroDivisionError, where the caller uses the arrays' form."""
+    frac = (target - g_a) / (g_b - g_a)
+    frac = min(max(0.5 if math.isnan(frac) else frac, 0.05), 0.95)
+    x0 = a + frac * (b - a)
+    w = b - a
+    s = (x0 - a) / w
+    p, q = d_a * w, d_b * w
+    for _ in range(4):
+        s2, s3 = s * s, s * s * s
+        val = (g_a * (2 * s3 - 3 * s2 + 1) + p * (s3 - 2 * s2 + s)
+               + g_b * (-2 * s3 + 3 * s2) + q * (s3 - s2)) - target
+        der = (g_a * (6 * s2 - 6 * s) + p * (3 * s2 - 4 * s + 1)
+               + g_b * (-6 * s2 + 6 * s) + q * (3 * s2 - 2 * s))
+        s = min(max(s - val / der, 0.05), 0.95)
+    return a + s * w
 
 
 def _log1(x: np.ndarray) -> np.ndarray:
