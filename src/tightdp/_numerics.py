@@ -258,7 +258,7 @@ def secant_start(lo: np.ndarray, hi: np.ndarray, g_lo: np.ndarray, g_hi: np.ndar
 def newton_bracketed(f: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
                      target, lo: np.ndarray, hi: np.ndarray, x0: np.ndarray, *,
                      ftol, iters: int = 60, xtol: float = 1e-9, width_tol: float = 1e-14,
-                     secant: bool = False, predict: bool = False) -> np.ndarray:
+                     secant: bool = False, predict: bool | np.ndarray = False) -> np.ndarray:
     """Safeguarded Newton iteration for ``g(x) = target`` with ``g`` increasing, elementwise
     over arrays of brackets ``lo < root <= hi``.
 
@@ -273,8 +273,10 @@ def newton_bracketed(f: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.
     applied, not evaluated) when the residual its step leaves, predicted from the last two
     residuals at their rate ``|r_n| |r_n / r_{n-1}|`` (an overestimate for a superlinear
     iteration: its rate shrinks from step to step), is at most ``ftol / 2`` and that rate is
-    below 1/8: the evaluation that would only confirm the tolerance is saved. Returns the
-    iterates (a new array)."""
+    below 1/8: the evaluation that would only confirm the tolerance is saved (for iterations
+    on exact slopes: a secant iteration's first rate is that of the step before it, not its
+    own). ``predict`` may also be a boolean array: the elements this stop applies to.
+    Returns the iterates (a new array)."""
     x = np.array(x0, dtype=float)
     lo = np.array(lo, dtype=float)
     hi = np.array(hi, dtype=float)
@@ -284,6 +286,9 @@ def newton_bracketed(f: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.
     act = np.arange(n)
     x_prev = np.full(n, np.nan)
     r_prev = np.full(n, np.nan)
+    if predict is not False:
+        pred = np.broadcast_to(np.asarray(predict, dtype=bool), (n,))
+        predict = bool(pred.any())
     for _ in range(iters):
         if act.size == 0:
             break
@@ -308,7 +313,7 @@ def newton_bracketed(f: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.
         done = (np.abs(r) <= ftol[act]) | (hi[act] - lo[act] < width_tol) | \
             (inside & (np.abs(xn - xa) < xtol))
         if predict:  # NaN rates (no previous residual) compare False
-            done |= inside & (rate < 0.125) & (np.abs(r) * rate <= 0.5 * ftol[act])
+            done |= pred[act] & inside & (rate < 0.125) & (np.abs(r) * rate <= 0.5 * ftol[act])
         x[act] = np.where(done & ~inside, xa, xn)
         act = act[~done]
     return x

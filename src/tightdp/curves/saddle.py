@@ -287,8 +287,11 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
                 prev_u[act], prev_g[act] = uu, g
             return g, dg
 
+        # the evaluation that would only confirm the tolerance is skipped where the last two
+        # residuals predict it, on exact slopes (not for secant targets)
         u[idx] = newton_bracketed(fu, target[idx], a, b, u0, iters=iters,
-                                  ftol=rtol * (1.0 + np.abs(target[idx])), predict=True)
+                                  ftol=rtol * (1.0 + np.abs(target[idx])),
+                                  predict=True if sec is None else ~sec)
     return exp(u), found | below
 
 
