@@ -465,7 +465,8 @@ def roots_decreasing(fn: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], 
     evaluated, once every residual is below 1e-8 relative); then each point is moved away
     from its root by steps growing from 1e-15 relative until it is on its safe side,
     ``fn_j(x_j) <= level`` where ``upper[j]``, else ``fn_j(x_j) > level`` (checked by
-    evaluation, :func:`tightdp._numerics.walk_out`). Returns the points, NaN where no such
+    evaluation, :func:`tightdp._numerics.walk_out`; a point reached without evaluation
+    takes the first step before its first check). Returns the points, NaN where no such
     point was found and for a lower side (``upper[j]`` False) whose value at ``x0`` or at a
     Newton point is not finite (uninformative there)."""
     upper = np.asarray(upper, dtype=bool)
@@ -504,6 +505,15 @@ def roots_decreasing(fn: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], 
         return last["bad"] & ~none  # the uninformative ones are not moved
 
     step = 1e-15 * np.maximum(1.0, np.abs(x)) * np.where(upper, 1.0, -1.0)
+    unknown = np.isnan(f)
+    if unknown.any():
+        # a point the last Newton step reached without evaluation lies on either side of
+        # its root about equally often: it takes the walk's first move (to the safe side)
+        # before its first check, which then mostly passes (one evaluation fewer); the
+        # walk's later moves are the same (steps 2, 4, ... times the first)
+        x = np.where(unknown, x + step, x)
+        last["x"] = x
+        step = np.where(unknown, 2.0 * step, step)
     _, x = walk_out(wrong_side, x, step, max_moves=59, on_limit="return")
     return np.where(last["bad"] | none, np.nan, x)
 
