@@ -155,6 +155,13 @@ def saddle_log_delta_slope(ks: np.ndarray, t: np.ndarray, method: str
     ``phi2, phi3`` the second and third derivatives of ``phi``); the MSD1 correction's
     O(1/k^2) slope is left out (a Newton step only needs a close slope). ``log1p(t)`` is
     returned for the caller's refined-moments equation."""
+    if t.size <= 2 and method != "clt":
+        try:
+            out = _slope_floats(ks, t, method)
+        except ZeroDivisionError:
+            out = None
+        if out is not None:
+            return out
     k0, k1, k2 = ks[0], ks[1], ks[2]
     tp = 1.0 + t
     eps = k1 - 1.0 / t - 1.0 / tp  # saddle_eps
@@ -176,6 +183,50 @@ def saddle_log_delta_slope(ks: np.ndarray, t: np.ndarray, method: str
             with np.errstate(invalid="ignore", divide="ignore"):
                 val = np.where(ok, val + np.log1p(np.where(ok, corr_m1, 0.0)), val)
     return val, d_ld + 0.5 * t * phi3 / phi2, l1p
+
+
+def _slope_floats(ks: np.ndarray, t: np.ndarray, method: str
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`saddle_log_delta_slope` (SP-MSD0/1) at one or two tilts: the arithmetic in
+    Python floats (the same IEEE operations in the same order; ``x ** 2`` is numpy's
+    ``x * x``), the logarithms and the other powers by the same numpy functions as the
+    arrays' form, so the numbers are the same without the overhead of a few dozen operations
+    on tiny arrays. None (the caller uses the arrays' form) where a value is not finite or
+    an SP-MSD1 correction is not above -1; may raise ZeroDivisionError (the same then)."""
+    tl = t.tolist()
+    rows = ks[:5].tolist()
+    n = len(tl)
+    tpl = [1.0 + x for x in tl]
+    both = np.array(tl + tpl)
+    p3, p4 = np.power(both, 3).tolist(), np.power(both, 4).tolist()
+    l1p = np.log1p(t)
+    lt, l1 = np.log(t).tolist(), l1p.tolist()
+    val, phi2, phi3, corr_in = [], [], [], []
+    for i in range(n):
+        x, xp = tl[i], tpl[i]
+        k0, k1, k2, k3 = rows[0][i], rows[1][i], rows[2][i], rows[3][i]
+        eps = k1 - 1.0 / x - 1.0 / xp
+        f2 = k2 + 1.0 / (x * x) + 1.0 / (xp * xp)
+        phi2.append(f2)
+        phi3.append(k3 - 2.0 / p3[i] - 2.0 / p3[n + i])
+        val.append(k0 - x * eps - lt[i] - l1[i])
+    two_pi = 2.0 * math.pi
+    lphi = np.log(np.array([two_pi * f for f in phi2])).tolist()
+    val = [v - 0.5 * lp for v, lp in zip(val, lphi, strict=True)]
+    if method == "msd1":
+        f2c = np.power(np.array(phi2), 3).tolist()
+        for i in range(n):
+            f2, f3 = phi2[i], phi3[i]
+            phi4 = rows[4][i] + 6.0 / p4[i] + 6.0 / p4[n + i]
+            corr_in.append(phi4 / (8.0 * (f2 * f2)) - 5.0 * (f3 * f3) / (24.0 * f2c[i]))
+        if not all(c > -1.0 for c in corr_in):
+            return None
+        lc = np.log1p(np.array(corr_in)).tolist()
+        val = [v + c for v, c in zip(val, lc, strict=True)]
+    slope = [x * x * f2 + 0.5 * x * f3 / f2 for x, f2, f3 in zip(tl, phi2, phi3, strict=True)]
+    if not all(math.isfinite(v) for v in val + slope):
+        return None
+    return np.array(val), np.array(slope), l1p
 
 
 def tilt_grids(lo: float, hi: float, cap: float, npts: int) -> list[np.ndarray]:
