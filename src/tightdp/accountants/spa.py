@@ -58,10 +58,11 @@ from ..curves.saddle import (
     roots_decreasing,
     saddle_eps,
     saddle_log_delta,
+    saddle_log_delta_slope,
     solve_tilt,
 )
 from ..losses import GaussianLoss
-from ..losses.cgf import cgf, cgf_and_abs3, cgf_supported, loss_sup, max_tilt
+from ..losses.cgf import cgf_rows, cgf_supported, loss_sup, max_tilt
 from ..mechanisms.base import Mechanism
 from ..results import DeltaResult, EpsilonResult
 from .base import Accountant
@@ -85,25 +86,36 @@ def _log_diff(la: np.ndarray, lb: np.ndarray) -> np.ndarray:
         return np.where(lb < la, la + np.log(-np.expm1(d)), -np.inf)
 
 
-def _log_berry_esseen(t, eps, ks, rho, k_margin, slope: bool = False) -> tuple[np.ndarray, ...]:
+def _be_fixed(t, ks, rho) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The parts of :func:`_log_berry_esseen` that do not depend on eps: ``sqrt(K'')``,
+    ``log M_t`` (eq. (42)) and the log of the Berry-Esseen ratio ``min(C rho / K''^{3/2}, 1)``
+    (eq. (76)), for a root search in eps at fixed tilts."""
+    k2 = ks[2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lb = np.minimum(np.log(BERRY_ESSEEN_C * rho) - 1.5 * np.log(k2), 0.0)
+    return np.sqrt(k2), log_theta_max(t), lb
+
+
+def _log_berry_esseen(t, eps, ks, rho, k_margin, slope: bool = False,
+                      fixed: tuple | None = None) -> tuple[np.ndarray, ...]:
     """(log SP-CLT, log Berry-Esseen error) at tilt t and eps (Alghamdi et al., Theorem 5,
     eq. (76)), elementwise; ``ks`` the rows K, K', K'' and ``rho`` the sum of the third
     absolute central moments of the tilted summands at ``t``, ``k_margin`` the CGF's error
     margin. With ``slope``, also the derivative of log SP-CLT in eps (the error term's is
-    ``-t``; :func:`~tightdp.curves.saddle.log_clt_theta`).
+    ``-t``; :func:`~tightdp.curves.saddle.log_clt_theta`). ``fixed``: :func:`_be_fixed` of
+    ``(t, ks, rho)`` when already computed (the same numbers).
 
     The error term carries the safety margins; callers add ``k_margin + _REL_MARGIN`` to
     (upper) or subtract it from (lower) the SP-CLT term before combining."""
-    k0, k1, k2 = ks[0], ks[1], ks[2]
-    s = np.sqrt(k2)
-    lpref = k0 + k_margin - t * eps
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lb = np.minimum(np.log(BERRY_ESSEEN_C * rho) - 1.5 * np.log(k2), 0.0)
-    lerr = lpref + _LOG2 + log_theta_max(t) + lb + _REL_MARGIN
+    k0, k1 = ks[0], ks[1]
+    s, ltm, lb = _be_fixed(t, ks, rho) if fixed is None else fixed
+    teps = t * eps
+    lpref = k0 + k_margin - teps
+    lerr = lpref + _LOG2 + ltm + lb + _REL_MARGIN
     if not slope:
-        return k0 - t * eps + log_clt_theta(t, k1 - eps, s), lerr
+        return k0 - teps + log_clt_theta(t, k1 - eps, s), lerr
     lth, dlth = log_clt_theta(t, k1 - eps, s, slope=True)
-    return k0 - t * eps + lth, lerr, -t - dlth
+    return k0 - teps + lth, lerr, -t - dlth
 
 
 class _Direction:
@@ -145,8 +157,8 @@ class _Direction:
             self.deadline.check("max_seconds", "the CGF quadrature of these mechanisms is slow "
                                 "(wide mixtures); raise max_seconds or use the pld accountant")
         out = np.zeros((6, t.size))
-        for loss, c in self.parts:
-            out += c * cgf_and_abs3(loss, t)
+        for loss, c in self.parts:  # cgf_and_abs3 without its checks (t from the solvers)
+            out += c * cgf_rows(loss, t, 4, abs3=True)
         if len(self._memo) >= 64:
             del self._memo[next(iter(self._memo))]  # the least recently used
         self._memo[key] = out
@@ -170,8 +182,8 @@ class _Direction:
             self.deadline.check("max_seconds", "the CGF quadrature of these mechanisms is slow "
                                 "(wide mixtures); raise max_seconds or use the pld accountant")
         out = np.zeros((order + 1, t.size))
-        for loss, c in self.parts:
-            out += c * cgf(loss, t, order)
+        for loss, c in self.parts:  # cgf without its checks (t from the solvers)
+            out += c * cgf_rows(loss, t, order)
         if len(self._memo_k) >= 64:
             del self._memo_k[next(iter(self._memo_k))]  # the least recently used
         self._memo_k[key] = out
@@ -280,11 +292,16 @@ class SaddlePointAccountant(Accountant):
         # tilt (eq. (43)/(44): K'(t) + log(t/(1+t)) = eps), solved together on one CGF
         # evaluation per step
         def f_both(t, need=None):  # both rows are cheap: "need" not used
-            ks = d.K(t, 2)
+            # with the second derivatives in log t (Halley's steps in solve_tilt): of
+            # K' - 1/t - 1/(1+t) and of K' + log(t/(1+t)), from the third cumulant K^(3)
+            ks = d.K(t, 3)
             g = [d.eps_of_t(t, ks), ks[1] + np.log(t) - np.log1p(t)]
             dg = [t * (ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2),
                   t * (ks[2] + 1.0 / (t * (1 + t)))]
-            return np.array(g), np.array(dg)
+            t2 = t * t
+            d2 = [dg[0] + t2 * (ks[3] - 2.0 / t ** 3 - 2.0 / (1.0 + t) ** 3),
+                  dg[1] + t2 * (ks[3] - (1.0 + 2.0 * t) / (t * (1.0 + t)) ** 2)]
+            return np.array(g), np.array(dg), np.array(d2)
 
         if self.bounds:
             which = np.repeat([0, 1], m)
@@ -383,18 +400,12 @@ class SaddlePointAccountant(Accountant):
 
     def _eps_equations_at(self, d: _Direction, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ks = d.K(t, 4)
-        ld = d.log_delta_at(t, None, self.method, ks)[0]
-        phi2 = ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2
-        # d(-log delta)/d log t: t^2 phi2 from phi (eq. (49) at the saddle point); for
-        # SP-MSD0/1 also t phi3 / (2 phi2) from the 1/sqrt(2 pi phi2) factor (the MSD1
-        # correction's O(1/k^2) slope is left out: Newton only needs a close slope)
-        d_ld = t * t * phi2
-        if self.method != "clt":
-            phi3 = ks[3] - 2.0 / t ** 3 - 2.0 / (1.0 + t) ** 3
-            d_ld = d_ld + 0.5 * t * phi3 / phi2
-        g = [-ld, t * ks[1] - ks[0] + np.log1p(t)]
-        dg = [d_ld, t * (t * ks[2] + 1.0 / (1.0 + t))]
-        return np.array(g), np.array(dg)
+        # -log delta_approx and its slope in log t (saddle_log_delta_slope)
+        ld, d_ld, l1p = saddle_log_delta_slope(ks, t, self.method)
+        g, dg = np.empty((2, t.size)), np.empty((2, t.size))
+        g[0], g[1] = -ld, t * ks[1] - ks[0] + l1p
+        dg[0], dg[1] = d_ld, t * (t * ks[2] + 1.0 / (1.0 + t))
+        return g, dg
 
     def _eps_dirs(self, dirs: list[_Direction], log_delta: float) -> list[dict]:
         """eps(delta) of each direction: the approximation's saddle point and the refined
@@ -439,31 +450,36 @@ class SaddlePointAccountant(Accountant):
         # Berry-Esseen bracket (Theorem 5 holds for every tilt): keep each saddle-point tilt
         # fixed and solve the bounds, decreasing in eps, for eps; only closed forms are
         # evaluated (no further CGF quadrature). Elements: (upper, lower) of each direction.
-        kinds = np.tile([True, False], nd)
-        te = np.repeat([o["t"] for o in outs], 2)
-        kse = np.repeat(np.hstack([st[:3, :1] for st in sts]), 2, axis=1)
-        rhoe = np.repeat([st[5, 0] for st in sts], 2)
-        kme = np.repeat([d.k_margin for d in dirs], 2)
+        kinds = np.array([True, False] * nd)
+        te = np.array([o["t"] for o in outs for _ in (0, 1)])
+        kse = np.hstack([st[:3, [0, 0]] for st in sts])
+        rhoe = np.array([st[5, 0] for st in sts for _ in (0, 1)])
+        kme = np.array([d.k_margin for d in dirs for _ in (0, 1)])
         mge = kme + _REL_MARGIN
+        fixed = _be_fixed(te, kse, rhoe)  # what the root search does not change
 
-        def bracket(x: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        def bracket(x: np.ndarray, sel: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
             """log of the bracket's upper (kinds True) or lower end at eps = x, with slopes,
-            for the elements ``sel``."""
-            t0, mg = te[sel], mge[sel]
-            lclt, lerr, dl = _log_berry_esseen(t0, x, kse[:, sel], rhoe[sel], kme[sel],
-                                              slope=True)
+            for the elements ``sel`` (all by default)."""
+            if sel is None:
+                t0, mg, ks_, rho_, km_, kd, fx = te, mge, kse, rhoe, kme, kinds, fixed
+            else:
+                t0, mg, ks_, rho_, km_, kd, fx = te[sel], mge[sel], kse[:, sel], rhoe[sel], \
+                    kme[sel], kinds[sel], None
+            lclt, lerr, dl = _log_berry_esseen(t0, x, ks_, rho_, km_, slope=True, fixed=fx)
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
                 lup = np.logaddexp(lclt + mg, lerr)
                 dup = np.exp(lclt + mg - lup) * dl - np.exp(lerr - lup) * t0
                 llo = _log_diff(lclt - mg, lerr)
                 rr = np.exp(lerr - (lclt - mg))
                 dlo = (dl + rr * t0) / (1.0 - rr)
-            return np.where(kinds[sel], lup, llo), np.where(kinds[sel], dup, dlo)
+            return np.where(kd, lup, llo), np.where(kd, dup, dlo)
 
-        alls = np.arange(2 * nd)
         # the lower ends only where informative at the approximation's eps (else NaN)
-        roots = roots_decreasing(lambda x: bracket(x, alls), log_delta,
-                                 np.repeat([o["eps_t"] for o in outs], 2), te, kinds)
+        roots = roots_decreasing(bracket, log_delta,
+                                 np.array([o["eps_t"] for o in outs for _ in (0, 1)]), te,
+                                 kinds)
         for i, (d, out) in enumerate(zip(dirs, outs, strict=True)):
             tr, k0 = tt[per * i + 1:per * i + 2], sts[i][0, 1:]
             upper = float(((k0 + d.k_margin + log_theta_max(tr) - log_delta) / tr)[0])

@@ -39,7 +39,8 @@ from .._numerics import (
 from ..losses.cgf import node_bucket
 
 __all__ = ["METHODS", "LABELS", "UNRELIABLE", "T_MIN", "T_MAX_QUAD", "T_MAX",
-           "log_theta_max", "log_clt_theta", "saddle_eps", "saddle_log_delta", "tilt_grids",
+           "log_theta_max", "log_clt_theta", "saddle_eps", "saddle_log_delta",
+           "saddle_log_delta_slope", "tilt_grids",
            "solve_tilt", "root_decreasing", "roots_decreasing", "saddle_point_eps"]
 
 #: the saddle-point approximations
@@ -83,13 +84,15 @@ def log_clt_theta(t: np.ndarray, m: np.ndarray, s: np.ndarray, slope: bool = Fal
     # s = 0 (a tilted law on one atom, e.g. pure DP at a very large tilt) gives -inf/NaN,
     # handled by the callers; no warning for it
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        a1 = t * s - m / s
+        ms = m / s
+        a1 = t * s - ms
         a2 = a1 + s
-        a1, a2 = np.broadcast_arrays(a1, a2)
+        if np.shape(a1) != np.shape(a2):
+            a1, a2 = np.broadcast_arrays(a1, a2)
         l1, l2 = _log_half_erfcx(np.stack([a1, a2]))  # one evaluation for both
         lr = np.minimum(l2 - l1, 0.0)
         diff = l1 + np.log(-np.expm1(lr))
-        val = -0.5 * (m / s) ** 2 + diff
+        val = -0.5 * ms ** 2 + diff
         if not slope:
             return val
         r = np.exp(lr)
@@ -141,6 +144,91 @@ def saddle_log_delta(ks: np.ndarray, t: np.ndarray, eps: np.ndarray | None, meth
 
 
 
+def saddle_log_delta_slope(ks: np.ndarray, t: np.ndarray, method: str
+                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(log delta, d(-log delta)/d log t, log1p(t))`` at the saddle point ``t`` (its eps
+    by eq. (50)): the approximation of :func:`saddle_log_delta` (the same operations, hence
+    the same numbers, without its diagnostics) and the slope the eps(delta) solvers step on.
+
+    From ``phi`` (eq. (49)) at the saddle point ``d(-log delta)/d log t = t^2 phi2``, for
+    SP-MSD0/1 plus ``t phi3 / (2 phi2)`` from the ``1/sqrt(2 pi phi2)`` factor (eq. (60);
+    ``phi2, phi3`` the second and third derivatives of ``phi``); the MSD1 correction's
+    O(1/k^2) slope is left out (a Newton step only needs a close slope). ``log1p(t)`` is
+    returned for the caller's refined-moments equation."""
+    if t.size <= 2 and method != "clt":
+        try:
+            out = _slope_floats(ks, t, method)
+        except ZeroDivisionError:
+            out = None
+        if out is not None:
+            return out
+    k0, k1, k2 = ks[0], ks[1], ks[2]
+    tp = 1.0 + t
+    eps = k1 - 1.0 / t - 1.0 / tp  # saddle_eps
+    phi2 = k2 + 1.0 / t ** 2 + 1.0 / tp ** 2
+    l1p = np.log1p(t)
+    d_ld = t * t * phi2
+    if method == "clt":
+        val = k0 - t * eps + log_clt_theta(t, k1 - eps, np.sqrt(k2))
+        return val, d_ld, l1p
+    phi3 = ks[3] - 2.0 / t ** 3 - 2.0 / tp ** 3
+    val = k0 - t * eps - np.log(t) - l1p - 0.5 * np.log(2.0 * math.pi * phi2)
+    if method == "msd1":
+        phi4 = ks[4] + 6.0 / t ** 4 + 6.0 / tp ** 4
+        corr_m1 = phi4 / (8.0 * phi2 ** 2) - 5.0 * phi3 ** 2 / (24.0 * phi2 ** 3)
+        ok = corr_m1 > -1.0
+        if ok.all():  # the common case: the same numbers as the masked form below
+            val = val + np.log1p(corr_m1)
+        else:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                val = np.where(ok, val + np.log1p(np.where(ok, corr_m1, 0.0)), val)
+    return val, d_ld + 0.5 * t * phi3 / phi2, l1p
+
+
+def _slope_floats(ks: np.ndarray, t: np.ndarray, method: str
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`saddle_log_delta_slope` (SP-MSD0/1) at one or two tilts: the arithmetic in
+    Python floats (the same IEEE operations in the same order; ``x ** 2`` is numpy's
+    ``x * x``), the logarithms and the other powers by the same numpy functions as the
+    arrays' form, so the numbers are the same without the overhead of a few dozen operations
+    on tiny arrays. None (the caller uses the arrays' form) where a value is not finite or
+    an SP-MSD1 correction is not above -1; may raise ZeroDivisionError (the same then)."""
+    tl = t.tolist()
+    rows = ks[:5].tolist()
+    n = len(tl)
+    tpl = [1.0 + x for x in tl]
+    both = np.array(tl + tpl)
+    p3, p4 = np.power(both, 3).tolist(), np.power(both, 4).tolist()
+    l1p = np.log1p(t)
+    lt, l1 = np.log(t).tolist(), l1p.tolist()
+    val, phi2, phi3, corr_in = [], [], [], []
+    for i in range(n):
+        x, xp = tl[i], tpl[i]
+        k0, k1, k2, k3 = rows[0][i], rows[1][i], rows[2][i], rows[3][i]
+        eps = k1 - 1.0 / x - 1.0 / xp
+        f2 = k2 + 1.0 / (x * x) + 1.0 / (xp * xp)
+        phi2.append(f2)
+        phi3.append(k3 - 2.0 / p3[i] - 2.0 / p3[n + i])
+        val.append(k0 - x * eps - lt[i] - l1[i])
+    two_pi = 2.0 * math.pi
+    lphi = np.log(np.array([two_pi * f for f in phi2])).tolist()
+    val = [v - 0.5 * lp for v, lp in zip(val, lphi, strict=True)]
+    if method == "msd1":
+        f2c = np.power(np.array(phi2), 3).tolist()
+        for i in range(n):
+            f2, f3 = phi2[i], phi3[i]
+            phi4 = rows[4][i] + 6.0 / p4[i] + 6.0 / p4[n + i]
+            corr_in.append(phi4 / (8.0 * (f2 * f2)) - 5.0 * (f3 * f3) / (24.0 * f2c[i]))
+        if not all(c > -1.0 for c in corr_in):
+            return None
+        lc = np.log1p(np.array(corr_in)).tolist()
+        val = [v + c for v, c in zip(val, lc, strict=True)]
+    slope = [x * x * f2 + 0.5 * x * f3 / f2 for x, f2, f3 in zip(tl, phi2, phi3, strict=True)]
+    if not all(math.isfinite(v) for v in val + slope):
+        return None
+    return np.array(val), np.array(slope), l1p
+
+
 def tilt_grids(lo: float, hi: float, cap: float, npts: int) -> list[np.ndarray]:
     """Tilt grids for bracketing: ``[lo, hi]``, then below ``lo`` down to :data:`T_MIN`, then
     upwards to ``cap`` in chunks of a factor ~4 (so that large tilts, whose quadrature node
@@ -185,7 +273,14 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
     bracketing and Newton step calls ``f`` once for all of them (the answers are those of
     separate solves). ``secant`` (one flag per target) marks targets whose ``dg`` is only
     approximate: from their second Newton step on, the secant slope through the previous
-    step is used where it is positive (superlinear whatever the error of ``dg``)."""
+    step is used where it is positive (superlinear whatever the error of ``dg``).
+
+    ``f`` may also return a third array, ``d^2 g / d(log t)^2`` (where it is exact): the
+    Newton steps then use Halley's slope ``dg - r d2g / (2 dg)`` for the residual ``r``
+    (Halley 1694; Traub, *Iterative Methods for the Solution of Equations*, 1964, Sec. 5.2),
+    ``dg`` where that would more than quintuple the step: cubic convergence, and no
+    overshoot on the steep convex equations of few compositions (a secant slope, where
+    flagged, still takes precedence)."""
     target = np.atleast_1d(np.asarray(target, dtype=float))
     grids = tilt_grids(lo, hi, cap, npts)
     n = target.size
@@ -221,13 +316,20 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
 
         def fu(uu: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             if rows is None:
-                g, dg = f(exp(uu))
+                out = f(exp(uu))
+                g, dg = out[0], out[1]
+                d2 = out[2] if len(out) > 2 else None
             else:
                 r, c = rows[idx[act]], np.arange(uu.size)
                 need = np.zeros((int(rows.max()) + 1, uu.size), dtype=bool)
                 need[r, c] = True
-                g, dg = f(exp(uu), need)
-                g, dg = np.asarray(g)[r, c], np.asarray(dg)[r, c]
+                out = f(exp(uu), need)
+                g, dg = np.asarray(out[0])[r, c], np.asarray(out[1])[r, c]
+                d2 = np.asarray(out[2])[r, c] if len(out) > 2 else None
+            if d2 is not None:  # Halley's step where the correction stays moderate
+                with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+                    dh = dg - (g - target[idx[act]]) * d2 / (2.0 * dg)
+                    dg = np.where(np.isfinite(dh) & (dh > 0.2 * dg), dh, dg)
             if sec is not None:
                 with np.errstate(invalid="ignore", divide="ignore"):
                     s_ = (g - prev_g[act]) / (uu - prev_u[act])
@@ -236,8 +338,11 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
                 prev_u[act], prev_g[act] = uu, g
             return g, dg
 
+        # the evaluation that would only confirm the tolerance is skipped where the last two
+        # residuals predict it, on exact slopes (not for secant targets)
         u[idx] = newton_bracketed(fu, target[idx], a, b, u0, iters=iters,
-                                  ftol=rtol * (1.0 + np.abs(target[idx])))
+                                  ftol=rtol * (1.0 + np.abs(target[idx])),
+                                  predict=True if sec is None else ~sec)
     return exp(u), found | below
 
 
@@ -255,23 +360,22 @@ def _scan_grid(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target:
     the target already at ``grid[0]`` (no bracket on this grid). With ``rows`` (see
     :func:`solve_tilt`'s ``which``) target ``j`` reads row ``rows[j]`` of ``g``."""
     lo_t, hi_t, g_lo, g_hi, d_lo, d_hi = out
-    bk = node_bucket(grid)
-    cuts = np.flatnonzero(np.diff(bk)) + 1
     pending = np.asarray(idx)
     at_start = pending[:0]
     prev_t = prev_g = prev_d = None
-    for part in np.split(np.arange(grid.size), cuts):
+    for pts in _grid_parts(grid):
         if not pending.size:
             break
-        pts = grid[part]
         if rows is None:
-            g, dg = f(pts)
+            g, dg = f(pts)[:2]
         else:
             need = np.zeros((int(rows.max()) + 1, pts.size), dtype=bool)
-            need[np.unique(rows[pending])] = True
-            g, dg = f(pts, need)
+            need[rows[pending]] = True
+            g, dg = f(pts, need)[:2]
         g = np.atleast_2d(np.asarray(g, dtype=float))
-        dg = np.broadcast_to(np.atleast_2d(np.asarray(dg, dtype=float)), g.shape)
+        dg = np.atleast_2d(np.asarray(dg, dtype=float))
+        if dg.shape != g.shape:
+            dg = np.broadcast_to(dg, g.shape)
         g = np.where(np.isfinite(g), g, -np.inf)
         if prev_t is not None:
             pts_c, g_c = np.concatenate([[prev_t], pts]), np.concatenate([prev_g, g], axis=1)
@@ -297,13 +401,44 @@ def _scan_grid(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target:
     return at_start
 
 
+def _grid_parts(grid: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``grid`` cut where its node-set bucket (:func:`tightdp.losses.cgf.node_bucket`)
+    changes, in increasing order (read-only pieces), computed once per grid (the bracketing
+    grids of :func:`tilt_grids` are few and scanned again at every query)."""
+    return _grid_parts_of(grid.tobytes())
+
+
+@functools.lru_cache(maxsize=64)
+def _grid_parts_of(key: bytes) -> tuple[np.ndarray, ...]:
+    grid = np.frombuffer(key, dtype=float)
+    cuts = np.flatnonzero(np.diff(node_bucket(grid))) + 1
+    parts = tuple(grid[p] for p in np.split(np.arange(grid.size), cuts))
+    for p in parts:
+        p.setflags(write=False)
+    return parts
+
+
 def _hermite_start(a: np.ndarray, b: np.ndarray, g_a: np.ndarray, g_b: np.ndarray,
                    d_a: np.ndarray, d_b: np.ndarray, target: np.ndarray) -> np.ndarray:
     """Start of the Newton iteration in the bracket ``[a, b]`` (in log t): the root of the
     cubic Hermite interpolant of ``g`` (values and slopes at both ends), by 4 Newton steps
     on the cubic from the secant point, kept 5% of the width away from the ends; the secant
     point (:func:`tightdp._numerics.secant_start`) where the cubic gives nothing finite. Any
-    point inside the bracket is a valid start: this only saves evaluations of ``g``."""
+    point inside the bracket is a valid start: this only saves evaluations of ``g``.
+
+    A few brackets (an eps(delta) query's) are done one at a time in Python floats
+    (:func:`_hermite_start1`: the same IEEE operations in the same order, hence the same
+    numbers, without the per-operation overhead of small arrays); the arrays' form where a
+    value there is not finite or a division by zero occurs."""
+    if a.size <= 8:
+        try:
+            xs = [_hermite_start1(*v) for v in zip(a.tolist(), b.tolist(), g_a.tolist(),
+                                                   g_b.tolist(), d_a.tolist(), d_b.tolist(),
+                                                   target.tolist(), strict=True)]
+        except ZeroDivisionError:
+            xs = None
+        if xs is not None and all(math.isfinite(x) for x in xs):
+            return np.array(xs)
     x0 = secant_start(a, b, g_a, g_b, target)
     w = b - a
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
@@ -315,9 +450,30 @@ def _hermite_start(a: np.ndarray, b: np.ndarray, g_a: np.ndarray, g_b: np.ndarra
                    + g_b * (-2 * s3 + 3 * s2) + q * (s3 - s2)) - target
             der = (g_a * (6 * s2 - 6 * s) + p * (3 * s2 - 4 * s + 1)
                    + g_b * (-6 * s2 + 6 * s) + q * (3 * s2 - 2 * s))
-            s = np.clip(s - val / der, 0.05, 0.95)
+            s = np.minimum(np.maximum(s - val / der, 0.05), 0.95)  # np.clip, less overhead
         x = a + s * w
     return np.where(np.isfinite(x), x, x0)
+
+
+def _hermite_start1(a: float, b: float, g_a: float, g_b: float, d_a: float, d_b: float,
+                    target: float) -> float:
+    """:func:`_hermite_start` of one bracket in floats (the secant point of
+    :func:`tightdp._numerics.secant_start`, then the same 4 steps on the cubic); may return
+    a non-finite value or raise ZeroDivisionError, where the caller uses the arrays' form."""
+    frac = (target - g_a) / (g_b - g_a)
+    frac = min(max(0.5 if math.isnan(frac) else frac, 0.05), 0.95)
+    x0 = a + frac * (b - a)
+    w = b - a
+    s = (x0 - a) / w
+    p, q = d_a * w, d_b * w
+    for _ in range(4):
+        s2, s3 = s * s, s * s * s
+        val = (g_a * (2 * s3 - 3 * s2 + 1) + p * (s3 - 2 * s2 + s)
+               + g_b * (-2 * s3 + 3 * s2) + q * (s3 - s2)) - target
+        der = (g_a * (6 * s2 - 6 * s) + p * (3 * s2 - 4 * s + 1)
+               + g_b * (-6 * s2 + 6 * s) + q * (3 * s2 - 2 * s))
+        s = min(max(s - val / der, 0.05), 0.95)
+    return a + s * w
 
 
 def _log1(x: np.ndarray) -> np.ndarray:
@@ -360,12 +516,16 @@ def roots_decreasing(fn: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], 
     evaluated, once every residual is below 1e-8 relative); then each point is moved away
     from its root by steps growing from 1e-15 relative until it is on its safe side,
     ``fn_j(x_j) <= level`` where ``upper[j]``, else ``fn_j(x_j) > level`` (checked by
-    evaluation, :func:`tightdp._numerics.walk_out`). Returns the points, NaN where no such
+    evaluation, :func:`tightdp._numerics.walk_out`; a point reached without evaluation
+    takes the first step before its first check). Returns the points, NaN where no such
     point was found and for a lower side (``upper[j]`` False) whose value at ``x0`` or at a
     Newton point is not finite (uninformative there)."""
     upper = np.asarray(upper, dtype=bool)
     x = np.array(x0, dtype=float)
-    slope = -np.maximum(np.broadcast_to(np.asarray(slope0, dtype=float), x.shape), 1e-3)
+    slope = np.asarray(slope0, dtype=float)
+    if slope.shape != x.shape:
+        slope = np.broadcast_to(slope, x.shape)
+    slope = -np.maximum(slope, 1e-3)
     f, d = fn(x)
     none = ~upper & ~np.isfinite(f)
     act = np.ones(x.size, dtype=bool)
@@ -396,6 +556,15 @@ def roots_decreasing(fn: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], 
         return last["bad"] & ~none  # the uninformative ones are not moved
 
     step = 1e-15 * np.maximum(1.0, np.abs(x)) * np.where(upper, 1.0, -1.0)
+    unknown = np.isnan(f)
+    if unknown.any():
+        # a point the last Newton step reached without evaluation lies on either side of
+        # its root about equally often: it takes the walk's first move (to the safe side)
+        # before its first check, which then mostly passes (one evaluation fewer); the
+        # walk's later moves are the same (steps 2, 4, ... times the first)
+        x = np.where(unknown, x + step, x)
+        last["x"] = x
+        step = np.where(unknown, 2.0 * step, step)
     _, x = walk_out(wrong_side, x, step, max_moves=59, on_limit="return")
     return np.where(last["bad"] | none, np.nan, x)
 

@@ -50,7 +50,7 @@ from .discrete import DiscreteLoss
 from .gaussian import GaussianLoss
 from .mixture import LocationMixtureLoss
 
-__all__ = ["cgf", "cgf_and_abs3", "tilted_abs_third_moment", "cgf_supported",
+__all__ = ["cgf", "cgf_rows", "cgf_and_abs3", "tilted_abs_third_moment", "cgf_supported",
            "loss_sup", "max_tilt", "node_count", "node_bucket", "MAX_NODES"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -493,6 +493,9 @@ def _eval_nodes(loss: PrivacyLoss, tv: np.ndarray, order: int, abs3: bool) -> np
     if isinstance(loss, DiscreteLoss):
         y, w = _nodes(loss, 4.0)
         return _node_cumulants(y, w, tv, order, abs3)
+    if tv.size <= 2 and (tv <= 4.0).all():  # one or two tilts in the first node set
+        # (the solvers' common case; the bucket of node_bucket, without its operations)
+        return _node_cumulants(*_nodes(loss, 4.0), tv, order, abs3)
     bk = node_bucket(tv)
     if bk.size and np.all(bk == bk[0]):  # one node set (the common case): no masks
         y, w = _nodes(loss, float(bk[0]))
@@ -519,9 +522,13 @@ def _node_cumulants(y: np.ndarray, w: np.ndarray, t: np.ndarray, order: int,
     if t.size > rows:
         return np.concatenate([_node_cumulants(y, w, t[i:i + rows], order, abs3)
                                for i in range(0, t.size, rows)], axis=1)
-    lw = w[None, :] + t[:, None] * y[None, :]
+    # the (tilts, nodes) temporaries are updated in place where the operation is the same
+    # (fewer large allocations, each a fresh mapping of pages for a few hundred tilts)
+    lw = t[:, None] * y[None, :]
+    np.add(w[None, :], lw, out=lw)  # w + t y
     mx = lw.max(axis=1)
-    p = np.exp(lw - mx[:, None])
+    lw -= mx[:, None]
+    p = np.exp(lw, out=lw)
     z = p.sum(axis=1)
     k0 = mx + np.log(z)
     out = [k0]
@@ -532,16 +539,20 @@ def _node_cumulants(y: np.ndarray, w: np.ndarray, t: np.ndarray, order: int,
     out.append(m1)
     if order >= 2 or abs3:
         dev = y[None, :] - m1[:, None]
-        pd2 = p * dev * dev
-        m2 = pd2.sum(axis=1)
+        pd = p * dev
+        pd *= dev  # p dev^2
+        m2 = pd.sum(axis=1)
         out.append(m2)
-        pd3 = pd2 * dev
-        out.append(pd3.sum(axis=1))
-        if order >= 4:
-            out.append((pd3 * dev).sum(axis=1) - 3.0 * m2 * m2)
+        if order >= 3 or abs3:  # the third and higher rows only when wanted
+            pd *= dev  # p dev^3
+            out.append(pd.sum(axis=1))
+            a3 = np.abs(pd).sum(axis=1) if abs3 else None
+            if order >= 4:
+                pd *= dev  # p dev^4
+                out.append(pd.sum(axis=1) - 3.0 * m2 * m2)
         out = out[: order + 1]
         if abs3:
-            out.append(np.abs(pd3).sum(axis=1))
+            out.append(a3)
     return np.array(out[: order + 1 + int(abs3)])
 
 
@@ -587,6 +598,22 @@ def cgf(loss: PrivacyLoss, t, order: int = 0) -> np.ndarray:
         raise ValueError(reason)
     out = _eval_nodes(loss, tv, order, False)
     return out.reshape((order + 1,) + shape)
+
+
+def cgf_rows(loss: PrivacyLoss, tv: np.ndarray, order: int, abs3: bool = False) -> np.ndarray:
+    """:func:`cgf` (with ``abs3``: :func:`cgf_and_abs3`'s rows up to ``order``, then
+    ``E|Y_t - K'(t)|^3``) for a loss :func:`cgf_supported` accepts (no P-mass at ``+inf``) and
+    a one-dimensional float array ``tv`` of tilts known to be finite and non-negative, without
+    checking either: the solvers' inner loop (the same operations, hence the same numbers, as
+    the checked functions; Alghamdi et al., eqs. (23), (31), (76))."""
+    if isinstance(loss, GaussianLoss):
+        m2 = loss.mu ** 2
+        cols = [m2 * tv * (tv + 1) / 2, m2 * (2 * tv + 1) / 2, np.full_like(tv, m2),
+                np.zeros_like(tv), np.zeros_like(tv)][: order + 1]
+        if abs3:
+            cols.append(np.full(tv.shape, 2.0 * math.sqrt(2.0 / math.pi) * loss.mu ** 3))
+        return np.array(cols)
+    return _eval_nodes(loss, tv, order, abs3)
 
 
 def tilted_abs_third_moment(loss: PrivacyLoss, t) -> np.ndarray:
