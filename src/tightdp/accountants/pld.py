@@ -256,32 +256,29 @@ class PLDAccountant(Accountant):
             best = cap / 4
         return max(min(max(best, floor), cap), floor)
 
+    def _other(self, cls):
+        """An accountant of class ``cls`` on the same composition and budget (one whose
+        certified bounds complement this one's), or None if it cannot take it."""
+        acc = cls(max_memory=self.budget.max_memory, max_seconds=self.budget.max_seconds)
+        try:
+            for mech, k in self.terms:
+                acc.compose(mech, k)
+        except ValueError:
+            return None
+        return acc
+
     def _rdp(self):
         """The RDP accountant of the same composition, or None if it cannot take it."""
         from .rdp import RDPAccountant
 
-        rdp = RDPAccountant(max_memory=self.budget.max_memory,
-                            max_seconds=self.budget.max_seconds)
-        try:
-            for mech, k in self.terms:
-                rdp.compose(mech, k)
-        except ValueError:
-            return None
-        return rdp
+        return self._other(RDPAccountant)
 
     def _spa(self):
         """The saddle-point accountant of the same composition (its certified bounds only),
         or None if it cannot take it."""
         from .spa import SaddlePointAccountant
 
-        spa = SaddlePointAccountant(max_memory=self.budget.max_memory,
-                                    max_seconds=self.budget.max_seconds)
-        try:
-            for mech, k in self.terms:
-                spa.compose(mech, k)
-        except ValueError:
-            return None
-        return spa
+        return self._other(SaddlePointAccountant)
 
     def _tighter_bounds(self, delta: float, lo: float, up: float, note: str, details: dict
                         ) -> tuple[float, float, str]:

@@ -445,11 +445,7 @@ def _hermite_start(a: np.ndarray, b: np.ndarray, g_a: np.ndarray, g_b: np.ndarra
         s = (x0 - a) / w
         p, q = d_a * w, d_b * w  # slopes in the unit variable
         for _ in range(4):
-            s2, s3 = s * s, s * s * s
-            val = (g_a * (2 * s3 - 3 * s2 + 1) + p * (s3 - 2 * s2 + s)
-                   + g_b * (-2 * s3 + 3 * s2) + q * (s3 - s2)) - target
-            der = (g_a * (6 * s2 - 6 * s) + p * (3 * s2 - 4 * s + 1)
-                   + g_b * (-6 * s2 + 6 * s) + q * (3 * s2 - 2 * s))
+            val, der = _hermite_cubic(s, g_a, p, g_b, q, target)
             s = np.minimum(np.maximum(s - val / der, 0.05), 0.95)  # np.clip, less overhead
         x = a + s * w
     return np.where(np.isfinite(x), x, x0)
@@ -467,13 +463,21 @@ def _hermite_start1(a: float, b: float, g_a: float, g_b: float, d_a: float, d_b:
     s = (x0 - a) / w
     p, q = d_a * w, d_b * w
     for _ in range(4):
-        s2, s3 = s * s, s * s * s
-        val = (g_a * (2 * s3 - 3 * s2 + 1) + p * (s3 - 2 * s2 + s)
-               + g_b * (-2 * s3 + 3 * s2) + q * (s3 - s2)) - target
-        der = (g_a * (6 * s2 - 6 * s) + p * (3 * s2 - 4 * s + 1)
-               + g_b * (-6 * s2 + 6 * s) + q * (3 * s2 - 2 * s))
+        val, der = _hermite_cubic(s, g_a, p, g_b, q, target)
         s = min(max(s - val / der, 0.05), 0.95)
     return a + s * w
+
+
+def _hermite_cubic(s, g_a, p, g_b, q, target):
+    """The cubic Hermite interpolant of the bracket minus ``target``, and its derivative, at
+    ``s`` in the unit variable (floats or arrays alike: the same operations in the same
+    order for :func:`_hermite_start` and :func:`_hermite_start1`)."""
+    s2, s3 = s * s, s * s * s
+    val = (g_a * (2 * s3 - 3 * s2 + 1) + p * (s3 - 2 * s2 + s)
+           + g_b * (-2 * s3 + 3 * s2) + q * (s3 - s2)) - target
+    der = (g_a * (6 * s2 - 6 * s) + p * (3 * s2 - 4 * s + 1)
+           + g_b * (-6 * s2 + 6 * s) + q * (3 * s2 - 2 * s))
+    return val, der
 
 
 def _log1(x: np.ndarray) -> np.ndarray:
