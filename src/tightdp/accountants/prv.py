@@ -51,8 +51,17 @@ bounds; the value used is in ``details``. Below ``delta = 1e-8`` the composition
 exponentially tilted towards the answer (the engine's Esscher tilt, as in the certified PLD
 accountant), so that such values are not computed from the FFT's rounding noise.
 
+Long compositions: when the engine's window would exceed ``spectral_above`` points (2^20 by
+default; at eps_error 0.01 and delta 1e-15 the issue-17 workload needs 3.3e7), the composed
+curve is evaluated at a few hundred frequencies of the same window instead
+(:mod:`tightdp.pld.spectral`: Plancherel with a certified bound on the frequencies left out,
+the same window, fold and tail charges), and every eps(delta) query is then answered on
+compositions tilted towards it (that evaluation's rounding allowance grows with the number of
+steps; the tilt makes it relative to the answer).
+
 Floating point: as in the rest of the engine (and Gopi et al., Sec. 6), rounding in the FFT
-and in the bin masses is not part of the certificate.
+and in the bin masses is not part of the certificate; the few-frequency evaluation adds an
+explicit allowance for its own.
 """
 
 from __future__ import annotations
