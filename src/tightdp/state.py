@@ -61,6 +61,7 @@ from .mechanisms import (
     SampledWithReplacement,
 )
 from .mechanisms.base import Mechanism
+from .pld.riemann import RIEMANN_METHODS
 from .results import Result
 
 __all__ = ["FORMAT", "SCHEMA_VERSION", "to_dict", "from_dict", "dumps", "loads", "save",
@@ -319,8 +320,7 @@ def _options_from(name: str, o: dict, path: str) -> dict:
         if key in ("error_estimate", "allow_truncation", "bounds"):
             kw[key] = _bool(x, p)
         elif key == "method":
-            kw[key] = _string(x, p, SPA_METHODS if name == "spa" else ("auto", "density",
-                                                                         "mass", "published"))
+            kw[key] = _string(x, p, SPA_METHODS if name == "spa" else RIEMANN_METHODS)
         elif key == "orders":
             kw[key] = _numbers(x, p, lambda q, y: v.positive(q, y))
         elif key == "L" and x is None:

@@ -61,7 +61,7 @@ from ..mechanisms.basic import Gaussian
 from ..mechanisms.subsampling import PoissonSubsampled
 from ..pld.compose import compose_fixed_window
 from ..pld.grid import DiscretePLD, atom_log_mgf
-from ..pld.riemann import has_density, riemann
+from ..pld.riemann import RIEMANN_METHODS, has_density, riemann
 from ..results import DeltaResult, EpsilonResult
 from .base import Accountant
 
@@ -236,9 +236,8 @@ class FFTAccountant(Accountant):
         if not isinstance(error_estimate, bool):
             raise ValueError(f"error_estimate must be True or False, got {error_estimate!r}")
         self.error_estimate = error_estimate
-        if method not in ("auto", "density", "mass", "published"):
-            raise ValueError(f"method must be 'auto', 'density', 'mass' or 'published', got "
-                             f"{method!r}")
+        if method not in RIEMANN_METHODS:
+            raise ValueError(f"method must be one of {RIEMANN_METHODS}, got {method!r}")
         self.method = method
         if not isinstance(allow_truncation, bool):
             raise ValueError(f"allow_truncation must be True or False, got {allow_truncation!r}")

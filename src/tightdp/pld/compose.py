@@ -41,7 +41,7 @@ from ..budget import BudgetExceeded
 from .grid import DiscretePLD, atom_cumulants, tail_sums
 
 __all__ = ["CHERNOFF_TS", "UNIT_ROUNDOFF_EXTENDED", "ChernoffWindow", "ComposedPLD", "LogMgf",
-           "chernoff_mgfs", "chernoff_window", "compose", "compose_on_window", "fft_sizer",
+           "chernoff_window", "compose", "compose_on_window", "fft_sizer", "grid_terms",
            "compose_fixed_window", "compose_grid_chernoff", "composed_inf_mass", "round_rel",
            "tilt"]
 
@@ -835,16 +835,29 @@ def compose_grid_chernoff(terms: list[tuple[DiscretePLD, int]], *, log_tail: flo
         FFT; ``refusal`` is its message, formatted with ``n`` and ``max_points``.
     ts : the Chernoff parameters (positive), increasing.
     """
-    terms = [(p, int(k)) for p, k in terms if int(k) > 0]
+    terms, work, log_scale = grid_terms(terms, lam)
     if not terms:
         return ComposedPLD(1.0, 0, np.ones(1), 0.0, 0.0, 0.0, -math.inf, -math.inf, -math.inf)
+    win = chernoff_window(terms, work, log_tail=log_tail, ts=ts,
+                          size=fft_sizer(max_points, refusal))
+    return compose_on_window(terms, work, log_scale, lam, win, workers)
+
+
+def grid_terms(terms, lam: float = 0.0) -> tuple[list, list, float]:
+    """``(terms, work, log_scale)``: the (pld, count) pairs with a positive count, checked to
+    share one grid (step and shift), and the laws to compose, ``terms`` tilted by ``lam``
+    with the log normalizer of :func:`tilt` (``terms`` themselves, and 0, when
+    ``lam = 0``); empty lists when nothing is composed. The common start of
+    :func:`compose_grid_chernoff` and of the few-frequency evaluation
+    (:mod:`tightdp.pld.spectral`)."""
+    terms = [(p, int(k)) for p, k in terms if int(k) > 0]
+    if not terms:
+        return [], [], 0.0
     d, shift0 = terms[0][0].d, terms[0][0].shift
     if any(abs(p.d - d) > 1e-15 * d or p.shift != shift0 for p, _ in terms):
         raise ValueError("all PLDs in a composition must share one grid (step and shift)")
     work, log_scale = tilt(terms, lam) if lam != 0.0 else (terms, 0.0)
-    win = chernoff_window(terms, work, log_tail=log_tail, ts=ts,
-                          size=fft_sizer(max_points, refusal))
-    return compose_on_window(terms, work, log_scale, lam, win, workers)
+    return terms, work, log_scale
 
 
 def fft_sizer(max_points: int, refusal: str):
@@ -888,8 +901,7 @@ class ChernoffWindow:
 
 def chernoff_window(terms: list[tuple[DiscretePLD, int]],
                     work: list[tuple[DiscretePLD, int]], *, log_tail: float,
-                    ts: np.ndarray = CHERNOFF_TS, size=None, mgfs: tuple | None = None
-                    ) -> ChernoffWindow:
+                    ts: np.ndarray = CHERNOFF_TS, size=None) -> ChernoffWindow:
     """The window of :func:`compose_grid_chernoff`: the smallest ``[a_lo, a_hi]`` for which
     the Chernoff bound ``P(S >= a) <= exp(sum_i k_i log M_i(t) - t a)`` on the composition
     of the laws ``work`` (and its mirror for the lower tail) is at most ``e^log_tail`` at
@@ -897,9 +909,9 @@ def chernoff_window(terms: list[tuple[DiscretePLD, int]],
     of margin each side, never beyond the support of the sum); ``size(n)`` (optional) maps
     its number of points to the one used (a fast FFT length; it may refuse), the extra
     points spread over both sides. The bounds at the final ends are evaluated for ``work``
-    and, when it differs (a tilt), for the original laws ``terms``; ``mgfs`` are the
-    values of :func:`chernoff_mgfs` when the caller has them."""
-    lm_pos, lm_neg, or_pos, or_neg = chernoff_mgfs(terms, work, ts) if mgfs is None else mgfs
+    and, when it differs (a tilt), for the original laws ``terms``."""
+    lm_pos = sum(k * p.log_mgf(ts) for p, k in work)
+    lm_neg = sum(k * p.log_mgf(-ts) for p, k in work)
     d = terms[0][0].d
     S = sum(k * p.shift for p, k in terms)  # total grid shift of the composed law
     a_hi = float(np.min((lm_pos - log_tail) / ts))
@@ -923,16 +935,9 @@ def chernoff_window(terms: list[tuple[DiscretePLD, int]],
         return above, below
 
     t_above, t_below = edges(lm_pos, lm_neg)
-    log_above, log_below = (t_above, t_below) if work is terms else edges(or_pos, or_neg)
-    return ChernoffWindow(i_lo, i_lo + n - 1, t_above, t_below, log_above, log_below)
-
-
-def chernoff_mgfs(terms, work, ts: np.ndarray = CHERNOFF_TS) -> tuple:
-    """``sum_i k_i log M_i(+-t)`` at every ``t`` of ``ts`` for the laws ``work`` and (when
-    they differ: a tilt) for ``terms``: what :func:`chernoff_window` evaluates."""
-    lm_pos = sum(k * p.log_mgf(ts) for p, k in work)
-    lm_neg = sum(k * p.log_mgf(-ts) for p, k in work)
     if work is terms:
-        return lm_pos, lm_neg, lm_pos, lm_neg
-    return (lm_pos, lm_neg, sum(k * p.log_mgf(ts) for p, k in terms),
-            sum(k * p.log_mgf(-ts) for p, k in terms))
+        log_above, log_below = t_above, t_below
+    else:
+        log_above, log_below = edges(sum(k * p.log_mgf(ts) for p, k in terms),
+                                     sum(k * p.log_mgf(-ts) for p, k in terms))
+    return ChernoffWindow(i_lo, i_lo + n - 1, t_above, t_below, log_above, log_below)

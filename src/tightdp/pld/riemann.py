@@ -38,9 +38,11 @@ from .._numerics import newton_polish, table_start, walk_out
 from ..losses import GaussianLoss, LocationMixtureLoss, PrivacyLoss
 from .grid import DiscretePLD
 
-__all__ = ["riemann", "loss_density", "has_density"]
+__all__ = ["RIEMANN_METHODS", "riemann", "loss_density", "has_density"]
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+#: the weights :func:`riemann` can give (its ``method``)
+RIEMANN_METHODS = ("auto", "density", "mass", "published")
 
 
 def has_density(loss: PrivacyLoss) -> bool:
@@ -199,9 +201,8 @@ def riemann(loss: PrivacyLoss, L: float, n: int, method: str = "auto") -> Discre
     if n % 2:
         raise ValueError(f"n must be an even integer >= 2 (Koskela et al.'s half-swap D "
                          f"needs n/2), got {n!r}")
-    if method not in ("auto", "density", "mass", "published"):
-        raise ValueError(f"method must be 'auto', 'density', 'mass' or 'published', got "
-                         f"{method!r}")
+    if method not in RIEMANN_METHODS:
+        raise ValueError(f"method must be one of {RIEMANN_METHODS}, got {method!r}")
     if method == "auto":
         method = "density" if has_density(loss) else "mass"
     if method == "published" and not has_density(loss):

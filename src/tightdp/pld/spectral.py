@@ -71,8 +71,8 @@ from .compose import (
     compose_on_window,
     composed_inf_mass,
     fft_sizer,
+    grid_terms,
     round_rel,
-    tilt,
 )
 from .grid import DiscretePLD
 
@@ -149,6 +149,7 @@ class SpectralPLD:
         self.log_above, self.log_below = log_above, log_below  # tilted masses outside
         self.rounding = rounding  # relative allowance on the terms
         self.round_rel = round_rel
+        self._upper_eps: dict = {}  # memo of epsilon_bound(delta, True), asked twice a query
         j = np.arange(spectrum.size)
         self._j = j
         theta = 2.0 * math.pi * j / n
@@ -272,12 +273,16 @@ class SpectralPLD:
             return 0.0
         top = self.y(self.n - 1) + self.d
         if upper:
-            if self._bound(0.0, True) <= delta:
-                return 0.0
-            if not self._bound(top, True) <= delta:
-                return math.inf
-            return bisect(lambda m: not self._bound(m, True) <= delta, 0.0, top, keep="hi",
-                          xtol=1e-13, floor=1.0, iters=100)
+            if delta not in self._upper_eps:
+                if self._bound(0.0, True) <= delta:
+                    e = 0.0
+                elif not self._bound(top, True) <= delta:
+                    e = math.inf
+                else:
+                    e = bisect(lambda m: not self._bound(m, True) <= delta, 0.0, top,
+                               keep="hi", xtol=1e-13, floor=1.0, iters=100)
+                self._upper_eps[delta] = e
+            return self._upper_eps[delta]
         return self._last_above(lambda m: self._bound(m, False) > delta,
                                 top if below is None else min(below, top))
 
@@ -310,16 +315,17 @@ class SpectralPLD:
 
 
 def compose_spectral(terms: list[tuple[DiscretePLD, int]], *, log_tail: float,
-                     lam: float = 0.0, ts: np.ndarray = CHERNOFF_TS,
-                     max_frequencies: int = MAX_FREQUENCIES, workers: int | None = None
-                     ) -> SpectralPLD | None:
+                     lam: float = 0.0, max_frequencies: int = MAX_FREQUENCIES,
+                     workers: int | None = None) -> SpectralPLD | None:
     """The composition of ``terms`` ((pld, count) on one grid) for curve queries at a few
-    frequencies (module docstring), on the Chernoff window of
-    :func:`~tightdp.pld.compose.compose_grid_chernoff` (same ``log_tail``, ``lam`` and
-    ``ts``); ``None`` when the transform beyond ``max_frequencies`` frequencies (or half the
-    window) cannot be bounded below ``e^log_tail``."""
-    terms, work, log_scale = _prepared(terms, lam)
-    win = chernoff_window(terms, work, log_tail=log_tail, ts=ts)
+    frequencies (module docstring), on a Chernoff window with ``e^log_tail`` beyond each
+    end (:func:`_window`), the laws tilted by ``lam``; ``None`` when the transform beyond
+    ``max_frequencies`` frequencies (or half the window) cannot be bounded below
+    ``e^log_tail``, or there is nothing to compose."""
+    terms, work, log_scale = grid_terms(terms, lam)
+    win = _window(terms, work, log_tail) if terms else None
+    if win is None:
+        return None
     return _on_window(terms, work, log_scale, lam, win, log_tail, max_frequencies, workers)
 
 
@@ -332,37 +338,31 @@ def compose_chernoff(terms: list[tuple[DiscretePLD, int]], *, log_tail: float,
     at most ``spectral_above`` points, else at a few of its frequencies
     (:func:`compose_spectral`), or by FFT after all (within ``max_points``, else
     :class:`~tightdp.budget.BudgetExceeded` with ``refusal``) when the transform's tail cannot
-    be bounded. The spectral window is placed with the best Chernoff parameter of each
-    tail (any parameter gives a valid bound); the FFT window exactly as by
-    :func:`~tightdp.pld.compose.compose_grid_chernoff`."""
-    terms, work, log_scale = _prepared(terms, lam)
-    # the spectral window's Chernoff parameters: the best ones for each tail (Newton on a
-    # coarsened copy of the laws, LogMgf.quantile), evaluated exactly: a few exact
-    # evaluations instead of len(ts) on laws of up to millions of atoms
-    mgf = LogMgf(work)
-    best = np.array([abs(mgf.quantile(log_tail, sign)[1]) for sign in (+1, -1)])
-    best = np.unique(best[best > 0])
-    if best.size:
-        win = chernoff_window(terms, work, log_tail=log_tail, ts=best)
-        if win.i_hi - win.i_lo + 1 > spectral_above:
-            s = _on_window(terms, work, log_scale, lam, win, log_tail, MAX_FREQUENCIES,
-                           workers)
-            if s is not None:
-                return s
+    be bounded. The spectral window is :func:`_window`'s; the FFT window exactly
+    :func:`~tightdp.pld.compose.compose_grid_chernoff`'s (parameters ``ts``)."""
+    terms, work, log_scale = grid_terms(terms, lam)
+    if not terms:
+        raise ValueError("nothing to compose")
+    win = _window(terms, work, log_tail)
+    if win is not None and win.i_hi - win.i_lo + 1 > spectral_above:
+        s = _on_window(terms, work, log_scale, lam, win, log_tail, MAX_FREQUENCIES, workers)
+        if s is not None:
+            return s
     win = chernoff_window(terms, work, log_tail=log_tail, ts=ts,
                           size=fft_sizer(max_points, refusal))
     return compose_on_window(terms, work, log_scale, lam, win, workers)
 
 
-def _prepared(terms, lam: float):
-    terms = [(p, int(k)) for p, k in terms if int(k) > 0]
-    if not terms:
-        raise ValueError("nothing to compose")
-    d, shift0 = terms[0][0].d, terms[0][0].shift
-    if any(abs(p.d - d) > 1e-15 * d or p.shift != shift0 for p, _ in terms):
-        raise ValueError("all PLDs in a composition must share one grid (step and shift)")
-    work, log_scale = tilt(terms, lam) if lam != 0.0 else (terms, 0.0)
-    return terms, work, log_scale
+def _window(terms, work, log_tail: float) -> ChernoffWindow | None:
+    """The few-frequency evaluation's window: :func:`~tightdp.pld.compose.chernoff_window`
+    at the best Chernoff parameter of each tail (Newton on a coarsened copy of the laws,
+    :meth:`~tightdp.pld.compose.LogMgf.quantile`; any parameter gives a valid bound, and it
+    is evaluated exactly): a few exact evaluations of laws of up to millions of atoms instead
+    of one per parameter of a grid. None when neither tail needs a parameter."""
+    mgf = LogMgf(work)
+    best = np.array([abs(mgf.quantile(log_tail, sign)[1]) for sign in (+1, -1)])
+    best = np.unique(best[best > 0])
+    return chernoff_window(terms, work, log_tail=log_tail, ts=best) if best.size else None
 
 
 def _on_window(terms, work, log_scale: float, lam: float, win: ChernoffWindow,
