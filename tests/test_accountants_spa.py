@@ -682,3 +682,70 @@ def test_solve_tilt_joint_equals_separate():
         np.testing.assert_allclose(tj[k * eps.size:(k + 1) * eps.size], ts, rtol=1e-10)
         np.testing.assert_allclose(tsec[k * eps.size:(k + 1) * eps.size], ts, rtol=1e-10)
         assert np.array_equal(okj[k * eps.size:(k + 1) * eps.size], oks)
+
+
+def test_solve_tilt_refine_same_roots_fewer_steps():
+    """``refine`` (a fixed sub-grid in each bracketing cell) finds the roots of the plain
+    solve (brentq on the closed form) with fewer evaluations, and evaluates the same sub-grid
+    again for a target in the same cell."""
+    from scipy.optimize import brentq
+
+    from tightdp.curves.saddle import solve_tilt
+
+    mu2 = 0.3 ** 2 * 50
+    calls: list[np.ndarray] = []
+
+    def f(t):
+        calls.append(t)
+        g = mu2 * (2 * t + 1) / 2 - 1 / t - 1 / (1 + t)
+        return g, t * (mu2 + 1 / t ** 2 + 1 / (1 + t) ** 2)
+
+    out = {}
+    for refine in (0, 8):
+        calls.clear()
+        t, ok = solve_tilt(f, [3.0, 28.9], 1e-4, 64.0, 1e12, refine=refine)
+        out[refine] = (t, len(calls))
+        for eps, tj in zip((3.0, 28.9), t, strict=True):
+            ref = brentq(lambda x, e=eps: mu2 * (2 * x + 1) / 2 - 1 / x - 1 / (1 + x) - e,
+                         1e-6, 1e3, xtol=1e-15, rtol=1e-15)
+            assert ok.all() and abs(tj / ref - 1) < 1e-9
+    sub = [c for c in calls if not c.flags.writeable and c.size == 10]
+    assert sub, "the sub-grids are read-only arrays of refine + 2 points"
+    calls.clear()
+    solve_tilt(f, [3.0 * (1 + 1e-9)], 1e-4, 64.0, 1e12, refine=8)
+    assert any(c is s for c in calls for s in sub)  # the same (cached) sub-grid array
+
+
+def test_berry_esseen_end_floats_equal_arrays():
+    """The Berry-Esseen bracket's ends in Python floats (``_be_end1``, the eps(delta) query's
+    path) equal the arrays' form (``_log_berry_esseen`` and the combination in ``_eps_dirs``)
+    to rounding, values and slopes, upper and lower ends, on random tilted laws."""
+    from tightdp.accountants import spa
+
+    rng = np.random.default_rng(1)
+    checked = 0
+    for _ in range(400):
+        t, k0, k1 = rng.uniform(0.05, 50.0), rng.uniform(0.0, 50.0), rng.uniform(0.0, 20.0)
+        k2 = rng.uniform(1e-3, 30.0)
+        rho, x = rng.uniform(1e-4, 10.0) * k2 ** 1.5, k1 + rng.normal() * math.sqrt(k2)
+        km = float(rng.choice([0.0, 1e-8]))
+        mg = km + spa._REL_MARGIN
+        ks, te = np.array([[k0], [k1], [k2]]), np.array([t])
+        fx = spa._be_fixed(te, ks, np.array([rho]))
+        lclt, lerr, dl = spa._log_berry_esseen(te, np.array([x]), ks, np.array([rho]),
+                                               np.array([km]), slope=True, fixed=fx)
+        with np.errstate(all="ignore"):
+            lup = np.logaddexp(lclt + mg, lerr)
+            dup = np.exp(lclt + mg - lup) * dl - np.exp(lerr - lup) * te
+            llo = spa._log_diff(lclt - mg, lerr)
+            rr = np.exp(lerr - (lclt - mg))
+            dlo = (dl + rr * te) / (1.0 - rr)
+        for upper, v, d in ((True, lup[0], dup[0]), (False, llo[0], dlo[0])):
+            v1, d1 = spa._be_end1(x, t, k0, k1, *(float(a[0]) for a in fx), km, mg, upper)
+            for a, b in ((v, v1), (d, d1)):
+                if math.isfinite(a):
+                    assert abs(a - b) <= 1e-12 * max(1.0, abs(a))
+                    checked += 1
+                else:
+                    assert a == b or (math.isnan(a) and math.isnan(b))
+    assert checked > 1000

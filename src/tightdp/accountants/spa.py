@@ -53,8 +53,12 @@ from ..curves.saddle import (
     T_MAX,
     T_MAX_QUAD,
     UNRELIABLE,
+    exp0,
+    log0,
     log_clt_theta,
+    log_clt_theta1,
     log_theta_max,
+    logaddexp1,
     roots_decreasing,
     saddle_eps,
     saddle_log_delta,
@@ -116,6 +120,29 @@ def _log_berry_esseen(t, eps, ks, rho, k_margin, slope: bool = False,
         return k0 - teps + log_clt_theta(t, k1 - eps, s), lerr
     lth, dlth = log_clt_theta(t, k1 - eps, s, slope=True)
     return k0 - teps + lth, lerr, -t - dlth
+
+
+def _be_end1(x: float, t: float, k0: float, k1: float, s: float, ltm: float, lb: float,
+             km: float, mg: float, upper: bool) -> tuple[float, float]:
+    """One end of the Berry-Esseen bracket (Alghamdi et al., Theorem 5, eq. (76)) at eps = x
+    in Python floats, with its slope in eps: ``log(SP-CLT e^{mg} + err)`` (``upper``) or
+    ``log(SP-CLT e^{-mg} - err)``, from :func:`_log_berry_esseen`'s terms (``s, ltm, lb`` of
+    :func:`_be_fixed`, ``km`` the CGF margin, ``mg`` it plus the relative margin). The same
+    formulas as the arrays' form in ``_eps_dirs``; the math module's logarithms may differ
+    from numpy's in the last bit, far inside ``_REL_MARGIN``. Raises ZeroDivisionError where
+    the arrays' form would divide by zero."""
+    teps = t * x
+    lerr = k0 + km - teps + _LOG2 + ltm + lb + _REL_MARGIN
+    lth, dlth = log_clt_theta1(t, k1 - x, s)
+    lclt, dl = k0 - teps + lth, -t - dlth
+    if upper:
+        a = lclt + mg
+        v_ = logaddexp1(a, lerr)
+        return v_, exp0(a - v_) * dl - exp0(lerr - v_) * t
+    a = lclt - mg
+    v_ = a + log0(-math.expm1(min(lerr - a, -1e-300))) if lerr < a else -math.inf
+    rr = exp0(lerr - a)
+    return v_, (dl + rr * t) / (1.0 - rr)
 
 
 class _Direction:
@@ -389,8 +416,10 @@ class SaddlePointAccountant(Accountant):
         ``d`` at the tilts ``t``, with their slopes in log t: ``-log delta_approx`` at the
         saddle point of ``t``, and ``t K'(t) - K(t) + log(1 + t)`` (eq. (43) solved for eps:
         increasing in t, its root the optimal tilt; any t gives a bound). On a bracketing
-        grid (more than 2 tilts) they do not depend on delta and are kept per direction."""
-        if t.size > 2:
+        grid they do not depend on delta and are kept per direction: the grids' pieces are the
+        read-only arrays of :func:`~tightdp.curves.saddle.solve_tilt`'s scan (a Newton step's
+        tilts are a fresh array)."""
+        if not t.flags.writeable:
             key = (self.method, t.tobytes())
             hit = d.grid_values.get(key)
             if hit is None:
@@ -432,7 +461,7 @@ class SaddlePointAccountant(Accountant):
         # the approximation's slope leaves out the MSD1 correction's (SP-CLT's is
         # approximate): secant slopes after its first Newton step
         tt, oks = solve_tilt(f_all, np.full(which.size, -log_delta), 1e-4, 64.0,
-                             dirs[0].t_cap, which=which, secant=which % 2 == 0)
+                             dirs[0].t_cap, which=which, secant=which % 2 == 0, refine=8)
         outs, sts = [], []
         for i, d in enumerate(dirs):
             st = d.stats(tt[per * i:per * (i + 1)])
@@ -457,12 +486,21 @@ class SaddlePointAccountant(Accountant):
         kme = np.array([d.k_margin for d in dirs for _ in (0, 1)])
         mge = kme + _REL_MARGIN
         fixed = _be_fixed(te, kse, rhoe)  # what the root search does not change
+        cols = list(zip(*(a.tolist() for a in (te, kse[0], kse[1], *fixed, kme, mge, kinds)),
+                        strict=True))
 
         def bracket(x: np.ndarray, sel: np.ndarray | None = None
                     ) -> tuple[np.ndarray, np.ndarray]:
             """log of the bracket's upper (kinds True) or lower end at eps = x, with slopes,
-            for the elements ``sel`` (all by default)."""
+            for the elements ``sel`` (all by default; in Python floats, :func:`_be_end1`,
+            unless a division by zero sends it to the arrays' form)."""
             if sel is None:
+                try:
+                    vs = [_be_end1(xj, *c) for xj, c in zip(x.tolist(), cols, strict=True)]
+                except ZeroDivisionError:
+                    vs = None
+                if vs is not None:
+                    return np.array([v[0] for v in vs]), np.array([v[1] for v in vs])
                 t0, mg, ks_, rho_, km_, kd, fx = te, mge, kse, rhoe, kme, kinds, fixed
             else:
                 t0, mg, ks_, rho_, km_, kd, fx = te[sel], mge[sel], kse[:, sel], rhoe[sel], \
