@@ -426,6 +426,8 @@ def _scan_grid(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target:
     together, as in one call on the whole grid). Returns the indices whose ``g`` is at or above
     the target already at ``grid[0]`` (no bracket on this grid). With ``rows`` (see
     :func:`solve_tilt`'s ``which``) target ``j`` reads row ``rows[j]`` of ``g``."""
+    if len(idx) <= 8:
+        return _scan_grid_few(f, target, idx, grid, out, rows)
     lo_t, hi_t, g_lo, g_hi, d_lo, d_hi = out
     pending = np.asarray(idx)
     at_start = pending[:0]
@@ -466,6 +468,55 @@ def _scan_grid(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target:
         pending = pending[~has]
         prev_t, prev_g, prev_d = pts[-1], g[:, -1:], dg[:, -1:]
     return at_start
+
+
+def _scan_grid_few(f: Callable, target: np.ndarray, idx: np.ndarray, grid: np.ndarray,
+                   out: tuple[np.ndarray, ...], rows: np.ndarray | None) -> np.ndarray:
+    """:func:`_scan_grid` for a few targets (an eps(delta) query's), its bookkeeping in Python
+    floats target by target: the same calls of ``f``, the same brackets and values (a
+    non-finite ``g`` counts as ``-inf``, below every target), without the overhead of some
+    twenty operations on small arrays per grid piece."""
+    lo_t, hi_t, g_lo, g_hi, d_lo, d_hi = out
+    pending = [int(j) for j in np.asarray(idx).tolist()]
+    tg = target.tolist()
+    rl = None if rows is None else rows.tolist()
+    at_start: list[int] = []
+    prev = None  # (t, g by row, dg by row) of the last point of the previous piece
+    for pts in _grid_parts(grid):
+        if not pending:
+            break
+        if rows is None:
+            g, dg = f(pts)[:2]
+        else:
+            need = np.zeros((max(rl) + 1, pts.size), dtype=bool)
+            need[rows[pending]] = True
+            g, dg = f(pts, need)[:2]
+        g = np.atleast_2d(np.asarray(g, dtype=float))
+        dg = np.atleast_2d(np.asarray(dg, dtype=float))
+        if dg.shape != g.shape:
+            dg = np.broadcast_to(dg, g.shape)
+        tl, gl, dl = pts.tolist(), g.tolist(), dg.tolist()
+        gl = [[v if math.isfinite(v) else -math.inf for v in row] for row in gl]
+        still = []
+        for j in pending:
+            r = 0 if rl is None else rl[j]
+            gr = gl[r]
+            k = next((i for i, v in enumerate(gr) if v >= tg[j]), None)
+            if k is None:
+                still.append(j)
+            elif k == 0 and prev is None:
+                at_start.append(j)
+            elif k == 0:
+                lo_t[j], hi_t[j] = prev[0], tl[0]
+                g_lo[j], g_hi[j] = prev[1][r], gr[0]
+                d_lo[j], d_hi[j] = prev[2][r], dl[r][0]
+            else:
+                lo_t[j], hi_t[j] = tl[k - 1], tl[k]
+                g_lo[j], g_hi[j] = gr[k - 1], gr[k]
+                d_lo[j], d_hi[j] = dl[r][k - 1], dl[r][k]
+        pending = still
+        prev = (tl[-1], [row[-1] for row in gl], [row[-1] for row in dl])
+    return np.array(at_start, dtype=np.int64)
 
 
 def _grid_parts(grid: np.ndarray) -> tuple[np.ndarray, ...]:
