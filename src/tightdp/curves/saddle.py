@@ -272,21 +272,30 @@ def _slope_floats(ks: np.ndarray, t: np.ndarray, method: str
     return np.array(val), np.array(slope), l1p
 
 
-def tilt_grids(lo: float, hi: float, cap: float, npts: int) -> list[np.ndarray]:
+def tilt_grids(lo: float, hi: float, cap: float, npts: int, doubling: bool = False
+               ) -> list[np.ndarray]:
     """Tilt grids for bracketing: ``[lo, hi]``, then below ``lo`` down to :data:`T_MIN`, then
     upwards to ``cap`` in chunks of a factor ~4 (so that large tilts, whose quadrature node
-    sets are expensive, are only visited when a root lies there). The grids of each
-    ``(lo, hi, cap, npts)`` are computed once (read-only arrays, a new list per call)."""
-    return list(_tilt_grids(float(lo), float(hi), float(cap), int(npts)))
+    sets are expensive, are only visited when a root lies there). With ``doubling``, the
+    first grid goes on above ``hi`` with the points ``hi 2^j`` (and ``cap``): one point per
+    node-set range (:func:`tightdp.losses.cgf.node_bucket`), scanned lazily range by range
+    (for solves that narrow their cells further, :func:`solve_tilt`'s ``refine``). The grids
+    of each ``(lo, hi, cap, npts, doubling)`` are computed once (read-only arrays, a new list
+    per call)."""
+    return list(_tilt_grids(float(lo), float(hi), float(cap), int(npts), bool(doubling)))
 
 
 @functools.lru_cache(maxsize=64)
-def _tilt_grids(lo: float, hi: float, cap: float, npts: int) -> tuple[np.ndarray, ...]:
+def _tilt_grids(lo: float, hi: float, cap: float, npts: int, doubling: bool
+                ) -> tuple[np.ndarray, ...]:
     hi = min(hi, cap)  # never beyond the supported tilts
     grids = [np.geomspace(lo, hi, npts)]
     if lo > T_MIN:
         grids.append(np.geomspace(T_MIN, lo, 12))
-    if hi < cap:
+    if hi < cap and doubling:
+        up = hi * 2.0 ** np.arange(1, int(math.ceil(math.log2(cap / hi))) + 1)
+        grids[0] = np.concatenate([grids[0], np.unique(np.minimum(up, cap))])
+    elif hi < cap:
         up = np.geomspace(hi, cap, max(9, int(4 * math.log10(cap / hi)) + 2))
         grids.extend(up[i:i + 3].copy() for i in range(0, up.size - 1, 2))
     for g in grids:
@@ -332,33 +341,31 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
     a cell ``refine + 1`` times narrower, which saves it about one evaluation per target (the
     first root on the grids stays the one found)."""
     target = np.atleast_1d(np.asarray(target, dtype=float))
-    grids = tilt_grids(lo, hi, cap, npts)
     n = target.size
+    few = refine > 0 and n <= 8
+    grids = tilt_grids(lo, hi, cap, npts, doubling=few)
     lo_t, hi_t, g_lo, g_hi, d_lo, d_hi = (np.full(n, np.nan) for _ in range(6))
+    out = (lo_t, hi_t, g_lo, g_hi, d_lo, d_hi)
     below = np.zeros(n, dtype=bool)
     rows = None if which is None else np.asarray(which, dtype=np.int64).reshape(n)
     # the first grid; the one below it for the targets it did not bracket; the grids above
     # the first only for the targets still unbracketed that do not lie below every grid
-    _scan_grid(f, target, np.arange(n), grids[0], (lo_t, hi_t, g_lo, g_hi, d_lo, d_hi), rows)
-    todo = np.flatnonzero(np.isnan(lo_t))
-    ups = grids[1:]
+    at0 = _scan_grid(f, target, np.arange(n), grids[0], out, rows)
+    # refining: the grid below only for the targets already reached at the first grid's
+    # first point (the others lie above it: no grid above is left, the first goes to cap)
+    todo = at0 if few else np.flatnonzero(np.isnan(lo_t))
+    ups = [] if few else grids[1:]
     if todo.size and len(grids) > 1 and grids[1][-1] <= grids[0][0]:
-        below[_scan_grid(f, target, todo, grids[1], (lo_t, hi_t, g_lo, g_hi, d_lo, d_hi),
-                         rows)] = True
+        below[_scan_grid(f, target, todo, grids[1], out, rows)] = True
         ups = grids[2:]
     for grid in ups:
         todo = np.flatnonzero(np.isnan(lo_t) & ~below)
         if not todo.size:
             break
-        _scan_grid(f, target, todo, grid, (lo_t, hi_t, g_lo, g_hi, d_lo, d_hi), rows)
+        _scan_grid(f, target, todo, grid, out, rows)
     found = ~np.isnan(lo_t)
-    if refine > 0 and 0 < n <= 8:
-        cells: dict = {}
-        for j in np.flatnonzero(found).tolist():
-            cells.setdefault((float(lo_t[j]), float(hi_t[j])), []).append(j)
-        for (a_, b_), js in cells.items():
-            _scan_grid(f, target, np.array(js), _sub_grid(a_, b_, refine),
-                       (lo_t, hi_t, g_lo, g_hi, d_lo, d_hi), rows)
+    if few:
+        _refine_cells(f, target, np.flatnonzero(found), refine, out, rows)
     # one target (the common query) uses the math module's log/exp, numpy's vectorized ones
     # otherwise: the two may differ in the last bit, and each path keeps the numbers it had
     log, exp = (_log1, _exp1) if target.size == 1 else (np.log, np.exp)
@@ -405,12 +412,47 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
 
 @functools.lru_cache(maxsize=256)
 def _sub_grid(a: float, b: float, m: int) -> np.ndarray:
-    """``m + 2`` geometric points from ``a`` to ``b`` (its ends exactly), read-only: the
-    sub-grid of a bracketing cell in :func:`solve_tilt`'s ``refine``."""
-    g = np.geomspace(a, b, m + 2)
-    g[0], g[-1] = a, b
+    """The ``m`` geometric points strictly inside the cell ``[a, b]`` (``geomspace(a, b,
+    m + 2)`` without its ends), read-only: the sub-grid of :func:`solve_tilt`'s ``refine``."""
+    g = np.geomspace(a, b, m + 2)[1:-1].copy()
     g.setflags(write=False)
     return g
+
+
+def _refine_cells(f: Callable, target: np.ndarray, idx: np.ndarray, m: int,
+                  out: tuple[np.ndarray, ...], rows: np.ndarray | None) -> None:
+    """Narrow the brackets ``out`` of the targets ``idx`` (a few) to a cell of the sub-grid
+    (:func:`_sub_grid`, ``m`` points) of their bracketing cell: one call of ``f`` per distinct
+    cell, on its inner points (their node-set ranges are those of the cell's ends, already
+    built), and the first sub-cell whose right end reaches the target (a non-finite ``g``
+    counts as ``-inf``, as in the scan)."""
+    lo_t, hi_t, g_lo, g_hi, d_lo, d_hi = out
+    rl = None if rows is None else rows.tolist()
+    cells: dict = {}
+    for j in idx.tolist():
+        cells.setdefault((float(lo_t[j]), float(hi_t[j])), []).append(j)
+    for (a, b), js in cells.items():
+        pts = _sub_grid(a, b, m)
+        if rows is None:
+            g, dg = f(pts)[:2]
+        else:
+            need = np.zeros((max(rl) + 1, pts.size), dtype=bool)
+            need[rows[js]] = True
+            g, dg = f(pts, need)[:2]
+        g = np.atleast_2d(np.asarray(g, dtype=float))
+        dg = np.atleast_2d(np.asarray(dg, dtype=float))
+        if dg.shape != g.shape:
+            dg = np.broadcast_to(dg, g.shape)
+        tl, gl, dl = pts.tolist(), g.tolist(), dg.tolist()
+        tg = target.tolist()
+        for j in js:
+            r = 0 if rl is None else rl[j]
+            gr = [v if math.isfinite(v) else -math.inf for v in gl[r]]
+            k = next((i for i, v in enumerate(gr) if v >= tg[j]), len(gr))
+            if k > 0:  # else the cell's left end stays
+                lo_t[j], g_lo[j], d_lo[j] = tl[k - 1], gr[k - 1], dl[r][k - 1]
+            if k < len(gr):  # else the cell's right end stays
+                hi_t[j], g_hi[j], d_hi[j] = tl[k], gr[k], dl[r][k]
 
 
 def _scan_grid(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target: np.ndarray,
