@@ -145,12 +145,17 @@ def _be_end1(x: float, t: float, k0: float, k1: float, s: float, ltm: float, lb:
     return v_, (dl + rr * t) / (1.0 - rr)
 
 
+#: the rows of :meth:`_Direction.stats` from those of ``cgf_rows(..., 5, abs3=True)``: K to
+#: K'''', the third absolute moment, then the fifth cumulant
+_STATS_ORDER = [0, 1, 2, 3, 4, 6, 5]
+
+
 class _Direction:
     """The composed CGF of one direction (remove or add) of the recorded terms."""
 
     def __init__(self, parts: list[tuple[object, int]], name: str):
         self.parts = parts  # (loss, count)
-        self._memo: dict = {}
+        self._cols: dict = {}  # tilt -> the rows of stats() there
         self._memo_k: dict = {}
         # the eps(delta) equations on the bracketing grids (they do not depend on delta):
         # (method, tilts) -> (g, dg); a few grids per method
@@ -170,26 +175,36 @@ class _Direction:
         self.k_margin = 0.0 if self.gaussian_only else sum(c for _, c in parts) * 1e-11
 
     def stats(self, t: np.ndarray) -> np.ndarray:
-        """Rows K, K', K'', K''', K'''' of the composed CGF (the sum over the terms, eq. (72))
-        and the sum of the third absolute central moments of the tilted summands (eq. (76)),
-        at the tilts ``t`` (1-d). The 64 most recently used evaluations are memoized (the
-        bracketing grids' among them, so that a further query starts from its Newton steps)."""
+        """Rows K, K', K'', K''', K'''' of the composed CGF (the sum over the terms, eq. (72)),
+        the sum of the third absolute central moments of the tilted summands (eq. (76)) and
+        the fifth cumulant K^(5) (the exact slope of SP-MSD1), at the tilts ``t`` (1-d).
+        Memoized per tilt (the 1024 most recent): an eps(delta) query's Newton steps fill it,
+        and its final evaluation at the roots, which are evaluated points
+        (:func:`~tightdp.curves.saddle.solve_tilt`'s ``refine``), reads it. A tilt's rows do
+        not depend on the other tilts evaluated with it (each row of the quadrature is its
+        own reduction), so a hit gives the numbers an evaluation would."""
         t = np.asarray(t, dtype=float).reshape(-1)
-        key = t.tobytes()
-        hit = self._memo.pop(key, None)
-        if hit is not None:
-            self._memo[key] = hit  # most recently used last: the grids' entries stay
-            return hit
+        tl = t.tolist()
+        cols = self._cols
+        got = [cols.get(x) for x in tl]
+        miss = [j for j, c in enumerate(got) if c is None]
+        if not miss:
+            return np.array(got).T
         if self.deadline is not None:
             self.deadline.check("max_seconds", "the CGF quadrature of these mechanisms is slow "
                                 "(wide mixtures); raise max_seconds or use the pld accountant")
-        out = np.zeros((6, t.size))
+        tm = t if len(miss) == len(tl) else t[miss]
+        out = np.zeros((7, tm.size))
         for loss, c in self.parts:  # cgf_and_abs3 without its checks (t from the solvers)
-            out += c * cgf_rows(loss, t, 4, abs3=True)
-        if len(self._memo) >= 64:
-            del self._memo[next(iter(self._memo))]  # the least recently used
-        self._memo[key] = out
-        return out
+            out += c * cgf_rows(loss, tm, 5, abs3=True)
+        out = out[_STATS_ORDER]
+        if len(miss) == len(tl) and tm.size > 64:
+            return out  # the roots of a delta(eps) query at many eps: not kept
+        for j, col in zip(miss, out.T, strict=True):
+            got[j] = cols[tl[j]] = col.copy()
+        while len(cols) > 1024:
+            del cols[next(iter(cols))]  # the oldest
+        return np.array(got).T
 
     def K(self, t: np.ndarray, order: int) -> np.ndarray:
         """Rows ``K .. K^(order)`` at the tilts ``t`` (1-d): from the memoized :meth:`stats`
@@ -197,8 +212,7 @@ class _Direction:
         numbers: a Newton step needs no third absolute moment), memoized alike."""
         t = np.asarray(t, dtype=float).reshape(-1)
         key = t.tobytes()
-        hit = self._memo.get(key)
-        if hit is not None:
+        if t.size <= 2 and all(x in self._cols for x in t.tolist()):
             return self.stats(t)[: order + 1]
         part = self._memo_k.pop(key, None)
         if part is not None:
@@ -428,9 +442,17 @@ class SaddlePointAccountant(Accountant):
         return self._eps_equations_at(d, t)
 
     def _eps_equations_at(self, d: _Direction, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        ks = d.K(t, 4)
-        # -log delta_approx and its slope in log t (saddle_log_delta_slope)
-        ld, d_ld, l1p = saddle_log_delta_slope(ks, t, self.method)
+        # a Newton step's tilts: all the rows (the third absolute moment too), memoized per
+        # tilt, since the roots are evaluated points whose statistics the query then reads;
+        # a bracketing grid's: the cumulants only
+        if t.flags.writeable:
+            st = d.stats(t)
+            ks, k5 = st[:5], st[6]
+        else:
+            st = d.K(t, 5)
+            ks, k5 = st[:5], st[5]
+        # -log delta_approx and its slope in log t (saddle_log_delta_slope; exact with K^(5))
+        ld, d_ld, l1p = saddle_log_delta_slope(ks, t, self.method, k5)
         g, dg = np.empty((2, t.size)), np.empty((2, t.size))
         g[0], g[1] = -ld, t * ks[1] - ks[0] + l1p
         dg[0], dg[1] = d_ld, t * (t * ks[2] + 1.0 / (1.0 + t))
@@ -458,10 +480,11 @@ class SaddlePointAccountant(Accountant):
             return g, dg
 
         which = (2 * np.arange(nd)[:, None] + np.arange(per)[None, :]).ravel()
-        # the approximation's slope leaves out the MSD1 correction's (SP-CLT's is
-        # approximate): secant slopes after its first Newton step
+        # SP-MSD0/1's slopes are exact (with K^(5)); SP-CLT's is approximate: secant slopes
+        # after its first Newton step
         tt, oks = solve_tilt(f_all, np.full(which.size, -log_delta), 1e-4, 64.0,
-                             dirs[0].t_cap, which=which, secant=which % 2 == 0, refine=8)
+                             dirs[0].t_cap, which=which,
+                             secant=(which % 2 == 0) & (method == "clt"), refine=32)
         outs, sts = [], []
         for i, d in enumerate(dirs):
             st = d.stats(tt[per * i:per * (i + 1)])

@@ -187,7 +187,8 @@ def saddle_log_delta(ks: np.ndarray, t: np.ndarray, eps: np.ndarray | None, meth
 
 
 
-def saddle_log_delta_slope(ks: np.ndarray, t: np.ndarray, method: str
+def saddle_log_delta_slope(ks: np.ndarray, t: np.ndarray, method: str,
+                           k5: np.ndarray | None = None
                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(log delta, d(-log delta)/d log t, log1p(t))`` at the saddle point ``t`` (its eps
     by eq. (50)): the approximation of :func:`saddle_log_delta` (the same operations, hence
@@ -196,11 +197,16 @@ def saddle_log_delta_slope(ks: np.ndarray, t: np.ndarray, method: str
     From ``phi`` (eq. (49)) at the saddle point ``d(-log delta)/d log t = t^2 phi2``, for
     SP-MSD0/1 plus ``t phi3 / (2 phi2)`` from the ``1/sqrt(2 pi phi2)`` factor (eq. (60);
     ``phi2, phi3`` the second and third derivatives of ``phi``); the MSD1 correction's
-    O(1/k^2) slope is left out (a Newton step only needs a close slope). ``log1p(t)`` is
-    returned for the caller's refined-moments equation."""
+    O(1/k^2) slope is left out (a Newton step only needs a close slope) unless the fifth
+    cumulant ``k5`` is given: then SP-MSD1's slope is exact, with the correction
+    ``c = phi4/(8 phi2^2) - 5 phi3^2/(24 phi2^3)`` (eq. (61)) adding
+    ``-t c'/(1 + c)``, ``c' = phi5/(8 phi2^2) - (2/3) phi3 phi4/phi2^3 + (5/8) phi3^3/phi2^4``
+    (``phi2..phi5`` do not depend on eps: each is the next one's derivative;
+    ``phi5 = K^(5) - 24/t^5 - 24/(1+t)^5``). ``log1p(t)`` is returned for the caller's
+    refined-moments equation."""
     if t.size <= 2 and method != "clt":
         try:
-            out = _slope_floats(ks, t, method)
+            out = _slope_floats(ks, t, method, k5)
         except ZeroDivisionError:
             out = None
         if out is not None:
@@ -225,10 +231,18 @@ def saddle_log_delta_slope(ks: np.ndarray, t: np.ndarray, method: str
         else:
             with np.errstate(invalid="ignore", divide="ignore"):
                 val = np.where(ok, val + np.log1p(np.where(ok, corr_m1, 0.0)), val)
+        if k5 is not None:
+            phi5 = k5 - 24.0 / t ** 5 - 24.0 / tp ** 5
+            f22 = phi2 * phi2
+            dc = (phi5 / (8.0 * f22) - (2.0 / 3.0) * phi3 * phi4 / (f22 * phi2)
+                  + 0.625 * phi3 * phi3 * phi3 / (f22 * f22))
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return val, d_ld + 0.5 * t * phi3 / phi2 - np.where(
+                    ok, t * dc / (1.0 + np.where(ok, corr_m1, 0.0)), 0.0), l1p
     return val, d_ld + 0.5 * t * phi3 / phi2, l1p
 
 
-def _slope_floats(ks: np.ndarray, t: np.ndarray, method: str
+def _slope_floats(ks: np.ndarray, t: np.ndarray, method: str, k5: np.ndarray | None = None
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """:func:`saddle_log_delta_slope` (SP-MSD0/1) at one or two tilts: the arithmetic in
     Python floats (the same IEEE operations in the same order; ``x ** 2`` is numpy's
@@ -267,6 +281,17 @@ def _slope_floats(ks: np.ndarray, t: np.ndarray, method: str
         lc = np.log1p(np.array(corr_in)).tolist()
         val = [v + c for v, c in zip(val, lc, strict=True)]
     slope = [x * x * f2 + 0.5 * x * f3 / f2 for x, f2, f3 in zip(tl, phi2, phi3, strict=True)]
+    if method == "msd1" and k5 is not None:
+        k5l = k5.tolist()
+        p5 = np.power(both, 5).tolist()
+        for i in range(n):
+            x, f2, f3 = tl[i], phi2[i], phi3[i]
+            phi4 = rows[4][i] + 6.0 / p4[i] + 6.0 / p4[n + i]
+            phi5 = k5l[i] - 24.0 / p5[i] - 24.0 / p5[n + i]
+            f22 = f2 * f2
+            dc = (phi5 / (8.0 * f22) - (2.0 / 3.0) * f3 * phi4 / (f22 * f2)
+                  + 0.625 * f3 * f3 * f3 / (f22 * f22))
+            slope[i] -= x * dc / (1.0 + corr_in[i])
     if not all(math.isfinite(v) for v in val + slope):
         return None
     return np.array(val), np.array(slope), l1p
@@ -371,6 +396,15 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
     log, exp = (_log1, _exp1) if target.size == 1 else (np.log, np.exp)
     u = np.where(below, math.log(T_MIN), math.log(cap))
     idx = np.flatnonzero(found)
+    if few and idx.size:
+        a, b = [math.log(x) for x in lo_t[idx].tolist()], [math.log(x) for x in hi_t[idx].tolist()]
+        u0 = _hermite_start(np.array(a), np.array(b), g_lo[idx], g_hi[idx], d_lo[idx],
+                            d_hi[idx], target[idx])
+        u[idx] = _newton_few(f, target[idx].tolist(), a, b, u0.tolist(),
+                             None if rows is None else rows[idx].tolist(),
+                             [False] * idx.size if secant is None
+                             else np.asarray(secant, dtype=bool)[idx].tolist(), iters, rtol)
+        return np.array([math.exp(x) for x in u.tolist()]), found | below
     if idx.size:
         a, b = log(lo_t[idx]), log(hi_t[idx])
         u0 = _hermite_start(a, b, g_lo[idx], g_hi[idx], d_lo[idx], d_hi[idx], target[idx])
@@ -408,6 +442,75 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
                                   ftol=rtol * (1.0 + np.abs(target[idx])),
                                   predict=True if sec is None else ~sec)
     return exp(u), found | below
+
+
+def _newton_few(f: Callable, target: list, lo: list, hi: list, u0: list, rows: list | None,
+                secant: list, iters: int, rtol: float, xtol: float = 1e-9,
+                width_tol: float = 1e-14) -> list:
+    """The Newton iteration of :func:`solve_tilt` in ``u = log t`` for a few targets (its
+    ``refine`` path), in Python floats: the safeguarded steps of
+    :func:`tightdp._numerics.newton_bracketed` (a step leaving the bracket or on a slope that is
+    not positive is replaced by bisection; secant slopes from the second step on for the
+    ``secant`` targets; Halley's slope where ``f`` returns second derivatives, as there), each
+    ``f`` call at ``t = exp(u)`` by ``math.exp``. A target whose residual is within
+    ``rtol (1 + |target|)`` stops *at the evaluated point* (so that a caller's values there,
+    e.g. a memo of its CGF, are those of the returned tilt: :func:`solve_tilt` returns
+    ``math.exp`` of it); one stopped by a step below ``xtol`` or a bracket narrower than
+    ``width_tol`` takes its last step. No predicted stop (the evaluation it would save is the
+    one the caller makes at the root anyway). Returns the ``u`` of each target."""
+    n = len(target)
+    x, lo, hi = list(u0), list(lo), list(hi)
+    ftol = [rtol * (1.0 + abs(v)) for v in target]
+    prev_u, prev_g = [math.nan] * n, [math.nan] * n
+    nrows = 1 if rows is None else max(rows) + 1
+    act = list(range(n))
+    for _ in range(iters):
+        if not act:
+            break
+        t = np.array([math.exp(x[i]) for i in act])
+        if rows is None:
+            out = f(t)
+            rr = [0] * len(act)
+        else:
+            rr = [rows[i] for i in act]
+            need = np.zeros((nrows, len(act)), dtype=bool)
+            need[rr, np.arange(len(act))] = True
+            out = f(t, need)
+        g, dg = np.atleast_2d(out[0]).tolist(), np.atleast_2d(out[1]).tolist()
+        d2 = np.atleast_2d(out[2]).tolist() if len(out) > 2 else None
+        keep = []
+        for c, i in enumerate(act):
+            ui, gi, di = x[i], g[rr[c]][c], dg[rr[c]][c]
+            r = gi - target[i]
+            if d2 is not None:  # Halley's slope where the correction stays moderate
+                try:
+                    dh = di - r * d2[rr[c]][c] / (2.0 * di)
+                except ZeroDivisionError:
+                    dh = math.nan
+                if math.isfinite(dh) and dh > 0.2 * di:
+                    di = dh
+            if secant[i] and ui != prev_u[i]:
+                s_ = (gi - prev_g[i]) / (ui - prev_u[i])
+                if math.isfinite(s_) and s_ > 0:
+                    di = s_
+            prev_u[i], prev_g[i] = ui, gi
+            xn = ui - r / di if di > 0 else math.nan
+            if not r < 0:  # a NaN residual counts as above the target
+                hi[i] = ui
+            else:
+                lo[i] = ui
+            inside = lo[i] < xn < hi[i] and math.isfinite(xn)
+            if not inside:
+                xn = 0.5 * (lo[i] + hi[i])
+            if abs(r) <= ftol[i]:
+                continue  # x[i] = ui: the evaluated point
+            if hi[i] - lo[i] < width_tol or (inside and abs(xn - ui) < xtol):
+                x[i] = xn if inside else ui
+                continue
+            x[i] = xn
+            keep.append(i)
+        act = keep
+    return x
 
 
 @functools.lru_cache(maxsize=256)

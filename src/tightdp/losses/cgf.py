@@ -513,7 +513,8 @@ def _node_cumulants(y: np.ndarray, w: np.ndarray, t: np.ndarray, order: int,
                     abs3: bool = False) -> np.ndarray:
     """K and its derivatives from nodes: cumulants of the tilted law ``e^{t y_i + w_i - K}``.
 
-    Returns rows ``K, K', ..., K^(order)`` and, if ``abs3``, one more row
+    Returns rows ``K, K', ..., K^(order)`` (``order`` up to 5; the fifth cumulant
+    ``mu_5 - 10 mu_3 mu_2`` of the central moments) and, if ``abs3``, one more row
     ``E|Y_t - K'(t)|^3``. Evaluated in blocks of tilts so that the ``(tilts, nodes)``
     temporaries stay below ``_BLOCK`` elements (each tilt's row is computed alone: the same
     numbers as one block).
@@ -550,6 +551,9 @@ def _node_cumulants(y: np.ndarray, w: np.ndarray, t: np.ndarray, order: int,
             if order >= 4:
                 pd *= dev  # p dev^4
                 out.append(pd.sum(axis=1) - 3.0 * m2 * m2)
+            if order >= 5:  # the fifth cumulant: mu_5 - 10 mu_3 mu_2
+                pd *= dev  # p dev^5
+                out.append(pd.sum(axis=1) - 10.0 * out[3] * m2)
         out = out[: order + 1]
         if abs3:
             out.append(a3)
@@ -605,11 +609,12 @@ def cgf_rows(loss: PrivacyLoss, tv: np.ndarray, order: int, abs3: bool = False) 
     ``E|Y_t - K'(t)|^3``) for a loss :func:`cgf_supported` accepts (no P-mass at ``+inf``) and
     a one-dimensional float array ``tv`` of tilts known to be finite and non-negative, without
     checking either: the solvers' inner loop (the same operations, hence the same numbers, as
-    the checked functions; Alghamdi et al., eqs. (23), (31), (76))."""
+    the checked functions; Alghamdi et al., eqs. (23), (31), (76)). ``order`` may be 5 here:
+    the fifth cumulant, for the exact slope of the SP-MSD1 equation."""
     if isinstance(loss, GaussianLoss):
         m2 = loss.mu ** 2
         cols = [m2 * tv * (tv + 1) / 2, m2 * (2 * tv + 1) / 2, np.full_like(tv, m2),
-                np.zeros_like(tv), np.zeros_like(tv)][: order + 1]
+                np.zeros_like(tv), np.zeros_like(tv), np.zeros_like(tv)][: order + 1]
         if abs3:
             cols.append(np.full(tv.shape, 2.0 * math.sqrt(2.0 / math.pi) * loss.mu ** 3))
         return np.array(cols)
