@@ -484,7 +484,9 @@ class SaddlePointAccountant(Accountant):
         # after its first Newton step
         tt, oks = solve_tilt(f_all, np.full(which.size, -log_delta), 1e-4, 64.0,
                              dirs[0].t_cap, which=which,
-                             secant=(which % 2 == 0) & (method == "clt"), refine=32)
+                             secant=(which % 2 == 0) & (method == "clt"), refine=32,
+                             memo=self._cache.setdefault(
+                                 ("scan", method, tuple(id(d) for d in dirs)), {}))
         outs, sts = [], []
         for i, d in enumerate(dirs):
             st = d.stats(tt[per * i:per * (i + 1)])

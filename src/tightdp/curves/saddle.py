@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+from bisect import bisect_left
 from collections.abc import Callable
 from typing import Protocol
 
@@ -331,7 +332,7 @@ def _tilt_grids(lo: float, hi: float, cap: float, npts: int, doubling: bool
 def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target, lo: float,
                hi: float, cap: float, iters: int = 60, rtol: float = 1e-11, npts: int = 65,
                which: np.ndarray | None = None, secant: np.ndarray | None = None,
-               refine: int = 0) -> tuple[np.ndarray, np.ndarray]:
+               refine: int = 0, memo: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Solve ``g(t) = target`` for the tilt ``t``, g (roughly) increasing in t: bracketed on
     the geometric grids of :func:`tilt_grids` (each evaluated lazily, one CGF node-set range
     at a time, by :func:`_scan_grid`), then
@@ -364,7 +365,11 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
     the same cell, read-only as the grids are, so that a caller may keep ``f``'s values there
     as it keeps the grids'): the Newton iteration then starts from the cubic Hermite point of
     a cell ``refine + 1`` times narrower, which saves it about one evaluation per target (the
-    first root on the grids stays the one found)."""
+    first root on the grids stays the one found). With ``refine``, ``memo`` (a dict the caller
+    keeps for one ``f``, e.g. per accountant and method) holds the first grid's values row by
+    row as far as they were scanned, with their running maxima: a later solve finds a
+    target's first grid point at or above it by bisection on those (the same bracket as the
+    scan), and scans on only where no point reaches it yet."""
     target = np.atleast_1d(np.asarray(target, dtype=float))
     n = target.size
     few = refine > 0 and n <= 8
@@ -375,7 +380,10 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
     rows = None if which is None else np.asarray(which, dtype=np.int64).reshape(n)
     # the first grid; the one below it for the targets it did not bracket; the grids above
     # the first only for the targets still unbracketed that do not lie below every grid
-    at0 = _scan_grid(f, target, np.arange(n), grids[0], out, rows)
+    if few and memo is not None:
+        at0 = _scan_table(f, target, grids[0], out, rows, memo)
+    else:
+        at0 = _scan_grid(f, target, np.arange(n), grids[0], out, rows)
     # refining: the grid below only for the targets already reached at the first grid's
     # first point (the others lie above it: no grid above is left, the first goes to cap)
     todo = at0 if few else np.flatnonzero(np.isnan(lo_t))
@@ -613,6 +621,70 @@ def _scan_grid(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target:
         pending = pending[~has]
         prev_t, prev_g, prev_d = pts[-1], g[:, -1:], dg[:, -1:]
     return at_start
+
+
+def _scan_table(f: Callable, target: np.ndarray, grid: np.ndarray,
+                out: tuple[np.ndarray, ...], rows: np.ndarray | None, memo: dict) -> np.ndarray:
+    """:func:`_scan_grid` of a few targets on the grid pieces of ``grid`` with the values kept in
+    ``memo`` per row (tilts, ``g`` with non-finite values as ``-inf``, slopes, running maximum of
+    ``g``, pieces scanned): a target's bracket is the cell before the first point whose running
+    maximum reaches it (the first point at or above it: the scan's bracket), found by
+    bisection; pieces are evaluated, in order and for the rows still unbracketed only, where a
+    row's table has no such point yet. Returns the targets reached at the grid's first point."""
+    lo_t, hi_t, g_lo, g_hi, d_lo, d_hi = out
+    parts = _grid_parts(grid)
+    tabs = memo.setdefault(grid.tobytes(), {})
+    rl = [0] * target.size if rows is None else rows.tolist()
+    nrows = max(rl) + 1
+    tg = target.tolist()
+    at_start: list[int] = []
+    pending = list(range(target.size))
+    while pending:
+        still = []
+        for j in pending:
+            tab = tabs.setdefault(rl[j], ([], [], [], [], [0]))
+            tt, gg, dd, cm, _ = tab
+            k = bisect_left(cm, tg[j]) if cm else 0
+            if k == len(cm):
+                still.append(j)
+            elif k == 0:
+                at_start.append(j)
+            else:
+                lo_t[j], hi_t[j] = tt[k - 1], tt[k]
+                g_lo[j], g_hi[j] = gg[k - 1], gg[k]
+                d_lo[j], d_hi[j] = dd[k - 1], dd[k]
+        # scan on: the next piece of each row still unbracketed (rows at the same piece
+        # together, in one call of f)
+        todo = [j for j in still if tabs[rl[j]][4][0] < len(parts)]
+        if not todo:
+            break
+        nxt = min(tabs[rl[j]][4][0] for j in todo)
+        rws = sorted({rl[j] for j in todo if tabs[rl[j]][4][0] == nxt})
+        pts = parts[nxt]
+        if rows is None:
+            g, dg = f(pts)[:2]
+        else:
+            need = np.zeros((nrows, pts.size), dtype=bool)
+            need[rws] = True
+            g, dg = f(pts, need)[:2]
+        g = np.atleast_2d(np.asarray(g, dtype=float))
+        dg = np.atleast_2d(np.asarray(dg, dtype=float))
+        if dg.shape != g.shape:
+            dg = np.broadcast_to(dg, g.shape)
+        gl, dl, tl = g.tolist(), dg.tolist(), pts.tolist()
+        for r in rws:
+            tt, gg, dd, cm, cnt = tabs[r]
+            top = cm[-1] if cm else -math.inf
+            for x, v, dv in zip(tl, gl[r], dl[r], strict=True):
+                v = v if math.isfinite(v) else -math.inf
+                top = v if v > top else top
+                tt.append(x)
+                gg.append(v)
+                dd.append(dv)
+                cm.append(top)
+            cnt[0] += 1
+        pending = still
+    return np.array(at_start, dtype=np.int64)
 
 
 def _scan_grid_few(f: Callable, target: np.ndarray, idx: np.ndarray, grid: np.ndarray,
