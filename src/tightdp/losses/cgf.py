@@ -247,17 +247,22 @@ def _lse_mean(u: np.ndarray, lw: np.ndarray, locs: np.ndarray) -> tuple[np.ndarr
 
 def _gauss_layout(loss: LocationMixtureLoss, t_max: float) -> tuple[float, float, int]:
     """(first node, last node, number of nodes) of :func:`_gauss_nodes`, without allocating."""
-    s = loss.s
-    a, b = loss.a / s, loss.b / s
-    a_spread, b_spread = a.max() - a.min(), b.max() - b.min()
+    ext = loss.tables.get("cgf_extremes")
+    if ext is None:  # the locations' extremes in units of the scale, once per loss
+        s = loss.s
+        a, b = loss.a / s, loss.b / s
+        ext = loss.tables["cgf_extremes"] = (float(a.min()), float(a.max()), float(b.min()),
+                                             float(b.max()))
+    a_min, a_max, b_min, b_max = ext
+    a_spread, b_spread = a_max - a_min, b_max - b_min
     t = t_max
     h = 0.5
     if a_spread > 0:
         h = min(h, math.pi ** 2 / (a_spread * 45.0))
     if b_spread > 0:
         h = min(h, math.pi ** 2 / (b_spread * (45.0 + 0.35 * t)))
-    d_hi = max(a.max(), (t + 1) * a.max() - t * b.min())
-    d_lo = min(a.min(), (t + 1) * a.min() - t * b.max())
+    d_hi = max(a_max, (t + 1) * a_max - t * b_min)
+    d_lo = min(a_min, (t + 1) * a_min - t * b_max)
     lo, hi = d_lo - _R, d_hi + _R
     return lo, hi, int(math.ceil((hi - lo) / h)) + 1
 
@@ -266,6 +271,16 @@ def _rows_lse(u: np.ndarray, lw: np.ndarray, locs: np.ndarray) -> np.ndarray:
     """``logsumexp(lw - (u_i - locs)^2 / 2)`` for each node ``u_i``, in blocks of nodes so that
     the temporary ``(nodes, components)`` arrays stay below ``_BLOCK`` elements (row-wise
     reductions: the same numbers as one block)."""
+    if locs.size <= 2:
+        # one or two components (the subsampled Gaussian's Q and P): the same numbers as
+        # _lse_rows (a single term is itself; two are max + log1p(e^{min - max}), a tie
+        # max + log 2: numpy's logaddexp) without the (nodes, components) temporaries
+        d0 = u - locs[0]
+        t0 = lw[0] - 0.5 * (d0 * d0)
+        if locs.size == 1:
+            return t0
+        d1 = u - locs[1]
+        return np.logaddexp(t0, lw[1] - 0.5 * (d1 * d1))
     rows = max(_BLOCK // max(locs.size, 1), 1)
     if u.size <= rows:
         return _lse_rows(lw - 0.5 * (u[:, None] - locs) ** 2)
