@@ -198,13 +198,24 @@ class _Direction:
         for loss, c in self.parts:  # cgf_and_abs3 without its checks (t from the solvers)
             out += c * cgf_rows(loss, tm, 5, abs3=True)
         out = out[_STATS_ORDER]
-        if len(miss) == len(tl) and tm.size > 64:
-            return out  # the roots of a delta(eps) query at many eps: not kept
         for j, col in zip(miss, out.T, strict=True):
             got[j] = cols[tl[j]] = col.copy()
         while len(cols) > 1024:
             del cols[next(iter(cols))]  # the oldest
         return np.array(got).T
+
+    def moments(self, t: np.ndarray, abs3: bool) -> np.ndarray:
+        """Rows K .. K'''' at the tilts ``t`` (1-d) and, with ``abs3``, the sum of the third
+        absolute central moments (the rows of :meth:`stats` without K^(5), not memoized: a
+        delta(eps) query's saddle points, many at once)."""
+        t = np.asarray(t, dtype=float).reshape(-1)
+        if self.deadline is not None:
+            self.deadline.check("max_seconds", "the CGF quadrature of these mechanisms is slow "
+                                "(wide mixtures); raise max_seconds or use the pld accountant")
+        out = np.zeros((5 + int(abs3), t.size))
+        for loss, c in self.parts:
+            out += c * cgf_rows(loss, t, 4, abs3=abs3)
+        return out
 
     def K(self, t: np.ndarray, order: int) -> np.ndarray:
         """Rows ``K .. K^(order)`` at the tilts ``t`` (1-d): from the memoized :meth:`stats`
@@ -349,18 +360,19 @@ class SaddlePointAccountant(Accountant):
             tt, okk = solve_tilt(f_both, np.concatenate([e, e]), 1e-4, 64.0, d.t_cap,
                                  which=which)
             t, ok, tr = tt[:m], okk[:m], tt[m:]
-            st = d.stats(tt)
-            ks, kr = st[:5, :m], st[0, m:]
+            # the approximation's rows and the Berry-Esseen moment at the saddle points; only K
+            # at the bound's tilts
+            st = d.moments(t, abs3=True)
+            ks, kr = st[:5], d.K(tr, 0)[0]
         else:
             t, ok = solve_tilt(f_both, e, 1e-4, 64.0, d.t_cap, which=np.zeros(m, int))
-            st = d.stats(t)
-            ks = st[:5]
+            ks = d.moments(t, abs3=False)
         ld, _, fb, cm1 = d.log_delta_at(t, e, self.method, ks)
         lup = d.log_rma(t, e, ks[0])  # replaced below by the optimal-tilt value
         llo = np.full(e.shape, -np.inf)
         if self.bounds:
             lup = d.log_rma(tr, e, kr)
-            lclt, lerr = d.log_be(t, e, ks, st[5, :m])
+            lclt, lerr = d.log_be(t, e, ks, st[5])
             mg = d.k_margin + _REL_MARGIN
             lbe_up = np.logaddexp(lclt + mg, lerr)
             lup = np.minimum(lup, lbe_up)
