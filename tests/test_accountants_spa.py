@@ -749,3 +749,99 @@ def test_berry_esseen_end_floats_equal_arrays():
                 else:
                     assert a == b or (math.isnan(a) and math.isnan(b))
     assert checked > 1000
+
+
+def test_node_cumulants_fifth_order_poisson():
+    """The quadrature's cumulants up to the fifth (the exact SP-MSD1 slope needs K^(5)) on the
+    nodes of a Poisson(lam) law: tilted by t it is Poisson(lam e^t), every cumulant
+    lam e^t (closed form)."""
+    import sys
+
+    from scipy.stats import poisson
+
+    cg = sys.modules["tightdp.losses.cgf"]
+    lam = 3.0
+    y = np.arange(0.0, 200.0)
+    w = poisson.logpmf(y, lam)
+    t = np.array([0.1, 0.7, 1.5])
+    rows = cg._node_cumulants(y, w, t, 5, abs3=True)
+    assert rows.shape == (7, 3)
+    np.testing.assert_allclose(rows[0], lam * (np.exp(t) - 1.0), rtol=1e-12)
+    for k in range(1, 6):
+        np.testing.assert_allclose(rows[k], lam * np.exp(t), rtol=1e-9)
+
+
+@pytest.mark.parametrize("k", [10, 1000, 100_000])
+def test_exact_msd1_slope_vs_finite_difference(k):
+    """With the fifth cumulant the slope of -log SP-MSD1 in log t is exact: against a central
+    finite difference of the value itself (floats and arrays' forms)."""
+    from tightdp.curves.saddle import saddle_log_delta, saddle_log_delta_slope
+
+    acc = SaddlePointAccountant().compose(PoissonSubsampled(Gaussian(1.0), 0.01), k)
+    d = acc._dirs()[0]
+    for t0 in (0.5, 2.0, 8.0):
+        u, h = math.log(t0), 1e-5
+
+        def val(uu):
+            t = np.array([math.exp(uu)])
+            st = d.stats(t)
+            return saddle_log_delta_slope(st[:5], t, "msd1", st[6])
+
+        fd = -(val(u + h)[0][0] - val(u - h)[0][0]) / (2 * h)
+        slope = val(u)[1][0]
+        t2 = np.array([t0, 1.1 * t0, 1.2 * t0])  # the arrays' form (more than two tilts)
+        st = d.stats(t2)
+        slope_arr = saddle_log_delta_slope(st[:5], t2, "msd1", st[6])[1][0]
+        assert abs(slope - fd) <= 1e-6 * abs(fd)
+        assert abs(slope_arr - slope) <= 1e-12 * abs(slope)
+        # without K^(5) the slope leaves the correction out: a different number (where the
+        # correction is used, i.e. not the SP-MSD0 fallback)
+        if not saddle_log_delta(st[:5], t2, None, "msd1")[2][0]:
+            assert saddle_log_delta_slope(st[:5], t2, "msd1")[1][0] != slope_arr
+
+
+def test_scan_table_same_brackets_as_scan():
+    """The kept-table bracketing (``solve_tilt(..., refine, memo)``) gives the brackets, hence
+    the roots, of the plain scan, for functions that rise and fall (the first crossing), and
+    a second solve reads the table instead of calling f on the grid again."""
+    from tightdp.curves.saddle import solve_tilt
+
+    def make(calls):
+        def f(t, need):
+            calls.append(t)
+            u = np.log(t)
+            g = np.array([u + 0.8 * np.sin(3.0 * u), 2.0 * u])
+            dg = np.array([1.0 + 2.4 * np.cos(3.0 * u), np.full_like(u, 2.0)])
+            return g, dg
+        return f
+
+    targets = np.array([-3.0, 0.9, 2.5, 1.0])
+    which = np.array([0, 0, 0, 1])
+    plain, _ = solve_tilt(make([]), targets, 1e-4, 64.0, 1e12, which=which, refine=32)
+    memo: dict = {}
+    first, _ = solve_tilt(make([]), targets, 1e-4, 64.0, 1e12, which=which, refine=32,
+                          memo=memo)
+    np.testing.assert_array_equal(first, plain)
+    calls: list = []
+    again, _ = solve_tilt(make(calls), targets, 1e-4, 64.0, 1e12, which=which, refine=32,
+                          memo=memo)
+    np.testing.assert_array_equal(again, plain)
+    assert all(c.flags.writeable or c.size == 32 for c in calls)  # no grid piece again
+    # the first crossing of the rising and falling row: below the later ones
+    u = np.log(plain[0])
+    assert abs(u + 0.8 * math.sin(3.0 * u) + 3.0) < 1e-9
+
+
+def test_eps_answers_do_not_depend_on_earlier_queries():
+    """The memoized tilts and tables only save work: a query's answer equals a fresh
+    accountant's after other queries on the same accountant."""
+    for q, sigma, k in ((0.01, 1.0, 10), (0.01, 1.0, 10_000), (0.3, 0.45, 2000)):
+        for d in (1e-5, 1e-10):
+            fresh = SaddlePointAccountant().compose(PoissonSubsampled(Gaussian(sigma), q),
+                                                    k).epsilon(d)
+            acc = SaddlePointAccountant().compose(PoissonSubsampled(Gaussian(sigma), q), k)
+            for dd in np.geomspace(d / 10, d * 10, 5):
+                acc.epsilon(float(dd))
+            later = acc.epsilon(d)
+            assert later.epsilon == fresh.epsilon and later.upper == fresh.upper
+            assert later.lower == fresh.lower

@@ -180,9 +180,9 @@ class _Direction:
         the fifth cumulant K^(5) (the exact slope of SP-MSD1), at the tilts ``t`` (1-d).
         Memoized per tilt (the 1024 most recent): an eps(delta) query's Newton steps fill it,
         and its final evaluation at the roots, which are evaluated points
-        (:func:`~tightdp.curves.saddle.solve_tilt`'s ``refine``), reads it. A tilt's rows do
-        not depend on the other tilts evaluated with it (each row of the quadrature is its
-        own reduction), so a hit gives the numbers an evaluation would."""
+        (:func:`~tightdp.curves.saddle.solve_tilt`'s ``refine``), reads it. A tilt's rows are
+        its own reductions over the nodes, so a hit gives the numbers an evaluation would up
+        to the last bits of the matrix products (a valid evaluation either way)."""
         t = np.asarray(t, dtype=float).reshape(-1)
         tl = t.tolist()
         cols = self._cols
