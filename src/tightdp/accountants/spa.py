@@ -63,6 +63,7 @@ from ..curves.saddle import (
     saddle_eps,
     saddle_log_delta,
     saddle_log_delta_slope,
+    saddle_terms1,
     solve_tilt,
 )
 from ..losses import GaussianLoss
@@ -505,9 +506,13 @@ class SaddlePointAccountant(Accountant):
             sts.append(st)
             t, ok, ks = tt[per * i:per * i + 1], oks[per * i:per * i + 1], st[:5, :1]
             eps_t = d.eps_of_t(t, ks)
-            _, _, fb, cm1 = d.log_delta_at(t, None, method, ks)
+            try:  # saddle_log_delta's diagnostics at the saddle point
+                fb, cm1 = saddle_terms1(*ks[2:5, 0].tolist(), float(t[0]), method)
+            except ZeroDivisionError:
+                _, _, fbs, cms = d.log_delta_at(t, None, method, ks)
+                fb, cm1 = bool(fbs[0]), float(cms[0])
             outs.append({"eps": min(float(eps_t[0]), d.sup), "t": float(t[0]),
-                         "fallback": bool(fb[0]), "correction": float(cm1[0]),
+                         "fallback": fb, "correction": cm1,
                          "beyond": not bool(ok[0]), "upper": None, "lower": None,
                          "name": d.name, "eps_t": float(eps_t[0])})
         if not self.bounds:

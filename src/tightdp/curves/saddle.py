@@ -40,7 +40,7 @@ from .._numerics import (
 from ..losses.cgf import node_bucket
 
 __all__ = ["METHODS", "LABELS", "UNRELIABLE", "T_MIN", "T_MAX_QUAD", "T_MAX",
-           "log_theta_max", "log_clt_theta", "saddle_eps", "saddle_log_delta",
+           "log_theta_max", "log_clt_theta", "saddle_eps", "saddle_log_delta", "saddle_terms1",
            "saddle_log_delta_slope", "tilt_grids",
            "solve_tilt", "root_decreasing", "roots_decreasing", "saddle_point_eps"]
 
@@ -186,6 +186,22 @@ def saddle_log_delta(ks: np.ndarray, t: np.ndarray, eps: np.ndarray | None, meth
             val = np.where(fallback, val, val + np.log1p(np.where(fallback, 0.0, corr_m1)))
     return val, eps, fallback, size
 
+
+
+def saddle_terms1(k2: float, k3: float, k4: float, t: float, method: str
+                  ) -> tuple[bool, float]:
+    """The diagnostics of :func:`saddle_log_delta` at one tilt, in Python floats: whether
+    SP-MSD1 falls back to SP-MSD0 there (its correction factor not positive; False for the
+    other methods) and the size of the two SP-MSD1 terms, ``max(|phi4|/(8 phi2^2),
+    5 phi3^2/(24 phi2^3))`` (eq. (61); ``phi2..phi4`` as there)."""
+    tp = 1.0 + t
+    phi2 = k2 + 1.0 / (t * t) + 1.0 / (tp * tp)
+    phi3 = k3 - 2.0 / t ** 3 - 2.0 / tp ** 3
+    phi4 = k4 + 6.0 / t ** 4 + 6.0 / tp ** 4
+    term4 = phi4 / (8.0 * (phi2 * phi2))
+    term3 = 5.0 * (phi3 * phi3) / (24.0 * phi2 ** 3)
+    fallback = method == "msd1" and not term4 - term3 > -1.0
+    return fallback, max(abs(term4), term3)
 
 
 def saddle_log_delta_slope(ks: np.ndarray, t: np.ndarray, method: str,
