@@ -546,6 +546,25 @@ def _sub_grid(a: float, b: float, m: int) -> np.ndarray:
     return g
 
 
+def _rows_at(f: Callable, pts: np.ndarray, rows: list | None, nrows: int
+             ) -> tuple[list, list, list]:
+    """``f`` on the grid piece ``pts`` for the rows ``rows`` (``need`` of :func:`solve_tilt`;
+    None: ``f`` of one function), as lists: the tilts, ``g`` by row with a non-finite value as
+    ``-inf`` (below every target, as in the scans) and ``dg`` by row."""
+    if rows is None:
+        g, dg = f(pts)[:2]
+    else:
+        need = np.zeros((nrows, pts.size), dtype=bool)
+        need[rows] = True
+        g, dg = f(pts, need)[:2]
+    g = np.atleast_2d(np.asarray(g, dtype=float))
+    dg = np.atleast_2d(np.asarray(dg, dtype=float))
+    if dg.shape != g.shape:
+        dg = np.broadcast_to(dg, g.shape)
+    gl = [[v if math.isfinite(v) else -math.inf for v in row] for row in g.tolist()]
+    return pts.tolist(), gl, dg.tolist()
+
+
 def _refine_cells(f: Callable, target: np.ndarray, idx: np.ndarray, m: int,
                   out: tuple[np.ndarray, ...], rows: np.ndarray | None) -> None:
     """Narrow the brackets ``out`` of the targets ``idx`` (a few) to a cell of the sub-grid
@@ -558,23 +577,14 @@ def _refine_cells(f: Callable, target: np.ndarray, idx: np.ndarray, m: int,
     cells: dict = {}
     for j in idx.tolist():
         cells.setdefault((float(lo_t[j]), float(hi_t[j])), []).append(j)
+    tg = target.tolist()
     for (a, b), js in cells.items():
-        pts = _sub_grid(a, b, m)
-        if rows is None:
-            g, dg = f(pts)[:2]
-        else:
-            need = np.zeros((max(rl) + 1, pts.size), dtype=bool)
-            need[rows[js]] = True
-            g, dg = f(pts, need)[:2]
-        g = np.atleast_2d(np.asarray(g, dtype=float))
-        dg = np.atleast_2d(np.asarray(dg, dtype=float))
-        if dg.shape != g.shape:
-            dg = np.broadcast_to(dg, g.shape)
-        tl, gl, dl = pts.tolist(), g.tolist(), dg.tolist()
-        tg = target.tolist()
+        tl, gl, dl = _rows_at(f, _sub_grid(a, b, m),
+                              None if rl is None else [rl[j] for j in js],
+                              1 if rl is None else max(rl) + 1)
         for j in js:
             r = 0 if rl is None else rl[j]
-            gr = [v if math.isfinite(v) else -math.inf for v in gl[r]]
+            gr = gl[r]
             k = next((i for i, v in enumerate(gr) if v >= tg[j]), len(gr))
             if k > 0:  # else the cell's left end stays
                 lo_t[j], g_lo[j], d_lo[j] = tl[k - 1], gr[k - 1], dl[r][k - 1]
@@ -676,23 +686,11 @@ def _scan_table(f: Callable, target: np.ndarray, grid: np.ndarray,
             break
         nxt = min(tabs[rl[j]][4][0] for j in todo)
         rws = sorted({rl[j] for j in todo if tabs[rl[j]][4][0] == nxt})
-        pts = parts[nxt]
-        if rows is None:
-            g, dg = f(pts)[:2]
-        else:
-            need = np.zeros((nrows, pts.size), dtype=bool)
-            need[rws] = True
-            g, dg = f(pts, need)[:2]
-        g = np.atleast_2d(np.asarray(g, dtype=float))
-        dg = np.atleast_2d(np.asarray(dg, dtype=float))
-        if dg.shape != g.shape:
-            dg = np.broadcast_to(dg, g.shape)
-        gl, dl, tl = g.tolist(), dg.tolist(), pts.tolist()
+        tl, gl, dl = _rows_at(f, parts[nxt], None if rows is None else rws, nrows)
         for r in rws:
             tt, gg, dd, cm, cnt = tabs[r]
             top = cm[-1] if cm else -math.inf
             for x, v, dv in zip(tl, gl[r], dl[r], strict=True):
-                v = v if math.isfinite(v) else -math.inf
                 top = v if v > top else top
                 tt.append(x)
                 gg.append(v)
@@ -718,18 +716,8 @@ def _scan_grid_few(f: Callable, target: np.ndarray, idx: np.ndarray, grid: np.nd
     for pts in _grid_parts(grid):
         if not pending:
             break
-        if rows is None:
-            g, dg = f(pts)[:2]
-        else:
-            need = np.zeros((max(rl) + 1, pts.size), dtype=bool)
-            need[rows[pending]] = True
-            g, dg = f(pts, need)[:2]
-        g = np.atleast_2d(np.asarray(g, dtype=float))
-        dg = np.atleast_2d(np.asarray(dg, dtype=float))
-        if dg.shape != g.shape:
-            dg = np.broadcast_to(dg, g.shape)
-        tl, gl, dl = pts.tolist(), g.tolist(), dg.tolist()
-        gl = [[v if math.isfinite(v) else -math.inf for v in row] for row in gl]
+        tl, gl, dl = _rows_at(f, pts, None if rl is None else [rl[j] for j in pending],
+                              1 if rl is None else max(rl) + 1)
         still = []
         for j in pending:
             r = 0 if rl is None else rl[j]
