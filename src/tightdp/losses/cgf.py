@@ -439,8 +439,8 @@ def _trim_tests(y: np.ndarray, w: np.ndarray, t_min: float, t_max: float
         tx = np.where(den > 0, ((k0a - k1a * t1) - (k0b - k1b * t2)) / den, t1)
     tx = np.minimum(np.maximum(tx, t1), t2)
     tt = np.concatenate([t1, t2, tx])
-    tangent = np.maximum(np.tile(k0a, 3) + np.tile(k1a, 3) * (tt - np.tile(t1, 3)),
-                         np.tile(k0b, 3) + np.tile(k1b, 3) * (tt - np.tile(t2, 3)))
+    tangent = np.concatenate([np.maximum(k0a + k1a * (x - t1), k0b + k1b * (x - t2))
+                              for x in (t1, t2, tx)])
     return tt, tangent
 
 
