@@ -36,7 +36,9 @@ nodes whose share of ``E_P[e^{tY}]`` is below ``e^{-90}`` for every ``t`` of the
 dropped (see :func:`_trim`; sets of at most 8192 nodes are kept whole). A large Gaussian-kernel
 set is only evaluated where its nodes can matter (:func:`_gauss_window`: a coarse pass with
 certified slope bounds), so even ``t`` in the thousands builds its set in about a millisecond;
-later evaluations cost microseconds per node.
+later evaluations cost microseconds per node. A set of up to 4096 nodes evaluated at a few tilts
+only (a bracketing scan passing through its range) is used whole, without that search, until an
+evaluation at many tilts builds the windowed one (:func:`_nodes`).
 """
 
 from __future__ import annotations
@@ -66,6 +68,10 @@ MAX_NODES = 4_000_000
 _BLOCK = 1 << 22
 #: node sets of more nodes than this are built on the cells that matter (:func:`_gauss_window`)
 _WINDOW_MIN = 1 << 10
+#: node sets of at most this many nodes are first used whole at a few tilts (:func:`_nodes`)
+_LAZY_MAX = 1 << 12
+#: an evaluation at this many tilts of one node set or more uses its windowed form
+_MANY = 16
 #: number of coarse cells of that search
 _COARSE = 128
 #: node sets of at most this many nodes are not trimmed (:func:`_trim`)
@@ -485,13 +491,28 @@ def _envelope_candidates(y: np.ndarray, w: np.ndarray, slopes: np.ndarray,
     return np.flatnonzero(w + f > level)
 
 
-def _nodes(loss: PrivacyLoss, bucket: float) -> tuple[np.ndarray, np.ndarray]:
+def _nodes(loss: PrivacyLoss, bucket: float, many: bool = True
+           ) -> tuple[np.ndarray, np.ndarray]:
     """(loss values, log P-masses) representing the law of Y under P for the tilts of
-    ``bucket`` (see :func:`node_bucket`)."""
+    ``bucket`` (see :func:`node_bucket`). For an evaluation at a few tilts (``many=False``) a
+    Gaussian-kernel set of ``_WINDOW_MIN`` to ``_LAZY_MAX`` nodes is the whole trapezoid grid
+    until the windowed set exists (:func:`_gauss_window` costs more than its nodes save at a
+    few tilts; the windowed set is built at the first evaluation at many tilts and used from
+    then on: the two differ by nodes of share below ``e^{-92}``, so their sums differ in the
+    last bits only)."""
     if isinstance(loss, DiscreteLoss):
         keep = loss.p > 0
         return loss.y[keep], np.log(loss.p[keep])
     per_loss = loss.tables.setdefault("cgf_nodes", {})
+    hit = per_loss.get(bucket)
+    if hit is not None:
+        return hit
+    if not many and loss.kernel.name == "gaussian" and bucket > 4 and (
+            _WINDOW_MIN < _gauss_layout(loss, bucket)[2] <= _LAZY_MAX):
+        whole = per_loss.get(("whole", bucket))
+        if whole is None:
+            whole = per_loss[("whole", bucket)] = _gauss_nodes(loss, bucket)
+        return whole
     if bucket not in per_loss:
         t_min = 0.0 if bucket <= 4 else bucket / 2
         if loss.kernel.name == "gaussian":
@@ -513,13 +534,13 @@ def _eval_nodes(loss: PrivacyLoss, tv: np.ndarray, order: int, abs3: bool) -> np
         return _node_cumulants(*_nodes(loss, 4.0), tv, order, abs3)
     bk = node_bucket(tv)
     if bk.size and np.all(bk == bk[0]):  # one node set (the common case): no masks
-        y, w = _nodes(loss, float(bk[0]))
+        y, w = _nodes(loss, float(bk[0]), tv.size >= _MANY)
         return _node_cumulants(y, w, tv, order, abs3)
     rows = order + 1 + int(abs3)
     out = np.empty((rows, tv.size))
     for b in np.unique(bk):
         sel = bk == b
-        y, w = _nodes(loss, float(b))
+        y, w = _nodes(loss, float(b), int(sel.sum()) >= _MANY)
         out[:, sel] = _node_cumulants(y, w, tv[sel], order, abs3)
     return out
 
