@@ -545,6 +545,26 @@ def _eval_nodes(loss: PrivacyLoss, tv: np.ndarray, order: int, abs3: bool) -> np
     return out
 
 
+def _tilt_windows(lw: np.ndarray, mx: np.ndarray, y: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Each tilt's nodes of :func:`_node_cumulants` cut to one window: the consecutive nodes
+    from the first to the last whose log weight ``lw`` is at least ``mx - 60`` (its tilt's
+    largest, ``mx``, minus 60), widened to the widest window of the block (the same width
+    for every tilt, placed inside the nodes). The nodes outside carry a share below
+    ``e^{-60}`` each, ``N e^{-60}`` together: far under the rounding of the sums. Returns the
+    log weights and loss values of the windows, ``(tilts, width)`` arrays, or ``lw`` and
+    ``y[None, :]`` unchanged where the windows would not halve the work."""
+    n = y.size
+    keep = lw >= (mx - 60.0)[:, None]
+    first = keep.argmax(axis=1)
+    last = n - 1 - keep[:, ::-1].argmax(axis=1)
+    wid = int((last - first).max()) + 1
+    if 2 * wid > n:
+        return lw, y[None, :]
+    idx = np.minimum(first, n - wid)[:, None] + np.arange(wid)
+    return np.take_along_axis(lw, idx, axis=1), y[idx]
+
+
 def _node_cumulants(y: np.ndarray, w: np.ndarray, t: np.ndarray, order: int,
                     abs3: bool = False) -> np.ndarray:
     """K and its derivatives from nodes: cumulants of the tilted law ``e^{t y_i + w_i - K}``.
@@ -553,7 +573,9 @@ def _node_cumulants(y: np.ndarray, w: np.ndarray, t: np.ndarray, order: int,
     ``mu_5 - 10 mu_3 mu_2`` of the central moments) and, if ``abs3``, one more row
     ``E|Y_t - K'(t)|^3``. Evaluated in blocks of tilts so that the ``(tilts, nodes)``
     temporaries stay below ``_BLOCK`` elements (each tilt's row is computed alone: the same
-    numbers as one block).
+    numbers as one block). At many tilts (``_MANY``) of a large set (``_WINDOW_MIN`` nodes)
+    each tilt's sums run over its window of :func:`_tilt_windows` only (the others' shares
+    are below ``e^{-60}`` each).
     """
     rows = max(_BLOCK // max(y.size, 1), 1)
     if t.size > rows:
@@ -564,6 +586,9 @@ def _node_cumulants(y: np.ndarray, w: np.ndarray, t: np.ndarray, order: int,
     lw = t[:, None] * y[None, :]
     np.add(w[None, :], lw, out=lw)  # w + t y
     mx = lw.max(axis=1)
+    yy = y[None, :]
+    if t.size >= _MANY and y.size >= _WINDOW_MIN:
+        lw, yy = _tilt_windows(lw, mx, y)
     lw -= mx[:, None]
     p = np.exp(lw, out=lw)
     z = p.sum(axis=1)
@@ -572,10 +597,10 @@ def _node_cumulants(y: np.ndarray, w: np.ndarray, t: np.ndarray, order: int,
     if order == 0 and not abs3:
         return np.array(out)
     p /= z[:, None]
-    m1 = p @ y
+    m1 = p @ y if yy.shape[0] == 1 else np.einsum("ij,ij->i", p, yy)
     out.append(m1)
     if order >= 2 or abs3:
-        dev = y[None, :] - m1[:, None]
+        dev = yy - m1[:, None]
         pd = p * dev
         pd *= dev  # p dev^2
         m2 = pd.sum(axis=1)
