@@ -845,3 +845,26 @@ def test_eps_answers_do_not_depend_on_earlier_queries():
             later = acc.epsilon(d)
             assert later.epsilon == fresh.epsilon and later.upper == fresh.upper
             assert later.lower == fresh.lower
+
+
+def test_tilt_windows_same_cumulants():
+    """Many tilts of a large node set are summed over each tilt's window of nodes
+    (``_tilt_windows``: the dropped shares are below e^-60 each): the cumulants equal those
+    of batches of 8 tilts over every node to rounding (relative to the law's scale), and the
+    window does cut the subsampled Gaussian's remove-direction set at a large tilt."""
+    import sys
+
+    cg = sys.modules["tightdp.losses.cgf"]
+    loss = PoissonSubsampled(Gaussian(0.5), 1e-5).privacy_losses()[0]
+    y, w = cg._nodes(loss, 256.0)
+    t = np.linspace(130.0, 256.0, 40)
+    lw = t[:, None] * y[None, :] + w[None, :]
+    cut, _ = cg._tilt_windows(lw, lw.max(axis=1), y)
+    assert y.size >= 1024 and cut.shape[1] < y.size // 4
+    a = cg._node_cumulants(y, w, t, 5, abs3=True)
+    full = np.hstack([cg._node_cumulants(y, w, t[j:j + 8], 5, abs3=True)
+                      for j in range(0, 40, 8)])
+    sd = np.sqrt(full[2])
+    scale = np.array([np.maximum(1.0, np.abs(full[0])), sd, sd ** 2, sd ** 3, sd ** 4,
+                      sd ** 5, sd ** 3])
+    assert np.max(np.abs(a - full) / scale) < 1e-9
