@@ -521,11 +521,64 @@ class SaddlePointAccountant(Accountant):
         # Berry-Esseen bracket (Theorem 5 holds for every tilt): keep each saddle-point tilt
         # fixed and solve the bounds, decreasing in eps, for eps; only closed forms are
         # evaluated (no further CGF quadrature). Elements: (upper, lower) of each direction.
-        kinds = np.array([True, False] * nd)
-        te = np.array([o["t"] for o in outs for _ in (0, 1)])
-        kse = np.hstack([st[:3, [0, 0]] for st in sts])
-        rhoe = np.array([st[5, 0] for st in sts for _ in (0, 1)])
-        kme = np.array([d.k_margin for d in dirs for _ in (0, 1)])
+        roots = self._be_roots([(o["t"], sts[i][:, 0], d.k_margin, up, o["eps_t"])
+                                for i, (d, o) in enumerate(zip(dirs, outs, strict=True))
+                                for up in (True, False)], log_delta)
+        retry = []
+        for i, (d, out) in enumerate(zip(dirs, outs, strict=True)):
+            tr, k0 = tt[per * i + 1:per * i + 2], sts[i][0, 1:]
+            upper = float(((k0 + d.k_margin + log_theta_max(tr) - log_delta) / tr)[0])
+            x_up = roots[2 * i]
+            if x_up is None or not x_up < upper:
+                retry.append(i)
+            else:
+                upper = x_up
+            if roots[2 * i + 1] is not None:
+                out["lower"] = max(roots[2 * i + 1], 0.0)
+            out["upper"] = upper
+        # where the bracket at the saddle point does not improve on the refined-moments bound
+        # (the tilted law far from Gaussian there, as with few effective compositions) and
+        # this direction's upper bound is the answer's (the largest), the bracket's upper end
+        # at tilts below it, t 2^(-j/4), where the tilted law may be closer to Gaussian:
+        # j = 1, 2, ... (at most 8) while each improves on the last
+        top = max(o["upper"] for o in outs)
+        retry = [i for i in retry if outs[i]["upper"] >= top]
+        for j in range(1, 9):
+            if not retry:
+                break
+            elems = []
+            for i in retry:
+                x = outs[i]["t"] * 2.0 ** (-j / 4)
+                elems.append((x, dirs[i].stats(np.array([x]))[:, 0], dirs[i].k_margin, True,
+                              outs[i]["upper"]))
+            better = []
+            for i, x in zip(retry, self._be_roots(elems, log_delta), strict=True):
+                if x is not None and x < outs[i]["upper"]:
+                    outs[i]["upper"] = x
+                    better.append(i)
+            retry = better
+        for d, out in zip(dirs, outs, strict=True):
+            # delta(eps) = 0 at and above the essential supremum of the composed loss
+            out["upper"] = min(max(out["upper"], 0.0), d.sup)
+        return outs
+
+    @staticmethod
+    def _be_roots(elems: list[tuple], log_delta: float) -> list[float | None]:
+        """Ends of the Berry-Esseen bracket of eps(delta) (Alghamdi et al., Theorem 5, which
+        holds at every tilt): for each element ``(t, stats, k_margin, upper, start)`` the eps
+        at which the bound on the curve at the tilt ``t`` (``stats``: the rows of
+        :meth:`_Direction.stats` there) meets ``delta``, on its safe side
+        (:func:`~tightdp.curves.saddle.roots_decreasing`, started at ``start``); None where
+        there is none (a lower end uninformative there; an upper end whose root lies below 0
+        while the bound at 0 exceeds delta: a root below 0, a saddle point at a negative eps
+        as for delta near 1, says nothing unless the bound at 0 is <= delta). Only closed
+        forms are evaluated, in Python floats (:func:`_be_end1`) unless a division by zero
+        sends an evaluation to the arrays' form."""
+        te = np.array([e[0] for e in elems])
+        kse = np.array([e[1][:3] for e in elems]).T
+        rhoe = np.array([e[1][5] for e in elems])
+        kme = np.array([e[2] for e in elems])
+        kinds = np.array([e[3] for e in elems])
         mge = kme + _REL_MARGIN
         fixed = _be_fixed(te, kse, rhoe)  # what the root search does not change
         cols = list(zip(*(a.tolist() for a in (te, kse[0], kse[1], *fixed, kme, mge, kinds)),
@@ -534,8 +587,7 @@ class SaddlePointAccountant(Accountant):
         def bracket(x: np.ndarray, sel: np.ndarray | None = None
                     ) -> tuple[np.ndarray, np.ndarray]:
             """log of the bracket's upper (kinds True) or lower end at eps = x, with slopes,
-            for the elements ``sel`` (all by default; in Python floats, :func:`_be_end1`,
-            unless a division by zero sends it to the arrays' form)."""
+            for the elements ``sel`` (all by default)."""
             if sel is None:
                 try:
                     vs = [_be_end1(xj, *c) for xj, c in zip(x.tolist(), cols, strict=True)]
@@ -556,28 +608,19 @@ class SaddlePointAccountant(Accountant):
                 dlo = (dl + rr * t0) / (1.0 - rr)
             return np.where(kd, lup, llo), np.where(kd, dup, dlo)
 
-        # the lower ends only where informative at the approximation's eps (else NaN)
-        roots = roots_decreasing(bracket, log_delta,
-                                 np.array([o["eps_t"] for o in outs for _ in (0, 1)]), te,
-                                 kinds)
-        for i, (d, out) in enumerate(zip(dirs, outs, strict=True)):
-            tr, k0 = tt[per * i + 1:per * i + 2], sts[i][0, 1:]
-            upper = float(((k0 + d.k_margin + log_theta_max(tr) - log_delta) / tr)[0])
-            x_up = float(roots[2 * i])
-            if math.isfinite(x_up):
-                # an upper bound on eps(delta) is an eps >= 0 at which the bound on the curve
-                # is <= delta, checked there: a root below 0 (a saddle point at a negative
-                # eps, as for delta near 1) says nothing unless the bound at 0 is <= delta
-                if x_up < 0.0:
-                    at0 = bracket(np.array([0.0]), np.array([2 * i]))[0][0]
-                    x_up = 0.0 if at0 <= log_delta else None
-                if x_up is not None:
-                    upper = min(upper, x_up)
-            if math.isfinite(roots[2 * i + 1]):
-                out["lower"] = max(float(roots[2 * i + 1]), 0.0)
-            # delta(eps) = 0 at and above the essential supremum of the composed loss
-            out["upper"] = min(max(upper, 0.0), d.sup)
-        return outs
+        # the lower ends only where informative at the start (else NaN)
+        roots = roots_decreasing(bracket, log_delta, np.array([e[4] for e in elems]), te,
+                                 kinds).tolist()
+        out: list[float | None] = []
+        for j, (x, up) in enumerate(zip(roots, kinds.tolist(), strict=True)):
+            if not math.isfinite(x):
+                out.append(None)
+            elif up and x < 0.0:
+                at0 = bracket(np.array([0.0]), np.array([j]))[0][0]
+                out.append(0.0 if at0 <= log_delta else None)
+            else:
+                out.append(x)
+        return out
 
     def _epsilon_of(self, delta: float) -> EpsilonResult:
         """The saddle-point approximation of the smallest eps with ``delta(eps) <= delta``,
