@@ -454,3 +454,34 @@ def test_pld_unconverged_reports_the_smallest_certified_upper_bound():
     assert r.details["converged"] is False
     assert r.upper == min(rdp, spa, r.details["pld_upper"])
     assert r.lower >= r.details["pld_lower"]
+
+
+def test_capped_untilt_gives_trivial_bounds():
+    """A strongly tilted composition's masses far below its centre overflow when untilted
+    (capped at e^700): there the sums are not the law's, so both bounds are the trivial
+    ones (upper 1, lower 0) and no overflow warning escapes; above the capped region the
+    bounds are those of the untilted law (a hand-built binomial law, closed form)."""
+    import warnings
+
+    from scipy.stats import binom
+
+    from tightdp.pld.compose import ComposedPLD
+
+    n, d, lam, log_scale = 2000, 1.0, 1.0, 800.0
+    ys = np.arange(n + 1) * d
+    pmf = binom.pmf(np.arange(n + 1), n, 0.5)
+    # the tilted values (original = tilted e^{log_scale - lam y}) with an FFT's rounding
+    # floor of 1e-20: untilted below y ~ 54 it exceeds e^700
+    tilted = np.exp(binom.logpmf(np.arange(n + 1), n, 0.5) + lam * ys - log_scale) + 1e-20
+    c = ComposedPLD(d, 0, tilted, 0.0, lam, log_scale, -math.inf, -math.inf, -math.inf)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        low_eps = np.array([5.0, 50.0])  # masses there untilt to e^{~795} and more: capped
+        assert np.all(c.delta_bound(low_eps, True) == 1.0)
+        assert np.all(c.delta_bound(low_eps, False) == 0.0)
+        first, gy, g_up = c.grid_bound(True)
+        assert np.all(g_up[gy < 90.0] == 1.0)
+        eps = np.array([1000.0, 1050.0])
+        exact = [np.sum(pmf[ys > e] * (1 - np.exp(e - ys[ys > e]))) for e in eps]
+        np.testing.assert_allclose(c.delta_bound(eps, True), exact, rtol=1e-9)
+        np.testing.assert_allclose(c.delta_bound(eps, False), exact, rtol=1e-9)

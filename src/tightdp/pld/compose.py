@@ -249,6 +249,8 @@ class ComposedPLD:
     #: memos of the original-measure masses and of their tail sums, per bound direction
     _mass_memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     _sum_memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    #: per bound direction, the highest window index whose untilted mass was capped (-1: none)
+    _cap_memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @cached_property
     def ys(self) -> np.ndarray:
@@ -261,6 +263,7 @@ class ComposedPLD:
         cache = self._mass_memo
         if upper not in cache:
             p = np.maximum(self.probs, 0.0) if upper else self.probs
+            self._cap_memo[upper] = -1
             if self.lam == 0.0 and abs(self.log_scale) < 700.0:
                 # untilted (only normalized): one factor, no logarithms of the whole window
                 p = p * math.exp(self.log_scale)
@@ -272,6 +275,10 @@ class ComposedPLD:
                     lg = (np.log(np.abs(np.where(nz, p, 1.0))) + self.log_scale
                           - self.lam * self.ys)
                     p = np.where(nz, np.sign(p) * np.exp(np.minimum(lg, 700.0)), 0.0)
+                capped = np.flatnonzero(nz & ~(lg <= 700.0))
+                # the sums over a capped mass are not the law's: the bounds there are the
+                # trivial ones (_trivial)
+                self._cap_memo[upper] = int(capped[-1]) if capped.size else -1
             cache[upper] = p
         return cache[upper]
 
@@ -284,7 +291,8 @@ class ComposedPLD:
         hit = cache.get(upper)
         if hit is None or hit[0] > start:
             p = self._mass(upper)[start:]
-            hit = (start, self.ys[start:], *tail_sums(p, self.d))
+            with np.errstate(over="ignore"):  # sums over capped masses: see _trivial
+                hit = (start, self.ys[start:], *tail_sums(p, self.d))
             cache[upper] = hit
         return hit
 
@@ -365,23 +373,34 @@ class ComposedPLD:
         rnd = self.round_rel * np.maximum(s0[np.maximum(idx - 1, 0)], 0.0)
         return np.where(idx >= s0.size - 1, 0.0, rnd)
 
+    def _trivial(self, upper: bool, index: np.ndarray) -> np.ndarray:
+        """Where a bound's sums (from window ``index`` up) include a mass that the untilt had
+        to cap (far below a strong tilt's centre, where ``e^{log_scale - lam y}`` overflows):
+        there the sums are not the law's, and the bound is the trivial one (1 for the upper,
+        0 for the lower)."""
+        self._mass(upper)
+        return index <= self._cap_memo[upper]
+
     def delta_bound(self, eps, upper: bool) -> np.ndarray:
-        """Certified upper or lower bound on ``delta(eps)`` of the composed pair."""
+        """Certified upper or lower bound on ``delta(eps)`` of the composed pair (the trivial
+        one, 1 or 0, where the untilted masses overflow: :meth:`_trivial`)."""
         eps = np.asarray(eps, dtype=float)
         first = int(np.searchsorted(self.ys, np.min(eps), side="right")) if eps.size else 0
-        _, ys, s0, t = self._sums(upper, max(first - 1, 0))
+        start, ys, s0, t = self._sums(upper, max(first - 1, 0))
         idx = np.searchsorted(ys, eps, side="right")
         safe = np.minimum(idx, ys.size - 1)
         with np.errstate(over="ignore", invalid="ignore"):
             val = s0[idx] - np.exp(np.minimum(eps - ys[safe], 0.0)) * t[idx]
         val = np.where(idx >= ys.size, 0.0, val)
         rnd = self._rounding(s0, idx)
+        bad = self._trivial(upper, start + idx)
         if upper:
             # round toward more loss: a relative 1e-10 covers the floating-point rounding
             # of the sums; the FFT's own rounding is in _extra (_noise)
             val = np.maximum(val, 0.0) * (1 + 1e-10) + rnd
-            return np.clip(val + self._extra(eps, upper), 0.0, 1.0)
-        return np.clip((val + self._extra(eps, upper) - rnd) * (1 - 1e-10), 0.0, 1.0)
+            return np.where(bad, 1.0, np.clip(val + self._extra(eps, upper), 0.0, 1.0))
+        return np.where(bad, 0.0, np.clip((val + self._extra(eps, upper) - rnd) * (1 - 1e-10),
+                                          0.0, 1.0))
 
     def grid_bound(self, upper: bool, start: int = 0, stop: int | None = None
                    ) -> tuple[int, np.ndarray, np.ndarray]:
@@ -400,9 +419,11 @@ class ComposedPLD:
         nxt = np.arange(a + 1, b + 1)
         rnd = self._rounding(s0, nxt)
         ex = self._extra(ys, upper, first + nxt)
+        bad = self._trivial(upper, first + nxt)
         if upper:
-            return start, ys, np.clip(np.maximum(val, 0.0) * (1 + 1e-10) + rnd + ex, 0.0, 1.0)
-        return start, ys, np.clip((val + ex - rnd) * (1 - 1e-10), 0.0, 1.0)
+            return start, ys, np.where(bad, 1.0, np.clip(
+                np.maximum(val, 0.0) * (1 + 1e-10) + rnd + ex, 0.0, 1.0))
+        return start, ys, np.where(bad, 0.0, np.clip((val + ex - rnd) * (1 - 1e-10), 0.0, 1.0))
 
     def epsilon_bound(self, delta: float, upper: bool) -> float:
         """Smallest eps >= 0 at which the bound on delta(eps) is <= delta: a monotone search
