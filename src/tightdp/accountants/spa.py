@@ -225,7 +225,8 @@ class _Direction:
         t = np.asarray(t, dtype=float).reshape(-1)
         key = t.tobytes()
         if t.size <= 2 and all(x in self._cols for x in t.tolist()):
-            return self.stats(t)[: order + 1]
+            st = self.stats(t)
+            return st[[0, 1, 2, 3, 4, 6]] if order == 5 else st[: order + 1]
         part = self._memo_k.pop(key, None)
         if part is not None:
             self._memo_k[key] = part  # most recently used last

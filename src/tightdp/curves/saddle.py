@@ -376,12 +376,15 @@ def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target,
     overshoot on the steep convex equations of few compositions (a secant slope, where
     flagged, still takes precedence).
 
-    ``refine > 0`` (for a few targets: at most 8) narrows each bracketing cell further on a
-    fixed sub-grid of ``refine + 2`` geometric points between its ends (the same points for
-    the same cell, read-only as the grids are, so that a caller may keep ``f``'s values there
-    as it keeps the grids'): the Newton iteration then starts from the cubic Hermite point of
-    a cell ``refine + 1`` times narrower, which saves it about one evaluation per target (the
-    first root on the grids stays the one found). With ``refine``, ``memo`` (a dict the caller
+    ``refine > 0`` (for a few targets, at most 8: an eps(delta) query) changes four things:
+    the first grid goes on above ``hi`` by doublings (:func:`tilt_grids`' ``doubling``) and
+    the grid below it is scanned only for the targets reached at its first point; each
+    bracketing cell is narrowed on a fixed sub-grid of its ``refine`` inner geometric points
+    (the same points for the same cell, read-only as the grids are, so that a caller may keep
+    ``f``'s values there as it keeps the grids'), so that the Newton iteration starts from the
+    cubic Hermite point of a cell ``refine + 1`` times narrower (the first crossing on the
+    grids is the one refined); and the Newton iteration runs in floats and stops at an
+    evaluated point (:func:`_newton_few`). With ``refine``, ``memo`` (a dict the caller
     keeps for one ``f``, e.g. per accountant and method) holds the first grid's values row by
     row as far as they were scanned, with their running maxima: a later solve finds a
     target's first grid point at or above it by bisection on those (the same bracket as the
