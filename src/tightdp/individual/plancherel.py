@@ -33,6 +33,9 @@ TRUNC_FRACTION = 1e-5
 #: bucket laws transformed per FFT call in :class:`Direction`
 _FFT_ROWS = 16
 
+#: examples per piece in :meth:`Direction.prepare`
+PIECE_ROWS = 4096
+
 #: column counts that are multiples of this give row-independent BLAS products (see
 #: :func:`row_products`)
 _COLUMN_TILE = 16
@@ -189,6 +192,10 @@ class Direction:
         self.log_env = np.log(np.maximum(env, 1e-300))  # (B, nb)
         ends = np.append(starts[1:], kh)
         self.block_w = np.array([tw[s:e].sum() for s, e in zip(starts, ends, strict=True)])
+        # everything :meth:`prepare` needs from the counts, as one matrix: one BLAS product
+        # per piece of examples (each column's values are those of the separate products:
+        # BLAS sums every entry over the buckets alike, wherever its column lies)
+        self.prep_table = np.column_stack([self.table_inf, self.log_env])
         # closed-form Fourier weights
         # 1 - z and 1 - e^{-d} z (z = e^{-2 pi i k / K}) without cancellation at small k:
         # 1 - cos t = 2 sin(t/2)^2
@@ -214,8 +221,30 @@ class Direction:
     def extras_split(self, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The composed mass at ``+inf`` and a Chernoff bound on the finite mass outside
         the window (what the circular convolution may fold into it), per example."""
+        return self._extras_of(row_products(counts, self.table_inf))
+
+    def prepare(self, counts: np.ndarray, tol: float) -> tuple[np.ndarray, ...]:
+        """Per example (rows of ``counts``): ``(inf_mass, outside, shift, kk, tau)``, the
+        values of :meth:`extras_split`, of the composed grid shift ``counts @ shift`` and of
+        :meth:`cutoffs`, from one product with :attr:`prep_table` per piece of
+        :data:`PIECE_ROWS` examples (the intermediate arrays stay in cache; every value is
+        computed per row, so it does not depend on the pieces)."""
+        n = counts.shape[0]
         nt = self.t_pos.size
-        prod = row_products(counts, self.table_inf)
+        ni = self.table_inf.shape[1]
+        inf_mass, outside, shift, tau = (np.empty(n) for _ in range(4))
+        kk = np.empty(n, dtype=self.starts.dtype)
+        for a in range(0, n, PIECE_ROWS):
+            b = min(n, a + PIECE_ROWS)
+            prod = row_products(counts[a:b], self.prep_table)
+            inf_mass[a:b], outside[a:b] = self._extras_of(prod[:, :ni])
+            shift[a:b] = prod[:, 2 * nt]
+            kk[a:b], tau[a:b] = self._cutoffs_of(prod[:, ni:], tol)
+        return inf_mass, outside, shift, kk, tau
+
+    def _extras_of(self, prod: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`extras_split` from the product of the counts with :attr:`table_inf`."""
+        nt = self.t_pos.size
         inf_mass = -np.expm1(prod[:, -1])
         s = prod[:, 2 * nt:2 * nt + 1]
         top = s + (self.i_lo + self.K) * self.d  # smallest loss above the window
@@ -235,7 +264,11 @@ class Direction:
         # as a cumulative sum over the reversed blocks); each example keeps the first block
         # from which it is <= tol, and the sums only grow, so the loop stops at the first
         # block where no example is within tol
-        c = np.ascontiguousarray(row_products(counts, self.log_env).T)  # (nb, n)
+        return self._cutoffs_of(row_products(counts, self.log_env), tol)
+
+    def _cutoffs_of(self, prod: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`cutoffs` from the product of the counts with :attr:`log_env`."""
+        c = np.ascontiguousarray(prod.T)  # (nb, n)
         np.minimum(c, 0.0, out=c)
         np.exp(c, out=c)
         c *= self.block_w[:, None]
@@ -319,7 +352,8 @@ class Evaluator:
     """Certified delta bounds of one chunk of examples (one direction) by Plancherel."""
 
     def __init__(self, dr: Direction, counts: np.ndarray, kk: int, tau: np.ndarray,
-                 extra: np.ndarray, kk_rows: np.ndarray | None = None):
+                 extra: np.ndarray, kk_rows: np.ndarray | None = None,
+                 shift: np.ndarray | None = None):
         self.dr, self.K, self.d = dr, dr.K, dr.d
         # the products with the counts as (example, frequency) matrices (a row's values do
         # not depend on the other rows: BLAS sums each over the buckets alike), then the
@@ -354,7 +388,8 @@ class Evaluator:
         self.qh = P
         self.tau = tau
         self.extra = extra
-        self.s = row_products(counts, dr.shift)  # grid shift of each example's composed law
+        # grid shift of each example's composed law (given: from :meth:`Direction.prepare`)
+        self.s = row_products(counts, dr.shift) if shift is None else shift
 
     def y(self, m: np.ndarray) -> np.ndarray:
         return self.s + (self.dr.i_lo + m) * self.d

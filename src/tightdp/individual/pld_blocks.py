@@ -177,10 +177,9 @@ def evaluate(block, state, used: np.ndarray, lv: int, cols: np.ndarray, directio
     c = bucket_counts(block, used[cols], state["act"][rows])
     tol = TRUNC_FRACTION * delta
     round_allow = 64 * MACHINE_EPSILON * (1.0 + c.sum(axis=1))
-    extra = dr.extras(c)
-    kk, tau = dr.cutoffs(c, tol)
-    inf_low, out_low = dl.extras_split(c)
-    kl, tau_l = dl.cutoffs(c, tol)
+    inf_up, out_up, s_up, kk, tau = dr.prepare(c, tol)
+    extra = inf_up + out_up
+    inf_low, out_low, s_low, kl, tau_l = dl.prepare(c, tol)
     k_max = max(int(kk.max()), int(kl.max()), 1)
     # a chunk's evaluator holds about six (chunk, frequencies) complex arrays: at most a
     # quarter of the memory budget
@@ -189,10 +188,12 @@ def evaluate(block, state, used: np.ndarray, lv: int, cols: np.ndarray, directio
     eps_lo = np.empty(rows.size)
     for sel in _chunks(kk, kl, cs):
         ev = Evaluator(dr, c[sel], int(kk[sel].max()), tau[sel],
-                       extra[sel] + round_allow[sel] * (1.0 + np.log(kk[sel])), kk[sel])
+                       extra[sel] + round_allow[sel] * (1.0 + np.log(kk[sel])), kk[sel],
+                       s_up[sel])
         eps_up[sel] = up = ev.epsilon(delta)
         del ev
-        ev = Evaluator(dl, c[sel], int(kl[sel].max()), tau_l[sel], np.zeros(sel.size), kl[sel])
+        ev = Evaluator(dl, c[sel], int(kl[sel].max()), tau_l[sel], np.zeros(sel.size), kl[sel],
+                       s_low[sel])
         credit = inf_low[sel] - out_low[sel] - round_allow[sel] * (1.0 + np.log(kl[sel]))
         eps_lo[sel] = ev.epsilon_lower(delta, up, credit)
         del ev
