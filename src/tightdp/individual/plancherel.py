@@ -18,7 +18,7 @@ from ..pld.compose import MAX_POINTS
 from ..pld.discretize import loss_range
 from ..pld.grid import DiscretePLD
 
-__all__ = ["BucketLaws", "Direction", "row_products", "Evaluator", "horner",
+__all__ = ["BucketLaws", "Direction", "extents", "row_products", "Evaluator", "horner",
            "bucket_loss_range", "LOG_WINDOW_TAIL", "TRUNC_FRACTION", "HORNER_MAX"]
 
 #: log of the mass each pure composition may leave outside the FFT window (what leaves it is
@@ -106,17 +106,43 @@ class BucketLaws:
         examples. Only accuracy depends on it: what lies outside is bounded per example and
         charged (:meth:`Direction.extras_split`). Exact (min/max of per-row values), so the
         union over blocks of examples is the window of all of them."""
+        return _window(*self._reach(row_products(counts, self.table), log_tail, d))
+
+    def _reach(self, prod: np.ndarray, log_tail: float, d: float) -> tuple[float, float]:
+        """The smallest and largest window coordinate (in grid steps, before rounding out)
+        over the examples, from their product with :attr:`table` (see :meth:`extent`)."""
         ts = self.t_pos
         nt = ts.size
-        prod = row_products(counts, self.table)
         a_hi = np.min((prod[:, :nt] - log_tail) / ts, axis=1)
         a_lo = np.max((prod[:, nt:2 * nt] - log_tail) / -ts, axis=1)
         s_ex, c_max, c_min = prod[:, 2 * nt], prod[:, 2 * nt + 1], prod[:, 2 * nt + 2]
         a_hi = np.maximum(np.minimum(a_hi, c_max), d)
         a_lo = np.minimum(np.maximum(a_lo, c_min), 0.0)
-        i_lo = int(math.floor(float(np.min((a_lo - s_ex) / d)))) - 1
-        i_hi = int(math.ceil(float(np.max((a_hi - s_ex) / d)))) + 1
-        return i_lo, i_hi
+        return float(np.min((a_lo - s_ex) / d)), float(np.max((a_hi - s_ex) / d))
+
+
+def _window(lo: float, hi: float) -> tuple[int, int]:
+    """Grid-index window from the reach of :meth:`BucketLaws._reach` (one point of margin
+    on each side)."""
+    return int(math.floor(lo)) - 1, int(math.ceil(hi)) + 1
+
+
+def extents(laws: list[BucketLaws], counts: np.ndarray, log_tail: float,
+            d: float) -> list[tuple[int, int]]:
+    """``[law.extent(counts, log_tail, d) for law in laws]``, from one product of the counts
+    with the tables of all ``laws`` per piece of :data:`PIECE_ROWS` examples (each column's
+    values are those of the separate products, and the window is the min / max of per-row
+    values, so it is the same)."""
+    table = np.column_stack([law.table for law in laws])
+    widths = np.cumsum([0] + [law.table.shape[1] for law in laws])
+    lo = [math.inf] * len(laws)
+    hi = [-math.inf] * len(laws)
+    for a in range(0, counts.shape[0], PIECE_ROWS):
+        prod = row_products(counts[a:a + PIECE_ROWS], table)
+        for i, law in enumerate(laws):
+            r_lo, r_hi = law._reach(prod[:, widths[i]:widths[i + 1]], log_tail, d)
+            lo[i], hi[i] = min(lo[i], r_lo), max(hi[i], r_hi)
+    return [_window(a, b) for a, b in zip(lo, hi, strict=True)]
 
 
 class Direction:

@@ -24,12 +24,14 @@ from ..results import check_bracket
 from .blocks import ResultStore, block_summary
 from .plancherel import (
     HORNER_MAX,
+    PIECE_ROWS,
     TRUNC_FRACTION,
     Direction,
     Evaluator,
     bucket_loss_range,
     row_products,
 )
+from .plancherel import extents as window_extents
 
 __all__ = ["discretize", "discretize_steps", "used_buckets", "init_state", "groups", "extents",
            "evaluate", "give_up", "check", "finish", "bucket_counts", "MAX_LEVEL",
@@ -108,10 +110,14 @@ def init_state(block, state, used: np.ndarray, x: np.ndarray, log_w: float):
     ``mu^2 = q^2 sum_t (e^{c_t^2 / sigma^2} - 1)`` (Dong, Roth, Su, "Gaussian differential
     privacy", 2022, Thm. 5.2 / Cor. 5.4; ``x = e^{c_j^2/sigma^2} - 1`` per bucket, ``log_w``
     the worst case's ``log(mu^2 / q^2)``). Only chooses grid steps."""
-    cnt = bucket_counts(block, used)
-    act = np.nonzero(cnt.sum(axis=1) > 0)[0]
+    b = np.asarray(block)
+    act = np.nonzero(np.any(b[:, used + 1] > 0, axis=1))[0]
+    # row_products per piece of examples (the values are per row: the same)
+    prod = np.empty(act.size)
+    for a in range(0, act.size, PIECE_ROWS):
+        prod[a:a + PIECE_ROWS] = row_products(bucket_counts(b, used, act[a:a + PIECE_ROWS]), x)
     with np.errstate(divide="ignore"):
-        log_i = np.log(np.maximum(row_products(cnt[act], x), 1e-300))
+        log_i = np.log(np.maximum(prod, 1e-300))
     rel = np.clip(np.exp(0.5 * (log_i - log_w)), 1e-300, 1.0)
     level = np.clip(np.floor(-np.log2(rel) - LEVEL_OFFSET), 0, MAX_LEVEL).astype(np.int64)
     n = act.size
@@ -127,11 +133,11 @@ def groups(block, state, used: np.ndarray):
     lv_todo = state["level"][state["todo"]]
     if lv_todo.size == 0:
         return state, {}
-    cnt = bucket_counts(block, used, state["act"])
+    b = np.asarray(block)
     out = {}
     for lv in np.unique(lv_todo):
-        rows = state["todo"] & (state["level"] == lv)
-        out[int(lv)] = (cnt[rows].any(axis=0), int(rows.sum()))
+        rows = state["act"][state["todo"] & (state["level"] == lv)]
+        out[int(lv)] = (np.any(b[rows][:, used + 1] > 0, axis=0), int(rows.size))
     return state, out
 
 
@@ -139,15 +145,14 @@ def extents(block, state, used: np.ndarray, jobs: dict):
     """For each level of ``jobs`` (``lv -> (cols, laws, log_tail, d)``, ``laws`` a list of
     :class:`BucketLaws`): the FFT window each law set needs for this block's examples of that
     level (None if it has none)."""
-    cnt = bucket_counts(block, used, state["act"])
     out = {}
     for lv, (cols, laws, log_tail, d) in jobs.items():
-        rows = state["todo"] & (state["level"] == lv)
-        if not rows.any():
+        rows = np.nonzero(state["todo"] & (state["level"] == lv))[0]
+        if not rows.size:
             out[lv] = None
             continue
-        c = cnt[rows][:, cols]
-        out[lv] = [law.extent(c, log_tail, d) for law in laws]
+        c = bucket_counts(block, used[cols], state["act"][rows])
+        out[lv] = window_extents(laws, c, log_tail, d)
     return state, out
 
 
