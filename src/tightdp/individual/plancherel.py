@@ -173,6 +173,7 @@ class Direction:
                 "buckets, a larger rtol or grid_step, or raise max_memory")
         self.K, self.i_lo = K, i_lo
         kh = K // 2 + 1
+        self.kh = kh  # frequencies of the half spectrum
         B = len(plds)
         # spectra of the bucket laws; log-modulus and phase are taken on demand for the first
         # frequencies only (:meth:`spectra`), the per-example cut-offs keeping few of them
@@ -299,7 +300,7 @@ class Direction:
         np.exp(c, out=c)
         c *= self.block_w[:, None]
         n = c.shape[1]
-        kk = np.full(n, self.spec.shape[1], dtype=self.starts.dtype)
+        kk = np.full(n, self.kh, dtype=self.starts.dtype)
         tau = np.zeros(n)
         tail = np.zeros(n)
         ok = np.empty(n, dtype=bool)
@@ -312,9 +313,30 @@ class Direction:
             np.copyto(tau, tail, where=ok)
         return kk, tau
 
+    def trimmed(self, kk: int) -> Direction:
+        """A copy holding what evaluating examples that keep at most ``kk`` frequencies
+        needs (the tables of :meth:`prepare`, :meth:`spectra` up to ``kk``, the frequency
+        weights up to ``kk``), without the spectra of the whole window: what is shipped to
+        the workers (``kk = 0``: for :meth:`prepare` only). The values are those of this
+        direction (elementwise, whatever the number of frequencies taken)."""
+        kk = int(min(kk, self.kh))
+        out = object.__new__(Direction)
+        out.__dict__.update(self.__dict__)
+        out.spec = None
+        if kk:
+            out._log_abs, out._phase = (np.ascontiguousarray(a) for a in self.spectra(kk))
+        else:
+            out._log_abs = out._phase = np.empty((self.mass.size, 0))
+        for name in ("win_phase", "omega", "g1", "g2", "gh"):
+            setattr(out, name, getattr(self, name)[:kk].copy())
+        return out
+
     def spectra(self, kk: int) -> tuple[np.ndarray, np.ndarray]:
         """``log |F_j(k)|`` and ``arg F_j(k)`` of the bucket laws for ``k < kk``."""
         if self._log_abs.shape[1] < kk:
+            if self.spec is None:
+                raise ValueError(f"this trimmed direction holds {self._log_abs.shape[1]} "
+                                 f"frequencies, {kk} asked")
             n = min(self.spec.shape[1], max(kk, 2 * self._log_abs.shape[1]))
             f = self.spec[:, :n]
             self._log_abs = np.log(np.maximum(np.abs(f), 1e-300))

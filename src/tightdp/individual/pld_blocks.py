@@ -34,7 +34,7 @@ from .plancherel import (
 from .plancherel import extents as window_extents
 
 __all__ = ["discretize", "discretize_steps", "used_buckets", "init_state", "groups", "extents",
-           "evaluate", "give_up", "check", "finish", "bucket_counts", "MAX_LEVEL",
+           "prepare", "evaluate", "give_up", "check", "finish", "bucket_counts", "MAX_LEVEL",
            "LEVEL_OFFSET"]
 
 #: grid-step levels: an example at level ``l`` is discretized with step ``d0 / 2^l``
@@ -169,22 +169,38 @@ def _chunks(kk: np.ndarray, kl: np.ndarray, size: int) -> list[np.ndarray]:
     return out
 
 
-def evaluate(block, state, used: np.ndarray, lv: int, cols: np.ndarray, direction: int,
-             dr: Direction, dl: Direction, delta: float, chunk_size: int, max_memory: float):
-    """Certified ``(lower, upper)`` eps, in one direction, of the block's examples of level
-    ``lv`` on the transforms ``dr`` (connect-the-dots, dominating) and ``dl`` (lowered chords,
-    dominated); after the second direction the larger of the two narrows the bracket kept
-    (upper: the smaller of the rounds', lower: the larger). Returns how many examples and
-    the largest number of frequencies kept."""
+def prepare(block, state, used: np.ndarray, lv: int, cols: np.ndarray, dr: Direction,
+            dl: Direction, delta: float):
+    """First half of :func:`evaluate`, on the directions trimmed to their tables
+    (:meth:`Direction.trimmed`): per example of level ``lv``, the mass at ``+inf``, the
+    Chernoff bounds on the folded mass, the composed shift and the frequency cut-off with its
+    truncation bound, for ``dr`` and ``dl`` (:meth:`Direction.prepare`), kept in the state.
+    Returns the largest cut-off of each, so that the driver ships the spectra up to them
+    only."""
     rows = np.nonzero(state["todo"] & (state["level"] == lv))[0]
     if rows.size == 0:
         return state, (0, 0)
     c = bucket_counts(block, used[cols], state["act"][rows])
     tol = TRUNC_FRACTION * delta
+    prep = (*dr.prepare(c, tol), *dl.prepare(c, tol))
+    return dict(state, prep=prep), (int(prep[3].max()), int(prep[8].max()))
+
+
+def evaluate(block, state, used: np.ndarray, lv: int, cols: np.ndarray, direction: int,
+             dr: Direction, dl: Direction, delta: float, chunk_size: int, max_memory: float):
+    """Certified ``(lower, upper)`` eps, in one direction, of the block's examples of level
+    ``lv`` on the transforms ``dr`` (connect-the-dots, dominating) and ``dl`` (lowered chords,
+    dominated), after :func:`prepare` (whose values it takes from the state); after the
+    second direction the larger of the two narrows the bracket kept (upper: the smaller of
+    the rounds', lower: the larger). Returns how many examples and the largest number of
+    frequencies kept."""
+    rows = np.nonzero(state["todo"] & (state["level"] == lv))[0]
+    if rows.size == 0:
+        return state, (0, 0)
+    c = bucket_counts(block, used[cols], state["act"][rows])
     round_allow = 64 * MACHINE_EPSILON * (1.0 + c.sum(axis=1))
-    inf_up, out_up, s_up, kk, tau = dr.prepare(c, tol)
+    inf_up, out_up, s_up, kk, tau, inf_low, out_low, s_low, kl, tau_l = state["prep"]
     extra = inf_up + out_up
-    inf_low, out_low, s_low, kl, tau_l = dl.prepare(c, tol)
     k_max = max(int(kk.max()), int(kl.max()), 1)
     # a chunk's evaluator holds about six (chunk, frequencies) complex arrays: at most a
     # quarter of the memory budget
@@ -203,6 +219,7 @@ def evaluate(block, state, used: np.ndarray, lv: int, cols: np.ndarray, directio
         eps_lo[sel] = ev.epsilon_lower(delta, up, credit)
         del ev
     st = dict(state)
+    del st["prep"]
     if direction == 0:
         st["cur_up"] = state["cur_up"].copy()
         st["cur_lo"] = state["cur_lo"].copy()

@@ -355,8 +355,15 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
                                 counters[r] = max(counters[r], o[1])
                                 bar.update(o[0])
 
-                            states, _ = ex.run(pb.evaluate, states, used, lv, cols, r, dr, dl,
-                                               delta, self.chunk_size, self.budget.max_memory,
+                            # the tables first, then the spectra up to the largest
+                            # cut-off of the examples (not the whole window)
+                            states, k_max = ex.run(pb.prepare, states, used, lv, cols,
+                                                   dr.trimmed(0), dl.trimmed(0), delta)
+                            k_r = max(1, max(k[0] for k in k_max))
+                            k_l = max(1, max(k[1] for k in k_max))
+                            states, _ = ex.run(pb.evaluate, states, used, lv, cols, r,
+                                               dr.trimmed(k_r), dl.trimmed(k_l), delta,
+                                               self.chunk_size, self.budget.max_memory,
                                                on_done=done)
                             del dr, dl
                     except BudgetExceeded:
