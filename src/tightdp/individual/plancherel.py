@@ -222,7 +222,14 @@ class Direction:
         # everything :meth:`prepare` needs from the counts, as one matrix: one BLAS product
         # per piece of examples (each column's values are those of the separate products:
         # BLAS sums every entry over the buckets alike, wherever its column lies)
-        self.prep_table = np.column_stack([self.table_inf, self.log_env])
+        # The frequency cut-offs need the envelope blocks from the last one down to where no
+        # example is within tol any more, rarely the first few (single frequencies): those
+        # (``env_split``, the product's columns a multiple of 16) come in a second product,
+        # only for the pieces that reach them
+        ni, nb = self.table_inf.shape[1], self.log_env.shape[1]
+        split = (ni + nb) % _COLUMN_TILE
+        self.env_split = min(nb, split + (_COLUMN_TILE if split < 8 else 0))
+        self.prep_table = np.column_stack([self.table_inf, self.log_env[:, self.env_split:]])
         # closed-form Fourier weights
         # 1 - z and 1 - e^{-d} z (z = e^{-2 pi i k / K}) without cancellation at small k:
         # 1 - cos t = 2 sin(t/2)^2
@@ -266,7 +273,11 @@ class Direction:
             prod = row_products(counts[a:b], self.prep_table)
             inf_mass[a:b], outside[a:b] = self._extras_of(prod[:, :ni])
             shift[a:b] = prod[:, 2 * nt]
-            kk[a:b], tau[a:b] = self._cutoffs_of(prod[:, ni:], tol)
+            piece = counts[a:b]
+            segs = ((self.env_split, prod[:, ni:]),
+                    (0, lambda piece=piece: row_products(piece,
+                                                         self.log_env[:, :self.env_split])))
+            kk[a:b], tau[a:b] = self._cutoffs_of(segs, tol)
         return inf_mass, outside, shift, kk, tau
 
     def _extras_of(self, prod: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -291,26 +302,36 @@ class Direction:
         # as a cumulative sum over the reversed blocks); each example keeps the first block
         # from which it is <= tol, and the sums only grow, so the loop stops at the first
         # block where no example is within tol
-        return self._cutoffs_of(row_products(counts, self.log_env), tol)
+        return self._cutoffs_of([(0, row_products(counts, self.log_env))], tol)
 
-    def _cutoffs_of(self, prod: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`cutoffs` from the product of the counts with :attr:`log_env`."""
-        c = np.ascontiguousarray(prod.T)  # (nb, n)
-        np.minimum(c, 0.0, out=c)
-        np.exp(c, out=c)
-        c *= self.block_w[:, None]
-        n = c.shape[1]
-        kk = np.full(n, self.kh, dtype=self.starts.dtype)
-        tau = np.zeros(n)
-        tail = np.zeros(n)
-        ok = np.empty(n, dtype=bool)
-        for b in range(c.shape[0] - 1, -1, -1):
-            tail += c[b]
-            np.less_equal(tail, tol, out=ok)
-            if not ok.any():
-                break
-            np.copyto(kk, self.starts[b], where=ok)
-            np.copyto(tau, tail, where=ok)
+    def _cutoffs_of(self, segs, tol: float) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`cutoffs` from the products of the counts with the envelope blocks:
+        ``segs`` lists ``(b0, prod)`` from the last blocks down, ``prod`` the product with
+        the blocks ``b0, b0 + 1, ...`` up to the previous segment's ``b0`` (or a callable
+        computing it when reached). Each block's contribution is taken when the sum reaches
+        it (the same operations, elementwise, as on the whole array at once)."""
+        kk = tau = tail = ok = None
+        for b0, prod in segs:
+            if callable(prod):
+                prod = prod()
+            if kk is None:
+                n = prod.shape[0]
+                kk = np.full(n, self.kh, dtype=self.starts.dtype)
+                tau = np.zeros(n)
+                tail = np.zeros(n)
+                ok = np.empty(n, dtype=bool)
+            c = np.ascontiguousarray(prod.T)  # (blocks, n)
+            for i in range(c.shape[0] - 1, -1, -1):
+                cb = c[i]
+                np.minimum(cb, 0.0, out=cb)
+                np.exp(cb, out=cb)
+                cb *= self.block_w[b0 + i]
+                tail += cb
+                np.less_equal(tail, tol, out=ok)
+                if not ok.any():
+                    return kk, tau
+                np.copyto(kk, self.starts[b0 + i], where=ok)
+                np.copyto(tau, tail, where=ok)
         return kk, tau
 
     def trimmed(self, kk: int) -> Direction:
