@@ -169,38 +169,62 @@ def _chunks(kk: np.ndarray, kl: np.ndarray, size: int) -> list[np.ndarray]:
     return out
 
 
-def prepare(block, state, used: np.ndarray, lv: int, cols: np.ndarray, dr: Direction,
-            dl: Direction, delta: float):
-    """First half of :func:`evaluate`, on the directions trimmed to their tables
-    (:meth:`Direction.trimmed`): per example of level ``lv``, the mass at ``+inf``, the
-    Chernoff bounds on the folded mass, the composed shift and the frequency cut-off with its
-    truncation bound, for ``dr`` and ``dl`` (:meth:`Direction.prepare`), kept in the state.
-    Returns the largest cut-off of each, so that the driver ships the spectra up to them
-    only."""
-    rows = np.nonzero(state["todo"] & (state["level"] == lv))[0]
-    if rows.size == 0:
-        return state, (0, 0)
-    c = bucket_counts(block, used[cols], state["act"][rows])
+def prepare(block, state, used: np.ndarray, jobs: dict, delta: float):
+    """First half of :func:`evaluate`, for every level of ``jobs`` (``lv -> (cols, [dr0, dl0,
+    dr1, dl1])``: the transforms of both directions, trimmed to their tables by
+    :meth:`Direction.trimmed`): per example of the level, the mass at ``+inf``, the Chernoff
+    bounds on the folded mass, the composed shift and the frequency cut-off with its
+    truncation bound (:meth:`Direction.prepare`), kept in the state until :func:`evaluate`
+    uses them. Returns per level the largest cut-off of each transform, so that the driver
+    ships the spectra up to them only (not the whole window)."""
+    prep = dict(state.get("prep", {}))
+    out = {}
     tol = TRUNC_FRACTION * delta
-    prep = (*dr.prepare(c, tol), *dl.prepare(c, tol))
-    return dict(state, prep=prep), (int(prep[3].max()), int(prep[8].max()))
+    for lv, (cols, dirs) in jobs.items():
+        rows = np.nonzero(state["todo"] & (state["level"] == lv))[0]
+        if rows.size == 0:
+            continue
+        c = bucket_counts(block, used[cols], state["act"][rows])
+        ks = []
+        for r in (0, 1):
+            inf_up, out_up, s_up, kk, tau = dirs[2 * r].prepare(c, tol)
+            inf_low, out_low, s_low, kl, tau_l = dirs[2 * r + 1].prepare(c, tol)
+            # what evaluate needs: the upper allowance inf + outside, the lower credit's
+            # inf - outside (the same operations, in the same order, as there)
+            prep[(lv, r)] = (inf_up + out_up, s_up, kk, tau, inf_low - out_low, s_low, kl,
+                             tau_l)
+            ks += [int(kk.max()), int(kl.max())]
+        out[lv] = tuple(ks)
+    return dict(state, prep=prep), out
 
 
-def evaluate(block, state, used: np.ndarray, lv: int, cols: np.ndarray, direction: int,
-             dr: Direction, dl: Direction, delta: float, chunk_size: int, max_memory: float):
-    """Certified ``(lower, upper)`` eps, in one direction, of the block's examples of level
-    ``lv`` on the transforms ``dr`` (connect-the-dots, dominating) and ``dl`` (lowered chords,
-    dominated), after :func:`prepare` (whose values it takes from the state); after the
-    second direction the larger of the two narrows the bracket kept (upper: the smaller of
-    the rounds', lower: the larger). Returns how many examples and the largest number of
-    frequencies kept."""
+def evaluate(block, state, used: np.ndarray, jobs: dict, direction: int, delta: float,
+             chunk_size: int, max_memory: float):
+    """Certified ``(lower, upper)`` eps, in one direction, of the block's examples of every
+    level of ``jobs`` (``lv -> (cols, dr, dl)``) on the transforms ``dr`` (connect-the-dots,
+    dominating) and ``dl`` (lowered chords, dominated), after :func:`prepare` (whose values
+    it takes from the state); after the second direction the larger of the two narrows the
+    bracket kept (upper: the smaller of the rounds', lower: the larger). Returns how many
+    examples and the largest number of frequencies kept."""
+    st = dict(state, prep=dict(state.get("prep", {})))
+    n, k_top = 0, 0
+    for lv, (cols, dr, dl) in jobs.items():
+        prep = st["prep"].pop((lv, direction), None)
+        if prep is not None:
+            st, (m, k) = _evaluate_level(block, st, used, lv, cols, direction, dr, dl, prep,
+                                         delta, chunk_size, max_memory)
+            n, k_top = n + m, max(k_top, k)
+    return st, (n, k_top)
+
+
+def _evaluate_level(block, state, used: np.ndarray, lv: int, cols: np.ndarray,
+                    direction: int, dr: Direction, dl: Direction, prep: tuple, delta: float,
+                    chunk_size: int, max_memory: float):
+    """:func:`evaluate` of the examples of level ``lv``, ``prep`` from :func:`prepare`."""
     rows = np.nonzero(state["todo"] & (state["level"] == lv))[0]
-    if rows.size == 0:
-        return state, (0, 0)
     c = bucket_counts(block, used[cols], state["act"][rows])
     round_allow = 64 * MACHINE_EPSILON * (1.0 + c.sum(axis=1))
-    inf_up, out_up, s_up, kk, tau, inf_low, out_low, s_low, kl, tau_l = state["prep"]
-    extra = inf_up + out_up
+    extra, s_up, kk, tau, low_mass, s_low, kl, tau_l = prep
     k_max = max(int(kk.max()), int(kl.max()), 1)
     # a chunk's evaluator holds about six (chunk, frequencies) complex arrays: at most a
     # quarter of the memory budget
@@ -215,11 +239,10 @@ def evaluate(block, state, used: np.ndarray, lv: int, cols: np.ndarray, directio
         del ev
         ev = Evaluator(dl, c[sel], int(kl[sel].max()), tau_l[sel], np.zeros(sel.size), kl[sel],
                        s_low[sel])
-        credit = inf_low[sel] - out_low[sel] - round_allow[sel] * (1.0 + np.log(kl[sel]))
+        credit = low_mass[sel] - round_allow[sel] * (1.0 + np.log(kl[sel]))
         eps_lo[sel] = ev.epsilon_lower(delta, up, credit)
         del ev
     st = dict(state)
-    del st["prep"]
     if direction == 0:
         st["cur_up"] = state["cur_up"].copy()
         st["cur_lo"] = state["cur_lo"].copy()
