@@ -221,11 +221,13 @@ class Direction:
         self.block_w = np.array([tw[s:e].sum() for s, e in zip(starts, ends, strict=True)])
         # everything :meth:`prepare` needs from the counts, as one matrix: one BLAS product
         # per piece of examples (each column's values are those of the separate products:
-        # BLAS sums every entry over the buckets alike, wherever its column lies)
-        # The frequency cut-offs need the envelope blocks from the last one down to where no
-        # example is within tol any more, rarely the first few (single frequencies): those
-        # (``env_split``, the product's columns a multiple of 16) come in a second product,
-        # only for the pieces that reach them
+        # measured with the OpenBLAS numpy ships, BLAS sums every entry over the buckets
+        # alike wherever its column lies; another BLAS could change last bits, but alike for
+        # every block, as row_products keeps rows independent). The frequency cut-offs need
+        # the envelope blocks from the last one down to where no example is within tol any
+        # more, rarely the first few (single frequencies): those (``env_split``, the
+        # product's columns a multiple of 16) come in a second product, only for the pieces
+        # that reach them
         ni, nb = self.table_inf.shape[1], self.log_env.shape[1]
         split = (ni + nb) % _COLUMN_TILE
         self.env_split = min(nb, split + (_COLUMN_TILE if split < 8 else 0))
