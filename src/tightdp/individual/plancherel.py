@@ -18,7 +18,7 @@ from ..pld.compose import MAX_POINTS
 from ..pld.discretize import loss_range
 from ..pld.grid import DiscretePLD
 
-__all__ = ["BucketLaws", "Direction", "row_products", "Evaluator", "horner",
+__all__ = ["BucketLaws", "Direction", "extents", "row_products", "Evaluator", "horner",
            "bucket_loss_range", "LOG_WINDOW_TAIL", "TRUNC_FRACTION", "HORNER_MAX"]
 
 #: log of the mass each pure composition may leave outside the FFT window (what leaves it is
@@ -32,6 +32,9 @@ TRUNC_FRACTION = 1e-5
 
 #: bucket laws transformed per FFT call in :class:`Direction`
 _FFT_ROWS = 16
+
+#: examples per piece in :meth:`Direction.prepare`
+PIECE_ROWS = 4096
 
 #: column counts that are multiples of this give row-independent BLAS products (see
 #: :func:`row_products`)
@@ -103,17 +106,43 @@ class BucketLaws:
         examples. Only accuracy depends on it: what lies outside is bounded per example and
         charged (:meth:`Direction.extras_split`). Exact (min/max of per-row values), so the
         union over blocks of examples is the window of all of them."""
+        return _window(*self._reach(row_products(counts, self.table), log_tail, d))
+
+    def _reach(self, prod: np.ndarray, log_tail: float, d: float) -> tuple[float, float]:
+        """The smallest and largest window coordinate (in grid steps, before rounding out)
+        over the examples, from their product with :attr:`table` (see :meth:`extent`)."""
         ts = self.t_pos
         nt = ts.size
-        prod = row_products(counts, self.table)
         a_hi = np.min((prod[:, :nt] - log_tail) / ts, axis=1)
         a_lo = np.max((prod[:, nt:2 * nt] - log_tail) / -ts, axis=1)
         s_ex, c_max, c_min = prod[:, 2 * nt], prod[:, 2 * nt + 1], prod[:, 2 * nt + 2]
         a_hi = np.maximum(np.minimum(a_hi, c_max), d)
         a_lo = np.minimum(np.maximum(a_lo, c_min), 0.0)
-        i_lo = int(math.floor(float(np.min((a_lo - s_ex) / d)))) - 1
-        i_hi = int(math.ceil(float(np.max((a_hi - s_ex) / d)))) + 1
-        return i_lo, i_hi
+        return float(np.min((a_lo - s_ex) / d)), float(np.max((a_hi - s_ex) / d))
+
+
+def _window(lo: float, hi: float) -> tuple[int, int]:
+    """Grid-index window from the reach of :meth:`BucketLaws._reach` (one point of margin
+    on each side)."""
+    return int(math.floor(lo)) - 1, int(math.ceil(hi)) + 1
+
+
+def extents(laws: list[BucketLaws], counts: np.ndarray, log_tail: float,
+            d: float) -> list[tuple[int, int]]:
+    """``[law.extent(counts, log_tail, d) for law in laws]``, from one product of the counts
+    with the tables of all ``laws`` per piece of :data:`PIECE_ROWS` examples (each column's
+    values are those of the separate products, and the window is the min / max of per-row
+    values, so it is the same)."""
+    table = np.column_stack([law.table for law in laws])
+    widths = np.cumsum([0] + [law.table.shape[1] for law in laws])
+    lo = [math.inf] * len(laws)
+    hi = [-math.inf] * len(laws)
+    for a in range(0, counts.shape[0], PIECE_ROWS):
+        prod = row_products(counts[a:a + PIECE_ROWS], table)
+        for i, law in enumerate(laws):
+            r_lo, r_hi = law._reach(prod[:, widths[i]:widths[i + 1]], log_tail, d)
+            lo[i], hi[i] = min(lo[i], r_lo), max(hi[i], r_hi)
+    return [_window(a, b) for a, b in zip(lo, hi, strict=True)]
 
 
 class Direction:
@@ -144,6 +173,7 @@ class Direction:
                 "buckets, a larger rtol or grid_step, or raise max_memory")
         self.K, self.i_lo = K, i_lo
         kh = K // 2 + 1
+        self.kh = kh  # frequencies of the half spectrum
         B = len(plds)
         # spectra of the bucket laws; log-modulus and phase are taken on demand for the first
         # frequencies only (:meth:`spectra`), the per-example cut-offs keeping few of them
@@ -189,6 +219,19 @@ class Direction:
         self.log_env = np.log(np.maximum(env, 1e-300))  # (B, nb)
         ends = np.append(starts[1:], kh)
         self.block_w = np.array([tw[s:e].sum() for s, e in zip(starts, ends, strict=True)])
+        # everything :meth:`prepare` needs from the counts, as one matrix: one BLAS product
+        # per piece of examples (each column's values are those of the separate products:
+        # measured with the OpenBLAS numpy ships, BLAS sums every entry over the buckets
+        # alike wherever its column lies; another BLAS could change last bits, but alike for
+        # every block, as row_products keeps rows independent). The frequency cut-offs need
+        # the envelope blocks from the last one down to where no example is within tol any
+        # more, rarely the first few (single frequencies): those (``env_split``, the
+        # product's columns a multiple of 16) come in a second product, only for the pieces
+        # that reach them
+        ni, nb = self.table_inf.shape[1], self.log_env.shape[1]
+        split = (ni + nb) % _COLUMN_TILE
+        self.env_split = min(nb, split + (_COLUMN_TILE if split < 8 else 0))
+        self.prep_table = np.column_stack([self.table_inf, self.log_env[:, self.env_split:]])
         # closed-form Fourier weights
         # 1 - z and 1 - e^{-d} z (z = e^{-2 pi i k / K}) without cancellation at small k:
         # 1 - cos t = 2 sin(t/2)^2
@@ -214,8 +257,34 @@ class Direction:
     def extras_split(self, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The composed mass at ``+inf`` and a Chernoff bound on the finite mass outside
         the window (what the circular convolution may fold into it), per example."""
+        return self._extras_of(row_products(counts, self.table_inf))
+
+    def prepare(self, counts: np.ndarray, tol: float) -> tuple[np.ndarray, ...]:
+        """Per example (rows of ``counts``): ``(inf_mass, outside, shift, kk, tau)``, the
+        values of :meth:`extras_split`, of the composed grid shift ``counts @ shift`` and of
+        :meth:`cutoffs`, from one product with :attr:`prep_table` per piece of
+        :data:`PIECE_ROWS` examples (the intermediate arrays stay in cache; every value is
+        computed per row, so it does not depend on the pieces)."""
+        n = counts.shape[0]
         nt = self.t_pos.size
-        prod = row_products(counts, self.table_inf)
+        ni = self.table_inf.shape[1]
+        inf_mass, outside, shift, tau = (np.empty(n) for _ in range(4))
+        kk = np.empty(n, dtype=self.starts.dtype)
+        for a in range(0, n, PIECE_ROWS):
+            b = min(n, a + PIECE_ROWS)
+            prod = row_products(counts[a:b], self.prep_table)
+            inf_mass[a:b], outside[a:b] = self._extras_of(prod[:, :ni])
+            shift[a:b] = prod[:, 2 * nt]
+            piece = counts[a:b]
+            segs = ((self.env_split, prod[:, ni:]),
+                    (0, lambda piece=piece: row_products(piece,
+                                                         self.log_env[:, :self.env_split])))
+            kk[a:b], tau[a:b] = self._cutoffs_of(segs, tol)
+        return inf_mass, outside, shift, kk, tau
+
+    def _extras_of(self, prod: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`extras_split` from the product of the counts with :attr:`table_inf`."""
+        nt = self.t_pos.size
         inf_mass = -np.expm1(prod[:, -1])
         s = prod[:, 2 * nt:2 * nt + 1]
         top = s + (self.i_lo + self.K) * self.d  # smallest loss above the window
@@ -235,27 +304,62 @@ class Direction:
         # as a cumulative sum over the reversed blocks); each example keeps the first block
         # from which it is <= tol, and the sums only grow, so the loop stops at the first
         # block where no example is within tol
-        c = np.ascontiguousarray(row_products(counts, self.log_env).T)  # (nb, n)
-        np.minimum(c, 0.0, out=c)
-        np.exp(c, out=c)
-        c *= self.block_w[:, None]
-        n = c.shape[1]
-        kk = np.full(n, self.spec.shape[1], dtype=self.starts.dtype)
-        tau = np.zeros(n)
-        tail = np.zeros(n)
-        ok = np.empty(n, dtype=bool)
-        for b in range(c.shape[0] - 1, -1, -1):
-            tail += c[b]
-            np.less_equal(tail, tol, out=ok)
-            if not ok.any():
-                break
-            np.copyto(kk, self.starts[b], where=ok)
-            np.copyto(tau, tail, where=ok)
+        return self._cutoffs_of([(0, row_products(counts, self.log_env))], tol)
+
+    def _cutoffs_of(self, segs, tol: float) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`cutoffs` from the products of the counts with the envelope blocks:
+        ``segs`` lists ``(b0, prod)`` from the last blocks down, ``prod`` the product with
+        the blocks ``b0, b0 + 1, ...`` up to the previous segment's ``b0`` (or a callable
+        computing it when reached). Each block's contribution is taken when the sum reaches
+        it (the same operations, elementwise, as on the whole array at once)."""
+        kk = tau = tail = ok = None
+        for b0, prod in segs:
+            if callable(prod):
+                prod = prod()
+            if kk is None:
+                n = prod.shape[0]
+                kk = np.full(n, self.kh, dtype=self.starts.dtype)
+                tau = np.zeros(n)
+                tail = np.zeros(n)
+                ok = np.empty(n, dtype=bool)
+            c = np.ascontiguousarray(prod.T)  # (blocks, n)
+            for i in range(c.shape[0] - 1, -1, -1):
+                cb = c[i]
+                np.minimum(cb, 0.0, out=cb)
+                np.exp(cb, out=cb)
+                cb *= self.block_w[b0 + i]
+                tail += cb
+                np.less_equal(tail, tol, out=ok)
+                if not ok.any():
+                    return kk, tau
+                np.copyto(kk, self.starts[b0 + i], where=ok)
+                np.copyto(tau, tail, where=ok)
         return kk, tau
+
+    def trimmed(self, kk: int) -> Direction:
+        """A copy holding what evaluating examples that keep at most ``kk`` frequencies
+        needs (the tables of :meth:`prepare`, :meth:`spectra` up to ``kk``, the frequency
+        weights up to ``kk``), without the spectra of the whole window: what is shipped to
+        the workers (``kk = 0``: for :meth:`prepare` only). The values are those of this
+        direction (elementwise, whatever the number of frequencies taken)."""
+        kk = int(min(kk, self.kh))
+        out = object.__new__(Direction)
+        out.__dict__.update(self.__dict__)
+        out.spec = None
+        if kk:
+            out._log_abs, out._phase = (np.ascontiguousarray(a) for a in self.spectra(kk))
+        else:
+            out._log_abs = out._phase = np.empty((self.mass.size, 0))
+        for name in ("win_phase", "omega", "g1", "g2", "gh"):
+            setattr(out, name, getattr(self, name)[:kk].copy())
+        return out
 
     def spectra(self, kk: int) -> tuple[np.ndarray, np.ndarray]:
         """``log |F_j(k)|`` and ``arg F_j(k)`` of the bucket laws for ``k < kk``."""
         if self._log_abs.shape[1] < kk:
+            if self.spec is None:
+                raise ValueError(f"this trimmed direction holds {self._log_abs.shape[1]} "
+                                 f"frequencies, {kk} asked")
             n = min(self.spec.shape[1], max(kk, 2 * self._log_abs.shape[1]))
             f = self.spec[:, :n]
             self._log_abs = np.log(np.maximum(np.abs(f), 1e-300))
@@ -319,7 +423,8 @@ class Evaluator:
     """Certified delta bounds of one chunk of examples (one direction) by Plancherel."""
 
     def __init__(self, dr: Direction, counts: np.ndarray, kk: int, tau: np.ndarray,
-                 extra: np.ndarray, kk_rows: np.ndarray | None = None):
+                 extra: np.ndarray, kk_rows: np.ndarray | None = None,
+                 shift: np.ndarray | None = None):
         self.dr, self.K, self.d = dr, dr.K, dr.d
         # the products with the counts as (example, frequency) matrices (a row's values do
         # not depend on the other rows: BLAS sums each over the buckets alike), then the
@@ -354,7 +459,8 @@ class Evaluator:
         self.qh = P
         self.tau = tau
         self.extra = extra
-        self.s = row_products(counts, dr.shift)  # grid shift of each example's composed law
+        # grid shift of each example's composed law (given: from :meth:`Direction.prepare`)
+        self.s = row_products(counts, dr.shift) if shift is None else shift
 
     def y(self, m: np.ndarray) -> np.ndarray:
         return self.s + (self.dr.i_lo + m) * self.d

@@ -24,15 +24,17 @@ from ..results import check_bracket
 from .blocks import ResultStore, block_summary
 from .plancherel import (
     HORNER_MAX,
+    PIECE_ROWS,
     TRUNC_FRACTION,
     Direction,
     Evaluator,
     bucket_loss_range,
     row_products,
 )
+from .plancherel import extents as window_extents
 
 __all__ = ["discretize", "discretize_steps", "used_buckets", "init_state", "groups", "extents",
-           "evaluate", "give_up", "check", "finish", "bucket_counts", "MAX_LEVEL",
+           "prepare", "evaluate", "give_up", "check", "finish", "bucket_counts", "MAX_LEVEL",
            "LEVEL_OFFSET"]
 
 #: grid-step levels: an example at level ``l`` is discretized with step ``d0 / 2^l``
@@ -108,10 +110,14 @@ def init_state(block, state, used: np.ndarray, x: np.ndarray, log_w: float):
     ``mu^2 = q^2 sum_t (e^{c_t^2 / sigma^2} - 1)`` (Dong, Roth, Su, "Gaussian differential
     privacy", 2022, Thm. 5.2 / Cor. 5.4; ``x = e^{c_j^2/sigma^2} - 1`` per bucket, ``log_w``
     the worst case's ``log(mu^2 / q^2)``). Only chooses grid steps."""
-    cnt = bucket_counts(block, used)
-    act = np.nonzero(cnt.sum(axis=1) > 0)[0]
+    b = np.asarray(block)
+    act = np.nonzero(np.any(b[:, used + 1] > 0, axis=1))[0]
+    # row_products per piece of examples (the values are per row: the same)
+    prod = np.empty(act.size)
+    for a in range(0, act.size, PIECE_ROWS):
+        prod[a:a + PIECE_ROWS] = row_products(bucket_counts(b, used, act[a:a + PIECE_ROWS]), x)
     with np.errstate(divide="ignore"):
-        log_i = np.log(np.maximum(row_products(cnt[act], x), 1e-300))
+        log_i = np.log(np.maximum(prod, 1e-300))
     rel = np.clip(np.exp(0.5 * (log_i - log_w)), 1e-300, 1.0)
     level = np.clip(np.floor(-np.log2(rel) - LEVEL_OFFSET), 0, MAX_LEVEL).astype(np.int64)
     n = act.size
@@ -127,11 +133,11 @@ def groups(block, state, used: np.ndarray):
     lv_todo = state["level"][state["todo"]]
     if lv_todo.size == 0:
         return state, {}
-    cnt = bucket_counts(block, used, state["act"])
+    b = np.asarray(block)
     out = {}
     for lv in np.unique(lv_todo):
-        rows = state["todo"] & (state["level"] == lv)
-        out[int(lv)] = (cnt[rows].any(axis=0), int(rows.sum()))
+        rows = state["act"][state["todo"] & (state["level"] == lv)]
+        out[int(lv)] = (np.any(b[rows][:, used + 1] > 0, axis=0), int(rows.size))
     return state, out
 
 
@@ -139,15 +145,14 @@ def extents(block, state, used: np.ndarray, jobs: dict):
     """For each level of ``jobs`` (``lv -> (cols, laws, log_tail, d)``, ``laws`` a list of
     :class:`BucketLaws`): the FFT window each law set needs for this block's examples of that
     level (None if it has none)."""
-    cnt = bucket_counts(block, used, state["act"])
     out = {}
     for lv, (cols, laws, log_tail, d) in jobs.items():
-        rows = state["todo"] & (state["level"] == lv)
-        if not rows.any():
+        rows = np.nonzero(state["todo"] & (state["level"] == lv))[0]
+        if not rows.size:
             out[lv] = None
             continue
-        c = cnt[rows][:, cols]
-        out[lv] = [law.extent(c, log_tail, d) for law in laws]
+        c = bucket_counts(block, used[cols], state["act"][rows])
+        out[lv] = window_extents(laws, c, log_tail, d)
     return state, out
 
 
@@ -164,23 +169,62 @@ def _chunks(kk: np.ndarray, kl: np.ndarray, size: int) -> list[np.ndarray]:
     return out
 
 
-def evaluate(block, state, used: np.ndarray, lv: int, cols: np.ndarray, direction: int,
-             dr: Direction, dl: Direction, delta: float, chunk_size: int, max_memory: float):
-    """Certified ``(lower, upper)`` eps, in one direction, of the block's examples of level
-    ``lv`` on the transforms ``dr`` (connect-the-dots, dominating) and ``dl`` (lowered chords,
-    dominated); after the second direction the larger of the two narrows the bracket kept
-    (upper: the smaller of the rounds', lower: the larger). Returns how many examples and
-    the largest number of frequencies kept."""
-    rows = np.nonzero(state["todo"] & (state["level"] == lv))[0]
-    if rows.size == 0:
-        return state, (0, 0)
-    c = bucket_counts(block, used[cols], state["act"][rows])
+def prepare(block, state, used: np.ndarray, jobs: dict, delta: float):
+    """First half of :func:`evaluate`, for every level of ``jobs`` (``lv -> (cols, [dr0, dl0,
+    dr1, dl1])``: the transforms of both directions, trimmed to their tables by
+    :meth:`Direction.trimmed`): per example of the level, the mass at ``+inf``, the Chernoff
+    bounds on the folded mass, the composed shift and the frequency cut-off with its
+    truncation bound (:meth:`Direction.prepare`), kept in the state until :func:`evaluate`
+    uses them. Returns per level the largest cut-off of each transform, so that the driver
+    ships the spectra up to them only (not the whole window)."""
+    prep = dict(state.get("prep", {}))
+    out = {}
     tol = TRUNC_FRACTION * delta
+    for lv, (cols, dirs) in jobs.items():
+        rows = np.nonzero(state["todo"] & (state["level"] == lv))[0]
+        if rows.size == 0:
+            continue
+        c = bucket_counts(block, used[cols], state["act"][rows])
+        ks = []
+        for r in (0, 1):
+            inf_up, out_up, s_up, kk, tau = dirs[2 * r].prepare(c, tol)
+            inf_low, out_low, s_low, kl, tau_l = dirs[2 * r + 1].prepare(c, tol)
+            # what evaluate needs: the upper allowance inf + outside, the lower credit's
+            # inf - outside (the same operations, in the same order, as there)
+            prep[(lv, r)] = (inf_up + out_up, s_up, kk, tau, inf_low - out_low, s_low, kl,
+                             tau_l)
+            ks += [int(kk.max()), int(kl.max())]
+        out[lv] = tuple(ks)
+    return dict(state, prep=prep), out
+
+
+def evaluate(block, state, used: np.ndarray, jobs: dict, direction: int, delta: float,
+             chunk_size: int, max_memory: float):
+    """Certified ``(lower, upper)`` eps, in one direction, of the block's examples of every
+    level of ``jobs`` (``lv -> (cols, dr, dl)``) on the transforms ``dr`` (connect-the-dots,
+    dominating) and ``dl`` (lowered chords, dominated), after :func:`prepare` (whose values
+    it takes from the state); after the second direction the larger of the two narrows the
+    bracket kept (upper: the smaller of the rounds', lower: the larger). Returns how many
+    examples and the largest number of frequencies kept."""
+    st = dict(state, prep=dict(state.get("prep", {})))
+    n, k_top = 0, 0
+    for lv, (cols, dr, dl) in jobs.items():
+        prep = st["prep"].pop((lv, direction), None)
+        if prep is not None:
+            st, (m, k) = _evaluate_level(block, st, used, lv, cols, direction, dr, dl, prep,
+                                         delta, chunk_size, max_memory)
+            n, k_top = n + m, max(k_top, k)
+    return st, (n, k_top)
+
+
+def _evaluate_level(block, state, used: np.ndarray, lv: int, cols: np.ndarray,
+                    direction: int, dr: Direction, dl: Direction, prep: tuple, delta: float,
+                    chunk_size: int, max_memory: float):
+    """:func:`evaluate` of the examples of level ``lv``, ``prep`` from :func:`prepare`."""
+    rows = np.nonzero(state["todo"] & (state["level"] == lv))[0]
+    c = bucket_counts(block, used[cols], state["act"][rows])
     round_allow = 64 * MACHINE_EPSILON * (1.0 + c.sum(axis=1))
-    extra = dr.extras(c)
-    kk, tau = dr.cutoffs(c, tol)
-    inf_low, out_low = dl.extras_split(c)
-    kl, tau_l = dl.cutoffs(c, tol)
+    extra, s_up, kk, tau, low_mass, s_low, kl, tau_l = prep
     k_max = max(int(kk.max()), int(kl.max()), 1)
     # a chunk's evaluator holds about six (chunk, frequencies) complex arrays: at most a
     # quarter of the memory budget
@@ -189,11 +233,13 @@ def evaluate(block, state, used: np.ndarray, lv: int, cols: np.ndarray, directio
     eps_lo = np.empty(rows.size)
     for sel in _chunks(kk, kl, cs):
         ev = Evaluator(dr, c[sel], int(kk[sel].max()), tau[sel],
-                       extra[sel] + round_allow[sel] * (1.0 + np.log(kk[sel])), kk[sel])
+                       extra[sel] + round_allow[sel] * (1.0 + np.log(kk[sel])), kk[sel],
+                       s_up[sel])
         eps_up[sel] = up = ev.epsilon(delta)
         del ev
-        ev = Evaluator(dl, c[sel], int(kl[sel].max()), tau_l[sel], np.zeros(sel.size), kl[sel])
-        credit = inf_low[sel] - out_low[sel] - round_allow[sel] * (1.0 + np.log(kl[sel]))
+        ev = Evaluator(dl, c[sel], int(kl[sel].max()), tau_l[sel], np.zeros(sel.size), kl[sel],
+                       s_low[sel])
+        credit = low_mass[sel] - round_allow[sel] * (1.0 + np.log(kl[sel]))
         eps_lo[sel] = ev.epsilon_lower(delta, up, credit)
         del ev
     st = dict(state)

@@ -114,6 +114,10 @@ __all__ = ["IndividualPLDAccountant", "individual_epsilons"]
 MIN_DELTA = 1e-9
 #: rounds of halving the grid step of the examples whose bracket is still wider than rtol
 MAX_REFINEMENTS = 3
+#: frequencies of each bucket spectrum the driver keeps between building a level's transforms
+#: and shipping them (the examples' cut-offs are far below; a transform is built again for
+#: examples that need more)
+KEEP_FREQUENCIES = 4096
 
 
 class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
@@ -335,6 +339,7 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
                     jobs[lv] = (cols, [BucketLaws(p) for pair in plds[lv] for p in pair],
                                 win_tail, d)
                 states, outs = ex.run(pb.extents, states, used, jobs, keep_state=True)
+                built: dict = {}
                 for lv in sorted(todo):
                     wins = [o[lv] for o in outs if o[lv] is not None]
                     win = [(min(w[k][0] for w in wins), max(w[k][1] for w in wins))
@@ -342,23 +347,16 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
                     cols, laws, _, d = jobs[lv]
                     self._log(f"grid step {d:.3g}: {todo[lv][1]} examples, "
                               f"{time.perf_counter() - deadline.start:.1f} s")
+
+                    def make(i, pl=plds[lv], laws=laws, d=d, win=win):
+                        # transform i (2 r + (0: upper, 1: lower)) of level lv
+                        return Direction(pl[i // 2][i % 2], laws[i], d, win[i],
+                                         self.fft_workers, share)
+
                     try:
-                        for r in (0, 1):
-                            dr = Direction(plds[lv][r][0], laws[2 * r], d, win[2 * r],
-                                           self.fft_workers, share)
-                            dl = Direction(plds[lv][r][1], laws[2 * r + 1], d, win[2 * r + 1],
-                                           self.fft_workers, share)
-                            key = f"fft_points_{r}"
-                            info[key] = max(info.get(key, 0), dr.K, dl.K)
-
-                            def done(i, o, r=r):
-                                counters[r] = max(counters[r], o[1])
-                                bar.update(o[0])
-
-                            states, _ = ex.run(pb.evaluate, states, used, lv, cols, r, dr, dl,
-                                               delta, self.chunk_size, self.budget.max_memory,
-                                               on_done=done)
-                            del dr, dl
+                        # each kept with its first KEEP_FREQUENCIES frequencies only (what
+                        # the examples use, but for rare ones: rebuilt then)
+                        dirs = [make(i).trimmed(KEEP_FREQUENCIES) for i in range(4)]
                     except BudgetExceeded:
                         # a finer grid than this does not fit: keep the previous round's
                         # bracket, or (first round) fall back to a coarser step
@@ -366,7 +364,37 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
                             raise
                         states, _ = ex.run(pb.give_up, states, lv, refinements > 0)
                         continue
+                    for r in (0, 1):
+                        key = f"fft_points_{r}"
+                        info[key] = max(info.get(key, 0), dirs[2 * r].K, dirs[2 * r + 1].K)
+                    built[lv] = (cols, dirs, make)
                     steps_used.add(d)
+                if built:
+                    # the tables of every level and direction first, then per direction the
+                    # spectra up to the largest cut-off of the examples
+                    states, k_max = ex.run(pb.prepare, states, used, {
+                        lv: (cols, [x.trimmed(0) for x in dirs])
+                        for lv, (cols, dirs, _) in built.items()}, delta)
+                    for r in (0, 1):
+                        ship = {}
+                        for lv, (cols, dirs, make) in built.items():
+                            pair = []
+                            for i in (2 * r, 2 * r + 1):
+                                k = max([1] + [o[lv][i] for o in k_max if lv in o])
+                                x = dirs[i]
+                                if k > x._log_abs.shape[1] and x.kh > x._log_abs.shape[1]:
+                                    x = make(i)
+                                pair.append(x.trimmed(k))
+                            ship[lv] = (cols, *pair)
+
+                        def done(i, o, r=r):
+                            counters[r] = max(counters[r], o[1])
+                            bar.update(o[0])
+
+                        states, _ = ex.run(pb.evaluate, states, used, ship, r, delta,
+                                           self.chunk_size, self.budget.max_memory,
+                                           on_done=done)
+                    del built
             states, outs = ex.run(pb.check, states, self.rtol)
             n_loose = sum(o[0] for o in outs)
             n_wide = sum(o[1] for o in outs)
