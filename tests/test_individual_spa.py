@@ -70,3 +70,24 @@ def test_spa_per_example_independent_of_order_and_blocks():
     np.testing.assert_allclose(r1.upper, ref.upper[few], rtol=1e-14)
     # several brackets in play, and the examples are not all equal
     assert np.unique(np.round(ref.epsilon, 9)).size > 10
+
+
+@pytest.mark.parametrize("method", ["msd1", "msd0", "clt"])
+def test_spa_final_step_extrapolation_equals_evaluation(monkeypatch, method):
+    """eps at the final Newton iterate extrapolated from the last evaluation (first order in
+    the step; the fast path) against the interpolant evaluated there (the reference path,
+    forced by ``FINAL_STEP = 0``): the same eps to 1e-12, the same flags, the SP-MSD1 terms
+    to the solver's tolerance in the tilt."""
+    from tightdp.individual import spa_individual
+
+    counts = _profiles_counts(3000, np.random.default_rng(5))
+    kw = {"sampling_rate": 0.02, "noise_multiplier": 1.0, "clip_norm": 1.0,
+          "progress": False, "method": method}
+    fast = IndividualSPAAccountant.from_counts(counts, **kw).epsilon(DELTA)
+    monkeypatch.setattr(spa_individual, "FINAL_STEP", 0.0)
+    ref = IndividualSPAAccountant.from_counts(counts, **kw).epsilon(DELTA)
+    np.testing.assert_allclose(fast.epsilon, ref.epsilon, rtol=1e-12)
+    np.testing.assert_array_equal(fast.upper, ref.upper)
+    np.testing.assert_array_equal(fast.details["reliable"], ref.details["reliable"])
+    np.testing.assert_allclose(fast.details["msd1_terms"], ref.details["msd1_terms"],
+                               rtol=1e-6)

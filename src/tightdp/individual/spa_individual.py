@@ -69,7 +69,13 @@ How it is vectorized
    (eq. (50)). For SP-MSD0/1 the steps are Halley's, with the exact first derivative of
    ``g_i`` and its second without the SP-MSD1 term's, from a Halley step off the bracket end
    where ``g_i`` is nearer the target (~3 evaluations per example); SP-CLT iterates as the
-   accountant (from the secant point, secant slopes after the first step).
+   accountant (from the secant point, secant slopes after the first step). The examples of
+   all pieces are iterated together (each on its own coefficients and interval), so small
+   pieces cost no iteration of their own; eps at the final iterate (the last evaluated one,
+   or a converged Newton step from it) is extrapolated from the last evaluation with the
+   exact ``d eps / d log t = t (K_i'' + 1/t^2 + 1/(1+t)^2)`` (eq. (50)), an error of the order
+   of the squared step, far below the solver's tolerance (the interpolant is evaluated where
+   the step exceeds :data:`FINAL_STEP`); the SP-MSD1 terms reported are the last evaluation's.
 4. Certified bound. The refined-moments bound is minimized over the Lobatto tilts of the
    bracket of its optimal tilt, where ``K_i`` is a matrix product of the counts with *exact*
    bucket values; any tilt gives a valid bound, so interpolation cannot make it under-report.
@@ -144,6 +150,9 @@ _ALTERNATING = (-1.0) ** np.arange(DEGREE + 1)
 SUB_CHUNK = 8192
 #: the accountant's convergence tolerance on g (curves.saddle.solve_tilt)
 NEWTON_RTOL = 1e-11
+#: largest final Newton step (in log t) that eps is extrapolated over, to first order, from
+#: the last evaluation (beyond it the interpolant is evaluated at the final iterate)
+FINAL_STEP = 1e-6
 #: relative allowance for the quadrature of the CGF in the certified bound (the accountant
 #: uses 1e-11 per composed step, absolute; here 1e-11 (T_i + K_i(t)), never smaller)
 K_MARGIN = 1e-11
@@ -486,11 +495,13 @@ class _Solver:
 
     # --- the saddle point on one interval ----------------------------------------------------
     def solve(self, tab: _Table, pc: _Piece, cnt: np.ndarray, cols: np.ndarray,
-              rows: np.ndarray, target: float, out: dict, depth: int = 0) -> None:
-        """Saddle-point eps of the examples ``rows`` of ``out`` (counts: the columns ``cols``
-        of ``cnt``, buckets x examples) whose root is bracketed by ``pc``; descends into halves
-        of ``pc`` for the examples whose composed CGF is not resolved by the interpolants there
-        (module docstring, step 2)."""
+              rows: np.ndarray, target: float, out: dict, leaves: list,
+              depth: int = 0) -> None:
+        """Assign the examples ``rows`` of ``out`` (counts: the columns ``cols`` of ``cnt``,
+        buckets x examples) whose root is bracketed by ``pc`` to the interpolants that resolve
+        them: ``(piece, cols, rows)`` appended to ``leaves`` (solved together by
+        :meth:`newton`); descends into halves of ``pc`` for the examples whose composed CGF is
+        not resolved by the interpolants there (module docstring, step 2)."""
         if not pc.all_ok:
             chk = _product(pc.check, cnt, cols)
             need = pc.unresolved(chk)
@@ -501,28 +512,59 @@ class _Solver:
                 for side, sel in ((0, go_left), (1, ~go_left)):
                     if sel.any():
                         self.solve(tab, tab.child(pc, side), cnt, _take(cl, sel), _take(r, sel),
-                                   target, out, depth + 1)
+                                   target, out, leaves, depth + 1)
                 if need.all():
                     return
                 rows, cols = rows[~need], cols[~need]
             elif need.any():
                 out["unresolved"][rows[need]] = True
-        for k in range(0, rows.size, SUB_CHUNK):  # working sets that stay in cache
-            sl = slice(k, k + SUB_CHUNK)
-            self._newton(pc, np.take(cnt, cols[sl], axis=1), rows[sl], target, out)
+        leaves.append((pc, cols, rows))
 
-    def _newton(self, pc: _Piece, c: np.ndarray, rows: np.ndarray, target: float,
-                out: dict) -> None:
-        """The saddle points of the examples ``rows`` (counts ``c``) on the interpolants of
-        ``pc`` (resolved for them): the module docstring, step 3."""
-        n = rows.size
+    def newton(self, leaves: list, cnt: np.ndarray, target: float, out: dict) -> None:
+        """The saddle points of the examples of ``leaves`` (``(piece, cols, rows)`` from
+        :meth:`solve`), :data:`SUB_CHUNK` examples at a time (working sets that stay in cache)
+        whatever their pieces: each example iterates on its own composed coefficients and
+        interval, so one iteration serves the examples of many (often small) pieces."""
+        batch, size = [], 0
+        for pc, cols, rows in leaves:
+            k = 0
+            while k < rows.size:
+                m = min(SUB_CHUNK - size, rows.size - k)
+                batch.append((pc, cols[k:k + m], rows[k:k + m]))
+                size += m
+                k += m
+                if size == SUB_CHUNK:
+                    self._newton(batch, cnt, target, out)
+                    batch, size = [], 0
+        if batch:
+            self._newton(batch, cnt, target, out)
+
+    def _newton(self, batch: list, cnt: np.ndarray, target: float, out: dict) -> None:
+        """The saddle points of the examples of ``batch`` (``(piece, cols, rows)``: counts the
+        columns ``cols`` of ``cnt``, on the interpolants of the piece, resolved for them): the
+        module docstring, step 3."""
+        n = sum(rows.size for _, _, rows in batch)
         exact = self.method != "clt"  # then a sixth row, K^(5): exact Newton slopes
         nrow = 6 if exact else 5
-        coef = (pc.coef_t[nrow] @ c).reshape(-1, nrow, n)  # (p+1, nrow, n)
-        a, b = pc.a, pc.b
+        p1 = DEGREE + 1
+        coef = np.empty((p1 * nrow, n))  # composed coefficients, (p+1, nrow, n) below
+        ends = np.empty((10, n))  # exact composed rows at a and b, (5, 2, n) below
+        a, b = np.empty(n), np.empty(n)
+        off = 0
+        for pc, cols, rows in batch:
+            c = np.take(cnt, cols, axis=1)
+            sl = slice(off, off + rows.size)
+            coef[:, sl] = pc.coef_t[nrow] @ c
+            ends[:, sl] = pc.ends @ c
+            a[sl], b[sl] = pc.a, pc.b
+            off += rows.size
+        rows = np.concatenate([r for _, _, r in batch])
+        coef = coef.reshape(p1, nrow, n)
+        ends = ends.reshape(5, 2, n)
         scale = 2.0 / (b - a)
 
-        def rows_at(u: np.ndarray, cf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        def rows_at(u: np.ndarray, cf: np.ndarray, a: np.ndarray,
+                    scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             t = np.exp(u)
             return _clenshaw(cf, np.clip((t - a) * scale - 1.0, -1.0, 1.0)), t
 
@@ -531,40 +573,43 @@ class _Solver:
         # and Halley's correction, from a Halley step off the end of the bracket where g is
         # nearer the target (its rows there are exact, K^(5) interpolated); for SP-CLT as the
         # accountant: from the secant point, secant slopes after the first step
-        ends = (pc.ends @ c).reshape(5, 2, n)  # exact rows at a and b
-        te = np.array([[a], [b]])
+        te = np.stack([a, b])
         ga, gb = _g_spa(ends, te, self.method)
-        ua, ub = math.log(a), math.log(b)
-        lo_u, hi_u = np.full(n, ua), np.full(n, ub)
-        u0 = secant_start(lo_u, hi_u, ga, gb, target)
+        ua, ub = np.log(a), np.log(b)
+        u0 = secant_start(ua, ub, ga, gb, target)
         if exact:  # K^(5) at the ends from its interpolant (T_k(1) = 1, T_k(-1) = (-1)^k)
-            k5 = np.stack([(coef[:, 5] * _ALTERNATING[:coef.shape[0], None]).sum(axis=0),
+            k5 = np.stack([(coef[:, 5] * _ALTERNATING[:p1, None]).sum(axis=0),
                            coef[:, 5].sum(axis=0)])
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 fb = saddle_log_delta(ends, te, None, self.method)[2]
                 d1, d2 = _g_slope(np.concatenate([ends, k5[None]]), te, self.method, fb)
                 r = np.stack([ga, gb]) - target
-                uh = np.array([[ua], [ub]]) - r / _halley_slope(d1, d2, r)
+                uh = np.stack([ua, ub]) - r / _halley_slope(d1, d2, r)
                 pick = np.argmin(np.abs(r), axis=0)
                 uh = np.where(pick == 0, uh[0], uh[1])
                 inside = np.isfinite(uh) & (uh > ua) & (uh < ub)
             u0 = np.where(inside, uh, u0)
-        live = {"cur": np.arange(n), "cf": coef}  # rows evaluated (a superset) and coefficients
-        u_eval = np.full(n, math.log(a))
+        # rows evaluated (a superset of the active ones) with their coefficients and intervals
+        live = {"cur": np.arange(n), "cf": coef, "a": a, "s": scale}
+        u_eval = ua.copy()
+        # at each example's last evaluation: u, eps (eq. (50)), t, K'', fallback, MSD1 size
+        last = {k: np.full(n, np.nan) for k in ("u", "eps", "t", "k2", "size")}
+        last["fb"] = np.zeros(n, dtype=bool)
 
-        def g_and_slope(ua: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            cur, cf = live["cur"], live["cf"]
+        def g_and_slope(uu: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            cur = live["cur"]
             if 2 * act.size < cur.size:  # compact (copying coefficients costs an evaluation)
-                cf = cf[:, :, np.searchsorted(cur, act)]
-                cur = act
-                live["cur"], live["cf"] = cur, cf
+                keep = np.searchsorted(cur, act)
+                live["cf"] = live["cf"][:, :, keep]
+                live["a"], live["s"] = live["a"][keep], live["s"][keep]
+                live["cur"] = cur = act
             pos = np.searchsorted(cur, act)
-            u_eval[pos] = ua  # the other columns are evaluated and discarded
-            ks, t = rows_at(u_eval[:cur.size], cf)
+            u_eval[pos] = uu  # the other columns are evaluated and discarded
+            ks, t = rows_at(u_eval[:cur.size], live["cf"], live["a"], live["s"])
             if cur.size != act.size:
                 ks, t = ks[:, pos], t[pos]
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                ld, _, fb, _ = saddle_log_delta(ks, t, None, self.method)
+                ld, eps, fb, size = saddle_log_delta(ks, t, None, self.method)
                 if exact:  # the exact derivative of g: Newton converges quadratically
                     d1, d2 = _g_slope(ks, t, self.method, fb)
                     dg = _halley_slope(d1, d2, -ld - target)
@@ -573,15 +618,31 @@ class _Solver:
                     # the Gaussian term), then secant slopes, which converge superlinearly
                     # to the same root of the bracket
                     dg = t * t * (ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2)
+            last["u"][act], last["eps"][act], last["t"][act] = uu, eps, t
+            last["k2"][act], last["fb"][act], last["size"][act] = ks[2], fb, size
             return -ld, dg
 
-        u = newton_bracketed(g_and_slope, target, lo_u, hi_u, u0, iters=60,
+        u = newton_bracketed(g_and_slope, target, ua.copy(), ub.copy(), u0, iters=60,
                              ftol=NEWTON_RTOL * (1.0 + abs(target)), secant=not exact)
-        ks, t = rows_at(u, coef[:, :5])  # K^(5) not needed at the solution
+        # eps at the final iterate, which is the last evaluated one or a converged Newton step
+        # (|du| below the tolerances) from it: eps(u) = eps(u_last) + du t phi2, with
+        # d eps / d log t = t (K'' + 1/t^2 + 1/(1+t)^2) (eq. (50)); the neglected second-order
+        # term, ~du^2, is far below the solver's tolerance. Where the step is not small (an
+        # iteration that ran out of steps) the interpolant is evaluated there.
+        du = u - last["u"]
+        tl = last["t"]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            _, _, fb, size = saddle_log_delta(ks, t, None, self.method)
-        out["eps"][rows] = saddle_eps(ks, t)
-        out["t"][rows] = t
+            eps = last["eps"] + du * tl * (last["k2"] + 1.0 / tl ** 2 + 1.0 / (1.0 + tl) ** 2)
+        eps = np.where(du == 0.0, last["eps"], eps)
+        fb, size = last["fb"], last["size"]
+        far = np.nonzero(~(np.abs(du) <= FINAL_STEP) | ~np.isfinite(eps))[0]
+        if far.size:
+            ks, t = rows_at(u[far], coef[:, :5, far], a[far], scale[far])
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                _, _, fb[far], size[far] = saddle_log_delta(ks, t, None, self.method)
+            eps[far] = saddle_eps(ks, t)
+        out["eps"][rows] = eps
+        out["t"][rows] = np.exp(u)
         out["fallback"][rows] = fb
         out["size"][rows] = size
 
@@ -845,10 +906,12 @@ def spa_block(block, state, used: np.ndarray, tables: list[_Table], log_delta: f
             lo, hi = br["lo"], br["hi"]
             miss = np.isnan(lo)
             found = np.nonzero(~miss)[0]
+            leaves: list = []
             for g in _groups(lo[found]):
                 rows = found[g]
                 solver.solve(tab, tab.piece(lo[rows[0]], hi[rows[0]]), c, rows, rows, target,
-                             out)
+                             out, leaves)
+            solver.newton(leaves, c, target, out)
             out["eps"][miss] = up[need][miss]  # no saddle point in range: the bound
             best[need] = np.maximum(best[need], out["eps"])
             size[need] = np.maximum(size[need], np.nan_to_num(out["size"], nan=np.inf))
