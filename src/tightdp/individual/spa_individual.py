@@ -350,16 +350,30 @@ def _cell(tab: _Table, t: np.ndarray) -> np.ndarray:
     return np.where(g0[k] == t, k, -1)
 
 
+def _columns(cnt: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``cnt[:, cols]`` for increasing ``cols``: a view when they are a range (examples
+    ordered by their bracket are, for most pieces; see :func:`spa_block`), else a copy."""
+    if cols.size and cols[-1] - cols[0] + 1 == cols.size:
+        if cols.size == cnt.shape[1]:
+            return cnt
+        if np.all(np.diff(cols) == 1):
+            return cnt[:, cols[0]:cols[-1] + 1]
+    return np.take(cnt, cols, axis=1)
+
+
 def _product(m: np.ndarray, cnt: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """``m @ cnt[:, cols]`` (``cnt``: buckets x examples; this layout, with the examples
-    along the rows of the result, is the fast one for the few-row ``m`` here); for more than
-    half of the examples a product over all of them, then the columns picked (cheaper than
-    copying most of the counts)."""
+    along the rows of the result, is the fast one for the few-row ``m`` here; ``cols``
+    increasing); for a range of columns a product with a view, for more than half of the
+    examples a product over all of them, then the columns picked (cheaper than copying most
+    of the counts)."""
     if cols.size == cnt.shape[1]:
         return m @ cnt
+    if cols.size and cols[-1] - cols[0] + 1 == cols.size and np.all(np.diff(cols) == 1):
+        return m @ cnt[:, cols[0]:cols[-1] + 1]
     if 2 * cols.size > cnt.shape[1]:
         return (m @ cnt)[:, cols]
-    return m @ cnt[:, cols]
+    return m @ np.take(cnt, cols, axis=1)
 
 
 def _take(a: np.ndarray, sel: np.ndarray) -> np.ndarray:
@@ -552,7 +566,7 @@ class _Solver:
         a, b = np.empty(n), np.empty(n)
         off = 0
         for pc, cols, rows in batch:
-            c = np.take(cnt, cols, axis=1)
+            c = _columns(cnt, cols)
             sl = slice(off, off + rows.size)
             coef[:, sl] = pc.coef_t[nrow] @ c
             ends[:, sl] = pc.ends @ c
@@ -887,8 +901,15 @@ def spa_block(block, state, used: np.ndarray, tables: list[_Table], log_delta: f
         beyond = np.zeros(n, dtype=bool)
         fallback = np.zeros(n, dtype=bool)
         unresolved = np.zeros(n, dtype=bool)
-        for tab in tables:
+        for ti, tab in enumerate(tables):
             br_rma = solver.bracket(tab, cnt, target, "rma")
+            if ti == 0 and n > 1:
+                # the examples ordered by their first bracket: those that share a piece are
+                # then adjacent, and the products below take views of the counts, not copies
+                # (every per-example number is computed column by column: order-free)
+                order = np.argsort(br_rma["lo"], kind="stable")
+                cnt, act = np.take(cnt, order, axis=1), act[order]
+                br_rma = {k: x[order] for k, x in br_rma.items()}
             up = solver.rma(tab, cnt, br_rma, log_delta)
             best_up = np.maximum(best_up, up)
             # a direction whose certified bound is at most the eps already found cannot
