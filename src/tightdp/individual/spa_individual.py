@@ -184,33 +184,37 @@ def _cheb_coefficients(vals: np.ndarray) -> np.ndarray:
 
 
 def _clenshaw(c: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """``sum_k c[k] T_k(x)`` for coefficients ``c`` of shape ``(p+1, R, n)`` at ``x`` (n,)
+    """``sum_k c[:, k] T_k(x)`` for coefficients ``c`` of shape ``(R, p+1, n)`` at ``x`` (n,)
     (Clenshaw's recurrence, in place)."""
-    b1 = c[-1].copy()
+    b1 = c[:, -1].copy()
     b2 = np.zeros_like(b1)
     tmp = np.empty_like(b1)
     x2 = 2.0 * x
-    for k in range(c.shape[0] - 2, 0, -1):
+    for k in range(c.shape[1] - 2, 0, -1):
         np.multiply(b1, x2, out=tmp)
         tmp -= b2
-        tmp += c[k]
+        tmp += c[:, k]
         b2, b1, tmp = b1, tmp, b2
-    return x * b1 - b2 + c[0]
+    return x * b1 - b2 + c[:, 0]
 
 
-def _cheb_derivative(c: np.ndarray, scale: float) -> np.ndarray:
-    """Chebyshev coefficients (last axis: degree; same shape as ``c``, the last one zero) of
-    ``d/dt`` of the series ``c`` in ``x = scale (t - a) - 1``: ``d_{k-1} = d_{k+1} + 2 k c_k``,
-    the constant term halved (the derivative recurrence of Chebyshev series; Mason, Handscomb,
-    *Chebyshev Polynomials*, 2003, Sec. 2.4.5)."""
-    d = np.zeros_like(c)
-    p = c.shape[-1] - 1
+def _cheb_derivative(c: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Chebyshev coefficients (first axis: degree, one column per example; same shape as
+    ``c``, the last one zero) of ``d/dt`` of the series ``c`` in ``x = scale (t - a) - 1``
+    (``scale`` per column): ``d_{k-1} = d_{k+1} + 2 k c_k``, the constant term halved (the
+    derivative recurrence of Chebyshev series; Mason, Handscomb, *Chebyshev Polynomials*,
+    2003, Sec. 2.4.5). Linear in ``c``: the derivative of a composed interpolant is the
+    composition of its buckets' derivatives."""
+    p = c.shape[0] - 1
+    d = np.empty_like(c)
+    d[p] = 0.0
     for k in range(p, 0, -1):
-        d[..., k - 1] = 2.0 * k * c[..., k]
+        np.multiply(c[k], 2.0 * k, out=d[k - 1])
         if k + 1 <= p:
-            d[..., k - 1] += d[..., k + 1]
-    d[..., 0] *= 0.5
-    return d * scale
+            d[k - 1] += d[k + 1]
+    d[0] *= 0.5
+    d *= scale
+    return d
 
 
 def _g_slope(ks: np.ndarray, t: np.ndarray, method: str,
@@ -266,11 +270,9 @@ class _Piece:
         self.k_t = np.ascontiguousarray(vals[:, 0, :].T)  # K at the nodes, (p+1, B)
         c = _cheb_coefficients(vals)
         p1 = vals.shape[-1]
-        # (p+1) * r rows, one column per bucket: composed = this @ counts; r = 5 (K .. K'''')
-        # or 6 (and K^(5) from the interpolant of K'''': the slope of SP-MSD0/1's g)
-        c6 = np.concatenate([c, _cheb_derivative(c[:, 4:5], 2.0 / (b - a))], axis=1)
-        self.coef_t = {r: np.ascontiguousarray(c6[:, :r].transpose(2, 1, 0).reshape(p1 * r, -1))
-                       for r in (5, 6)}
+        # 5 (p+1) rows (K .. K'''', each by degree), one column per bucket: composed = this @
+        # counts
+        self.coef_t = np.ascontiguousarray(c.transpose(1, 2, 0).reshape(5 * p1, -1))
         tail = np.max(np.abs(c[..., -2:]), axis=-1)  # (B, 5)
         s0 = np.max(np.abs(vals[:, 0]), axis=-1)
         s2 = np.max(np.abs(vals[:, 2]), axis=-1)
@@ -309,6 +311,7 @@ class _Table:
         self.t_cap = T_MAX if all(isinstance(x, GaussianLoss) for x in losses) else T_MAX_QUAD
         self.grids = tilt_grids(_GRID_LO, _GRID_HI, self.t_cap, _GRID_POINTS)
         self._points: dict[int, np.ndarray] = {}
+        self._rma: dict[int, np.ndarray] = {}
         self._pieces: dict[tuple[float, float], _Piece] = {}
         self.n_pieces = 0
 
@@ -321,6 +324,16 @@ class _Table:
         if gi not in self._points:
             self._points[gi] = self.stats(self.grids[gi])
         return self._points[gi]
+
+    def rma_rows(self, gi: int) -> np.ndarray:
+        """Per tilt ``t`` of grid ``gi`` (rows) and bucket (columns), ``t K_b'(t) - K_b(t)``:
+        composed with the counts (a matrix product), plus ``log(1 + t)``, the refined-moments
+        optimality function ``t K_i'(t) - K_i(t) + log(1 + t)`` of eq. (44) (Alghamdi et al.
+        2023), increasing in ``t``."""
+        if gi not in self._rma:
+            t, pts = self.grids[gi], self.points(gi)
+            self._rma[gi] = np.ascontiguousarray((t * pts[:, 1, :] - pts[:, 0, :]).T)
+        return self._rma[gi]
 
     def _fit(self, a: float, b: float) -> _Piece:
         t = a + (b - a) * (_lobatto(DEGREE) + 1.0) * 0.5
@@ -429,19 +442,21 @@ class _Solver:
         n = cnt.shape[1]
         lo, hi = np.full(n, np.nan), np.full(n, np.nan)
         below = np.zeros(n, dtype=bool)
-        nr = 5 if kind == "spa" else 2
+        nr = 5
 
         def g_at(gi: int, rows: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
-            pts = tab.points(gi)[:, :nr, :]
             grid = tab.grids[gi]
+            if kind == "rma":  # linear in the counts: one row per tilt
+                h = tab.rma_rows(gi)
+                if idx is not None:
+                    h, grid = h[idx], grid[idx]
+                return (_product(h, cnt, rows) + np.log1p(grid)[:, None]).T
+            pts = tab.points(gi)[:, :nr, :]
             if idx is not None:
                 pts, grid = pts[:, :, idx], grid[idx]
             comp = _product(pts.reshape(pts.shape[0], -1).T, cnt, rows)
             comp = comp.reshape(nr, grid.size, rows.size)  # (rows, tilts, examples)
-            tg = grid[:, None]
-            if kind == "spa":
-                return _g_spa(comp, tg, self.method).T
-            return (tg * comp[1] - comp[0] + np.log1p(tg)).T  # increasing: always exact
+            return _g_spa(comp, grid[:, None], self.method).T
 
         def g_each(rows: np.ndarray, idx: np.ndarray) -> np.ndarray:
             """g of example ``rows[m]`` at the grid-0 point ``idx[m]``."""
@@ -561,21 +576,23 @@ class _Solver:
         exact = self.method != "clt"  # then a sixth row, K^(5): exact Newton slopes
         nrow = 6 if exact else 5
         p1 = DEGREE + 1
-        coef = np.empty((p1 * nrow, n))  # composed coefficients, (p+1, nrow, n) below
+        coef = np.empty((nrow * p1, n))  # composed coefficients, (nrow, p+1, n) below
         ends = np.empty((10, n))  # exact composed rows at a and b, (5, 2, n) below
         a, b = np.empty(n), np.empty(n)
         off = 0
         for pc, cols, rows in batch:
             c = _columns(cnt, cols)
             sl = slice(off, off + rows.size)
-            coef[:, sl] = pc.coef_t[nrow] @ c
+            np.matmul(pc.coef_t, c, out=coef[:5 * p1, sl])
             ends[:, sl] = pc.ends @ c
             a[sl], b[sl] = pc.a, pc.b
             off += rows.size
         rows = np.concatenate([r for _, _, r in batch])
-        coef = coef.reshape(p1, nrow, n)
+        coef = coef.reshape(nrow, p1, n)
         ends = ends.reshape(5, 2, n)
         scale = 2.0 / (b - a)
+        if exact:  # K^(5): the derivative of the K'''' interpolant (the slope of g)
+            coef[5] = _cheb_derivative(coef[4], scale)
 
         def rows_at(u: np.ndarray, cf: np.ndarray, a: np.ndarray,
                     scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -592,8 +609,8 @@ class _Solver:
         ua, ub = np.log(a), np.log(b)
         u0 = secant_start(ua, ub, ga, gb, target)
         if exact:  # K^(5) at the ends from its interpolant (T_k(1) = 1, T_k(-1) = (-1)^k)
-            k5 = np.stack([(coef[:, 5] * _ALTERNATING[:p1, None]).sum(axis=0),
-                           coef[:, 5].sum(axis=0)])
+            k5 = np.stack([(coef[5] * _ALTERNATING[:p1, None]).sum(axis=0),
+                           coef[5].sum(axis=0)])
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 fb = saddle_log_delta(ends, te, None, self.method)[2]
                 d1, d2 = _g_slope(np.concatenate([ends, k5[None]]), te, self.method, fb)
@@ -651,7 +668,7 @@ class _Solver:
         fb, size = last["fb"], last["size"]
         far = np.nonzero(~(np.abs(du) <= FINAL_STEP) | ~np.isfinite(eps))[0]
         if far.size:
-            ks, t = rows_at(u[far], coef[:, :5, far], a[far], scale[far])
+            ks, t = rows_at(u[far], coef[:5, :, far], a[far], scale[far])
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 _, _, fb[far], size[far] = saddle_log_delta(ks, t, None, self.method)
             eps[far] = saddle_eps(ks, t)
