@@ -256,6 +256,41 @@ def _g_slope(ks: np.ndarray, t: np.ndarray, method: str,
     return t * dg, t * t * d2 + t * dg
 
 
+def _g_msd(ks: np.ndarray, t: np.ndarray, method: str) -> tuple[np.ndarray, ...]:
+    """The saddle-point function ``g = -log delta_approx`` of SP-MSD0 (eq. (60)) or SP-MSD1
+    (eq. (61)) at the saddle-point eps of ``t`` (Alghamdi et al. 2023), that eps (eq. (50)),
+    the fallback flag, the size of the SP-MSD1 terms, and the derivatives of :func:`_g_slope`,
+    from the composed rows ``ks = (K, K', ..., K^(5))``: the formulas of
+    :func:`tightdp.curves.saddle.saddle_log_delta` and :func:`_g_slope` in one pass, sharing
+    ``phi2, phi3, phi4`` and the powers of ``1/t`` and ``1/(1+t)`` (the same numbers up to
+    rounding). Returns ``(g, eps, fallback, size, dg/du, d2g/du2)``."""
+    it, itp = 1.0 / t, 1.0 / (1.0 + t)
+    it2, itp2 = it * it, itp * itp
+    eps = ks[1] - it - itp
+    phi2 = ks[2] + it2 + itp2
+    phi3 = ks[3] - 2.0 * (it2 * it + itp2 * itp)
+    phi4 = ks[4] + 6.0 * (it2 * it2 + itp2 * itp2)
+    r3 = phi3 / phi2
+    p2 = phi2 * phi2
+    r4 = phi4 / p2
+    term4 = 0.125 * r4
+    term3 = (5.0 / 24.0) * r3 * r3 / phi2
+    size = np.maximum(np.abs(term4), term3)
+    val = ks[0] - t * eps - np.log(t) - np.log1p(t) - 0.5 * np.log(2.0 * math.pi * phi2)
+    dg = t * phi2 + 0.5 * r3  # -d(log delta)/dt
+    if method == "msd1":
+        corr = term4 - term3
+        fallback = ~(corr > -1.0)
+        val = np.where(fallback, val, val + np.log1p(np.where(fallback, 0.0, corr)))
+        phi5 = ks[5] - 24.0 * (it2 * it2 * it + itp2 * itp2 * itp)
+        dcorr = (0.125 * phi5 / p2 - (2.0 / 3.0) * r3 * r4 + 0.625 * r3 ** 3 / phi2)
+        dg = np.where(fallback, dg, dg - dcorr / (1.0 + corr))
+    else:
+        fallback = np.zeros(t.shape, dtype=bool)
+    d2 = phi2 + t * phi3 + 0.5 * (phi4 / phi2 - r3 * r3)
+    return -val, eps, fallback, size, t * dg, t * t * d2 + t * dg
+
+
 def _halley_slope(d1: np.ndarray, d2: np.ndarray, r: np.ndarray) -> np.ndarray:
     """The slope ``d1 - r d2 / (2 d1)`` that makes a Newton step for the residual ``r`` (first
     and second derivatives ``d1, d2``) Halley's step (Halley 1694; e.g. Traub, *Iterative
@@ -647,18 +682,19 @@ class _Solver:
             if cur.size != act.size:
                 ks, t = ks[:, pos], t[pos]
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                ld, eps, fb, size = saddle_log_delta(ks, t, None, self.method)
                 if exact:  # the exact derivative of g: Newton converges quadratically
-                    d1, d2 = _g_slope(ks, t, self.method, fb)
-                    dg = _halley_slope(d1, d2, -ld - target)
+                    g, eps, fb, size, d1, d2 = _g_msd(ks, t, self.method)
+                    dg = _halley_slope(d1, d2, g - target)
                 else:
+                    ld, eps, fb, size = saddle_log_delta(ks, t, None, self.method)
+                    g = -ld
                     # SP-CLT: the accountant's slope t^2 phi2 (it ignores the derivative of
                     # the Gaussian term), then secant slopes, which converge superlinearly
                     # to the same root of the bracket
                     dg = t * t * (ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2)
             last["u"][act], last["eps"][act], last["t"][act] = uu, eps, t
             last["k2"][act], last["fb"][act], last["size"][act] = ks[2], fb, size
-            return -ld, dg
+            return g, dg
 
         u = newton_bracketed(g_and_slope, target, ua.copy(), ub.copy(), u0, iters=60,
                              ftol=NEWTON_RTOL * (1.0 + abs(target)), secant=not exact)
