@@ -115,7 +115,7 @@ from ..curves.saddle import (
     tilt_grids,
 )
 from ..losses import GaussianLoss
-from ..losses.cgf import cgf
+from ..losses.cgf import cgf, cgf_rows, cgf_supported
 from ..mechanisms.basic import Gaussian
 from ..mechanisms.subsampling import PoissonSubsampled
 from ..progress import progress_bar
@@ -353,12 +353,18 @@ class _Table:
         self.t_cap = T_MAX if all(isinstance(x, GaussianLoss) for x in losses) else T_MAX_QUAD
         self.grids = tilt_grids(_GRID_LO, _GRID_HI, self.t_cap, _GRID_POINTS)
         self._points: dict[int, np.ndarray] = {}
+        self._rows_ok = all(cgf_supported(x) is None for x in losses)
         self._rma: dict[int, np.ndarray] = {}
         self._pieces: dict[tuple[float, float], _Piece] = {}
         self.n_pieces = 0
 
     def stats(self, t: np.ndarray) -> np.ndarray:
-        """Exact rows ``K_b, ..., K_b''''`` of every bucket at tilts ``t``: (B, 5, len(t))."""
+        """Exact rows ``K_b, ..., K_b''''`` of every bucket at tilts ``t`` (one-dimensional,
+        finite, >= 0): (B, 5, len(t)); by :func:`~tightdp.losses.cgf.cgf_rows` (the same
+        numbers as :func:`~tightdp.losses.cgf.cgf`, without its checks of the arguments) where
+        every loss is supported."""
+        if self._rows_ok:
+            return np.stack([cgf_rows(loss, t, 4) for loss in self.losses])
         return np.stack([cgf(loss, t, 4) for loss in self.losses])
 
     def points(self, gi: int) -> np.ndarray:
