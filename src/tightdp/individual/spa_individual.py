@@ -162,6 +162,9 @@ K_MARGIN = 1e-11
 _GRID_LO, _GRID_HI, _GRID_POINTS = 1e-4, 64.0, 33
 #: stride of the coarse pass over the first grid (see _Solver.bracket)
 _COARSE = 4
+#: products over ranges of consecutive examples (views of the counts) when these average at
+#: least this many examples, else over a copy of the columns (see _product)
+_MIN_RUN = 256
 
 
 def _lobatto(p: int) -> np.ndarray:
@@ -411,30 +414,44 @@ def _cell(tab: _Table, t: np.ndarray) -> np.ndarray:
     return np.where(g0[k] == t, k, -1)
 
 
-def _columns(cnt: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """``cnt[:, cols]`` for increasing ``cols``: a view when they are a range (examples
-    ordered by their bracket are, for most pieces; see :func:`spa_block`), else a copy."""
-    if cols.size and cols[-1] - cols[0] + 1 == cols.size:
-        if cols.size == cnt.shape[1]:
-            return cnt
-        if np.all(np.diff(cols) == 1):
-            return cnt[:, cols[0]:cols[-1] + 1]
-    return np.take(cnt, cols, axis=1)
+def _runs(cols: np.ndarray) -> list[tuple[int, int]] | None:
+    """The maximal ranges ``[s, e)`` of positions of ``cols`` (increasing) whose values are
+    consecutive, if they average at least :data:`_MIN_RUN` columns (or there is one): the
+    products then take views of the counts, range by range; else None."""
+    n = cols.size
+    if n == 0:
+        return []
+    if cols[-1] - cols[0] + 1 == n:  # increasing and as many as the values they span
+        return [(0, n)]
+    brk = np.flatnonzero(np.diff(cols) != 1) + 1
+    if (brk.size + 1) * _MIN_RUN > n:
+        return None
+    edges = [0, *brk.tolist(), n]
+    return list(zip(edges[:-1], edges[1:], strict=True))
 
 
-def _product(m: np.ndarray, cnt: np.ndarray, cols: np.ndarray) -> np.ndarray:
+def _product(m: np.ndarray, cnt: np.ndarray, cols: np.ndarray,
+             out: np.ndarray | None = None) -> np.ndarray:
     """``m @ cnt[:, cols]`` (``cnt``: buckets x examples; this layout, with the examples
     along the rows of the result, is the fast one for the few-row ``m`` here; ``cols``
-    increasing); for a range of columns a product with a view, for more than half of the
-    examples a product over all of them, then the columns picked (cheaper than copying most
-    of the counts)."""
-    if cols.size == cnt.shape[1]:
-        return m @ cnt
-    if cols.size and cols[-1] - cols[0] + 1 == cols.size and np.all(np.diff(cols) == 1):
-        return m @ cnt[:, cols[0]:cols[-1] + 1]
-    if 2 * cols.size > cnt.shape[1]:
-        return (m @ cnt)[:, cols]
-    return m @ np.take(cnt, cols, axis=1)
+    increasing), into ``out`` if given: over the ranges of consecutive columns, views of the
+    counts (:func:`_runs`; the examples are ordered by their brackets in :func:`spa_block`,
+    so those of a piece mostly are); else for more than half of the examples a product over
+    all of them, then the columns picked (cheaper than copying most of the counts); else over
+    a copy of the columns."""
+    n = cols.size
+    if out is None:
+        out = np.empty((m.shape[0], n))
+    if n == cnt.shape[1]:
+        return np.matmul(m, cnt, out=out)
+    runs = _runs(cols)
+    if runs is not None:
+        for a, b in runs:
+            np.matmul(m, cnt[:, cols[a]:cols[b - 1] + 1], out=out[:, a:b])
+        return out
+    if 2 * n > cnt.shape[1]:
+        return np.take(m @ cnt, cols, axis=1, out=out)
+    return np.matmul(m, np.take(cnt, cols, axis=1), out=out)
 
 
 def _take(a: np.ndarray, sel: np.ndarray) -> np.ndarray:
@@ -629,10 +646,12 @@ class _Solver:
         a, b = np.empty(n), np.empty(n)
         off = 0
         for pc, cols, rows in batch:
-            c = _columns(cnt, cols)
+            c, cc = cnt, cols
+            if _runs(cols) is None:  # one copy of the columns for both products
+                c, cc = np.take(cnt, cols, axis=1), np.arange(cols.size)
             sl = slice(off, off + rows.size)
-            np.matmul(pc.coef_t, c, out=coef[:5 * p1, sl])
-            ends[:, sl] = pc.ends @ c
+            _product(pc.coef_t, c, cc, out=coef[:5 * p1, sl])
+            _product(pc.ends, c, cc, out=ends[:, sl])
             a[sl], b[sl] = pc.a, pc.b
             off += rows.size
         rows = np.concatenate([r for _, _, r in batch])
@@ -967,15 +986,16 @@ def spa_block(block, state, used: np.ndarray, tables: list[_Table], log_delta: f
         beyond = np.zeros(n, dtype=bool)
         fallback = np.zeros(n, dtype=bool)
         unresolved = np.zeros(n, dtype=bool)
-        for ti, tab in enumerate(tables):
-            br_rma = solver.bracket(tab, cnt, target, "rma")
-            if ti == 0 and n > 1:
-                # the examples ordered by their first bracket: those that share a piece are
-                # then adjacent, and the products below take views of the counts, not copies
-                # (every per-example number is computed column by column: order-free)
-                order = np.argsort(br_rma["lo"], kind="stable")
-                cnt, act = np.take(cnt, order, axis=1), act[order]
-                br_rma = {k: x[order] for k, x in br_rma.items()}
+        brs = [solver.bracket(tab, cnt, target, "rma") for tab in tables]
+        if n > 1:
+            # the examples ordered by their refined-moments brackets (the first direction's,
+            # then the second's): those that share a piece are then adjacent, and the
+            # products below take views of the counts, not copies (every per-example number
+            # is computed column by column: order-free)
+            order = np.lexsort([br["lo"] for br in brs[::-1]])
+            cnt, act = np.take(cnt, order, axis=1), act[order]
+            brs = [{k: x[order] for k, x in br.items()} for br in brs]
+        for tab, br_rma in zip(tables, brs, strict=True):
             up = solver.rma(tab, cnt, br_rma, log_delta)
             best_up = np.maximum(best_up, up)
             # a direction whose certified bound is at most the eps already found cannot
