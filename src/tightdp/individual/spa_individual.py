@@ -40,19 +40,20 @@ the CGF quadrature made relative (``1e-11 (T_i + K_i(t))``).
 
 How it is vectorized
 --------------------
-1. Brackets. Per direction the bucket CGFs and their first four derivatives are evaluated
-   exactly (quadrature of :mod:`tightdp.losses.cgf`) at bracketing tilts built like the
-   accountant's (``curves.saddle.tilt_grids``: 33 points from 1e-4 to 64 -- the accountant's
-   ``solve_tilt`` now uses 65, which brackets the same root wherever ``g`` increases -- then
-   down to 1e-12, then up to the tilt cap 2048, or 1e12 for Gaussian losses). Matrix products
-   with the counts give the examples' ``K_i, ..., K_i''''`` there, hence the saddle-point
-   function ``g_i(t) = -log delta_approx(eps(t))`` and the refined-moments optimality function
-   ``t K_i'(t) - K_i(t) + log(1 + t)`` (eq. (44)); the first grid point where each reaches
-   ``-log delta`` brackets the example's root, as in the accountant. Found without evaluating
-   every grid point: the refined-moments function (increasing) at every fourth point of the
-   first grid and then inside the interval reaching the target; the saddle-point function at the
-   two ends of the refined-moments bracket, then grid point by grid point up or down from there
-   (the same bracket wherever ``g_i`` is increasing on the grid).
+1. Brackets. Per direction the bucket CGFs and their first four derivatives are evaluated exactly
+   (quadrature of :mod:`tightdp.losses.cgf`) at bracketing tilts built like the accountant's
+   (``curves.saddle.tilt_grids``: 33 points from 1e-4 to 64 -- the accountant's ``solve_tilt``
+   now uses 65, which brackets the same root wherever ``g`` increases -- then down to 1e-12, then
+   up to the tilt cap 2048, or 1e12 for Gaussian losses). Matrix products with the counts give
+   the examples' ``K_i, ..., K_i''''`` there, hence the saddle-point function ``g_i(t) = -log
+   delta_approx(eps(t))`` and the refined-moments optimality function ``t K_i'(t) - K_i(t) +
+   log(1 + t)`` (eq. (44)); the first grid point where each reaches ``-log delta`` brackets the
+   example's root, as in the accountant (the refined-moments function is linear in the counts:
+   one product row per tilt, ``t K_b' - K_b``). Found without evaluating every grid point: the
+   refined-moments function (increasing) at every fourth point of the first grid and then inside
+   the interval reaching the target; the saddle-point function at the two ends of the
+   refined-moments bracket, then grid point by grid point up or down from there (the same bracket
+   wherever ``g_i`` is increasing on the grid).
 2. Interpolants. On each bracket needed, every bucket's five rows are interpolated by
    Chebyshev polynomials of degree :data:`DEGREE` at the Chebyshev-Lobatto tilts (exact values
    there). An example's composed interpolant is accepted when the sum over its buckets of
@@ -61,21 +62,23 @@ How it is vectorized
    ``t`` near ``2 sigma^2 log(1/q) / c_b^2`` (where the tilted law switches to the sampled
    component), so some examples descend into halves of their bracket (exact composed values
    at the midpoint decide which) until it is resolved, at most :data:`MAX_DEPTH` times.
-3. Saddle points. The composed Chebyshev coefficients of an example are one matrix product of its
-   counts with the bucket coefficients (also those of ``K_i^(5)``, the derivative of the
-   ``K''''`` interpolant); the accountant's safeguarded Newton iteration in ``log t`` (bisection
-   when a step leaves the bracket, the same stopping rules) solves ``g_i(t) = -log delta`` on the
-   interpolant (the Chebyshev series summed directly), and ``eps_i = K_i'(t) - 1/t - 1/(1+t)``
-   (eq. (50)). For SP-MSD0/1 the steps are Halley's, with the exact first derivative of ``g_i``
-   and its second without the SP-MSD1 term's, from a Halley step off the bracket end where
-   ``g_i`` is nearer the target (~3 evaluations per example); SP-CLT iterates as the accountant
-   (from the secant point, secant slopes after the first step). The examples of all pieces are
-   iterated together (each on its own coefficients and interval), so small pieces cost no
-   iteration of their own; eps at the final iterate (the last evaluated one, or a converged
-   Newton step from it) is extrapolated from the last evaluation with the exact ``d eps / d log t
-   = t (K_i'' + 1/t^2 + 1/(1+t)^2)`` (eq. (50)), an error of the order of the squared step, far
-   below the solver's tolerance (the interpolant is evaluated where the step exceeds
-   :data:`FINAL_STEP`); the SP-MSD1 terms reported are the last evaluation's.
+3. Saddle points. The composed Chebyshev coefficients of an example's rows ``K_i, ..., K_i''''``
+   are one matrix product of its counts with the bucket coefficients; those of ``K_i^(5)`` follow
+   by the derivative recurrence of Chebyshev series from the composed ``K_i''''`` coefficients
+   (linear: the derivative of the composed interpolant). The accountant's safeguarded Newton
+   iteration in ``log t`` (bisection when a step leaves the bracket, the same stopping rules)
+   solves ``g_i(t) = -log delta`` on the interpolant (the Chebyshev series summed directly, the
+   ``T_k`` by their recurrence), and ``eps_i = K_i'(t) - 1/t - 1/(1+t)`` (eq. (50)). For
+   SP-MSD0/1 the steps are Halley's, with the exact first derivative of ``g_i`` and its second
+   without the SP-MSD1 term's, from a Halley step off the bracket end where ``g_i`` is nearer the
+   target (~3 evaluations per example); SP-CLT iterates as the accountant (from the secant point,
+   secant slopes after the first step). The examples of all pieces are iterated together (each on
+   its own coefficients and interval), so small pieces cost no iteration of their own; eps at the
+   final iterate (the last evaluated one, or a converged Newton step from it) is extrapolated
+   from the last evaluation with the exact ``d eps / d log t = t (K_i'' + 1/t^2 + 1/(1+t)^2)``
+   (eq. (50)), an error of the order of the squared step, far below the solver's tolerance (the
+   interpolant is evaluated where the step exceeds :data:`FINAL_STEP`); the SP-MSD1 terms
+   reported are the last evaluation's.
 4. Certified bound. The refined-moments bound is minimized over the Lobatto tilts of the
    bracket of its optimal tilt, where ``K_i`` is a matrix product of the counts with *exact*
    bucket values; any tilt gives a valid bound, so interpolation cannot make it under-report.
@@ -85,8 +88,12 @@ How it is vectorized
 
 Examples are processed in chunks (``chunk_size``), so the intermediate arrays stay small
 whatever ``N``; inside one, the counts are held as buckets x examples (the fast layout for the
-products with few rows) and the saddle points are solved :data:`SUB_CHUNK` examples at a time
-(in cache). Agreement with :class:`~tightdp.SaddlePointAccountant` composing the same
+products with few rows), ordered by the refined-moments brackets of the directions (so that
+the examples of a piece are mostly adjacent and the products take views of the counts rather
+than copies of their columns), and the saddle points are solved :data:`SUB_CHUNK` examples at
+a time (in cache). Every per-example number is computed column by column, so it does not
+depend on the order or on the other examples of the chunk (up to the summation order of the
+matrix products). Agreement with :class:`~tightdp.SaddlePointAccountant` composing the same
 buckets: ~1e-9 relative (its own Newton tolerance), also at an example whose norms are all
 >= C; where ``g_i`` is not increasing in ``t`` (only seen with few effective compositions,
 i.e. flagged examples) the two may pick different roots.
