@@ -752,13 +752,17 @@ class _Solver:
         out["fallback"][rows] = fb
         out["size"][rows] = size
 
-    def rma(self, tab: _Table, cnt: np.ndarray, br: dict, log_delta: float) -> np.ndarray:
-        """Certified refined-moments bound on eps (Alghamdi et al. 2023, eq. (43))
-        minimized over the
-        Lobatto tilts of the bracket of its optimal tilt, where ``K_i`` is exact (a matrix
-        product of the counts with quadrature values, no interpolation); any tilt gives a
-        valid bound, so where no bracket was found an end of the tilt range is used."""
+    def rma(self, tab: _Table, cnt: np.ndarray, br: dict, log_delta: float,
+            steps: np.ndarray | None = None) -> np.ndarray:
+        """Certified refined-moments bound on eps (Alghamdi et al. 2023, eq. (43)) minimized
+        over the Lobatto tilts of the bracket of its optimal tilt, where ``K_i`` is exact (a
+        matrix product of the counts with quadrature values, no interpolation); any tilt gives
+        a valid bound, so where no bracket was found an end of the tilt range is used.
+        ``steps``: the examples' numbers of steps with loss (the column sums of ``cnt``,
+        exact in floats), if already known."""
         n = cnt.shape[1]
+        if steps is None:
+            steps = cnt.sum(axis=0)
         out = np.empty(n)
         lo, hi = br["lo"].copy(), br["hi"].copy()
         miss = np.isnan(lo)
@@ -768,14 +772,13 @@ class _Solver:
         lo[upm], hi[upm] = g_up[-2], g_up[-1]
         for k in range(0, n, SUB_CHUNK):  # working sets that stay in cache
             sl = slice(k, k + SUB_CHUNK)
-            cs = cnt[:, sl]
-            steps = cs.sum(axis=0)
+            cs, st = cnt[:, sl], steps[sl]
             for rows in _groups(lo[sl]):
                 pc = tab.piece(lo[k + rows[0]], hi[k + rows[0]])
                 k0 = _product(pc.k_t, cs, rows)  # (p+1, rows)
                 # e = (k0 + K_MARGIN (T_i + |k0|) + log M_t - log delta) / t, in place
                 e = np.abs(k0)
-                e += steps[rows]
+                e += st[rows]
                 e *= K_MARGIN
                 e += k0
                 e += log_theta_max(pc.t)[:, None]
@@ -1002,8 +1005,9 @@ def spa_block(block, state, used: np.ndarray, tables: list[_Table], log_delta: f
             order = np.lexsort([br["lo"] for br in brs[::-1]])
             cnt, act = np.take(cnt, order, axis=1), act[order]
             brs = [{k: x[order] for k, x in br.items()} for br in brs]
+        steps = cnt.sum(axis=0)  # integers: exact whatever the order of the sum
         for tab, br_rma in zip(tables, brs, strict=True):
-            up = solver.rma(tab, cnt, br_rma, log_delta)
+            up = solver.rma(tab, cnt, br_rma, log_delta, steps)
             best_up = np.maximum(best_up, up)
             # a direction whose certified bound is at most the eps already found cannot
             # raise the true eps above it: its saddle point is not needed
