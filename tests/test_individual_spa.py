@@ -91,3 +91,27 @@ def test_spa_final_step_extrapolation_equals_evaluation(monkeypatch, method):
     np.testing.assert_array_equal(fast.details["reliable"], ref.details["reliable"])
     np.testing.assert_allclose(fast.details["msd1_terms"], ref.details["msd1_terms"],
                                rtol=1e-6)
+
+
+def test_spa_product_over_ranges_equals_gathered_columns():
+    """The products over the ranges of consecutive examples (views of the counts) equal the
+    product with the gathered columns, for one range, few long ranges, scattered columns and
+    most of the columns; also into a given output."""
+    from tightdp.individual.spa_individual import _product, _runs
+
+    rng = np.random.default_rng(7)
+    cnt = rng.integers(0, 40, (30, 5000)).astype(float)
+    m = rng.random((7, 30))
+    cases = [np.arange(5000), np.arange(100, 1300),
+             np.concatenate([np.arange(0, 600), np.arange(900, 1500), np.arange(4000, 4700)]),
+             np.sort(rng.choice(5000, 300, replace=False)),
+             np.sort(rng.choice(5000, 4000, replace=False)), np.zeros(0, dtype=np.int64)]
+    for cols in cases:
+        ref = m @ cnt[:, cols]
+        np.testing.assert_allclose(_product(m, cnt, cols), ref, rtol=1e-14, atol=0)
+        out = np.full((m.shape[0], cols.size + 3), np.nan)
+        _product(m, cnt, cols, out=out[:, 2:cols.size + 2])
+        np.testing.assert_allclose(out[:, 2:cols.size + 2], ref, rtol=1e-14, atol=0)
+    assert _runs(cases[1]) == [(0, 1200)]
+    assert len(_runs(cases[2])) == 3
+    assert _runs(cases[3]) is None  # ranges far shorter than _MIN_RUN: a copy
