@@ -93,25 +93,19 @@ def test_spa_final_step_extrapolation_equals_evaluation(monkeypatch, method):
                                rtol=1e-6)
 
 
-def test_spa_product_over_ranges_equals_gathered_columns():
-    """The products over the ranges of consecutive examples (views of the counts) equal the
-    product with the gathered columns, for one range, few long ranges, scattered columns and
-    most of the columns; also into a given output."""
-    from tightdp.individual.spa_individual import _product, _runs
+@pytest.mark.parametrize("min_run", [1, 10**9])
+def test_spa_products_over_ranges_equal_copies(monkeypatch, min_run):
+    """The products over ranges of consecutive examples (views of the counts; the fast path)
+    against products over copies of the columns (the reference path, forced by a huge
+    ``MIN_RUN``) and over every range however short (``MIN_RUN = 1``): the same numbers up to
+    the summation order of the products."""
+    from tightdp.individual import spa_individual
 
-    rng = np.random.default_rng(7)
-    cnt = rng.integers(0, 40, (30, 5000)).astype(float)
-    m = rng.random((7, 30))
-    cases = [np.arange(5000), np.arange(100, 1300),
-             np.concatenate([np.arange(0, 600), np.arange(900, 1500), np.arange(4000, 4700)]),
-             np.sort(rng.choice(5000, 300, replace=False)),
-             np.sort(rng.choice(5000, 4000, replace=False)), np.zeros(0, dtype=np.int64)]
-    for cols in cases:
-        ref = m @ cnt[:, cols]
-        np.testing.assert_allclose(_product(m, cnt, cols), ref, rtol=1e-14, atol=0)
-        out = np.full((m.shape[0], cols.size + 3), np.nan)
-        _product(m, cnt, cols, out=out[:, 2:cols.size + 2])
-        np.testing.assert_allclose(out[:, 2:cols.size + 2], ref, rtol=1e-14, atol=0)
-    assert _runs(cases[1]) == [(0, 1200)]
-    assert len(_runs(cases[2])) == 3
-    assert _runs(cases[3]) is None  # ranges far shorter than _MIN_RUN: a copy
+    counts = _profiles_counts(6000, np.random.default_rng(11))
+    kw = {"sampling_rate": 0.02, "noise_multiplier": 1.0, "clip_norm": 1.0, "progress": False}
+    ref = IndividualSPAAccountant.from_counts(counts, **kw).epsilon(DELTA)
+    monkeypatch.setattr(spa_individual, "MIN_RUN", min_run)
+    r = IndividualSPAAccountant.from_counts(counts, **kw).epsilon(DELTA)
+    np.testing.assert_allclose(r.epsilon, ref.epsilon, rtol=1e-11)
+    np.testing.assert_allclose(r.upper, ref.upper, rtol=1e-14)
+    np.testing.assert_array_equal(r.details["reliable"], ref.details["reliable"])

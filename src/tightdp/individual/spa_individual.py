@@ -171,7 +171,7 @@ _GRID_LO, _GRID_HI, _GRID_POINTS = 1e-4, 64.0, 33
 _COARSE = 4
 #: products over ranges of consecutive examples (views of the counts) when these average at
 #: least this many examples, else over a copy of the columns (see _product)
-_MIN_RUN = 256
+MIN_RUN = 256
 
 
 def _lobatto(p: int) -> np.ndarray:
@@ -423,7 +423,7 @@ def _cell(tab: _Table, t: np.ndarray) -> np.ndarray:
 
 def _runs(cols: np.ndarray) -> list[tuple[int, int]] | None:
     """The maximal ranges ``[s, e)`` of positions of ``cols`` (increasing) whose values are
-    consecutive, if they average at least :data:`_MIN_RUN` columns (or there is one): the
+    consecutive, if they average at least :data:`MIN_RUN` columns (or there is one): the
     products then take views of the counts, range by range; else None."""
     n = cols.size
     if n == 0:
@@ -431,7 +431,7 @@ def _runs(cols: np.ndarray) -> list[tuple[int, int]] | None:
     if cols[-1] - cols[0] + 1 == n:  # increasing and as many as the values they span
         return [(0, n)]
     brk = np.flatnonzero(np.diff(cols) != 1) + 1
-    if (brk.size + 1) * _MIN_RUN > n:
+    if (brk.size + 1) * MIN_RUN > n:
         return None
     edges = [0, *brk.tolist(), n]
     return list(zip(edges[:-1], edges[1:], strict=True))
