@@ -70,3 +70,42 @@ def test_spa_per_example_independent_of_order_and_blocks():
     np.testing.assert_allclose(r1.upper, ref.upper[few], rtol=1e-14)
     # several brackets in play, and the examples are not all equal
     assert np.unique(np.round(ref.epsilon, 9)).size > 10
+
+
+@pytest.mark.parametrize("method", ["msd1", "msd0", "clt"])
+def test_spa_final_step_extrapolation_equals_evaluation(monkeypatch, method):
+    """eps at the final Newton iterate extrapolated from the last evaluation (first order in
+    the step; the fast path) against the interpolant evaluated there (the reference path,
+    forced by ``FINAL_STEP = 0``): the same eps to 1e-12, the same flags, the SP-MSD1 terms
+    to the solver's tolerance in the tilt."""
+    from tightdp.individual import spa_individual
+
+    counts = _profiles_counts(3000, np.random.default_rng(5))
+    kw = {"sampling_rate": 0.02, "noise_multiplier": 1.0, "clip_norm": 1.0,
+          "progress": False, "method": method}
+    fast = IndividualSPAAccountant.from_counts(counts, **kw).epsilon(DELTA)
+    monkeypatch.setattr(spa_individual, "FINAL_STEP", 0.0)
+    ref = IndividualSPAAccountant.from_counts(counts, **kw).epsilon(DELTA)
+    np.testing.assert_allclose(fast.epsilon, ref.epsilon, rtol=1e-12)
+    np.testing.assert_array_equal(fast.upper, ref.upper)
+    np.testing.assert_array_equal(fast.details["reliable"], ref.details["reliable"])
+    np.testing.assert_allclose(fast.details["msd1_terms"], ref.details["msd1_terms"],
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("min_run", [1, 10**9])
+def test_spa_products_over_ranges_equal_copies(monkeypatch, min_run):
+    """The products over ranges of consecutive examples (views of the counts; the fast path)
+    against products over copies of the columns (the reference path, forced by a huge
+    ``MIN_RUN``) and over every range however short (``MIN_RUN = 1``): the same numbers up to
+    the summation order of the products."""
+    from tightdp.individual import spa_individual
+
+    counts = _profiles_counts(6000, np.random.default_rng(11))
+    kw = {"sampling_rate": 0.02, "noise_multiplier": 1.0, "clip_norm": 1.0, "progress": False}
+    ref = IndividualSPAAccountant.from_counts(counts, **kw).epsilon(DELTA)
+    monkeypatch.setattr(spa_individual, "MIN_RUN", min_run)
+    r = IndividualSPAAccountant.from_counts(counts, **kw).epsilon(DELTA)
+    np.testing.assert_allclose(r.epsilon, ref.epsilon, rtol=1e-11)
+    np.testing.assert_allclose(r.upper, ref.upper, rtol=1e-14)
+    np.testing.assert_array_equal(r.details["reliable"], ref.details["reliable"])

@@ -40,19 +40,20 @@ the CGF quadrature made relative (``1e-11 (T_i + K_i(t))``).
 
 How it is vectorized
 --------------------
-1. Brackets. Per direction the bucket CGFs and their first four derivatives are evaluated
-   exactly (quadrature of :mod:`tightdp.losses.cgf`) at bracketing tilts built like the
-   accountant's (``curves.saddle.tilt_grids``: 33 points from 1e-4 to 64 -- the accountant's
-   ``solve_tilt`` now uses 65, which brackets the same root wherever ``g`` increases -- then
-   down to 1e-12, then up to the tilt cap 2048, or 1e12 for Gaussian losses). Matrix products
-   with the counts give the examples' ``K_i, ..., K_i''''`` there, hence the saddle-point
-   function ``g_i(t) = -log delta_approx(eps(t))`` and the refined-moments optimality function
-   ``t K_i'(t) - K_i(t) + log(1 + t)`` (eq. (44)); the first grid point where each reaches
-   ``-log delta`` brackets the example's root, as in the accountant. Found without evaluating
-   every grid point: the refined-moments function (increasing) at every fourth point of the
-   first grid and then inside the interval reaching the target; the saddle-point function at the
-   two ends of the refined-moments bracket, then grid point by grid point up or down from there
-   (the same bracket wherever ``g_i`` is increasing on the grid).
+1. Brackets. Per direction the bucket CGFs and their first four derivatives are evaluated exactly
+   (quadrature of :mod:`tightdp.losses.cgf`) at bracketing tilts built like the accountant's
+   (``curves.saddle.tilt_grids``: 33 points from 1e-4 to 64 -- the accountant's ``solve_tilt``
+   now uses 65, which brackets the same root wherever ``g`` increases -- then down to 1e-12, then
+   up to the tilt cap 2048, or 1e12 for Gaussian losses). Matrix products with the counts give
+   the examples' ``K_i, ..., K_i''''`` there, hence the saddle-point function ``g_i(t) = -log
+   delta_approx(eps(t))`` and the refined-moments optimality function ``t K_i'(t) - K_i(t) +
+   log(1 + t)`` (eq. (44)); the first grid point where each reaches ``-log delta`` brackets the
+   example's root, as in the accountant (the refined-moments function is linear in the counts:
+   one product row per tilt, ``t K_b' - K_b``). Found without evaluating every grid point: the
+   refined-moments function (increasing) at every fourth point of the first grid and then inside
+   the interval reaching the target; the saddle-point function at the two ends of the
+   refined-moments bracket, then grid point by grid point up or down from there (the same bracket
+   wherever ``g_i`` is increasing on the grid).
 2. Interpolants. On each bracket needed, every bucket's five rows are interpolated by
    Chebyshev polynomials of degree :data:`DEGREE` at the Chebyshev-Lobatto tilts (exact values
    there). An example's composed interpolant is accepted when the sum over its buckets of
@@ -61,15 +62,23 @@ How it is vectorized
    ``t`` near ``2 sigma^2 log(1/q) / c_b^2`` (where the tilted law switches to the sampled
    component), so some examples descend into halves of their bracket (exact composed values
    at the midpoint decide which) until it is resolved, at most :data:`MAX_DEPTH` times.
-3. Saddle points. The composed Chebyshev coefficients of an example are one matrix product of
-   its counts with the bucket coefficients (also those of ``K_i^(5)``, the derivative of the
-   ``K''''`` interpolant); the accountant's safeguarded Newton iteration in ``log t``
-   (bisection when a step leaves the bracket, the same stopping rules) solves ``g_i(t) = -log
-   delta`` on the interpolant (Clenshaw evaluation), and ``eps_i = K_i'(t) - 1/t - 1/(1+t)``
-   (eq. (50)). For SP-MSD0/1 the steps are Halley's, with the exact first derivative of
-   ``g_i`` and its second without the SP-MSD1 term's, from a Halley step off the bracket end
-   where ``g_i`` is nearer the target (~3 evaluations per example); SP-CLT iterates as the
-   accountant (from the secant point, secant slopes after the first step).
+3. Saddle points. The composed Chebyshev coefficients of an example's rows ``K_i, ..., K_i''''``
+   are one matrix product of its counts with the bucket coefficients; those of ``K_i^(5)`` follow
+   by the derivative recurrence of Chebyshev series from the composed ``K_i''''`` coefficients
+   (linear: the derivative of the composed interpolant). The accountant's safeguarded Newton
+   iteration in ``log t`` (bisection when a step leaves the bracket, the same stopping rules)
+   solves ``g_i(t) = -log delta`` on the interpolant (the Chebyshev series summed directly, the
+   ``T_k`` by their recurrence), and ``eps_i = K_i'(t) - 1/t - 1/(1+t)`` (eq. (50)). For
+   SP-MSD0/1 the steps are Halley's, with the exact first derivative of ``g_i`` and its second
+   without the SP-MSD1 term's, from a Halley step off the bracket end where ``g_i`` is nearer the
+   target (~3 evaluations per example); SP-CLT iterates as the accountant (from the secant point,
+   secant slopes after the first step). The examples of all pieces are iterated together (each on
+   its own coefficients and interval), so small pieces cost no iteration of their own; eps at the
+   final iterate (the last evaluated one, or a converged Newton step from it) is extrapolated
+   from the last evaluation with the exact ``d eps / d log t = t (K_i'' + 1/t^2 + 1/(1+t)^2)``
+   (eq. (50)), an error of the order of the squared step, far below the solver's tolerance (the
+   interpolant is evaluated where the step exceeds :data:`FINAL_STEP`); the SP-MSD1 terms
+   reported are the last evaluation's.
 4. Certified bound. The refined-moments bound is minimized over the Lobatto tilts of the
    bracket of its optimal tilt, where ``K_i`` is a matrix product of the counts with *exact*
    bucket values; any tilt gives a valid bound, so interpolation cannot make it under-report.
@@ -79,8 +88,12 @@ How it is vectorized
 
 Examples are processed in chunks (``chunk_size``), so the intermediate arrays stay small
 whatever ``N``; inside one, the counts are held as buckets x examples (the fast layout for the
-products with few rows) and the saddle points are solved :data:`SUB_CHUNK` examples at a time
-(in cache). Agreement with :class:`~tightdp.SaddlePointAccountant` composing the same
+products with few rows), ordered by the refined-moments brackets of the directions (so that
+the examples of a piece are mostly adjacent and the products take views of the counts rather
+than copies of their columns), and the saddle points are solved :data:`SUB_CHUNK` examples at
+a time (in cache). Every per-example number is computed column by column, so it does not
+depend on the order or on the other examples of the chunk (up to the summation order of the
+matrix products). Agreement with :class:`~tightdp.SaddlePointAccountant` composing the same
 buckets: ~1e-9 relative (its own Newton tolerance), also at an example whose norms are all
 >= C; where ``g_i`` is not increasing in ``t`` (only seen with few effective compositions,
 i.e. flagged examples) the two may pick different roots.
@@ -109,7 +122,7 @@ from ..curves.saddle import (
     tilt_grids,
 )
 from ..losses import GaussianLoss
-from ..losses.cgf import cgf
+from ..losses.cgf import cgf, cgf_rows, cgf_supported
 from ..mechanisms.basic import Gaussian
 from ..mechanisms.subsampling import PoissonSubsampled
 from ..progress import progress_bar
@@ -144,6 +157,9 @@ _ALTERNATING = (-1.0) ** np.arange(DEGREE + 1)
 SUB_CHUNK = 8192
 #: the accountant's convergence tolerance on g (curves.saddle.solve_tilt)
 NEWTON_RTOL = 1e-11
+#: largest final Newton step (in log t) that eps is extrapolated over, to first order, from
+#: the last evaluation (beyond it the interpolant is evaluated at the final iterate)
+FINAL_STEP = 1e-6
 #: relative allowance for the quadrature of the CGF in the certified bound (the accountant
 #: uses 1e-11 per composed step, absolute; here 1e-11 (T_i + K_i(t)), never smaller)
 K_MARGIN = 1e-11
@@ -153,6 +169,9 @@ K_MARGIN = 1e-11
 _GRID_LO, _GRID_HI, _GRID_POINTS = 1e-4, 64.0, 33
 #: stride of the coarse pass over the first grid (see _Solver.bracket)
 _COARSE = 4
+#: products over ranges of consecutive examples (views of the counts) when these average at
+#: least this many examples, else over a copy of the columns (see _product)
+MIN_RUN = 256
 
 
 def _lobatto(p: int) -> np.ndarray:
@@ -174,34 +193,45 @@ def _cheb_coefficients(vals: np.ndarray) -> np.ndarray:
     return c
 
 
-def _clenshaw(c: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """``sum_k c[k] T_k(x)`` for coefficients ``c`` of shape ``(p+1, R, n)`` at ``x`` (n,)
-    (Clenshaw's recurrence, in place)."""
-    b1 = c[-1].copy()
-    b2 = np.zeros_like(b1)
-    tmp = np.empty_like(b1)
+def _cheb_eval(c: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``sum_k c[:, k] T_k(x)`` for coefficients ``c`` of shape ``(R, p+1, n)`` at ``x`` (n,):
+    the ``T_k(x)`` by their three-term recurrence ``T_{k+1} = 2 x T_k - T_{k-1}`` (Mason,
+    Handscomb, *Chebyshev Polynomials*, 2003, Sec. 1.2.2; ``|T_k| <= 1`` on ``[-1, 1]``, so
+    the direct sum is as accurate as Clenshaw's recurrence), once per column for the ``R``
+    rows, then summed (half the operations of Clenshaw's recurrence on the ``R`` rows)."""
+    p1 = c.shape[1]
+    tk = np.empty((p1, x.size))
+    tk[0] = 1.0
+    tk[1] = x
     x2 = 2.0 * x
-    for k in range(c.shape[0] - 2, 0, -1):
-        np.multiply(b1, x2, out=tmp)
-        tmp -= b2
-        tmp += c[k]
-        b2, b1, tmp = b1, tmp, b2
-    return x * b1 - b2 + c[0]
+    for k in range(2, p1):
+        np.multiply(x2, tk[k - 1], out=tk[k])
+        tk[k] -= tk[k - 2]
+    acc = c[:, 0] + c[:, 1] * x
+    tmp = np.empty_like(acc)
+    for k in range(2, p1):
+        np.multiply(c[:, k], tk[k], out=tmp)
+        acc += tmp
+    return acc
 
 
-def _cheb_derivative(c: np.ndarray, scale: float) -> np.ndarray:
-    """Chebyshev coefficients (last axis: degree; same shape as ``c``, the last one zero) of
-    ``d/dt`` of the series ``c`` in ``x = scale (t - a) - 1``: ``d_{k-1} = d_{k+1} + 2 k c_k``,
-    the constant term halved (the derivative recurrence of Chebyshev series; Mason, Handscomb,
-    *Chebyshev Polynomials*, 2003, Sec. 2.4.5)."""
-    d = np.zeros_like(c)
-    p = c.shape[-1] - 1
+def _cheb_derivative(c: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Chebyshev coefficients (first axis: degree, one column per example; same shape as
+    ``c``, the last one zero) of ``d/dt`` of the series ``c`` in ``x = scale (t - a) - 1``
+    (``scale`` per column): ``d_{k-1} = d_{k+1} + 2 k c_k``, the constant term halved (the
+    derivative recurrence of Chebyshev series; Mason, Handscomb, *Chebyshev Polynomials*,
+    2003, Sec. 2.4.5). Linear in ``c``: the derivative of a composed interpolant is the
+    composition of its buckets' derivatives."""
+    p = c.shape[0] - 1
+    d = np.empty_like(c)
+    d[p] = 0.0
     for k in range(p, 0, -1):
-        d[..., k - 1] = 2.0 * k * c[..., k]
+        np.multiply(c[k], 2.0 * k, out=d[k - 1])
         if k + 1 <= p:
-            d[..., k - 1] += d[..., k + 1]
-    d[..., 0] *= 0.5
-    return d * scale
+            d[k - 1] += d[k + 1]
+    d[0] *= 0.5
+    d *= scale
+    return d
 
 
 def _g_slope(ks: np.ndarray, t: np.ndarray, method: str,
@@ -236,6 +266,41 @@ def _g_slope(ks: np.ndarray, t: np.ndarray, method: str,
     return t * dg, t * t * d2 + t * dg
 
 
+def _g_msd(ks: np.ndarray, t: np.ndarray, method: str) -> tuple[np.ndarray, ...]:
+    """The saddle-point function ``g = -log delta_approx`` of SP-MSD0 (eq. (60)) or SP-MSD1
+    (eq. (61)) at the saddle-point eps of ``t`` (Alghamdi et al. 2023), that eps (eq. (50)),
+    the fallback flag, the size of the SP-MSD1 terms, and the derivatives of :func:`_g_slope`,
+    from the composed rows ``ks = (K, K', ..., K^(5))``: the formulas of
+    :func:`tightdp.curves.saddle.saddle_log_delta` and :func:`_g_slope` in one pass, sharing
+    ``phi2, phi3, phi4`` and the powers of ``1/t`` and ``1/(1+t)`` (the same numbers up to
+    rounding). Returns ``(g, eps, fallback, size, dg/du, d2g/du2)``."""
+    it, itp = 1.0 / t, 1.0 / (1.0 + t)
+    it2, itp2 = it * it, itp * itp
+    eps = ks[1] - it - itp
+    phi2 = ks[2] + it2 + itp2
+    phi3 = ks[3] - 2.0 * (it2 * it + itp2 * itp)
+    phi4 = ks[4] + 6.0 * (it2 * it2 + itp2 * itp2)
+    r3 = phi3 / phi2
+    p2 = phi2 * phi2
+    r4 = phi4 / p2
+    term4 = 0.125 * r4
+    term3 = (5.0 / 24.0) * r3 * r3 / phi2
+    size = np.maximum(np.abs(term4), term3)
+    val = ks[0] - t * eps - np.log(t) - np.log1p(t) - 0.5 * np.log(2.0 * math.pi * phi2)
+    dg = t * phi2 + 0.5 * r3  # -d(log delta)/dt
+    if method == "msd1":
+        corr = term4 - term3
+        fallback = ~(corr > -1.0)
+        val = np.where(fallback, val, val + np.log1p(np.where(fallback, 0.0, corr)))
+        phi5 = ks[5] - 24.0 * (it2 * it2 * it + itp2 * itp2 * itp)
+        dcorr = (0.125 * phi5 / p2 - (2.0 / 3.0) * r3 * r4 + 0.625 * r3 ** 3 / phi2)
+        dg = np.where(fallback, dg, dg - dcorr / (1.0 + corr))
+    else:
+        fallback = np.zeros(t.shape, dtype=bool)
+    d2 = phi2 + t * phi3 + 0.5 * (phi4 / phi2 - r3 * r3)
+    return -val, eps, fallback, size, t * dg, t * t * d2 + t * dg
+
+
 def _halley_slope(d1: np.ndarray, d2: np.ndarray, r: np.ndarray) -> np.ndarray:
     """The slope ``d1 - r d2 / (2 d1)`` that makes a Newton step for the residual ``r`` (first
     and second derivatives ``d1, d2``) Halley's step (Halley 1694; e.g. Traub, *Iterative
@@ -257,11 +322,9 @@ class _Piece:
         self.k_t = np.ascontiguousarray(vals[:, 0, :].T)  # K at the nodes, (p+1, B)
         c = _cheb_coefficients(vals)
         p1 = vals.shape[-1]
-        # (p+1) * r rows, one column per bucket: composed = this @ counts; r = 5 (K .. K'''')
-        # or 6 (and K^(5) from the interpolant of K'''': the slope of SP-MSD0/1's g)
-        c6 = np.concatenate([c, _cheb_derivative(c[:, 4:5], 2.0 / (b - a))], axis=1)
-        self.coef_t = {r: np.ascontiguousarray(c6[:, :r].transpose(2, 1, 0).reshape(p1 * r, -1))
-                       for r in (5, 6)}
+        # 5 (p+1) rows (K .. K'''', each by degree), one column per bucket: composed = this @
+        # counts
+        self.coef_t = np.ascontiguousarray(c.transpose(1, 2, 0).reshape(5 * p1, -1))
         tail = np.max(np.abs(c[..., -2:]), axis=-1)  # (B, 5)
         s0 = np.max(np.abs(vals[:, 0]), axis=-1)
         s2 = np.max(np.abs(vals[:, 2]), axis=-1)
@@ -300,11 +363,18 @@ class _Table:
         self.t_cap = T_MAX if all(isinstance(x, GaussianLoss) for x in losses) else T_MAX_QUAD
         self.grids = tilt_grids(_GRID_LO, _GRID_HI, self.t_cap, _GRID_POINTS)
         self._points: dict[int, np.ndarray] = {}
+        self._rows_ok = all(cgf_supported(x) is None for x in losses)
+        self._rma: dict[int, np.ndarray] = {}
         self._pieces: dict[tuple[float, float], _Piece] = {}
         self.n_pieces = 0
 
     def stats(self, t: np.ndarray) -> np.ndarray:
-        """Exact rows ``K_b, ..., K_b''''`` of every bucket at tilts ``t``: (B, 5, len(t))."""
+        """Exact rows ``K_b, ..., K_b''''`` of every bucket at tilts ``t`` (one-dimensional,
+        finite, >= 0): (B, 5, len(t)); by :func:`~tightdp.losses.cgf.cgf_rows` (the same
+        numbers as :func:`~tightdp.losses.cgf.cgf`, without its checks of the arguments) where
+        every loss is supported."""
+        if self._rows_ok:
+            return np.stack([cgf_rows(loss, t, 4) for loss in self.losses])
         return np.stack([cgf(loss, t, 4) for loss in self.losses])
 
     def points(self, gi: int) -> np.ndarray:
@@ -312,6 +382,16 @@ class _Table:
         if gi not in self._points:
             self._points[gi] = self.stats(self.grids[gi])
         return self._points[gi]
+
+    def rma_rows(self, gi: int) -> np.ndarray:
+        """Per tilt ``t`` of grid ``gi`` (rows) and bucket (columns), ``t K_b'(t) - K_b(t)``:
+        composed with the counts (a matrix product), plus ``log(1 + t)``, the refined-moments
+        optimality function ``t K_i'(t) - K_i(t) + log(1 + t)`` of eq. (44) (Alghamdi et al.
+        2023), increasing in ``t``."""
+        if gi not in self._rma:
+            t, pts = self.grids[gi], self.points(gi)
+            self._rma[gi] = np.ascontiguousarray((t * pts[:, 1, :] - pts[:, 0, :]).T)
+        return self._rma[gi]
 
     def _fit(self, a: float, b: float) -> _Piece:
         t = a + (b - a) * (_lobatto(DEGREE) + 1.0) * 0.5
@@ -341,16 +421,44 @@ def _cell(tab: _Table, t: np.ndarray) -> np.ndarray:
     return np.where(g0[k] == t, k, -1)
 
 
-def _product(m: np.ndarray, cnt: np.ndarray, cols: np.ndarray) -> np.ndarray:
+def _runs(cols: np.ndarray) -> list[tuple[int, int]] | None:
+    """The maximal ranges ``[s, e)`` of positions of ``cols`` (increasing) whose values are
+    consecutive, if they average at least :data:`MIN_RUN` columns (or there is one): the
+    products then take views of the counts, range by range; else None."""
+    n = cols.size
+    if n == 0:
+        return []
+    if cols[-1] - cols[0] + 1 == n:  # increasing and as many as the values they span
+        return [(0, n)]
+    brk = np.flatnonzero(np.diff(cols) != 1) + 1
+    if (brk.size + 1) * MIN_RUN > n:
+        return None
+    edges = [0, *brk.tolist(), n]
+    return list(zip(edges[:-1], edges[1:], strict=True))
+
+
+def _product(m: np.ndarray, cnt: np.ndarray, cols: np.ndarray,
+             out: np.ndarray | None = None) -> np.ndarray:
     """``m @ cnt[:, cols]`` (``cnt``: buckets x examples; this layout, with the examples
-    along the rows of the result, is the fast one for the few-row ``m`` here); for more than
-    half of the examples a product over all of them, then the columns picked (cheaper than
-    copying most of the counts)."""
-    if cols.size == cnt.shape[1]:
-        return m @ cnt
-    if 2 * cols.size > cnt.shape[1]:
-        return (m @ cnt)[:, cols]
-    return m @ cnt[:, cols]
+    along the rows of the result, is the fast one for the few-row ``m`` here; ``cols``
+    increasing), into ``out`` if given: over the ranges of consecutive columns, views of the
+    counts (:func:`_runs`; the examples are ordered by their brackets in :func:`spa_block`,
+    so those of a piece mostly are); else for more than half of the examples a product over
+    all of them, then the columns picked (cheaper than copying most of the counts); else over
+    a copy of the columns."""
+    n = cols.size
+    if out is None:
+        out = np.empty((m.shape[0], n))
+    if n == cnt.shape[1]:
+        return np.matmul(m, cnt, out=out)
+    runs = _runs(cols)
+    if runs is not None:
+        for a, b in runs:
+            np.matmul(m, cnt[:, cols[a]:cols[b - 1] + 1], out=out[:, a:b])
+        return out
+    if 2 * n > cnt.shape[1]:
+        return np.take(m @ cnt, cols, axis=1, out=out)
+    return np.matmul(m, np.take(cnt, cols, axis=1), out=out)
 
 
 def _take(a: np.ndarray, sel: np.ndarray) -> np.ndarray:
@@ -406,19 +514,21 @@ class _Solver:
         n = cnt.shape[1]
         lo, hi = np.full(n, np.nan), np.full(n, np.nan)
         below = np.zeros(n, dtype=bool)
-        nr = 5 if kind == "spa" else 2
+        nr = 5
 
         def g_at(gi: int, rows: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
-            pts = tab.points(gi)[:, :nr, :]
             grid = tab.grids[gi]
+            if kind == "rma":  # linear in the counts: one row per tilt
+                h = tab.rma_rows(gi)
+                if idx is not None:
+                    h, grid = h[idx], grid[idx]
+                return (_product(h, cnt, rows) + np.log1p(grid)[:, None]).T
+            pts = tab.points(gi)[:, :nr, :]
             if idx is not None:
                 pts, grid = pts[:, :, idx], grid[idx]
             comp = _product(pts.reshape(pts.shape[0], -1).T, cnt, rows)
             comp = comp.reshape(nr, grid.size, rows.size)  # (rows, tilts, examples)
-            tg = grid[:, None]
-            if kind == "spa":
-                return _g_spa(comp, tg, self.method).T
-            return (tg * comp[1] - comp[0] + np.log1p(tg)).T  # increasing: always exact
+            return _g_spa(comp, grid[:, None], self.method).T
 
         def g_each(rows: np.ndarray, idx: np.ndarray) -> np.ndarray:
             """g of example ``rows[m]`` at the grid-0 point ``idx[m]``."""
@@ -486,11 +596,13 @@ class _Solver:
 
     # --- the saddle point on one interval ----------------------------------------------------
     def solve(self, tab: _Table, pc: _Piece, cnt: np.ndarray, cols: np.ndarray,
-              rows: np.ndarray, target: float, out: dict, depth: int = 0) -> None:
-        """Saddle-point eps of the examples ``rows`` of ``out`` (counts: the columns ``cols``
-        of ``cnt``, buckets x examples) whose root is bracketed by ``pc``; descends into halves
-        of ``pc`` for the examples whose composed CGF is not resolved by the interpolants there
-        (module docstring, step 2)."""
+              rows: np.ndarray, target: float, out: dict, leaves: list,
+              depth: int = 0) -> None:
+        """Assign the examples ``rows`` of ``out`` (counts: the columns ``cols`` of ``cnt``,
+        buckets x examples) whose root is bracketed by ``pc`` to the interpolants that resolve
+        them: ``(piece, cols, rows)`` appended to ``leaves`` (solved together by
+        :meth:`newton`); descends into halves of ``pc`` for the examples whose composed CGF is
+        not resolved by the interpolants there (module docstring, step 2)."""
         if not pc.all_ok:
             chk = _product(pc.check, cnt, cols)
             need = pc.unresolved(chk)
@@ -501,97 +613,156 @@ class _Solver:
                 for side, sel in ((0, go_left), (1, ~go_left)):
                     if sel.any():
                         self.solve(tab, tab.child(pc, side), cnt, _take(cl, sel), _take(r, sel),
-                                   target, out, depth + 1)
+                                   target, out, leaves, depth + 1)
                 if need.all():
                     return
                 rows, cols = rows[~need], cols[~need]
             elif need.any():
                 out["unresolved"][rows[need]] = True
-        for k in range(0, rows.size, SUB_CHUNK):  # working sets that stay in cache
-            sl = slice(k, k + SUB_CHUNK)
-            self._newton(pc, np.take(cnt, cols[sl], axis=1), rows[sl], target, out)
+        leaves.append((pc, cols, rows))
 
-    def _newton(self, pc: _Piece, c: np.ndarray, rows: np.ndarray, target: float,
-                out: dict) -> None:
-        """The saddle points of the examples ``rows`` (counts ``c``) on the interpolants of
-        ``pc`` (resolved for them): the module docstring, step 3."""
-        n = rows.size
+    def newton(self, leaves: list, cnt: np.ndarray, target: float, out: dict) -> None:
+        """The saddle points of the examples of ``leaves`` (``(piece, cols, rows)`` from
+        :meth:`solve`), :data:`SUB_CHUNK` examples at a time (working sets that stay in cache)
+        whatever their pieces: each example iterates on its own composed coefficients and
+        interval, so one iteration serves the examples of many (often small) pieces."""
+        batch, size = [], 0
+        for pc, cols, rows in leaves:
+            k = 0
+            while k < rows.size:
+                m = min(SUB_CHUNK - size, rows.size - k)
+                batch.append((pc, cols[k:k + m], rows[k:k + m]))
+                size += m
+                k += m
+                if size == SUB_CHUNK:
+                    self._newton(batch, cnt, target, out)
+                    batch, size = [], 0
+        if batch:
+            self._newton(batch, cnt, target, out)
+
+    def _newton(self, batch: list, cnt: np.ndarray, target: float, out: dict) -> None:
+        """The saddle points of the examples of ``batch`` (``(piece, cols, rows)``: counts the
+        columns ``cols`` of ``cnt``, on the interpolants of the piece, resolved for them): the
+        module docstring, step 3."""
+        n = sum(rows.size for _, _, rows in batch)
         exact = self.method != "clt"  # then a sixth row, K^(5): exact Newton slopes
         nrow = 6 if exact else 5
-        coef = (pc.coef_t[nrow] @ c).reshape(-1, nrow, n)  # (p+1, nrow, n)
-        a, b = pc.a, pc.b
+        p1 = DEGREE + 1
+        coef = np.empty((nrow * p1, n))  # composed coefficients, (nrow, p+1, n) below
+        ends = np.empty((10, n))  # exact composed rows at a and b, (5, 2, n) below
+        a, b = np.empty(n), np.empty(n)
+        off = 0
+        for pc, cols, rows in batch:
+            c, cc = cnt, cols
+            if _runs(cols) is None:  # one copy of the columns for both products
+                c, cc = np.take(cnt, cols, axis=1), np.arange(cols.size)
+            sl = slice(off, off + rows.size)
+            _product(pc.coef_t, c, cc, out=coef[:5 * p1, sl])
+            _product(pc.ends, c, cc, out=ends[:, sl])
+            a[sl], b[sl] = pc.a, pc.b
+            off += rows.size
+        rows = np.concatenate([r for _, _, r in batch])
+        coef = coef.reshape(nrow, p1, n)
+        ends = ends.reshape(5, 2, n)
         scale = 2.0 / (b - a)
+        if exact:  # K^(5): the derivative of the K'''' interpolant (the slope of g)
+            coef[5] = _cheb_derivative(coef[4], scale)
 
-        def rows_at(u: np.ndarray, cf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        def rows_at(u: np.ndarray, cf: np.ndarray, a: np.ndarray,
+                    scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             t = np.exp(u)
-            return _clenshaw(cf, np.clip((t - a) * scale - 1.0, -1.0, 1.0)), t
+            return _cheb_eval(cf, np.clip((t - a) * scale - 1.0, -1.0, 1.0)), t
 
         # the accountant's iteration (curves.saddle.solve_tilt): safeguarded Newton in log t
         # in the bracket, stopped at the same tolerances; for SP-MSD0/1 with the exact slope
         # and Halley's correction, from a Halley step off the end of the bracket where g is
         # nearer the target (its rows there are exact, K^(5) interpolated); for SP-CLT as the
         # accountant: from the secant point, secant slopes after the first step
-        ends = (pc.ends @ c).reshape(5, 2, n)  # exact rows at a and b
-        te = np.array([[a], [b]])
+        te = np.stack([a, b])
         ga, gb = _g_spa(ends, te, self.method)
-        ua, ub = math.log(a), math.log(b)
-        lo_u, hi_u = np.full(n, ua), np.full(n, ub)
-        u0 = secant_start(lo_u, hi_u, ga, gb, target)
+        ua, ub = np.log(a), np.log(b)
+        u0 = secant_start(ua, ub, ga, gb, target)
         if exact:  # K^(5) at the ends from its interpolant (T_k(1) = 1, T_k(-1) = (-1)^k)
-            k5 = np.stack([(coef[:, 5] * _ALTERNATING[:coef.shape[0], None]).sum(axis=0),
-                           coef[:, 5].sum(axis=0)])
+            k5 = np.stack([(coef[5] * _ALTERNATING[:p1, None]).sum(axis=0),
+                           coef[5].sum(axis=0)])
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 fb = saddle_log_delta(ends, te, None, self.method)[2]
                 d1, d2 = _g_slope(np.concatenate([ends, k5[None]]), te, self.method, fb)
                 r = np.stack([ga, gb]) - target
-                uh = np.array([[ua], [ub]]) - r / _halley_slope(d1, d2, r)
+                uh = np.stack([ua, ub]) - r / _halley_slope(d1, d2, r)
                 pick = np.argmin(np.abs(r), axis=0)
                 uh = np.where(pick == 0, uh[0], uh[1])
                 inside = np.isfinite(uh) & (uh > ua) & (uh < ub)
             u0 = np.where(inside, uh, u0)
-        live = {"cur": np.arange(n), "cf": coef}  # rows evaluated (a superset) and coefficients
-        u_eval = np.full(n, math.log(a))
+        # rows evaluated (a superset of the active ones) with their coefficients and intervals
+        live = {"cur": np.arange(n), "cf": coef, "a": a, "s": scale}
+        u_eval = ua.copy()
+        # at each example's last evaluation: u, eps (eq. (50)), t, K'', fallback, MSD1 size
+        last = {k: np.full(n, np.nan) for k in ("u", "eps", "t", "k2", "size")}
+        last["fb"] = np.zeros(n, dtype=bool)
 
-        def g_and_slope(ua: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            cur, cf = live["cur"], live["cf"]
+        def g_and_slope(uu: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            cur = live["cur"]
             if 2 * act.size < cur.size:  # compact (copying coefficients costs an evaluation)
-                cf = cf[:, :, np.searchsorted(cur, act)]
-                cur = act
-                live["cur"], live["cf"] = cur, cf
+                keep = np.searchsorted(cur, act)
+                live["cf"] = live["cf"][:, :, keep]
+                live["a"], live["s"] = live["a"][keep], live["s"][keep]
+                live["cur"] = cur = act
             pos = np.searchsorted(cur, act)
-            u_eval[pos] = ua  # the other columns are evaluated and discarded
-            ks, t = rows_at(u_eval[:cur.size], cf)
+            u_eval[pos] = uu  # the other columns are evaluated and discarded
+            ks, t = rows_at(u_eval[:cur.size], live["cf"], live["a"], live["s"])
             if cur.size != act.size:
                 ks, t = ks[:, pos], t[pos]
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                ld, _, fb, _ = saddle_log_delta(ks, t, None, self.method)
                 if exact:  # the exact derivative of g: Newton converges quadratically
-                    d1, d2 = _g_slope(ks, t, self.method, fb)
-                    dg = _halley_slope(d1, d2, -ld - target)
+                    g, eps, fb, size, d1, d2 = _g_msd(ks, t, self.method)
+                    dg = _halley_slope(d1, d2, g - target)
                 else:
+                    ld, eps, fb, size = saddle_log_delta(ks, t, None, self.method)
+                    g = -ld
                     # SP-CLT: the accountant's slope t^2 phi2 (it ignores the derivative of
                     # the Gaussian term), then secant slopes, which converge superlinearly
                     # to the same root of the bracket
                     dg = t * t * (ks[2] + 1.0 / t ** 2 + 1.0 / (1.0 + t) ** 2)
-            return -ld, dg
+            last["u"][act], last["eps"][act], last["t"][act] = uu, eps, t
+            last["k2"][act], last["fb"][act], last["size"][act] = ks[2], fb, size
+            return g, dg
 
-        u = newton_bracketed(g_and_slope, target, lo_u, hi_u, u0, iters=60,
+        u = newton_bracketed(g_and_slope, target, ua.copy(), ub.copy(), u0, iters=60,
                              ftol=NEWTON_RTOL * (1.0 + abs(target)), secant=not exact)
-        ks, t = rows_at(u, coef[:, :5])  # K^(5) not needed at the solution
+        # eps at the final iterate, which is the last evaluated one or a converged Newton step
+        # (|du| below the tolerances) from it: eps(u) = eps(u_last) + du t phi2, with
+        # d eps / d log t = t (K'' + 1/t^2 + 1/(1+t)^2) (eq. (50)); the neglected second-order
+        # term, ~du^2, is far below the solver's tolerance. Where the step is not small (an
+        # iteration that ran out of steps) the interpolant is evaluated there.
+        du = u - last["u"]
+        tl = last["t"]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            _, _, fb, size = saddle_log_delta(ks, t, None, self.method)
-        out["eps"][rows] = saddle_eps(ks, t)
-        out["t"][rows] = t
+            eps = last["eps"] + du * tl * (last["k2"] + 1.0 / tl ** 2 + 1.0 / (1.0 + tl) ** 2)
+        eps = np.where(du == 0.0, last["eps"], eps)
+        fb, size = last["fb"], last["size"]
+        far = np.nonzero(~(np.abs(du) <= FINAL_STEP) | ~np.isfinite(eps))[0]
+        if far.size:
+            ks, t = rows_at(u[far], coef[:5, :, far], a[far], scale[far])
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                _, _, fb[far], size[far] = saddle_log_delta(ks, t, None, self.method)
+            eps[far] = saddle_eps(ks, t)
+        out["eps"][rows] = eps
+        out["t"][rows] = np.exp(u)
         out["fallback"][rows] = fb
         out["size"][rows] = size
 
-    def rma(self, tab: _Table, cnt: np.ndarray, br: dict, log_delta: float) -> np.ndarray:
-        """Certified refined-moments bound on eps (Alghamdi et al. 2023, eq. (43))
-        minimized over the
-        Lobatto tilts of the bracket of its optimal tilt, where ``K_i`` is exact (a matrix
-        product of the counts with quadrature values, no interpolation); any tilt gives a
-        valid bound, so where no bracket was found an end of the tilt range is used."""
+    def rma(self, tab: _Table, cnt: np.ndarray, br: dict, log_delta: float,
+            steps: np.ndarray | None = None) -> np.ndarray:
+        """Certified refined-moments bound on eps (Alghamdi et al. 2023, eq. (43)) minimized
+        over the Lobatto tilts of the bracket of its optimal tilt, where ``K_i`` is exact (a
+        matrix product of the counts with quadrature values, no interpolation); any tilt gives
+        a valid bound, so where no bracket was found an end of the tilt range is used.
+        ``steps``: the examples' numbers of steps with loss (the column sums of ``cnt``,
+        exact in floats), if already known."""
         n = cnt.shape[1]
+        if steps is None:
+            steps = cnt.sum(axis=0)
         out = np.empty(n)
         lo, hi = br["lo"].copy(), br["hi"].copy()
         miss = np.isnan(lo)
@@ -601,14 +772,13 @@ class _Solver:
         lo[upm], hi[upm] = g_up[-2], g_up[-1]
         for k in range(0, n, SUB_CHUNK):  # working sets that stay in cache
             sl = slice(k, k + SUB_CHUNK)
-            cs = cnt[:, sl]
-            steps = cs.sum(axis=0)
+            cs, st = cnt[:, sl], steps[sl]
             for rows in _groups(lo[sl]):
                 pc = tab.piece(lo[k + rows[0]], hi[k + rows[0]])
                 k0 = _product(pc.k_t, cs, rows)  # (p+1, rows)
                 # e = (k0 + K_MARGIN (T_i + |k0|) + log M_t - log delta) / t, in place
                 e = np.abs(k0)
-                e += steps[rows]
+                e += st[rows]
                 e *= K_MARGIN
                 e += k0
                 e += log_theta_max(pc.t)[:, None]
@@ -826,9 +996,18 @@ def spa_block(block, state, used: np.ndarray, tables: list[_Table], log_delta: f
         beyond = np.zeros(n, dtype=bool)
         fallback = np.zeros(n, dtype=bool)
         unresolved = np.zeros(n, dtype=bool)
-        for tab in tables:
-            br_rma = solver.bracket(tab, cnt, target, "rma")
-            up = solver.rma(tab, cnt, br_rma, log_delta)
+        brs = [solver.bracket(tab, cnt, target, "rma") for tab in tables]
+        if n > 1:
+            # the examples ordered by their refined-moments brackets (the first direction's,
+            # then the second's): those that share a piece are then adjacent, and the
+            # products below take views of the counts, not copies (every per-example number
+            # is computed column by column: order-free)
+            order = np.lexsort([br["lo"] for br in brs[::-1]])
+            cnt, act = np.take(cnt, order, axis=1), act[order]
+            brs = [{k: x[order] for k, x in br.items()} for br in brs]
+        steps = cnt.sum(axis=0)  # integers: exact whatever the order of the sum
+        for tab, br_rma in zip(tables, brs, strict=True):
+            up = solver.rma(tab, cnt, br_rma, log_delta, steps)
             best_up = np.maximum(best_up, up)
             # a direction whose certified bound is at most the eps already found cannot
             # raise the true eps above it: its saddle point is not needed
@@ -845,10 +1024,12 @@ def spa_block(block, state, used: np.ndarray, tables: list[_Table], log_delta: f
             lo, hi = br["lo"], br["hi"]
             miss = np.isnan(lo)
             found = np.nonzero(~miss)[0]
+            leaves: list = []
             for g in _groups(lo[found]):
                 rows = found[g]
                 solver.solve(tab, tab.piece(lo[rows[0]], hi[rows[0]]), c, rows, rows, target,
-                             out)
+                             out, leaves)
+            solver.newton(leaves, c, target, out)
             out["eps"][miss] = up[need][miss]  # no saddle point in range: the bound
             best[need] = np.maximum(best[need], out["eps"])
             size[need] = np.maximum(size[need], np.nan_to_num(out["size"], nan=np.inf))
