@@ -540,8 +540,10 @@ class SaddlePointAccountant(Accountant):
         # where the bracket at the saddle point does not improve on the refined-moments bound
         # (the tilted law far from Gaussian there, as with few effective compositions) and
         # this direction's upper bound is the answer's (the largest), the bracket's upper end
-        # at tilts below it, t 2^(-j/4), where the tilted law may be closer to Gaussian:
-        # j = 1, 2, ... (at most 8) while each improves on the last
+        # at tilts below it, about t 2^(-j/4), where the tilted law may be closer to Gaussian:
+        # j = 1, 2, ... (at most 8) while each improves on the last. The tilts are taken on
+        # the lattice 2^(i/16) (the point at or below t 2^(-j/4)): the queries at nearby
+        # deltas then read their CGF statistics from the memo
         top = max(o["upper"] for o in outs)
         retry = [i for i in retry if outs[i]["upper"] >= top]
         for j in range(1, 9):
@@ -549,7 +551,7 @@ class SaddlePointAccountant(Accountant):
                 break
             elems = []
             for i in retry:
-                x = outs[i]["t"] * 2.0 ** (-j / 4)
+                x = 2.0 ** (math.floor(16.0 * math.log2(outs[i]["t"]) - 4.0 * j) / 16.0)
                 elems.append((x, dirs[i].stats(np.array([x]))[:, 0], dirs[i].k_margin, True,
                               outs[i]["upper"]))
             better = []
