@@ -609,7 +609,7 @@ def _scan_grid(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target:
     the target already at ``grid[0]`` (no bracket on this grid). With ``rows`` (see
     :func:`solve_tilt`'s ``which``) target ``j`` reads row ``rows[j]`` of ``g``."""
     if len(idx) <= 8:
-        return _scan_grid_few(f, target, idx, grid, out, rows)
+        return _scan_table(f, target, grid, out, rows, {}, idx)
     lo_t, hi_t, g_lo, g_hi, d_lo, d_hi = out
     pending = np.asarray(idx)
     at_start = pending[:0]
@@ -653,13 +653,16 @@ def _scan_grid(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target:
 
 
 def _scan_table(f: Callable, target: np.ndarray, grid: np.ndarray,
-                out: tuple[np.ndarray, ...], rows: np.ndarray | None, memo: dict) -> np.ndarray:
-    """:func:`_scan_grid` of a few targets on the grid pieces of ``grid`` with the values kept in
-    ``memo`` per row (tilts, ``g`` with non-finite values as ``-inf``, slopes, running maximum of
-    ``g``, pieces scanned): a target's bracket is the cell before the first point whose running
-    maximum reaches it (the first point at or above it: the scan's bracket), found by
-    bisection; pieces are evaluated, in order and for the rows still unbracketed only, where a
-    row's table has no such point yet. Returns the targets reached at the grid's first point."""
+                out: tuple[np.ndarray, ...], rows: np.ndarray | None, memo: dict,
+                idx: np.ndarray | None = None) -> np.ndarray:
+    """:func:`_scan_grid` of a few targets (``idx``, default all) on the grid pieces of
+    ``grid``, its bookkeeping in Python floats, with the values kept in ``memo`` per row
+    (tilts, ``g`` with non-finite values as ``-inf``, slopes, running maximum of ``g``, pieces
+    scanned): a target's bracket is the cell before the first point whose running maximum
+    reaches it (the first point at or above it: the scan's bracket), found by bisection;
+    pieces are evaluated, in order and for the rows still unbracketed only, where a row's
+    table has no such point yet. With an empty ``memo`` these are the scan's calls of ``f``.
+    Returns the targets reached at the grid's first point."""
     lo_t, hi_t, g_lo, g_hi, d_lo, d_hi = out
     parts = _grid_parts(grid)
     tabs = memo.setdefault(grid.tobytes(), {})
@@ -667,7 +670,7 @@ def _scan_table(f: Callable, target: np.ndarray, grid: np.ndarray,
     nrows = max(rl) + 1
     tg = target.tolist()
     at_start: list[int] = []
-    pending = list(range(target.size))
+    pending = list(range(target.size)) if idx is None else [int(j) for j in np.asarray(idx)]
     while pending:
         still = []
         for j in pending:
@@ -701,45 +704,6 @@ def _scan_table(f: Callable, target: np.ndarray, grid: np.ndarray,
                 cm.append(top)
             cnt[0] += 1
         pending = still
-    return np.array(at_start, dtype=np.int64)
-
-
-def _scan_grid_few(f: Callable, target: np.ndarray, idx: np.ndarray, grid: np.ndarray,
-                   out: tuple[np.ndarray, ...], rows: np.ndarray | None) -> np.ndarray:
-    """:func:`_scan_grid` for a few targets (an eps(delta) query's), its bookkeeping in Python
-    floats target by target: the same calls of ``f``, the same brackets and values (a
-    non-finite ``g`` counts as ``-inf``, below every target), without the overhead of some
-    twenty operations on small arrays per grid piece."""
-    lo_t, hi_t, g_lo, g_hi, d_lo, d_hi = out
-    pending = [int(j) for j in np.asarray(idx).tolist()]
-    tg = target.tolist()
-    rl = None if rows is None else rows.tolist()
-    at_start: list[int] = []
-    prev = None  # (t, g by row, dg by row) of the last point of the previous piece
-    for pts in _grid_parts(grid):
-        if not pending:
-            break
-        tl, gl, dl = _rows_at(f, pts, None if rl is None else [rl[j] for j in pending],
-                              1 if rl is None else max(rl) + 1)
-        still = []
-        for j in pending:
-            r = 0 if rl is None else rl[j]
-            gr = gl[r]
-            k = next((i for i, v in enumerate(gr) if v >= tg[j]), None)
-            if k is None:
-                still.append(j)
-            elif k == 0 and prev is None:
-                at_start.append(j)
-            elif k == 0:
-                lo_t[j], hi_t[j] = prev[0], tl[0]
-                g_lo[j], g_hi[j] = prev[1][r], gr[0]
-                d_lo[j], d_hi[j] = prev[2][r], dl[r][0]
-            else:
-                lo_t[j], hi_t[j] = tl[k - 1], tl[k]
-                g_lo[j], g_hi[j] = gr[k - 1], gr[k]
-                d_lo[j], d_hi[j] = dl[r][k - 1], dl[r][k]
-        pending = still
-        prev = (tl[-1], [row[-1] for row in gl], [row[-1] for row in dl])
     return np.array(at_start, dtype=np.int64)
 
 
