@@ -191,14 +191,8 @@ class _Direction:
         miss = [j for j, c in enumerate(got) if c is None]
         if not miss:
             return np.array(got).T
-        if self.deadline is not None:
-            self.deadline.check("max_seconds", "the CGF quadrature of these mechanisms is slow "
-                                "(wide mixtures); raise max_seconds or use the pld accountant")
         tm = t if len(miss) == len(tl) else t[miss]
-        out = np.zeros((7, tm.size))
-        for loss, c in self.parts:  # cgf_and_abs3 without its checks (t from the solvers)
-            out += c * cgf_rows(loss, tm, 5, abs3=True)
-        out = out[_STATS_ORDER]
+        out = self._rows(tm, 5, True)[_STATS_ORDER]
         for j, col in zip(miss, out.T, strict=True):
             got[j] = cols[tl[j]] = col.copy()
         while len(cols) > 1024:
@@ -209,13 +203,19 @@ class _Direction:
         """Rows K .. K'''' at the tilts ``t`` (1-d) and, with ``abs3``, the sum of the third
         absolute central moments (the rows of :meth:`stats` without K^(5), not memoized: a
         delta(eps) query's saddle points, many at once)."""
-        t = np.asarray(t, dtype=float).reshape(-1)
+        return self._rows(np.asarray(t, dtype=float).reshape(-1), 4, abs3)
+
+    def _rows(self, t: np.ndarray, order: int, abs3: bool) -> np.ndarray:
+        """The composed rows ``K .. K^(order)`` (and, with ``abs3``, the third absolute
+        moments) at the tilts ``t``: the sum over the terms of ``count x`` each loss's rows
+        (eq. (72); :func:`~tightdp.losses.cgf.cgf_rows`, without the checks of ``cgf``: the
+        tilts come from the solvers), within the query's time budget."""
         if self.deadline is not None:
             self.deadline.check("max_seconds", "the CGF quadrature of these mechanisms is slow "
                                 "(wide mixtures); raise max_seconds or use the pld accountant")
-        out = np.zeros((5 + int(abs3), t.size))
+        out = np.zeros((order + 1 + int(abs3), t.size))
         for loss, c in self.parts:
-            out += c * cgf_rows(loss, t, 4, abs3=abs3)
+            out += c * cgf_rows(loss, t, order, abs3=abs3)
         return out
 
     def K(self, t: np.ndarray, order: int) -> np.ndarray:
@@ -232,12 +232,7 @@ class _Direction:
             self._memo_k[key] = part  # most recently used last
             if part.shape[0] > order:
                 return part[: order + 1]
-        if self.deadline is not None:
-            self.deadline.check("max_seconds", "the CGF quadrature of these mechanisms is slow "
-                                "(wide mixtures); raise max_seconds or use the pld accountant")
-        out = np.zeros((order + 1, t.size))
-        for loss, c in self.parts:  # cgf without its checks (t from the solvers)
-            out += c * cgf_rows(loss, t, order)
+        out = self._rows(t, order, False)
         if len(self._memo_k) >= 64:
             del self._memo_k[next(iter(self._memo_k))]  # the least recently used
         self._memo_k[key] = out
