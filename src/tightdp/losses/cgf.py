@@ -278,9 +278,10 @@ def _rows_lse(u: np.ndarray, lw: np.ndarray, locs: np.ndarray) -> np.ndarray:
     the temporary ``(nodes, components)`` arrays stay below ``_BLOCK`` elements (row-wise
     reductions: the same numbers as one block)."""
     if locs.size <= 2:
-        # one or two components (the subsampled Gaussian's Q and P): the same numbers as
-        # _lse_rows (a single term is itself; two are max + log1p(e^{min - max}), a tie
-        # max + log 2: numpy's logaddexp) without the (nodes, components) temporaries
+        # one or two components (the subsampled Gaussian's Q and P): _lse_rows' formula (a
+        # single term is itself; two are max + log1p(e^{min - max}), a tie max + log 2:
+        # numpy's logaddexp, equal to it up to the last bit) without the (nodes, components)
+        # temporaries
         d0 = u - locs[0]
         t0 = lw[0] - 0.5 * (d0 * d0)
         if locs.size == 1:
