@@ -882,3 +882,26 @@ def test_berry_esseen_upper_below_the_saddle_point():
     pld = PLDAccountant().compose(PoissonSubsampled(Gaussian(1.0), 1e-3), 100_000).epsilon(1e-10)
     assert pld.lower <= r.upper < 2.70
     assert r.lower <= pld.upper
+
+
+@pytest.mark.parametrize("q,sigma,k", [(0.01, 1.0, 10), (1e-4, 1.0, 1000), (0.01, 0.5, 10)])
+def test_bounded_direction_skipped_same_answer(q, sigma, k):
+    """A direction whose composed loss is at most its ``sup`` (the add direction of a
+    subsampled Gaussian: ``k log(1/(1 - q))``) cannot set eps(delta) when ``sup`` is below
+    the other's approximation and upper bound: it is not solved, and the answer's
+    approximation and upper bound equal those of solving both directions (its own upper and
+    approximation, solved, lie below ``sup``)."""
+    acc = SaddlePointAccountant().compose(PoissonSubsampled(Gaussian(sigma), q), k)
+    r = acc.epsilon(1e-5)
+    add = r.details["directions"]["add"]
+    assert "not_solved" in add and add["upper"] == pytest.approx(-k * math.log1p(-q))
+    both = acc._eps_dirs(acc._dirs(), math.log(1e-5))  # the two solved together
+    assert r.epsilon == max(o["eps"] for o in both)
+    assert r.upper == pytest.approx(max(o["upper"] for o in both), rel=1e-14)
+    solved_add = [o for o in both if o["name"] == "add"][0]
+    assert solved_add["eps"] <= add["upper"] <= r.epsilon
+    assert solved_add["upper"] <= add["upper"] <= r.upper
+    # where the skip cannot apply (sup above the answer), both are solved
+    r2 = SaddlePointAccountant().compose(PoissonSubsampled(Gaussian(1.0), 0.01),
+                                         1000).epsilon(1e-5)
+    assert "not_solved" not in r2.details["directions"]["add"]
