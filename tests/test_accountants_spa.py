@@ -650,6 +650,35 @@ def test_roots_decreasing_safe_sides_and_uninformative():
     assert np.isnan(out).all()
 
 
+def test_roots_decreasing_few_equals_arrays():
+    """The float steps for a few points give the points of :func:`roots_decreasing` exactly,
+    on smooth decreasing functions with both sides, starts on either side, a start without a
+    slope, and lower sides uninformative at the start or on the way."""
+    from tightdp.curves.saddle import roots_decreasing, roots_decreasing_few
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = int(rng.integers(1, 7))
+        c = rng.normal(0.0, 3.0, n)
+        p = rng.uniform(0.5, 3.0, n)
+        gap = rng.uniform(-3.0, 1.0, n)  # lower sides: -inf below the gap
+
+        def fn(x, c=c, p=p, gap=gap):
+            with np.errstate(invalid="ignore", over="ignore"):
+                v = -np.sinh(x / p) * p - x + c
+                d = -np.cosh(x / p) - 1.0
+            return np.where(x > gap, v, -np.inf), d
+
+        level = float(rng.normal(0.0, 2.0))
+        x0 = rng.normal(0.0, 2.0, n)
+        slope0 = rng.uniform(0.0, 3.0, n)
+        slope0[rng.random(n) < 0.2] = np.nan
+        upper = rng.random(n) < 0.5
+        a = roots_decreasing(fn, level, x0, slope0, upper)
+        b = roots_decreasing_few(fn, level, x0.tolist(), slope0.tolist(), upper.tolist())
+        np.testing.assert_array_equal(a, np.array(b))
+
+
 def test_solve_tilt_joint_equals_separate():
     """Two equations on one evaluation (``which``, with or without secant slopes for one of
     them) give the roots of separate solves."""

@@ -879,6 +879,67 @@ def roots_decreasing(fn: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], 
     return np.where(last["bad"] | none, np.nan, x)
 
 
+def _nan_max(a: float, b: float) -> float:
+    """``np.maximum`` of two floats (NaN if either is NaN; Python's ``max`` keeps the first
+    argument when a comparison with NaN fails)."""
+    if a != a or b != b:
+        return math.nan
+    return a if a >= b else b
+
+
+def roots_decreasing_few(fn: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+                         level: float, x0: list, slope0: list, upper: list, iters: int = 40,
+                         rtol: float = 1e-14) -> list:
+    """:func:`roots_decreasing` for a few points (an eps(delta) query's Berry-Esseen ends), its
+    steps in Python floats: the same operations elementwise, hence the same points, without
+    numpy's per-call costs on arrays of a few elements. ``fn`` as there (called on an array,
+    its values read as floats); ``x0``, ``slope0``, ``upper`` lists; returns a list (NaN
+    where there is no root on the safe side)."""
+    n = len(x0)
+    x = [float(v) for v in x0]
+    slope = [-_nan_max(float(v), 1e-3) for v in slope0]
+    f, d = (a.tolist() for a in fn(np.array(x)))
+    isf = math.isfinite
+    none = [not u and not isf(fv) for u, fv in zip(upper, f, strict=True)]
+    act = [True] * n
+    tol = rtol * (1.0 + abs(level))
+    near = 1e-8 * (1.0 + abs(level))
+    for _ in range(iters):
+        slope = [dv if isf(dv) and dv < 0 else sv for dv, sv in zip(d, slope, strict=True)]
+        act = [a and isf(fv) and not abs(fv - level) < tol for a, fv in zip(act, f, strict=True)]
+        if not any(act):
+            break
+        x = [xv + (level - fv) / sv if a else xv
+             for a, xv, fv, sv in zip(act, x, f, slope, strict=True)]
+        if all(abs(fv - level) < near for a, fv in zip(act, f, strict=True) if a):
+            # Newton's error squares: the last step needs no evaluation (the walk evaluates)
+            f = [math.nan if a else fv for a, fv in zip(act, f, strict=True)]
+            break
+        f, d = (a.tolist() for a in fn(np.array(x)))
+        none = [nn or (a and not u and not isf(fv))
+                for nn, a, u, fv in zip(none, act, upper, f, strict=True)]
+    # the walk to the safe side (walk_out's moves: the points where the side is wrong move by
+    # the step, which doubles after every round, at most 59 rounds)
+    step = [1e-15 * _nan_max(1.0, abs(xv)) * (1.0 if u else -1.0)
+            for xv, u in zip(x, upper, strict=True)]
+    unknown = [fv != fv for fv in f]
+    known = not any(unknown)
+    if not known:
+        x = [xv + sv if un else xv for xv, sv, un in zip(x, step, unknown, strict=True)]
+        step = [2.0 * sv if un else sv for sv, un in zip(step, unknown, strict=True)]
+    bad = [False] * n
+    for moves in range(60):
+        fy = f if known and moves == 0 else fn(np.array(x))[0].tolist()
+        bad = [not (isf(v) and (v <= level if u else v > level))
+               for v, u in zip(fy, upper, strict=True)]
+        move = [b and not nn for b, nn in zip(bad, none, strict=True)]
+        if not any(move) or moves == 59:
+            break
+        x = [xv + sv if m else xv for xv, sv, m in zip(x, step, move, strict=True)]
+        step = [2.0 * sv for sv in step]
+    return [math.nan if b or nn else xv for b, nn, xv in zip(bad, none, x, strict=True)]
+
+
 class HasCumulants(Protocol):
     """A composed log-MGF with ``cumulants(t) -> (K, K', K'')`` (as ``tightdp.pld``'s)."""
 
