@@ -49,9 +49,10 @@ How it is vectorized
    delta_approx(eps(t))`` and the refined-moments optimality function ``t K_i'(t) - K_i(t) +
    log(1 + t)`` (eq. (44)); the first grid point where each reaches ``-log delta`` brackets the
    example's root, as in the accountant (the refined-moments function is linear in the counts:
-   one product row per tilt, ``t K_b' - K_b``). Found without evaluating every grid point: the
-   refined-moments function (increasing) at every fourth point of the first grid and then inside
-   the interval reaching the target; the saddle-point function at the two ends of the
+   one product row per tilt, ``t K_b' - K_b``). The refined-moments function (increasing) at
+   every point of the first grid, of both directions in one product per :data:`SUB_CHUNK`
+   examples, right after their counts are converted to floats there (in cache; the further grids
+   only for the few examples off the first); the saddle-point function at the two ends of the
    refined-moments bracket, then grid point by grid point up or down from there (the same bracket
    wherever ``g_i`` is increasing on the grid).
 2. Interpolants. On each bracket needed, every bucket's five rows are interpolated by
@@ -90,7 +91,7 @@ Examples are processed in chunks (``chunk_size``), so the intermediate arrays st
 whatever ``N``; inside one, the counts are held as buckets x examples (the fast layout for the
 products with few rows), ordered by the refined-moments brackets of the directions (so that
 the examples of a piece are mostly adjacent and the products take views of the counts rather
-than copies of their columns), and the saddle points are solved :data:`SUB_CHUNK` examples at
+than copies of their columns; gathered in that order from the integer rows), and the saddle points are solved :data:`SUB_CHUNK` examples at
 a time (in cache). Every per-example number is computed column by column, so it does not
 depend on the order or on the other examples of the chunk (up to the summation order of the
 matrix products). Agreement with :class:`~tightdp.SaddlePointAccountant` composing the same
@@ -135,7 +136,7 @@ from .blocks import (
     run_with_restarts,
 )
 from .history import NormHistory
-from .pld_blocks import bucket_counts, used_buckets
+from .pld_blocks import used_buckets
 from .runner import BlockRunner
 
 __all__ = ["IndividualSPAAccountant"]
@@ -461,6 +462,46 @@ def _product(m: np.ndarray, cnt: np.ndarray, cols: np.ndarray,
     return np.matmul(m, np.take(cnt, cols, axis=1), out=out)
 
 
+def _gather_counts(b: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``b[rows][:, cols].T`` as floats, C-contiguous (buckets x examples; ``b``: examples x
+    columns, integers): gathered and converted 1024 rows at a time (slices that stay in
+    cache)."""
+    out = np.empty((cols.size, rows.size))
+    cs = _as_slice(cols)
+    for k in range(0, rows.size, 1024):
+        out[:, k:k + 1024] = np.take(b, rows[k:k + 1024], axis=0)[:, cs].T
+    return out
+
+
+def _as_slice(cols: np.ndarray) -> np.ndarray | slice:
+    """``cols`` (increasing indices) as a slice when they are consecutive (a view, not a
+    gather)."""
+    if cols.size and cols[-1] - cols[0] + 1 == cols.size:
+        return slice(int(cols[0]), int(cols[-1]) + 1)
+    return cols
+
+
+def _beyond(tab: _Table, g_at, target: float, lo: np.ndarray, hi: np.ndarray,
+            below: np.ndarray) -> None:
+    """The brackets (in place) of the examples not bracketed on the first grid (``lo``
+    NaN) on the further grids of ``tab`` (down to the smallest tilt, then up to the tilt
+    cap), as :func:`tightdp.curves.saddle.solve_tilt` walks them: ``g_at(gi, rows)`` the
+    function at grid ``gi`` (examples x tilts); ``below`` marks the examples at or above the
+    target at the smallest tilt."""
+    for gi, grid in enumerate(tab.grids[1:], start=1):
+        rows = np.nonzero(np.isnan(lo))[0]
+        if rows.size == 0:
+            break
+        ge = g_at(gi, rows) >= target
+        has = ge.any(axis=1)
+        j = np.argmax(ge, axis=1)
+        found = has & (j > 0)
+        lo[rows[found]] = grid[j[found] - 1]
+        hi[rows[found]] = grid[j[found]]
+        if gi == 1:  # the downward grid: at or above the target at its smallest tilt
+            below[rows[has & (j == 0)]] = True
+
+
 def _take(a: np.ndarray, sel: np.ndarray) -> np.ndarray:
     """``a[..., sel]`` for a boolean ``sel`` along the last axis; ``a`` itself (no copy)
     when every example is selected."""
@@ -580,19 +621,79 @@ class _Solver:
                     k = np.where(hasf, fine[np.argmax(gef, axis=1)], k)
                 lo[r], hi[r] = g0[k - 1], g0[k]
 
-        for gi, grid in enumerate(tab.grids[1:], start=1):
-            rows = np.nonzero(np.isnan(lo))[0]
-            if rows.size == 0:
-                break
-            ge = g_at(gi, rows) >= target
-            has = ge.any(axis=1)
-            j = np.argmax(ge, axis=1)
-            found = has & (j > 0)
-            lo[rows[found]] = grid[j[found] - 1]
-            hi[rows[found]] = grid[j[found]]
-            if gi == 1:  # the downward grid: at or above the target at its smallest tilt
-                below[rows[has & (j == 0)]] = True
+        _beyond(tab, g_at, target, lo, hi, below)
         return {"lo": lo, "hi": hi, "below": below}
+
+    def rma_brackets(self, tables: list[_Table], block: np.ndarray, cols: np.ndarray,
+                     target: float) -> tuple[np.ndarray, list[dict], np.ndarray | None]:
+        """The examples of ``block`` (rows: examples; ``cols``: the columns of the buckets
+        used) with some loss, their refined-moments brackets in every table (as
+        :meth:`bracket` with ``kind="rma"``: the first grid point where the increasing
+        optimality function of eq. (44) reaches ``target``) and their counts as floats,
+        buckets x examples, ordered by those brackets (the first table's, then the second's;
+        ties by position). On the first grid the function is evaluated at all its points,
+        for every table at once: one product per :data:`SUB_CHUNK` examples whose counts are
+        converted there (the converted slice stays in cache); then, for the few examples whose
+        root is off that grid, the further grids as :meth:`bracket`. The ordered counts are
+        gathered from the block's rows (a gather of the integer rows in slices of 1024, cheaper
+        than reordering the converted columns). Returns ``(act, brackets, counts)`` (``act``:
+        the block rows, ordered; counts None when no example has loss)."""
+        b = np.asarray(block)
+        n_all = b.shape[0]
+        p0 = tables[0].grids[0].size  # the first grid: the same for every table
+        h = np.vstack([tab.rma_rows(0) for tab in tables])  # (tables x grid, buckets)
+        brs = [{"lo": np.full(n_all, np.nan), "hi": np.full(n_all, np.nan)} for _ in tables]
+        active = np.zeros(n_all, dtype=bool)
+        buf = np.empty((cols.size, min(SUB_CHUNK, n_all)))
+        cs = _as_slice(cols)
+        for k in range(0, n_all, SUB_CHUNK):
+            m = min(SUB_CHUNK, n_all - k)
+            c = buf[:, :m]
+            for j in range(0, m, 1024):  # a transposing copy that stays in cache
+                c[:, j:j + 1024] = b[k + j:k + min(j + 1024, m), cs].T
+            active[k:k + m] = c.any(axis=0)
+            v = h @ c
+            for i, (tab, br) in enumerate(zip(tables, brs, strict=True)):
+                g0 = tab.grids[0]
+                vi = v[i * p0:(i + 1) * p0]
+                vi += np.log1p(g0)[:, None]
+                ge = vi >= target
+                # the first point reaching the target: the number of points below it where
+                # the comparisons increase along the grid (the function does), else argmax
+                if (ge[1:] >= ge[:-1]).all():
+                    jj = p0 - ge.sum(axis=0)
+                    has = jj < p0
+                else:
+                    has = ge.any(axis=0)
+                    jj = np.argmax(ge, axis=0)
+                sel = np.nonzero(has & (jj > 0))[0]
+                br["lo"][k + sel] = g0[jj[sel] - 1]
+                br["hi"][k + sel] = g0[jj[sel]]
+        act = np.nonzero(active)[0]
+        if act.size == 0:
+            return act, [], None
+        brs = [{"lo": br["lo"][act], "hi": br["hi"][act]} for br in brs]
+        for tab, br in zip(tables, brs, strict=True):
+            br["below"] = np.zeros(act.size, dtype=bool)
+            off = np.nonzero(np.isnan(br["lo"]))[0]
+            if off.size:  # off the first grid: the further grids on these examples' counts
+                c = _gather_counts(b, act[off], cols)
+
+                def g_at(gi: int, rows: np.ndarray, tab=tab, c=c) -> np.ndarray:
+                    return (_product(tab.rma_rows(gi), c, rows)
+                            + np.log1p(tab.grids[gi])[:, None]).T
+
+                lo, hi, below = br["lo"][off], br["hi"][off], br["below"][off]
+                _beyond(tab, g_at, target, lo, hi, below)
+                br["lo"][off], br["hi"][off], br["below"][off] = lo, hi, below
+        if act.size > 1:
+            # the examples ordered by their brackets: those that share a piece are then
+            # adjacent, and the products take views of the counts, not copies (every
+            # per-example number is computed column by column: order-free)
+            order = np.lexsort([br["lo"] for br in brs[::-1]])
+            act = act[order]
+            brs = [{key: x[order] for key, x in br.items()} for br in brs]
+        return act, brs, _gather_counts(b, act, cols)
 
     # --- the saddle point on one interval ----------------------------------------------------
     def solve(self, tab: _Table, pc: _Piece, cnt: np.ndarray, cols: np.ndarray,
@@ -980,14 +1081,13 @@ def spa_block(block, state, used: np.ndarray, tables: list[_Table], log_delta: f
     reliable = np.ones(n_all, dtype=bool)
     flags = {k: np.zeros(n_all, dtype=bool) for k in FLAGS[:3]}
     act = np.zeros(0, dtype=np.int64)
+    target = -log_delta
     if used.size:
-        # buckets x examples: the fast layout for the products with few rows here
-        cnt_all = bucket_counts(block, used, transposed=True)
-        act = np.nonzero(cnt_all.any(axis=0))[0]
+        # the examples with loss, their refined-moments brackets and counts (buckets x
+        # examples: the fast layout for the products with few rows here), ordered by them
+        act, brs, cnt = solver.rma_brackets(tables, block, used + 1, target)
     if act.size:
-        cnt = cnt_all if act.size == n_all else cnt_all[:, act]
         n = act.size
-        target = -log_delta
         best = np.full(n, -np.inf)
         best_up = np.zeros(n)
         # flags over the directions solved: an unreliable direction may under-report, and
@@ -996,15 +1096,6 @@ def spa_block(block, state, used: np.ndarray, tables: list[_Table], log_delta: f
         beyond = np.zeros(n, dtype=bool)
         fallback = np.zeros(n, dtype=bool)
         unresolved = np.zeros(n, dtype=bool)
-        brs = [solver.bracket(tab, cnt, target, "rma") for tab in tables]
-        if n > 1:
-            # the examples ordered by their refined-moments brackets (the first direction's,
-            # then the second's): those that share a piece are then adjacent, and the
-            # products below take views of the counts, not copies (every per-example number
-            # is computed column by column: order-free)
-            order = np.lexsort([br["lo"] for br in brs[::-1]])
-            cnt, act = np.take(cnt, order, axis=1), act[order]
-            brs = [{k: x[order] for k, x in br.items()} for br in brs]
         steps = cnt.sum(axis=0)  # integers: exact whatever the order of the sum
         for tab, br_rma in zip(tables, brs, strict=True):
             up = solver.rma(tab, cnt, br_rma, log_delta, steps)
