@@ -49,10 +49,12 @@ How it is vectorized
    delta_approx(eps(t))`` and the refined-moments optimality function ``t K_i'(t) - K_i(t) +
    log(1 + t)`` (eq. (44)); the first grid point where each reaches ``-log delta`` brackets the
    example's root, as in the accountant (the refined-moments function is linear in the counts:
-   one product row per tilt, ``t K_b' - K_b``). The refined-moments function (increasing) at
-   every point of the first grid, of both directions in one product per :data:`SUB_CHUNK`
-   examples, right after their counts are converted to floats there (in cache; the further grids
-   only for the few examples off the first); the saddle-point function at the two ends of the
+   one product row per tilt, ``t K_b' - K_b``). The refined-moments function (increasing) on
+   the first grid, of both directions in one product per :data:`SUB_CHUNK` examples, right after
+   their counts are converted to floats there (in cache): at the grid points of the brackets of
+   the previous slice of examples (4-5 points per direction; at every point for the first slice
+   and for the examples whose root the window does not show inside it); the further grids only
+   for the few examples off the first; the saddle-point function at the two ends of the
    refined-moments bracket, then grid point by grid point up or down from there (the same bracket
    wherever ``g_i`` is increasing on the grid).
 2. Interpolants. On each bracket needed, every bucket's five rows are interpolated by
@@ -175,6 +177,10 @@ K_MARGIN = 1e-11
 _GRID_LO, _GRID_HI, _GRID_POINTS = 1e-4, 64.0, 33
 #: stride of the coarse pass over the first grid (see _Solver.bracket)
 _COARSE = 4
+#: the refined-moments brackets are looked for on the grid points of the brackets of the
+#: previous slice of examples held by at least 1 in this many of them (see
+#: _Solver.rma_brackets); the others evaluate the whole grid
+WINDOW_SHARE = 1000
 #: products over ranges of consecutive examples (views of the counts) when these average at
 #: least this many examples, else over a copy of the columns (see _product)
 MIN_RUN = 256
@@ -464,6 +470,25 @@ def _product(m: np.ndarray, cnt: np.ndarray, cols: np.ndarray,
     return np.matmul(m, np.take(cnt, cols, axis=1), out=out)
 
 
+def _first_reaching(ge: np.ndarray, j0: int, p0: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per column of ``ge`` (the comparisons ``f >= target`` at the grid points ``j0,
+    j0 + 1, ...`` of a grid of ``p0`` points, rows), the index of the first point reaching
+    the target and whether it is known: for the whole grid (``j0 = 0``, ``p0`` rows) wherever
+    some point reaches it (the number of points below, where the comparisons increase along
+    the grid -- the function does --, else the first by argmax); for a window, where its first
+    point is below the target and its last one reaches it, the comparisons increasing (the
+    root inside: the first point reaching it is the same as on the whole grid)."""
+    w = ge.shape[0]
+    if w == p0:
+        if (ge[1:] >= ge[:-1]).all():
+            jj = p0 - ge.sum(axis=0)
+            return jj, jj < p0
+        return np.argmax(ge, axis=0), ge.any(axis=0)
+    jj = j0 + w - ge.sum(axis=0)
+    has = ~ge[0] & ge[-1] & (ge[1:] >= ge[:-1]).all(axis=0)
+    return jj, has
+
+
 def _gather_counts(b: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """``b[rows][:, cols].T`` as floats, C-contiguous (buckets x examples; ``b``: examples x
     columns, integers): gathered and converted 1024 rows at a time (slices that stay in
@@ -628,22 +653,27 @@ class _Solver:
 
     def rma_brackets(self, tables: list[_Table], block: np.ndarray, cols: np.ndarray,
                      target: float) -> tuple[np.ndarray, list[dict], np.ndarray | None]:
-        """The examples of ``block`` (rows: examples; ``cols``: the columns of the buckets
-        used) with some loss, their refined-moments brackets in every table (as
-        :meth:`bracket` with ``kind="rma"``: the first grid point where the increasing
-        optimality function of eq. (44) reaches ``target``) and their counts as floats,
-        buckets x examples, ordered by those brackets (the first table's, then the second's;
-        ties by position). On the first grid the function is evaluated at all its points,
-        for every table at once: one product per :data:`SUB_CHUNK` examples whose counts are
-        converted there (the converted slice stays in cache); then, for the few examples whose
-        root is off that grid, the further grids as :meth:`bracket`. The ordered counts are
-        gathered from the block's rows (a gather of the integer rows in slices of 1024, cheaper
-        than reordering the converted columns). Returns ``(act, brackets, counts)`` (``act``:
-        the block rows, ordered; counts None when no example has loss)."""
+        """The examples of ``block`` (rows: examples; ``cols``: the columns of the buckets used)
+        with some loss, their refined-moments brackets in every table (as :meth:`bracket` with
+        ``kind="rma"``: the first grid point where the increasing optimality function of eq. (44)
+        reaches ``target``) and their counts as floats, buckets x examples, ordered by those
+        brackets (the first table's, then the second's; ties by position). On the first grid the
+        function is evaluated for every table at once, one product per :data:`SUB_CHUNK` examples
+        whose counts are converted there (the converted slice stays in cache), at the grid points
+        of the brackets found in the previous slice (those held by at least 1 in
+        :data:`WINDOW_SHARE` examples; all points for the first slice, and for the examples whose
+        root is not inside that window: the same first point reaching the target, the function
+        being increasing); then, for the few examples whose root is off that grid, the further
+        grids as :meth:`bracket`. The ordered counts are gathered from the block's rows (a gather
+        of the integer rows in slices of 1024, cheaper than reordering the converted columns).
+        Returns ``(act, brackets, counts)`` (``act``: the block rows, ordered; counts None when no
+        example has loss)."""
         b = np.asarray(block)
         n_all = b.shape[0]
         p0 = tables[0].grids[0].size  # the first grid: the same for every table
-        h = np.vstack([tab.rma_rows(0) for tab in tables])  # (tables x grid, buckets)
+        whole = [tab.rma_rows(0) for tab in tables]  # (grid, buckets) each
+        # per table, the window of grid points evaluated for all examples (inclusive)
+        wins = [(0, p0 - 1)] * len(tables)
         brs = [{"lo": np.full(n_all, np.nan), "hi": np.full(n_all, np.nan)} for _ in tables]
         active = np.zeros(n_all, dtype=bool)
         buf = np.empty((cols.size, min(SUB_CHUNK, n_all)))
@@ -654,23 +684,30 @@ class _Solver:
             for j in range(0, m, 1024):  # a transposing copy that stays in cache
                 c[:, j:j + 1024] = b[k + j:k + min(j + 1024, m), cs].T
             active[k:k + m] = c.any(axis=0)
-            v = h @ c
+            v = np.vstack([w[j0:j1 + 1] for w, (j0, j1) in zip(whole, wins, strict=True)]) @ c
+            off = 0
             for i, (tab, br) in enumerate(zip(tables, brs, strict=True)):
                 g0 = tab.grids[0]
-                vi = v[i * p0:(i + 1) * p0]
-                vi += np.log1p(g0)[:, None]
-                ge = vi >= target
-                # the first point reaching the target: the number of points below it where
-                # the comparisons increase along the grid (the function does), else argmax
-                if (ge[1:] >= ge[:-1]).all():
-                    jj = p0 - ge.sum(axis=0)
-                    has = jj < p0
-                else:
-                    has = ge.any(axis=0)
-                    jj = np.argmax(ge, axis=0)
+                j0, j1 = wins[i]
+                w = j1 - j0 + 1
+                vi = v[off:off + w]
+                off += w
+                vi += np.log1p(g0[j0:j1 + 1])[:, None]
+                jj, has = _first_reaching(vi >= target, j0, p0)
+                # where the window does not show the root inside it (or the comparisons do
+                # not increase along it): the whole grid, on these examples' counts
+                redo = np.nonzero(~has)[0] if w < p0 else np.zeros(0, dtype=np.int64)
+                if redo.size:
+                    vr = whole[i] @ np.take(c, redo, axis=1)
+                    vr += np.log1p(g0)[:, None]
+                    jj[redo], has[redo] = _first_reaching(vr >= target, 0, p0)
                 sel = np.nonzero(has & (jj > 0))[0]
                 br["lo"][k + sel] = g0[jj[sel] - 1]
                 br["hi"][k + sel] = g0[jj[sel]]
+                if sel.size:  # the next window: the grid points of this slice's brackets
+                    hist = np.bincount(jj[sel], minlength=p0)
+                    keep = np.nonzero(hist * WINDOW_SHARE >= sel.size)[0]
+                    wins[i] = (int(keep[0]) - 1, int(keep[-1]))
         act = np.nonzero(active)[0]
         if act.size == 0:
             return act, [], None
@@ -782,14 +819,16 @@ class _Solver:
         # nearer the target (its rows there are exact, K^(5) interpolated); for SP-CLT as the
         # accountant: from the secant point, secant slopes after the first step
         te = np.stack([a, b])
-        ga, gb = _g_spa(ends, te, self.method)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            # _g_spa's numbers, with the fallback flags of the same evaluation
+            ld, _, fb, _ = saddle_log_delta(ends, te, None, self.method)
+        ga, gb = np.where(np.isfinite(ld), -ld, -np.inf)
         ua, ub = np.log(a), np.log(b)
         u0 = secant_start(ua, ub, ga, gb, target)
         if exact:  # K^(5) at the ends from its interpolant (T_k(1) = 1, T_k(-1) = (-1)^k)
             k5 = np.stack([(coef[5] * _ALTERNATING[:p1, None]).sum(axis=0),
                            coef[5].sum(axis=0)])
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                fb = saddle_log_delta(ends, te, None, self.method)[2]
                 d1, d2 = _g_slope(np.concatenate([ends, k5[None]]), te, self.method, fb)
                 r = np.stack([ga, gb]) - target
                 uh = np.stack([ua, ub]) - r / _halley_slope(d1, d2, r)
