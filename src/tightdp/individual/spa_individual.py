@@ -676,14 +676,15 @@ class _Solver:
         wins = [(0, p0 - 1)] * len(tables)
         brs = [{"lo": np.full(n_all, np.nan), "hi": np.full(n_all, np.nan)} for _ in tables]
         active = np.zeros(n_all, dtype=bool)
-        buf = np.empty((cols.size, min(SUB_CHUNK, n_all)))
+        # examples x buckets (a plain conversion, no transposition; the products read it
+        # transposed)
+        buf = np.empty((min(SUB_CHUNK, n_all), cols.size))
         cs = _as_slice(cols)
         for k in range(0, n_all, SUB_CHUNK):
             m = min(SUB_CHUNK, n_all - k)
-            c = buf[:, :m]
-            for j in range(0, m, 1024):  # a transposing copy that stays in cache
-                c[:, j:j + 1024] = b[k + j:k + min(j + 1024, m), cs].T
-            active[k:k + m] = c.any(axis=0)
+            np.copyto(buf[:m], b[k:k + m, cs])
+            c = buf[:m].T
+            active[k:k + m] = buf[:m].any(axis=1)
             v = np.vstack([w[j0:j1 + 1] for w, (j0, j1) in zip(whole, wins, strict=True)]) @ c
             off = 0
             for i, (tab, br) in enumerate(zip(tables, brs, strict=True)):
@@ -698,7 +699,7 @@ class _Solver:
                 # not increase along it): the whole grid, on these examples' counts
                 redo = np.nonzero(~has)[0] if w < p0 else np.zeros(0, dtype=np.int64)
                 if redo.size:
-                    vr = whole[i] @ np.take(c, redo, axis=1)
+                    vr = whole[i] @ np.take(buf[:m], redo, axis=0).T
                     vr += np.log1p(g0)[:, None]
                     jj[redo], has[redo] = _first_reaching(vr >= target, 0, p0)
                 sel = np.nonzero(has & (jj > 0))[0]
