@@ -49,9 +49,12 @@ How it is vectorized
    delta_approx(eps(t))`` and the refined-moments optimality function ``t K_i'(t) - K_i(t) +
    log(1 + t)`` (eq. (44)); the first grid point where each reaches ``-log delta`` brackets the
    example's root, as in the accountant (the refined-moments function is linear in the counts:
-   one product row per tilt, ``t K_b' - K_b``). Found without evaluating every grid point: the
-   refined-moments function (increasing) at every fourth point of the first grid and then inside
-   the interval reaching the target; the saddle-point function at the two ends of the
+   one product row per tilt, ``t K_b' - K_b``). The refined-moments function (increasing) on
+   the first grid, of both directions in one product per :data:`SUB_CHUNK` examples, right after
+   their counts are converted to floats there (in cache): at the grid points of the brackets of
+   the previous slice of examples (4-5 points per direction; at every point for the first slice
+   and for the examples whose root the window does not show inside it); the further grids only
+   for the few examples off the first; the saddle-point function at the two ends of the
    refined-moments bracket, then grid point by grid point up or down from there (the same bracket
    wherever ``g_i`` is increasing on the grid).
 2. Interpolants. On each bracket needed, every bucket's five rows are interpolated by
@@ -82,21 +85,26 @@ How it is vectorized
 4. Certified bound. The refined-moments bound is minimized over the Lobatto tilts of the
    bracket of its optimal tilt, where ``K_i`` is a matrix product of the counts with *exact*
    bucket values; any tilt gives a valid bound, so interpolation cannot make it under-report.
+   In the second direction it is computed only for the examples where its value at the middle
+   Lobatto tilt (one product row, an upper bound on the minimum, with a slack far above the
+   rounding) does not already put it below both the first direction's bound and eps: elsewhere
+   it changes neither ``upper`` (the maximum over the directions) nor step 5's choice.
 5. Directions. The remove direction is solved first; the add direction's saddle point is
    computed only for the examples whose certified add-direction bound exceeds the eps found
    so far (elsewhere the add direction cannot raise the true eps above the value reported).
 
 Examples are processed in chunks (``chunk_size``), so the intermediate arrays stay small
 whatever ``N``; inside one, the counts are held as buckets x examples (the fast layout for the
-products with few rows), ordered by the refined-moments brackets of the directions (so that
-the examples of a piece are mostly adjacent and the products take views of the counts rather
-than copies of their columns), and the saddle points are solved :data:`SUB_CHUNK` examples at
-a time (in cache). Every per-example number is computed column by column, so it does not
-depend on the order or on the other examples of the chunk (up to the summation order of the
-matrix products). Agreement with :class:`~tightdp.SaddlePointAccountant` composing the same
-buckets: ~1e-9 relative (its own Newton tolerance), also at an example whose norms are all
->= C; where ``g_i`` is not increasing in ``t`` (only seen with few effective compositions,
-i.e. flagged examples) the two may pick different roots.
+products with few rows), ordered by the refined-moments brackets of the directions (so that the
+examples of a piece are mostly adjacent and the products take views of the counts rather than
+copies of their columns; gathered in that order from the integer rows), and the saddle points
+are solved :data:`SUB_CHUNK` examples at a time (in cache). Every per-example number is
+computed column by column, so it does not depend on the order or on the other examples of the
+chunk (up to the summation order of the matrix products). Agreement with
+:class:`~tightdp.SaddlePointAccountant` composing the same buckets: ~1e-9 relative (its own
+Newton tolerance), also at an example whose norms are all >= C; where ``g_i`` is not increasing
+in ``t`` (only seen with few effective compositions, i.e. flagged examples) the two may pick
+different roots.
 """
 
 from __future__ import annotations
@@ -135,7 +143,7 @@ from .blocks import (
     run_with_restarts,
 )
 from .history import NormHistory
-from .pld_blocks import bucket_counts, used_buckets
+from .pld_blocks import used_buckets
 from .runner import BlockRunner
 
 __all__ = ["IndividualSPAAccountant"]
@@ -169,6 +177,10 @@ K_MARGIN = 1e-11
 _GRID_LO, _GRID_HI, _GRID_POINTS = 1e-4, 64.0, 33
 #: stride of the coarse pass over the first grid (see _Solver.bracket)
 _COARSE = 4
+#: the refined-moments brackets are looked for on the grid points of the brackets of the
+#: previous slice of examples held by at least 1 in this many of them (see
+#: _Solver.rma_brackets); the others evaluate the whole grid
+WINDOW_SHARE = 1000
 #: products over ranges of consecutive examples (views of the counts) when these average at
 #: least this many examples, else over a copy of the columns (see _product)
 MIN_RUN = 256
@@ -198,7 +210,9 @@ def _cheb_eval(c: np.ndarray, x: np.ndarray) -> np.ndarray:
     the ``T_k(x)`` by their three-term recurrence ``T_{k+1} = 2 x T_k - T_{k-1}`` (Mason,
     Handscomb, *Chebyshev Polynomials*, 2003, Sec. 1.2.2; ``|T_k| <= 1`` on ``[-1, 1]``, so
     the direct sum is as accurate as Clenshaw's recurrence), once per column for the ``R``
-    rows, then summed (half the operations of Clenshaw's recurrence on the ``R`` rows)."""
+    rows, then summed (half the operations of Clenshaw's recurrence on the ``R`` rows) by one
+    ``einsum`` (the products accumulated in order of degree, as a loop over the degrees would;
+    ~2x faster than that loop of array operations)."""
     p1 = c.shape[1]
     tk = np.empty((p1, x.size))
     tk[0] = 1.0
@@ -207,12 +221,7 @@ def _cheb_eval(c: np.ndarray, x: np.ndarray) -> np.ndarray:
     for k in range(2, p1):
         np.multiply(x2, tk[k - 1], out=tk[k])
         tk[k] -= tk[k - 2]
-    acc = c[:, 0] + c[:, 1] * x
-    tmp = np.empty_like(acc)
-    for k in range(2, p1):
-        np.multiply(c[:, k], tk[k], out=tmp)
-        acc += tmp
-    return acc
+    return np.einsum("rkn,kn->rn", c, tk)
 
 
 def _cheb_derivative(c: np.ndarray, scale: np.ndarray) -> np.ndarray:
@@ -461,6 +470,65 @@ def _product(m: np.ndarray, cnt: np.ndarray, cols: np.ndarray,
     return np.matmul(m, np.take(cnt, cols, axis=1), out=out)
 
 
+def _first_reaching(ge: np.ndarray, j0: int, p0: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per column of ``ge`` (the comparisons ``f >= target`` at the grid points ``j0,
+    j0 + 1, ...`` of a grid of ``p0`` points, rows), the index of the first point reaching
+    the target and whether it is known: for the whole grid (``j0 = 0``, ``p0`` rows) wherever
+    some point reaches it (the number of points below, where the comparisons increase along
+    the grid -- the function does --, else the first by argmax); for a window, where its first
+    point is below the target and its last one reaches it, the comparisons increasing (the
+    root inside: the first point reaching it is the same as on the whole grid)."""
+    w = ge.shape[0]
+    if w == p0:
+        if (ge[1:] >= ge[:-1]).all():
+            jj = p0 - ge.sum(axis=0)
+            return jj, jj < p0
+        return np.argmax(ge, axis=0), ge.any(axis=0)
+    jj = j0 + w - ge.sum(axis=0)
+    has = ~ge[0] & ge[-1] & (ge[1:] >= ge[:-1]).all(axis=0)
+    return jj, has
+
+
+def _gather_counts(b: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``b[rows][:, cols].T`` as floats, C-contiguous (buckets x examples; ``b``: examples x
+    columns, integers): gathered and converted 1024 rows at a time (slices that stay in
+    cache)."""
+    out = np.empty((cols.size, rows.size))
+    cs = _as_slice(cols)
+    for k in range(0, rows.size, 1024):
+        out[:, k:k + 1024] = np.take(b, rows[k:k + 1024], axis=0)[:, cs].T
+    return out
+
+
+def _as_slice(cols: np.ndarray) -> np.ndarray | slice:
+    """``cols`` (increasing indices) as a slice when they are consecutive (a view, not a
+    gather)."""
+    if cols.size and cols[-1] - cols[0] + 1 == cols.size:
+        return slice(int(cols[0]), int(cols[-1]) + 1)
+    return cols
+
+
+def _beyond(tab: _Table, g_at, target: float, lo: np.ndarray, hi: np.ndarray,
+            below: np.ndarray) -> None:
+    """The brackets (in place) of the examples not bracketed on the first grid (``lo``
+    NaN) on the further grids of ``tab`` (down to the smallest tilt, then up to the tilt
+    cap), as :func:`tightdp.curves.saddle.solve_tilt` walks them: ``g_at(gi, rows)`` the
+    function at grid ``gi`` (examples x tilts); ``below`` marks the examples at or above the
+    target at the smallest tilt."""
+    for gi, grid in enumerate(tab.grids[1:], start=1):
+        rows = np.nonzero(np.isnan(lo))[0]
+        if rows.size == 0:
+            break
+        ge = g_at(gi, rows) >= target
+        has = ge.any(axis=1)
+        j = np.argmax(ge, axis=1)
+        found = has & (j > 0)
+        lo[rows[found]] = grid[j[found] - 1]
+        hi[rows[found]] = grid[j[found]]
+        if gi == 1:  # the downward grid: at or above the target at its smallest tilt
+            below[rows[has & (j == 0)]] = True
+
+
 def _take(a: np.ndarray, sel: np.ndarray) -> np.ndarray:
     """``a[..., sel]`` for a boolean ``sel`` along the last axis; ``a`` itself (no copy)
     when every example is selected."""
@@ -580,19 +648,92 @@ class _Solver:
                     k = np.where(hasf, fine[np.argmax(gef, axis=1)], k)
                 lo[r], hi[r] = g0[k - 1], g0[k]
 
-        for gi, grid in enumerate(tab.grids[1:], start=1):
-            rows = np.nonzero(np.isnan(lo))[0]
-            if rows.size == 0:
-                break
-            ge = g_at(gi, rows) >= target
-            has = ge.any(axis=1)
-            j = np.argmax(ge, axis=1)
-            found = has & (j > 0)
-            lo[rows[found]] = grid[j[found] - 1]
-            hi[rows[found]] = grid[j[found]]
-            if gi == 1:  # the downward grid: at or above the target at its smallest tilt
-                below[rows[has & (j == 0)]] = True
+        _beyond(tab, g_at, target, lo, hi, below)
         return {"lo": lo, "hi": hi, "below": below}
+
+    def rma_brackets(self, tables: list[_Table], block: np.ndarray, cols: np.ndarray,
+                     target: float) -> tuple[np.ndarray, list[dict], np.ndarray | None]:
+        """The examples of ``block`` (rows: examples; ``cols``: the columns of the buckets used)
+        with some loss, their refined-moments brackets in every table (as :meth:`bracket` with
+        ``kind="rma"``: the first grid point where the increasing optimality function of eq. (44)
+        reaches ``target``) and their counts as floats, buckets x examples, ordered by those
+        brackets (the first table's, then the second's; ties by position). On the first grid the
+        function is evaluated for every table at once, one product per :data:`SUB_CHUNK` examples
+        whose counts are converted there (the converted slice stays in cache), at the grid points
+        of the brackets found in the previous slice (those held by at least 1 in
+        :data:`WINDOW_SHARE` examples; all points for the first slice, and for the examples whose
+        root is not inside that window: the same first point reaching the target, the function
+        being increasing); then, for the few examples whose root is off that grid, the further
+        grids as :meth:`bracket`. The ordered counts are gathered from the block's rows (a gather
+        of the integer rows in slices of 1024, cheaper than reordering the converted columns).
+        Returns ``(act, brackets, counts)`` (``act``: the block rows, ordered; counts None when no
+        example has loss)."""
+        b = np.asarray(block)
+        n_all = b.shape[0]
+        p0 = tables[0].grids[0].size  # the first grid: the same for every table
+        whole = [tab.rma_rows(0) for tab in tables]  # (grid, buckets) each
+        # per table, the window of grid points evaluated for all examples (inclusive)
+        wins = [(0, p0 - 1)] * len(tables)
+        brs = [{"lo": np.full(n_all, np.nan), "hi": np.full(n_all, np.nan)} for _ in tables]
+        active = np.zeros(n_all, dtype=bool)
+        # examples x buckets (a plain conversion, no transposition; the products read it
+        # transposed)
+        buf = np.empty((min(SUB_CHUNK, n_all), cols.size))
+        cs = _as_slice(cols)
+        for k in range(0, n_all, SUB_CHUNK):
+            m = min(SUB_CHUNK, n_all - k)
+            np.copyto(buf[:m], b[k:k + m, cs])
+            c = buf[:m].T
+            active[k:k + m] = buf[:m].any(axis=1)
+            v = np.vstack([w[j0:j1 + 1] for w, (j0, j1) in zip(whole, wins, strict=True)]) @ c
+            off = 0
+            for i, (tab, br) in enumerate(zip(tables, brs, strict=True)):
+                g0 = tab.grids[0]
+                j0, j1 = wins[i]
+                w = j1 - j0 + 1
+                vi = v[off:off + w]
+                off += w
+                vi += np.log1p(g0[j0:j1 + 1])[:, None]
+                jj, has = _first_reaching(vi >= target, j0, p0)
+                # where the window does not show the root inside it (or the comparisons do
+                # not increase along it): the whole grid, on these examples' counts
+                redo = np.nonzero(~has)[0] if w < p0 else np.zeros(0, dtype=np.int64)
+                if redo.size:
+                    vr = whole[i] @ np.take(buf[:m], redo, axis=0).T
+                    vr += np.log1p(g0)[:, None]
+                    jj[redo], has[redo] = _first_reaching(vr >= target, 0, p0)
+                sel = np.nonzero(has & (jj > 0))[0]
+                br["lo"][k + sel] = g0[jj[sel] - 1]
+                br["hi"][k + sel] = g0[jj[sel]]
+                if sel.size:  # the next window: the grid points of this slice's brackets
+                    hist = np.bincount(jj[sel], minlength=p0)
+                    keep = np.nonzero(hist * WINDOW_SHARE >= sel.size)[0]
+                    wins[i] = (int(keep[0]) - 1, int(keep[-1]))
+        act = np.nonzero(active)[0]
+        if act.size == 0:
+            return act, [], None
+        brs = [{"lo": br["lo"][act], "hi": br["hi"][act]} for br in brs]
+        for tab, br in zip(tables, brs, strict=True):
+            br["below"] = np.zeros(act.size, dtype=bool)
+            off = np.nonzero(np.isnan(br["lo"]))[0]
+            if off.size:  # off the first grid: the further grids on these examples' counts
+                c = _gather_counts(b, act[off], cols)
+
+                def g_at(gi: int, rows: np.ndarray, tab=tab, c=c) -> np.ndarray:
+                    return (_product(tab.rma_rows(gi), c, rows)
+                            + np.log1p(tab.grids[gi])[:, None]).T
+
+                lo, hi, below = br["lo"][off], br["hi"][off], br["below"][off]
+                _beyond(tab, g_at, target, lo, hi, below)
+                br["lo"][off], br["hi"][off], br["below"][off] = lo, hi, below
+        if act.size > 1:
+            # the examples ordered by their brackets: those that share a piece are then
+            # adjacent, and the products take views of the counts, not copies (every
+            # per-example number is computed column by column: order-free)
+            order = np.lexsort([br["lo"] for br in brs[::-1]])
+            act = act[order]
+            brs = [{key: x[order] for key, x in br.items()} for br in brs]
+        return act, brs, _gather_counts(b, act, cols)
 
     # --- the saddle point on one interval ----------------------------------------------------
     def solve(self, tab: _Table, pc: _Piece, cnt: np.ndarray, cols: np.ndarray,
@@ -679,14 +820,16 @@ class _Solver:
         # nearer the target (its rows there are exact, K^(5) interpolated); for SP-CLT as the
         # accountant: from the secant point, secant slopes after the first step
         te = np.stack([a, b])
-        ga, gb = _g_spa(ends, te, self.method)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            # _g_spa's numbers, with the fallback flags of the same evaluation
+            ld, _, fb, _ = saddle_log_delta(ends, te, None, self.method)
+        ga, gb = np.where(np.isfinite(ld), -ld, -np.inf)
         ua, ub = np.log(a), np.log(b)
         u0 = secant_start(ua, ub, ga, gb, target)
         if exact:  # K^(5) at the ends from its interpolant (T_k(1) = 1, T_k(-1) = (-1)^k)
             k5 = np.stack([(coef[5] * _ALTERNATING[:p1, None]).sum(axis=0),
                            coef[5].sum(axis=0)])
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                fb = saddle_log_delta(ends, te, None, self.method)[2]
                 d1, d2 = _g_slope(np.concatenate([ends, k5[None]]), te, self.method, fb)
                 r = np.stack([ga, gb]) - target
                 uh = np.stack([ua, ub]) - r / _halley_slope(d1, d2, r)
@@ -751,6 +894,40 @@ class _Solver:
         out["t"][rows] = np.exp(u)
         out["fallback"][rows] = fb
         out["size"][rows] = size
+
+    def rma_below(self, tab: _Table, cnt: np.ndarray, br: dict, log_delta: float,
+                  steps: np.ndarray, bound: np.ndarray) -> np.ndarray:
+        """Per example, True where the certified bound of :meth:`rma` is provably at most
+        ``bound`` (and ``bound >= 0``), from one product row instead of the bracket's
+        ``DEGREE + 1``: the bound minimizes ``e(t) = (K_i(t) + K_MARGIN (T_i + |K_i(t)|) +
+        log M_t - log delta) / t`` (Alghamdi et al. 2023, eq. (43)) over the Lobatto tilts of
+        the bracket, so ``e`` at one of them, its middle one, is at least that minimum (then
+        raised by ``1e-12`` of itself, an increasing map). ``e`` here and in :meth:`rma` are the
+        same expression summed in another order (a dot product of at most a few hundred
+        terms): they differ by far less than the slack ``1e-9 (E + |e|)`` required, with
+        ``E`` the sum of the magnitudes of the terms of ``e``. False where no bracket was
+        found (:meth:`rma` decides there)."""
+        n = cnt.shape[1]
+        ok = np.zeros(n, dtype=bool)
+        lo = br["lo"]
+        j = DEGREE // 2
+        for k in range(0, n, SUB_CHUNK):  # working sets that stay in cache
+            sl = slice(k, k + SUB_CHUNK)
+            cs, st = cnt[:, sl], steps[sl]
+            for rows in _groups(lo[sl]):
+                if np.isnan(lo[k + rows[0]]):
+                    continue
+                pc = tab.piece(lo[k + rows[0]], br["hi"][k + rows[0]])
+                k0 = _product(pc.k_t[j:j + 1], cs, rows)[0]
+                t = float(pc.t[j])
+                lm = float(log_theta_max(pc.t[j:j + 1])[0])
+                ak = np.abs(k0)
+                marg = K_MARGIN * (st[rows] + ak)
+                e = (k0 + marg + lm - log_delta) / t
+                mag = (ak + marg + abs(lm) + abs(log_delta)) / t
+                b = bound[k + rows]
+                ok[k + rows] = (b >= 0.0) & (e + 1e-9 * (mag + np.abs(e)) <= b)
+        return ok
 
     def rma(self, tab: _Table, cnt: np.ndarray, br: dict, log_delta: float,
             steps: np.ndarray | None = None) -> np.ndarray:
@@ -980,14 +1157,13 @@ def spa_block(block, state, used: np.ndarray, tables: list[_Table], log_delta: f
     reliable = np.ones(n_all, dtype=bool)
     flags = {k: np.zeros(n_all, dtype=bool) for k in FLAGS[:3]}
     act = np.zeros(0, dtype=np.int64)
+    target = -log_delta
     if used.size:
-        # buckets x examples: the fast layout for the products with few rows here
-        cnt_all = bucket_counts(block, used, transposed=True)
-        act = np.nonzero(cnt_all.any(axis=0))[0]
+        # the examples with loss, their refined-moments brackets and counts (buckets x
+        # examples: the fast layout for the products with few rows here), ordered by them
+        act, brs, cnt = solver.rma_brackets(tables, block, used + 1, target)
     if act.size:
-        cnt = cnt_all if act.size == n_all else cnt_all[:, act]
         n = act.size
-        target = -log_delta
         best = np.full(n, -np.inf)
         best_up = np.zeros(n)
         # flags over the directions solved: an unreliable direction may under-report, and
@@ -996,18 +1172,21 @@ def spa_block(block, state, used: np.ndarray, tables: list[_Table], log_delta: f
         beyond = np.zeros(n, dtype=bool)
         fallback = np.zeros(n, dtype=bool)
         unresolved = np.zeros(n, dtype=bool)
-        brs = [solver.bracket(tab, cnt, target, "rma") for tab in tables]
-        if n > 1:
-            # the examples ordered by their refined-moments brackets (the first direction's,
-            # then the second's): those that share a piece are then adjacent, and the
-            # products below take views of the counts, not copies (every per-example number
-            # is computed column by column: order-free)
-            order = np.lexsort([br["lo"] for br in brs[::-1]])
-            cnt, act = np.take(cnt, order, axis=1), act[order]
-            brs = [{k: x[order] for k, x in br.items()} for br in brs]
         steps = cnt.sum(axis=0)  # integers: exact whatever the order of the sum
-        for tab, br_rma in zip(tables, brs, strict=True):
-            up = solver.rma(tab, cnt, br_rma, log_delta, steps)
+        for i, (tab, br_rma) in enumerate(zip(tables, brs, strict=True)):
+            if i == 0:
+                up = solver.rma(tab, cnt, br_rma, log_delta, steps)
+            else:
+                # the examples whose bound in this direction provably stays at most both the
+                # bound and the eps already found change neither (its bound, -inf here, is
+                # below both); the bound of the others as above
+                up = np.full(n, -np.inf)
+                full = np.nonzero(~solver.rma_below(tab, cnt, br_rma, log_delta, steps,
+                                                    np.minimum(best_up, best)))[0]
+                if full.size:
+                    up[full] = solver.rma(tab, np.take(cnt, full, axis=1),
+                                          {k: x[full] for k, x in br_rma.items()},
+                                          log_delta, steps[full])
             best_up = np.maximum(best_up, up)
             # a direction whose certified bound is at most the eps already found cannot
             # raise the true eps above it: its saddle point is not needed
