@@ -6,6 +6,7 @@ the docstring of :mod:`tightdp.individual.pld_individual`."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -310,9 +311,16 @@ class Direction:
         """:meth:`cutoffs` from the products of the counts with the envelope blocks:
         ``segs`` lists ``(b0, prod)`` from the last blocks down, ``prod`` the product with
         the blocks ``b0, b0 + 1, ...`` up to the previous segment's ``b0`` (or a callable
-        computing it when reached). Each block's contribution is taken when the sum reaches
-        it (the same operations, elementwise, as on the whole array at once)."""
-        kk = tau = tail = ok = None
+        computing it when reached, i.e. when some example is still within ``tol`` after the
+        blocks above it).
+
+        Per example the bound on the blocks ``b' >= b`` is summed from the last block down
+        (a running sum along the rows: the same additions, in the same order, as one block
+        at a time); the sums only grow, so each example is within ``tol`` on the blocks from
+        the last one down to some block ``b_i`` and keeps ``starts[b_i]`` frequencies and
+        that sum as its bound ``tau``."""
+        n = None
+        kk = tau = tail = None
         for b0, prod in segs:
             if callable(prod):
                 prod = prod()
@@ -321,19 +329,25 @@ class Direction:
                 kk = np.full(n, self.kh, dtype=self.starts.dtype)
                 tau = np.zeros(n)
                 tail = np.zeros(n)
-                ok = np.empty(n, dtype=bool)
-            c = np.ascontiguousarray(prod.T)  # (blocks, n)
-            for i in range(c.shape[0] - 1, -1, -1):
-                cb = c[i]
-                np.minimum(cb, 0.0, out=cb)
-                np.exp(cb, out=cb)
-                cb *= self.block_w[b0 + i]
-                tail += cb
-                np.less_equal(tail, tol, out=ok)
-                if not ok.any():
-                    return kk, tau
-                np.copyto(kk, self.starts[b0 + i], where=ok)
-                np.copyto(tau, tail, where=ok)
+            nbs = prod.shape[1]
+            # (block, example) contributions, the blocks from the last down (row j + 1 holds
+            # block b0 + nbs - 1 - j) below the running sum's start (row 0)
+            c = np.empty((nbs + 1, n))
+            c[0] = tail
+            np.minimum(prod.T[::-1], 0.0, out=c[1:])
+            np.exp(c[1:], out=c[1:])
+            c[1:] *= self.block_w[b0:b0 + nbs][::-1, None]
+            for i in range(1, nbs + 1):
+                np.add(c[i - 1], c[i], out=c[i])
+            # how many of the segment's blocks keep each example within tol (a prefix: the
+            # sums only grow)
+            j = np.count_nonzero(c[1:] <= tol, axis=0)
+            got = np.nonzero(j)[0]
+            kk[got] = self.starts[b0 + nbs - j[got]]
+            tau[got] = c[j[got], got]
+            if not np.any(j == nbs):
+                break
+            tail = c[nbs]
         return kk, tau
 
     def trimmed(self, kk: int) -> Direction:
@@ -374,29 +388,79 @@ class Direction:
         return np.exp(lr) * (np.cos(li) + 1j * np.sin(li))
 
 
-def _horner1(qt: np.ndarray, m: np.ndarray, K: int) -> np.ndarray:
+def _horner1(qt: np.ndarray, m: np.ndarray, K: int,
+             first: np.ndarray | None = None) -> np.ndarray:
     """``Re sum_{k>=1} q_k e^{2 pi i k m / K}`` for one coefficient set ``qt`` (kk, n)."""
-    return horner(qt[:, None, :], m, K)[0]
+    return horner(qt[:, None, :], m, K, first)[0]
 
 
-def horner(qt: np.ndarray, m: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
+def staircase(kk_rows: np.ndarray | None, kk: int) -> np.ndarray | None:
+    """For examples sorted by their number of frequencies ``kk_rows`` (non-decreasing):
+    per frequency ``k < kk`` the first example that keeps it (those before it have
+    ``kk_rows <= k``: their coefficients there are zeros). None when ``kk_rows`` is None or
+    not sorted (every example then runs over every frequency)."""
+    if kk_rows is None:
+        return None
+    kr = np.asarray(kk_rows)
+    if kr.size > 1 and np.any(kr[1:] < kr[:-1]):
+        return None
+    return np.searchsorted(kr, np.arange(kk), side="right")
+
+
+#: window sizes up to which :func:`unit_roots` reads a table of all K roots
+_ROOT_TABLE_MAX = 1 << 18
+
+
+@functools.lru_cache(maxsize=2)
+def _root_table(K: int) -> np.ndarray:
+    """``e^{i theta_j}``, ``theta_j = 2 pi j / K`` for ``j < K`` (read-only; cached: the
+    evaluators of a direction share it)."""
+    t = np.exp(1j * (2.0 * np.pi * np.arange(K) / K))
+    t.flags.writeable = False
+    return t
+
+
+def unit_roots(m: np.ndarray, K: int) -> np.ndarray:
+    """``z^m = e^{2 pi i (m mod K) / K}``, computed elementwise as ``exp(1j * theta)`` with
+    ``theta = 2 pi (m mod K) / K`` (the same operations whether read from the table of the
+    K roots or computed for ``m`` alone)."""
+    j = m % K
+    if K <= _ROOT_TABLE_MAX:
+        return _root_table(K)[j]
+    return np.exp(1j * (2.0 * np.pi * j / K))
+
+
+def horner(qt: np.ndarray, m: np.ndarray, K: int,
+           first: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``Re sum_{k>=1} q_k e^{2 pi i k m / K}`` for the two coefficient sets of ``qt``
     (shape ``(kk, 2, n)``: frequency, set, example), by Horner's scheme (or a direct sum for
-    many frequencies)."""
+    many frequencies).
+
+    ``first`` (from :func:`staircase`): the coefficients ``q_k`` of the examples before
+    ``first[k]`` are zeros, and Horner's scheme skips them: an example's accumulator is
+    zero until its first nonzero coefficient (multiplying or adding zeros can change only
+    the sign of a zero, and adding a nonzero number to a zero of either sign gives that
+    number), so its sum is the same but for the sign of a zero sum."""
     kk = qt.shape[0]
     n = m.size
     if kk <= 1:
         z = np.zeros(n)
         return z, z
-    theta = 2.0 * np.pi * (m % K) / K
-    w = np.exp(1j * theta)
     if kk <= HORNER_MAX:
+        w = unit_roots(m, K)
         acc = np.zeros(qt.shape[1:], dtype=complex)
         for k in range(kk - 1, 0, -1):
-            acc *= w
-            acc += qt[k]
+            a = 0 if first is None else int(first[k])
+            if a:
+                part = acc[:, a:]
+                part *= w[a:]
+                part += qt[k, :, a:]
+            else:
+                acc *= w
+                acc += qt[k]
         acc *= w
         return acc[0].real, (acc[1].real if acc.shape[0] > 1 else None)
+    theta = 2.0 * np.pi * (m % K) / K
     k = np.arange(1, kk)
     h = np.empty((qt.shape[1], n))
     step = max(1, 1_000_000 // kk)
@@ -431,27 +495,40 @@ class Evaluator:
         # (frequency, example) layout the Horner sums below run over
         log_abs, phase = dr.spectra(kk)
         lr = row_products(counts, np.concatenate([log_abs, phase], axis=1))
-        li = lr[:, kk:]
-        li += dr.win_phase[:kk]
         # log P_k as a C-contiguous (frequency, example) array: the complex exponential and
         # the products below then run over contiguous rows (the values are those of
-        # exp(log|P| + i arg P) taken elementwise, whatever the layout)
-        P = np.empty((kk, lr.shape[0]), dtype=complex)
+        # exp(log|P| + i arg P) taken elementwise, whatever the layout); the window rotation
+        # is added to the phases on the way
+        n = lr.shape[0]
+        P = np.empty((kk, n), dtype=complex)
         P.real = lr[:, :kk].T
-        P.imag = li.T
-        del lr, li
-        if kk_rows is not None:
-            # each example keeps its own frequencies k < kk_rows[i] (its cut-off; ``tau``
-            # bounds the rest), whatever the other examples evaluated with it
-            P[np.arange(kk)[:, None] >= np.asarray(kk_rows)[None, :]] = -np.inf
-        np.exp(P, out=P)  # (kk, n); exp(-inf) = 0
+        np.add(lr[:, kk:].T, dr.win_phase[:kk, None], out=P.imag)
+        del lr
+        # each example keeps its own frequencies k < kk_rows[i] (its cut-off; ``tau`` bounds
+        # the rest), whatever the other examples evaluated with it: zeros past it. Examples
+        # sorted by cut-off (as :func:`pld_blocks._chunks` gives them) have those zeros at
+        # the start of each row: only the rest goes through the exponential (the values
+        # there are the same; the zeros are exact zeros instead of exp(-inf + i y), which
+        # differ at most in their sign: see :func:`horner`)
+        self.kr = None if kk_rows is None else np.asarray(kk_rows)
+        self.first = first = staircase(self.kr, kk)
+        if first is not None:
+            for k in range(kk):
+                a = int(first[k])
+                P[k, :a] = 0.0
+                np.exp(P[k, a:], out=P[k, a:])
+        else:
+            if kk_rows is not None:
+                P[np.arange(kk)[:, None] >= self.kr[None, :]] = -np.inf
+            np.exp(P, out=P)  # (kk, n); exp(-inf) = 0
         om = dr.omega[:kk]
         self.p0 = P[0].real.copy()
         qt = np.empty((kk, 2, P.shape[1]), dtype=complex)
         np.multiply(P, (om * dr.g1[:kk])[:, None], out=qt[:, 0, :])
         np.multiply(P, (om * dr.g2[:kk])[:, None], out=qt[:, 1, :])
         self.qt = qt
-        c = qt[1:].sum(axis=0).real
+        # (the real parts summed over k in order: the real part of the complex sum)
+        c = np.add.reduce(qt[1:].real, axis=0)
         self.c1, self.c2 = c[0], c[1]
         # hinge coefficients g1 - e^{-d} g2 = conj((1 - e^{-d}) / ((1 - z)(1 - e^{-d} z))),
         # combined before summing (no cancellation between the two sums)
@@ -465,6 +542,12 @@ class Evaluator:
     def y(self, m: np.ndarray) -> np.ndarray:
         return self.s + (self.dr.i_lo + m) * self.d
 
+    def _first(self, rows=None) -> np.ndarray | None:
+        """:func:`staircase` of the examples ``rows`` (None: all), for :func:`horner`."""
+        if self.first is None or _every(rows, self.p0.size):
+            return self.first
+        return staircase(self.kr[rows], self.first.size)
+
     def ab(self, m: np.ndarray, rows=None) -> tuple[np.ndarray, np.ndarray]:
         """``A(m) = sum_{j>=m} p_j`` and ``e^{y_m} B(m)`` with ``B(m) = sum_{j>=m} p_j e^{-y_j}``
         (window positions ``j``), from the truncated Plancherel sums (rows: optional mask)."""
@@ -473,7 +556,7 @@ class Evaluator:
             qt, p0, c1, c2 = self.qt, self.p0, self.c1, self.c2
         else:
             qt, p0, c1, c2 = self.qt[:, :, rows], self.p0[rows], self.c1[rows], self.c2[rows]
-        h1, h2 = horner(qt, m, K)
+        h1, h2 = horner(qt, m, K, self._first(rows))
         tail = np.exp(-(K - m) * d)
         a = (p0 * (K - m) + h1 - c1) / K
         geo = -np.expm1(-(K - m) * d) / -math.expm1(-d)
@@ -489,7 +572,7 @@ class Evaluator:
             qh, p0, c1, c2 = self.qh, self.p0, self.c1, self.c2
         else:
             qh, p0, c1, c2 = self.qh[:, rows], self.p0[rows], self.c1[rows], self.c2[rows]
-        h = _horner1(qh, m + 1, K)
+        h = _horner1(qh, m + 1, K, self._first(rows))
         n_above = K - m - 1
         w0 = n_above - math.exp(-d) * (-np.expm1(-n_above * d) / -math.expm1(-d))
         return (p0 * w0 + h - c1 + np.exp(-(K - m) * d) * c2) / K
@@ -638,8 +721,11 @@ class _Subset:
         self.c1, self.c2 = ev.c1[mask], ev.c2[mask]
         self.tau, self.extra = ev.tau[mask], ev.extra[mask]
         self.s = ev.s[mask]
+        self.kr = None if ev.kr is None else ev.kr[mask]
+        self.first = None if ev.first is None else staircase(self.kr, ev.first.size)
 
     y = Evaluator.y
+    _first = Evaluator._first
     s: np.ndarray
     ab = Evaluator.ab
     hinge = Evaluator.hinge

@@ -237,10 +237,15 @@ def _evaluate_level(block, state, used: np.ndarray, lv: int, cols: np.ndarray,
                        s_up[sel])
         eps_up[sel] = up = ev.epsilon(delta)
         del ev
-        ev = Evaluator(dl, c[sel], int(kl[sel].max()), tau_l[sel], np.zeros(sel.size), kl[sel],
-                       s_low[sel])
-        credit = low_mass[sel] - round_allow[sel] * (1.0 + np.log(kl[sel]))
-        eps_lo[sel] = ev.epsilon_lower(delta, up, credit)
+        # the lower transforms' examples sorted by their own cut-off (the chunk is sorted by
+        # the upper one's), so that the zeros past the cut-offs come first on each frequency
+        # (:func:`~tightdp.individual.plancherel.staircase`; the values are per example)
+        perm = np.argsort(kl[sel], kind="stable")
+        sl = sel[perm]
+        ev = Evaluator(dl, c[sl], int(kl[sl].max()), tau_l[sl], np.zeros(sl.size), kl[sl],
+                       s_low[sl])
+        credit = low_mass[sl] - round_allow[sl] * (1.0 + np.log(kl[sl]))
+        eps_lo[sl] = ev.epsilon_lower(delta, up[perm], credit)
         del ev
     st = dict(state)
     if direction == 0:
