@@ -61,6 +61,23 @@ def row_products(counts: np.ndarray, m: np.ndarray) -> np.ndarray:
     return out[:, 0] if vec else out
 
 
+def row_min(v: np.ndarray) -> np.ndarray:
+    """``np.min(v, axis=1)`` for a few columns, one column at a time (a vectorized pass per
+    column instead of a short reduction per row; the minimum is exact, in any order)."""
+    out = v[:, 0].copy()
+    for j in range(1, v.shape[1]):
+        np.minimum(out, v[:, j], out=out)
+    return out
+
+
+def row_max(v: np.ndarray) -> np.ndarray:
+    """``np.max(v, axis=1)`` for a few columns (see :func:`row_min`)."""
+    out = v[:, 0].copy()
+    for j in range(1, v.shape[1]):
+        np.maximum(out, v[:, j], out=out)
+    return out
+
+
 def bucket_loss_range(loss, log_tail: float) -> tuple[float, float]:
     """Loss interval outside of which each tail has P-mass <= e^log_tail.
 
@@ -114,8 +131,8 @@ class BucketLaws:
         over the examples, from their product with :attr:`table` (see :meth:`extent`)."""
         ts = self.t_pos
         nt = ts.size
-        a_hi = np.min((prod[:, :nt] - log_tail) / ts, axis=1)
-        a_lo = np.max((prod[:, nt:2 * nt] - log_tail) / -ts, axis=1)
+        a_hi = row_min((prod[:, :nt] - log_tail) / ts)
+        a_lo = row_max((prod[:, nt:2 * nt] - log_tail) / -ts)
         s_ex, c_max, c_min = prod[:, 2 * nt], prod[:, 2 * nt + 1], prod[:, 2 * nt + 2]
         a_hi = np.maximum(np.minimum(a_hi, c_max), d)
         a_lo = np.minimum(np.maximum(a_lo, c_min), 0.0)
@@ -290,8 +307,8 @@ class Direction:
         s = prod[:, 2 * nt:2 * nt + 1]
         top = s + (self.i_lo + self.K) * self.d  # smallest loss above the window
         bot = s + (self.i_lo - 1) * self.d  # largest loss below the window
-        up = np.min(prod[:, :nt] - self.t_pos * top, axis=1)
-        lo = np.min(prod[:, nt:2 * nt] - self.t_neg * bot, axis=1)
+        up = row_min(prod[:, :nt] - self.t_pos * top)
+        lo = row_min(prod[:, nt:2 * nt] - self.t_neg * bot)
         # no mass at all outside the window when the composed support fits in it
         up = np.where(prod[:, 2 * nt + 1] < top[:, 0], -np.inf, up)
         lo = np.where(prod[:, 2 * nt + 2] > bot[:, 0], -np.inf, lo)
@@ -611,8 +628,10 @@ class Evaluator:
         pos = np.floor((np.where(fin, start, 0.0) - self.s) / d - self.dr.i_lo)
         m = np.clip(np.where(fin, pos, K - 2), m0, K - 2).astype(np.int64)
 
+        rw = _Rows(self, np.arange(n))
+
         def above(mm: np.ndarray, rows: np.ndarray) -> np.ndarray:
-            val = self.hinge(mm, rows) - 2.0 * self.tau[rows] + credit[rows]
+            val = rw.hinge(mm, rows) - 2.0 * self.tau[rows] + credit[rows]
             return val > delta
 
         lo = np.full(n, -1, dtype=np.int64)  # a position known above delta (-1: none yet)
@@ -643,7 +662,7 @@ class Evaluator:
         rows = np.nonzero(lo >= 0)[0]
         if rows.size:
             m1 = lo[rows] + 1
-            a, eb = self.ab(m1, rows)
+            a, eb = rw.ab(m1, rows)
             y1 = self.s[rows] + (self.dr.i_lo + m1) * d
             y0 = y1 - d
             num = a - 2.0 * self.tau[rows] + credit[rows] - delta
@@ -666,7 +685,7 @@ class Evaluator:
         todo = small | (dtop <= delta)
         if not np.any(todo):
             return out
-        sub = _Subset(self, todo)
+        sub = _Rows(self, np.nonzero(todo)[0])
         small = small[todo]
         lo = np.where(small, m0[todo] - 1, m0[todo])
         hi = np.where(small, m0[todo], top[todo])
@@ -711,11 +730,12 @@ class Evaluator:
 
 
 class _Subset:
-    """The rows ``mask`` of an evaluator (avoids recomputing the transforms)."""
+    """The rows ``mask`` (a boolean mask, or sorted indices) of an evaluator (avoids
+    recomputing the transforms)."""
 
     def __init__(self, ev: Evaluator, mask: np.ndarray):
         self.dr, self.K, self.d = ev.dr, ev.K, ev.d
-        if mask.all():  # every row: the evaluator's own arrays
+        if mask.dtype == bool and mask.all():  # every row: the evaluator's own arrays
             mask = slice(None)
         self.p0, self.qt, self.qh = ev.p0[mask], ev.qt[:, :, mask], ev.qh[:, mask]
         self.c1, self.c2 = ev.c1[mask], ev.c2[mask]
@@ -730,3 +750,64 @@ class _Subset:
     ab = Evaluator.ab
     hinge = Evaluator.hinge
     delta_upper_at = Evaluator.delta_upper_at
+
+
+class _Rows:
+    """The rows ``ix`` (sorted indices) of an evaluator, for a search that asks for fewer
+    and fewer of them: each call evaluates the rows asked (a mask or indices into ``ix``,
+    None: all) on a copy of a superset of them, the evaluator itself until the rows asked
+    are fewer than half of it, then a copy of just those (:class:`_Subset`), and so on.
+    Every value is computed per example (the other rows of the copy do not change it), so
+    it is the value of the rows asked alone; rows not asked run at ``m = K - 1`` and are
+    dropped."""
+
+    def __init__(self, ev: Evaluator, ix: np.ndarray):
+        self.ev, self.ix = ev, ix
+        self.dr, self.K, self.d = ev.dr, ev.K, ev.d
+        every = ix.size == ev.p0.size
+        self.s = ev.s if every else ev.s[ix]
+        self.tau = ev.tau if every else ev.tau[ix]
+        self.extra = ev.extra if every else ev.extra[ix]
+        self._cur, self._cix = ev, (ix if every else np.arange(ev.p0.size))
+        if 2 * ix.size < ev.p0.size:
+            self._cur, self._cix = _Subset(ev, ix), ix
+
+    y = Evaluator.y
+
+    def _plan(self, m: np.ndarray, rows) -> tuple:
+        """The evaluator-like to run, the positions of the rows asked in it (None: all of
+        it, in order) and the grid positions to run it at."""
+        need = self.ix if rows is None else self.ix[rows]
+        cix = self._cix
+        if cix is self.ix:  # the copy holds all the rows: their positions are the rows
+            pos = np.arange(need.size) if rows is None else (
+                np.nonzero(rows)[0] if np.asarray(rows).dtype == bool else np.asarray(rows))
+            inside = True
+        else:
+            pos = np.searchsorted(cix, need)
+            inside = need.size == 0 or (pos[-1] < cix.size and np.array_equal(cix[pos], need))
+        if not inside or 2 * need.size < cix.size:
+            every = need.size == self.ev.p0.size
+            self._cur = self.ev if every else _Subset(self.ev, need)
+            self._cix = self.ix if need.size == self.ix.size else need
+            return self._cur, None, m
+        if need.size == cix.size:
+            return self._cur, None, m
+        mm = np.full(self._cix.size, self.K - 1, dtype=np.asarray(m).dtype)
+        mm[pos] = m
+        return self._cur, pos, mm
+
+    def delta_upper_at(self, m: np.ndarray, rows=None) -> np.ndarray:
+        cur, pos, mm = self._plan(m, rows)
+        val = cur.delta_upper_at(mm)
+        return val if pos is None else val[pos]
+
+    def hinge(self, m: np.ndarray, rows=None) -> np.ndarray:
+        cur, pos, mm = self._plan(m, rows)
+        val = cur.hinge(mm)
+        return val if pos is None else val[pos]
+
+    def ab(self, m: np.ndarray, rows=None) -> tuple[np.ndarray, np.ndarray]:
+        cur, pos, mm = self._plan(m, rows)
+        a, eb = cur.ab(mm)
+        return (a, eb) if pos is None else (a[pos], eb[pos])
