@@ -61,6 +61,20 @@ def row_products(counts: np.ndarray, m: np.ndarray) -> np.ndarray:
     return out[:, 0] if vec else out
 
 
+#: ``exp(x)`` of a double ``x`` below this is 0 (under half the smallest subnormal,
+#: ``e^-745.13``)
+_EXP_ZERO = -746.0
+
+
+def _zero_tail(prod: np.ndarray) -> int:
+    """How many of the last columns of ``prod`` are below :data:`_EXP_ZERO` in every row
+    (their exponentials are zeros)."""
+    if prod.shape[0] == 0 or prod.shape[1] == 0:
+        return 0
+    low = np.max(prod, axis=0) < _EXP_ZERO
+    return int(low.size) if low.all() else int(np.argmin(low[::-1]))
+
+
 def row_min(v: np.ndarray) -> np.ndarray:
     """``np.min(v, axis=1)`` for a few columns, one column at a time (a vectorized pass per
     column instead of a short reduction per row; the minimum is exact, in any order)."""
@@ -347,6 +361,18 @@ class Direction:
                 tau = np.zeros(n)
                 tail = np.zeros(n)
             nbs = prod.shape[1]
+            # the last blocks, where every example's contribution is exp(x) = 0 (x below
+            # the underflow): the sums do not change there, so each example within tol on
+            # entering them keeps the lowest of them and its sum so far, as block by block
+            z = _zero_tail(prod)
+            if z:
+                ok = tail <= tol
+                kk[ok] = self.starts[b0 + nbs - z]
+                tau[ok] = tail[ok]
+                if not ok.any():
+                    break
+                nbs -= z
+                prod = prod[:, :nbs]
             # (block, example) contributions, the blocks from the last down (row j + 1 holds
             # block b0 + nbs - 1 - j) below the running sum's start (row 0)
             c = np.empty((nbs + 1, n))
