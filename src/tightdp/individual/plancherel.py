@@ -61,9 +61,15 @@ def row_products(counts: np.ndarray, m: np.ndarray) -> np.ndarray:
     return out[:, 0] if vec else out
 
 
-#: ``exp(x)`` of a double ``x`` below this is 0 (under half the smallest subnormal,
+#: ``exp(x)`` of a double ``x`` below this is 0 (far under half the smallest subnormal,
 #: ``e^-745.13``)
-_EXP_ZERO = -746.0
+_EXP_ZERO = -750.0
+#: a column of envelope products whose every entry is below this proves that the columns
+#: after it are below :data:`_EXP_ZERO` too (see :meth:`Direction.prepare`)
+_EXP_ZERO_SURE = _EXP_ZERO * (1.0 + 1e-9)
+#: envelope columns computed past the last one that was below :data:`_EXP_ZERO_SURE` for
+#: every example of the previous piece
+_ZERO_SLACK = 2
 
 
 def _zero_tail(prod: np.ndarray) -> int:
@@ -302,17 +308,52 @@ class Direction:
         ni = self.table_inf.shape[1]
         inf_mass, outside, shift, tau = (np.empty(n) for _ in range(4))
         kk = np.empty(n, dtype=self.starts.dtype)
+        width = self.prep_table.shape[1]
+        ncols = width
         for a in range(0, n, PIECE_ROWS):
             b = min(n, a + PIECE_ROWS)
-            prod = row_products(counts[a:b], self.prep_table)
+            piece = counts[a:b]
+            prod, ncols = self._prep_product(piece, ncols)
             inf_mass[a:b], outside[a:b] = self._extras_of(prod[:, :ni])
             shift[a:b] = prod[:, 2 * nt]
-            piece = counts[a:b]
-            segs = ((self.env_split, prod[:, ni:]),
+            segs = ((self.env_split, prod[:, ni:], width - prod.shape[1]),
                     (0, lambda piece=piece: row_products(piece,
-                                                         self.log_env[:, :self.env_split])))
+                                                         self.log_env[:, :self.env_split]), 0))
             kk[a:b], tau[a:b] = self._cutoffs_of(segs, tol)
         return inf_mass, outside, shift, kk, tau
+
+    def _prep_product(self, piece: np.ndarray, ncols: int) -> tuple[np.ndarray, int]:
+        """The product of ``piece`` with the first ``ncols`` columns of :attr:`prep_table`,
+        or with all of them unless its last column shows that the rest are below exp's
+        underflow for every example; and how many columns to compute for the next piece.
+
+        The envelope columns run over the blocks of frequencies upwards, and each bucket's
+        envelope is non-increasing from one block to the next (a maximum over the
+        frequencies from the block on), so with counts ``n_j >= 0`` the exact product
+        ``x_b = sum_j n_j log env_j(b)`` is non-increasing in ``b``. The computed value is
+        within ``gamma_B sum_j n_j |log env_j(b)|`` of it (``gamma_B ~ B u``, whatever the
+        order of the sums; the terms are <= 0 but for rounding-size positive ones), so a
+        column computed below ``_EXP_ZERO (1 + 1e-9)`` for every example proves that every
+        later column would be computed below ``_EXP_ZERO``: its exponential is 0, it adds
+        nothing to the truncation sums (:meth:`_cutoffs_of` treats those blocks as zero
+        blocks), and it need not be computed. The columns computed are those of the whole
+        product (as for the split at :attr:`env_split`)."""
+        width = self.prep_table.shape[1]
+        prod = row_products(piece, self.prep_table[:, :ncols])
+        if ncols < width and not np.all(prod[:, -1] < _EXP_ZERO_SURE):
+            rest = row_products(piece, self.prep_table[:, ncols:])
+            prod = np.concatenate([prod, rest], axis=1)
+        ni = self.table_inf.shape[1]
+        env = prod[:, ni:]
+        if env.shape[0] == 0 or env.shape[1] == 0:
+            return prod, width
+        sure = np.max(env, axis=0) < _EXP_ZERO_SURE
+        # the first column of the run of sure ones at the end (none: past the last column)
+        run = env.shape[1] if sure.all() else int(np.argmin(sure[::-1]))
+        first = env.shape[1] - run
+        need = ni + first + 1 + _ZERO_SLACK
+        # (row_products pads the columns to a multiple of _COLUMN_TILE: those come free)
+        return prod, min(width, need + (-need % _COLUMN_TILE))
 
     def _extras_of(self, prod: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`extras_split` from the product of the counts with :attr:`table_inf`."""
@@ -336,14 +377,15 @@ class Direction:
         # as a cumulative sum over the reversed blocks); each example keeps the first block
         # from which it is <= tol, and the sums only grow, so the loop stops at the first
         # block where no example is within tol
-        return self._cutoffs_of([(0, row_products(counts, self.log_env))], tol)
+        return self._cutoffs_of([(0, row_products(counts, self.log_env), 0)], tol)
 
     def _cutoffs_of(self, segs, tol: float) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`cutoffs` from the products of the counts with the envelope blocks:
-        ``segs`` lists ``(b0, prod)`` from the last blocks down, ``prod`` the product with
-        the blocks ``b0, b0 + 1, ...`` up to the previous segment's ``b0`` (or a callable
-        computing it when reached, i.e. when some example is still within ``tol`` after the
-        blocks above it).
+        ``segs`` lists ``(b0, prod, nz)`` from the last blocks down, ``prod`` the product
+        with the blocks ``b0, b0 + 1, ...`` (or a callable computing it when reached, i.e.
+        when some example is still within ``tol`` after the blocks above it), then ``nz``
+        blocks not computed whose exponentials are known to be 0 for every example, up to
+        the previous segment's ``b0``.
 
         Per example the bound on the blocks ``b' >= b`` is summed from the last block down
         (a running sum along the rows: the same additions, in the same order, as one block
@@ -352,7 +394,7 @@ class Direction:
         that sum as its bound ``tau``."""
         n = None
         kk = tau = tail = None
-        for b0, prod in segs:
+        for b0, prod, nz in segs:
             if callable(prod):
                 prod = prod()
             if kk is None:
@@ -360,11 +402,12 @@ class Direction:
                 kk = np.full(n, self.kh, dtype=self.starts.dtype)
                 tau = np.zeros(n)
                 tail = np.zeros(n)
-            nbs = prod.shape[1]
+            nbs = prod.shape[1] + nz
             # the last blocks, where every example's contribution is exp(x) = 0 (x below
-            # the underflow): the sums do not change there, so each example within tol on
+            # the underflow; the ``nz`` blocks after the columns of ``prod`` are such, not
+            # computed): the sums do not change there, so each example within tol on
             # entering them keeps the lowest of them and its sum so far, as block by block
-            z = _zero_tail(prod)
+            z = nz + _zero_tail(prod)
             if z:
                 ok = tail <= tol
                 kk[ok] = self.starts[b0 + nbs - z]
