@@ -535,8 +535,9 @@ def horner(qt: np.ndarray, m: np.ndarray, K: int,
     if kk <= HORNER_MAX:
         w = unit_roots(m, K)
         acc = np.zeros(qt.shape[1:], dtype=complex)
+        starts = [0] * kk if first is None else first.tolist()
         for k in range(kk - 1, 0, -1):
-            a = 0 if first is None else int(first[k])
+            a = starts[k]
             if a:
                 part = acc[:, a:]
                 part *= w[a:]
@@ -806,12 +807,19 @@ class _Subset:
         self.dr, self.K, self.d = ev.dr, ev.K, ev.d
         if mask.dtype == bool and mask.all():  # every row: the evaluator's own arrays
             mask = slice(None)
-        self.p0, self.qt, self.qh = ev.p0[mask], ev.qt[:, :, mask], ev.qh[:, mask]
+        self._ev, self._mask = ev, mask
+        self.p0, self.qh = ev.p0[mask], ev.qh[:, mask]
         self.c1, self.c2 = ev.c1[mask], ev.c2[mask]
         self.tau, self.extra = ev.tau[mask], ev.extra[mask]
         self.s = ev.s[mask]
         self.kr = None if ev.kr is None else ev.kr[mask]
         self.first = None if ev.first is None else staircase(self.kr, ev.first.size)
+
+    @functools.cached_property
+    def qt(self) -> np.ndarray:
+        """The rows' coefficients of :meth:`Evaluator.ab` (copied when first asked: the
+        searches need only :attr:`qh` until their last step)."""
+        return self._ev.qt[:, :, self._mask]
 
     y = Evaluator.y
     _first = Evaluator._first
