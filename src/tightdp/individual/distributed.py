@@ -45,6 +45,19 @@ RETRIES = 1
 CONNECT_TIMEOUT = "20s"
 
 
+def _own_graph(block):
+    """The delayed ``block`` with only the tasks it depends on. ``Array.to_delayed`` gives
+    every block the graph of the whole array, so each task of a pass (one per block) would
+    carry, pickle and have the scheduler process the tasks of all blocks: measured with
+    153 blocks of a ``.npy`` file, 1.6 s of the driver's CPU per pass doing nothing else."""
+    from dask.delayed import Delayed
+
+    try:
+        return Delayed(block.key, dict(block.dask.cull({block.key})))
+    except (AttributeError, TypeError, ValueError):  # pragma: no cover - other graph types
+        return block
+
+
 class DaskBlocks:
     """Runs passes over the row blocks of ``counts`` on a Dask cluster: ``client`` (used as
     is), else ``scheduler`` (the address of a running cluster), else a ``LocalCluster`` of
@@ -78,7 +91,7 @@ class DaskBlocks:
         if is_dask_array(counts):
             # one block per row chunk, all columns; read by the tasks at every pass
             counts = counts.rechunk({1: -1})
-            self.blocks = list(counts.to_delayed(optimize_graph=True).ravel())
+            self.blocks = [_own_graph(d) for d in counts.to_delayed(optimize_graph=True).ravel()]
         else:
             # numpy: each block a task holding its rows, persisted (the data stays in the
             # task, so a lost copy is recomputed)

@@ -6,6 +6,7 @@ the docstring of :mod:`tightdp.individual.pld_individual`."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -58,6 +59,43 @@ def row_products(counts: np.ndarray, m: np.ndarray) -> np.ndarray:
     c = counts if counts.shape[0] != 1 else np.concatenate([counts, np.zeros_like(counts)])
     out = (c @ mm)[:counts.shape[0], :k]
     return out[:, 0] if vec else out
+
+
+#: ``exp(x)`` of a double ``x`` below this is 0 (far under half the smallest subnormal,
+#: ``e^-745.13``)
+_EXP_ZERO = -750.0
+#: a column of envelope products whose every entry is below this proves that the columns
+#: after it are below :data:`_EXP_ZERO` too (see :meth:`Direction.prepare`)
+_EXP_ZERO_SURE = _EXP_ZERO * (1.0 + 1e-9)
+#: envelope columns computed past the last one that was below :data:`_EXP_ZERO_SURE` for
+#: every example of the previous piece
+_ZERO_SLACK = 2
+
+
+def _zero_tail(prod: np.ndarray) -> int:
+    """How many of the last columns of ``prod`` are below :data:`_EXP_ZERO` in every row
+    (their exponentials are zeros)."""
+    if prod.shape[0] == 0 or prod.shape[1] == 0:
+        return 0
+    low = np.max(prod, axis=0) < _EXP_ZERO
+    return int(low.size) if low.all() else int(np.argmin(low[::-1]))
+
+
+def row_min(v: np.ndarray) -> np.ndarray:
+    """``np.min(v, axis=1)`` for a few columns, one column at a time (a vectorized pass per
+    column instead of a short reduction per row; the minimum is exact, in any order)."""
+    out = v[:, 0].copy()
+    for j in range(1, v.shape[1]):
+        np.minimum(out, v[:, j], out=out)
+    return out
+
+
+def row_max(v: np.ndarray) -> np.ndarray:
+    """``np.max(v, axis=1)`` for a few columns (see :func:`row_min`)."""
+    out = v[:, 0].copy()
+    for j in range(1, v.shape[1]):
+        np.maximum(out, v[:, j], out=out)
+    return out
 
 
 def bucket_loss_range(loss, log_tail: float) -> tuple[float, float]:
@@ -113,8 +151,8 @@ class BucketLaws:
         over the examples, from their product with :attr:`table` (see :meth:`extent`)."""
         ts = self.t_pos
         nt = ts.size
-        a_hi = np.min((prod[:, :nt] - log_tail) / ts, axis=1)
-        a_lo = np.max((prod[:, nt:2 * nt] - log_tail) / -ts, axis=1)
+        a_hi = row_min((prod[:, :nt] - log_tail) / ts)
+        a_lo = row_max((prod[:, nt:2 * nt] - log_tail) / -ts)
         s_ex, c_max, c_min = prod[:, 2 * nt], prod[:, 2 * nt + 1], prod[:, 2 * nt + 2]
         a_hi = np.maximum(np.minimum(a_hi, c_max), d)
         a_lo = np.minimum(np.maximum(a_lo, c_min), 0.0)
@@ -270,17 +308,52 @@ class Direction:
         ni = self.table_inf.shape[1]
         inf_mass, outside, shift, tau = (np.empty(n) for _ in range(4))
         kk = np.empty(n, dtype=self.starts.dtype)
+        width = self.prep_table.shape[1]
+        ncols = width
         for a in range(0, n, PIECE_ROWS):
             b = min(n, a + PIECE_ROWS)
-            prod = row_products(counts[a:b], self.prep_table)
+            piece = counts[a:b]
+            prod, ncols = self._prep_product(piece, ncols)
             inf_mass[a:b], outside[a:b] = self._extras_of(prod[:, :ni])
             shift[a:b] = prod[:, 2 * nt]
-            piece = counts[a:b]
-            segs = ((self.env_split, prod[:, ni:]),
+            segs = ((self.env_split, prod[:, ni:], width - prod.shape[1]),
                     (0, lambda piece=piece: row_products(piece,
-                                                         self.log_env[:, :self.env_split])))
+                                                         self.log_env[:, :self.env_split]), 0))
             kk[a:b], tau[a:b] = self._cutoffs_of(segs, tol)
         return inf_mass, outside, shift, kk, tau
+
+    def _prep_product(self, piece: np.ndarray, ncols: int) -> tuple[np.ndarray, int]:
+        """The product of ``piece`` with the first ``ncols`` columns of :attr:`prep_table`,
+        or with all of them unless its last column shows that the rest are below exp's
+        underflow for every example; and how many columns to compute for the next piece.
+
+        The envelope columns run over the blocks of frequencies upwards, and each bucket's
+        envelope is non-increasing from one block to the next (a maximum over the
+        frequencies from the block on), so with counts ``n_j >= 0`` the exact product
+        ``x_b = sum_j n_j log env_j(b)`` is non-increasing in ``b``. The computed value is
+        within ``gamma_B sum_j n_j |log env_j(b)|`` of it (``gamma_B ~ B u``, whatever the
+        order of the sums; the terms are <= 0 but for rounding-size positive ones), so a
+        column computed below ``_EXP_ZERO (1 + 1e-9)`` for every example proves that every
+        later column would be computed below ``_EXP_ZERO``: its exponential is 0, it adds
+        nothing to the truncation sums (:meth:`_cutoffs_of` treats those blocks as zero
+        blocks), and it need not be computed. The columns computed are those of the whole
+        product (as for the split at :attr:`env_split`)."""
+        width = self.prep_table.shape[1]
+        prod = row_products(piece, self.prep_table[:, :ncols])
+        if ncols < width and not np.all(prod[:, -1] < _EXP_ZERO_SURE):
+            rest = row_products(piece, self.prep_table[:, ncols:])
+            prod = np.concatenate([prod, rest], axis=1)
+        ni = self.table_inf.shape[1]
+        env = prod[:, ni:]
+        if env.shape[0] == 0 or env.shape[1] == 0:
+            return prod, width
+        sure = np.max(env, axis=0) < _EXP_ZERO_SURE
+        # the first column of the run of sure ones at the end (none: past the last column)
+        run = env.shape[1] if sure.all() else int(np.argmin(sure[::-1]))
+        first = env.shape[1] - run
+        need = ni + first + 1 + _ZERO_SLACK
+        # (row_products pads the columns to a multiple of _COLUMN_TILE: those come free)
+        return prod, min(width, need + (-need % _COLUMN_TILE))
 
     def _extras_of(self, prod: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`extras_split` from the product of the counts with :attr:`table_inf`."""
@@ -289,8 +362,8 @@ class Direction:
         s = prod[:, 2 * nt:2 * nt + 1]
         top = s + (self.i_lo + self.K) * self.d  # smallest loss above the window
         bot = s + (self.i_lo - 1) * self.d  # largest loss below the window
-        up = np.min(prod[:, :nt] - self.t_pos * top, axis=1)
-        lo = np.min(prod[:, nt:2 * nt] - self.t_neg * bot, axis=1)
+        up = row_min(prod[:, :nt] - self.t_pos * top)
+        lo = row_min(prod[:, nt:2 * nt] - self.t_neg * bot)
         # no mass at all outside the window when the composed support fits in it
         up = np.where(prod[:, 2 * nt + 1] < top[:, 0], -np.inf, up)
         lo = np.where(prod[:, 2 * nt + 2] > bot[:, 0], -np.inf, lo)
@@ -304,16 +377,24 @@ class Direction:
         # as a cumulative sum over the reversed blocks); each example keeps the first block
         # from which it is <= tol, and the sums only grow, so the loop stops at the first
         # block where no example is within tol
-        return self._cutoffs_of([(0, row_products(counts, self.log_env))], tol)
+        return self._cutoffs_of([(0, row_products(counts, self.log_env), 0)], tol)
 
     def _cutoffs_of(self, segs, tol: float) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`cutoffs` from the products of the counts with the envelope blocks:
-        ``segs`` lists ``(b0, prod)`` from the last blocks down, ``prod`` the product with
-        the blocks ``b0, b0 + 1, ...`` up to the previous segment's ``b0`` (or a callable
-        computing it when reached). Each block's contribution is taken when the sum reaches
-        it (the same operations, elementwise, as on the whole array at once)."""
-        kk = tau = tail = ok = None
-        for b0, prod in segs:
+        ``segs`` lists ``(b0, prod, nz)`` from the last blocks down, ``prod`` the product
+        with the blocks ``b0, b0 + 1, ...`` (or a callable computing it when reached, i.e.
+        when some example is still within ``tol`` after the blocks above it), then ``nz``
+        blocks not computed whose exponentials are known to be 0 for every example, up to
+        the previous segment's ``b0``.
+
+        Per example the bound on the blocks ``b' >= b`` is summed from the last block down
+        (a running sum along the rows: the same additions, in the same order, as one block
+        at a time); the sums only grow, so each example is within ``tol`` on the blocks from
+        the last one down to some block ``b_i`` and keeps ``starts[b_i]`` frequencies and
+        that sum as its bound ``tau``."""
+        n = None
+        kk = tau = tail = None
+        for b0, prod, nz in segs:
             if callable(prod):
                 prod = prod()
             if kk is None:
@@ -321,19 +402,38 @@ class Direction:
                 kk = np.full(n, self.kh, dtype=self.starts.dtype)
                 tau = np.zeros(n)
                 tail = np.zeros(n)
-                ok = np.empty(n, dtype=bool)
-            c = np.ascontiguousarray(prod.T)  # (blocks, n)
-            for i in range(c.shape[0] - 1, -1, -1):
-                cb = c[i]
-                np.minimum(cb, 0.0, out=cb)
-                np.exp(cb, out=cb)
-                cb *= self.block_w[b0 + i]
-                tail += cb
-                np.less_equal(tail, tol, out=ok)
+            nbs = prod.shape[1] + nz
+            # the last blocks, where every example's contribution is exp(x) = 0 (x below
+            # the underflow; the ``nz`` blocks after the columns of ``prod`` are such, not
+            # computed): the sums do not change there, so each example within tol on
+            # entering them keeps the lowest of them and its sum so far, as block by block
+            z = nz + _zero_tail(prod)
+            if z:
+                ok = tail <= tol
+                kk[ok] = self.starts[b0 + nbs - z]
+                tau[ok] = tail[ok]
                 if not ok.any():
-                    return kk, tau
-                np.copyto(kk, self.starts[b0 + i], where=ok)
-                np.copyto(tau, tail, where=ok)
+                    break
+                nbs -= z
+                prod = prod[:, :nbs]
+            # (block, example) contributions, the blocks from the last down (row j + 1 holds
+            # block b0 + nbs - 1 - j) below the running sum's start (row 0)
+            c = np.empty((nbs + 1, n))
+            c[0] = tail
+            np.minimum(prod.T[::-1], 0.0, out=c[1:])
+            np.exp(c[1:], out=c[1:])
+            c[1:] *= self.block_w[b0:b0 + nbs][::-1, None]
+            for i in range(1, nbs + 1):
+                np.add(c[i - 1], c[i], out=c[i])
+            # how many of the segment's blocks keep each example within tol (a prefix: the
+            # sums only grow)
+            j = np.count_nonzero(c[1:] <= tol, axis=0)
+            got = np.nonzero(j)[0]
+            kk[got] = self.starts[b0 + nbs - j[got]]
+            tau[got] = c[j[got], got]
+            if not np.any(j == nbs):
+                break
+            tail = c[nbs]
         return kk, tau
 
     def trimmed(self, kk: int) -> Direction:
@@ -374,29 +474,80 @@ class Direction:
         return np.exp(lr) * (np.cos(li) + 1j * np.sin(li))
 
 
-def _horner1(qt: np.ndarray, m: np.ndarray, K: int) -> np.ndarray:
+def _horner1(qt: np.ndarray, m: np.ndarray, K: int,
+             first: np.ndarray | None = None) -> np.ndarray:
     """``Re sum_{k>=1} q_k e^{2 pi i k m / K}`` for one coefficient set ``qt`` (kk, n)."""
-    return horner(qt[:, None, :], m, K)[0]
+    return horner(qt[:, None, :], m, K, first)[0]
 
 
-def horner(qt: np.ndarray, m: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
+def staircase(kk_rows: np.ndarray | None, kk: int) -> np.ndarray | None:
+    """For examples sorted by their number of frequencies ``kk_rows`` (non-decreasing):
+    per frequency ``k < kk`` the first example that keeps it (those before it have
+    ``kk_rows <= k``: their coefficients there are zeros). None when ``kk_rows`` is None or
+    not sorted (every example then runs over every frequency)."""
+    if kk_rows is None:
+        return None
+    kr = np.asarray(kk_rows)
+    if kr.size > 1 and np.any(kr[1:] < kr[:-1]):
+        return None
+    return np.searchsorted(kr, np.arange(kk), side="right")
+
+
+#: window sizes up to which :func:`unit_roots` reads a table of all K roots
+_ROOT_TABLE_MAX = 1 << 18
+
+
+@functools.lru_cache(maxsize=2)
+def _root_table(K: int) -> np.ndarray:
+    """``e^{i theta_j}``, ``theta_j = 2 pi j / K`` for ``j < K`` (read-only; cached: the
+    evaluators of a direction share it)."""
+    t = np.exp(1j * (2.0 * np.pi * np.arange(K) / K))
+    t.flags.writeable = False
+    return t
+
+
+def unit_roots(m: np.ndarray, K: int) -> np.ndarray:
+    """``z^m = e^{2 pi i (m mod K) / K}``, computed elementwise as ``exp(1j * theta)`` with
+    ``theta = 2 pi (m mod K) / K`` (the same operations whether read from the table of the
+    K roots or computed for ``m`` alone)."""
+    j = m % K
+    if K <= _ROOT_TABLE_MAX:
+        return _root_table(K)[j]
+    return np.exp(1j * (2.0 * np.pi * j / K))
+
+
+def horner(qt: np.ndarray, m: np.ndarray, K: int,
+           first: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``Re sum_{k>=1} q_k e^{2 pi i k m / K}`` for the two coefficient sets of ``qt``
     (shape ``(kk, 2, n)``: frequency, set, example), by Horner's scheme (or a direct sum for
-    many frequencies)."""
+    many frequencies).
+
+    ``first`` (from :func:`staircase`): the coefficients ``q_k`` of the examples before
+    ``first[k]`` are zeros, and Horner's scheme skips them: an example's accumulator is
+    zero until its first nonzero coefficient (multiplying or adding zeros can change only
+    the sign of a zero, and adding a nonzero number to a zero of either sign gives that
+    number), so its sum is the same but for the sign of a zero sum."""
     kk = qt.shape[0]
     n = m.size
     if kk <= 1:
         z = np.zeros(n)
         return z, z
-    theta = 2.0 * np.pi * (m % K) / K
-    w = np.exp(1j * theta)
     if kk <= HORNER_MAX:
+        w = unit_roots(m, K)
         acc = np.zeros(qt.shape[1:], dtype=complex)
+        starts = [0] * kk if first is None else first.tolist()
         for k in range(kk - 1, 0, -1):
-            acc *= w
-            acc += qt[k]
+            a = starts[k]
+            if a:
+                part = acc[:, a:]
+                part *= w[a:]
+                part += qt[k, :, a:]
+            else:
+                acc *= w
+                acc += qt[k]
         acc *= w
         return acc[0].real, (acc[1].real if acc.shape[0] > 1 else None)
+    theta = 2.0 * np.pi * (m % K) / K
     k = np.arange(1, kk)
     h = np.empty((qt.shape[1], n))
     step = max(1, 1_000_000 // kk)
@@ -431,27 +582,40 @@ class Evaluator:
         # (frequency, example) layout the Horner sums below run over
         log_abs, phase = dr.spectra(kk)
         lr = row_products(counts, np.concatenate([log_abs, phase], axis=1))
-        li = lr[:, kk:]
-        li += dr.win_phase[:kk]
         # log P_k as a C-contiguous (frequency, example) array: the complex exponential and
         # the products below then run over contiguous rows (the values are those of
-        # exp(log|P| + i arg P) taken elementwise, whatever the layout)
-        P = np.empty((kk, lr.shape[0]), dtype=complex)
+        # exp(log|P| + i arg P) taken elementwise, whatever the layout); the window rotation
+        # is added to the phases on the way
+        n = lr.shape[0]
+        P = np.empty((kk, n), dtype=complex)
         P.real = lr[:, :kk].T
-        P.imag = li.T
-        del lr, li
-        if kk_rows is not None:
-            # each example keeps its own frequencies k < kk_rows[i] (its cut-off; ``tau``
-            # bounds the rest), whatever the other examples evaluated with it
-            P[np.arange(kk)[:, None] >= np.asarray(kk_rows)[None, :]] = -np.inf
-        np.exp(P, out=P)  # (kk, n); exp(-inf) = 0
+        np.add(lr[:, kk:].T, dr.win_phase[:kk, None], out=P.imag)
+        del lr
+        # each example keeps its own frequencies k < kk_rows[i] (its cut-off; ``tau`` bounds
+        # the rest), whatever the other examples evaluated with it: zeros past it. Examples
+        # sorted by cut-off (as :func:`pld_blocks._chunks` gives them) have those zeros at
+        # the start of each row: only the rest goes through the exponential (the values
+        # there are the same; the zeros are exact zeros instead of exp(-inf + i y), which
+        # differ at most in their sign: see :func:`horner`)
+        self.kr = None if kk_rows is None else np.asarray(kk_rows)
+        self.first = first = staircase(self.kr, kk)
+        if first is not None:
+            for k in range(kk):
+                a = int(first[k])
+                P[k, :a] = 0.0
+                np.exp(P[k, a:], out=P[k, a:])
+        else:
+            if kk_rows is not None:
+                P[np.arange(kk)[:, None] >= self.kr[None, :]] = -np.inf
+            np.exp(P, out=P)  # (kk, n); exp(-inf) = 0
         om = dr.omega[:kk]
         self.p0 = P[0].real.copy()
         qt = np.empty((kk, 2, P.shape[1]), dtype=complex)
         np.multiply(P, (om * dr.g1[:kk])[:, None], out=qt[:, 0, :])
         np.multiply(P, (om * dr.g2[:kk])[:, None], out=qt[:, 1, :])
         self.qt = qt
-        c = qt[1:].sum(axis=0).real
+        # (the real parts summed over k in order: the real part of the complex sum)
+        c = np.add.reduce(qt[1:].real, axis=0)
         self.c1, self.c2 = c[0], c[1]
         # hinge coefficients g1 - e^{-d} g2 = conj((1 - e^{-d}) / ((1 - z)(1 - e^{-d} z))),
         # combined before summing (no cancellation between the two sums)
@@ -465,6 +629,12 @@ class Evaluator:
     def y(self, m: np.ndarray) -> np.ndarray:
         return self.s + (self.dr.i_lo + m) * self.d
 
+    def _first(self, rows=None) -> np.ndarray | None:
+        """:func:`staircase` of the examples ``rows`` (None: all), for :func:`horner`."""
+        if self.first is None or _every(rows, self.p0.size):
+            return self.first
+        return staircase(self.kr[rows], self.first.size)
+
     def ab(self, m: np.ndarray, rows=None) -> tuple[np.ndarray, np.ndarray]:
         """``A(m) = sum_{j>=m} p_j`` and ``e^{y_m} B(m)`` with ``B(m) = sum_{j>=m} p_j e^{-y_j}``
         (window positions ``j``), from the truncated Plancherel sums (rows: optional mask)."""
@@ -473,7 +643,7 @@ class Evaluator:
             qt, p0, c1, c2 = self.qt, self.p0, self.c1, self.c2
         else:
             qt, p0, c1, c2 = self.qt[:, :, rows], self.p0[rows], self.c1[rows], self.c2[rows]
-        h1, h2 = horner(qt, m, K)
+        h1, h2 = horner(qt, m, K, self._first(rows))
         tail = np.exp(-(K - m) * d)
         a = (p0 * (K - m) + h1 - c1) / K
         geo = -np.expm1(-(K - m) * d) / -math.expm1(-d)
@@ -489,7 +659,7 @@ class Evaluator:
             qh, p0, c1, c2 = self.qh, self.p0, self.c1, self.c2
         else:
             qh, p0, c1, c2 = self.qh[:, rows], self.p0[rows], self.c1[rows], self.c2[rows]
-        h = _horner1(qh, m + 1, K)
+        h = _horner1(qh, m + 1, K, self._first(rows))
         n_above = K - m - 1
         w0 = n_above - math.exp(-d) * (-np.expm1(-n_above * d) / -math.expm1(-d))
         return (p0 * w0 + h - c1 + np.exp(-(K - m) * d) * c2) / K
@@ -528,8 +698,10 @@ class Evaluator:
         pos = np.floor((np.where(fin, start, 0.0) - self.s) / d - self.dr.i_lo)
         m = np.clip(np.where(fin, pos, K - 2), m0, K - 2).astype(np.int64)
 
+        rw = _Rows(self, np.arange(n))
+
         def above(mm: np.ndarray, rows: np.ndarray) -> np.ndarray:
-            val = self.hinge(mm, rows) - 2.0 * self.tau[rows] + credit[rows]
+            val = rw.hinge(mm, rows) - 2.0 * self.tau[rows] + credit[rows]
             return val > delta
 
         lo = np.full(n, -1, dtype=np.int64)  # a position known above delta (-1: none yet)
@@ -560,7 +732,7 @@ class Evaluator:
         rows = np.nonzero(lo >= 0)[0]
         if rows.size:
             m1 = lo[rows] + 1
-            a, eb = self.ab(m1, rows)
+            a, eb = rw.ab(m1, rows)
             y1 = self.s[rows] + (self.dr.i_lo + m1) * d
             y0 = y1 - d
             num = a - 2.0 * self.tau[rows] + credit[rows] - delta
@@ -583,7 +755,7 @@ class Evaluator:
         todo = small | (dtop <= delta)
         if not np.any(todo):
             return out
-        sub = _Subset(self, todo)
+        sub = _Rows(self, np.nonzero(todo)[0])
         small = small[todo]
         lo = np.where(small, m0[todo] - 1, m0[todo])
         hi = np.where(small, m0[todo], top[todo])
@@ -628,19 +800,91 @@ class Evaluator:
 
 
 class _Subset:
-    """The rows ``mask`` of an evaluator (avoids recomputing the transforms)."""
+    """The rows ``mask`` (a boolean mask, or sorted indices) of an evaluator (avoids
+    recomputing the transforms)."""
 
     def __init__(self, ev: Evaluator, mask: np.ndarray):
         self.dr, self.K, self.d = ev.dr, ev.K, ev.d
-        if mask.all():  # every row: the evaluator's own arrays
+        if mask.dtype == bool and mask.all():  # every row: the evaluator's own arrays
             mask = slice(None)
-        self.p0, self.qt, self.qh = ev.p0[mask], ev.qt[:, :, mask], ev.qh[:, mask]
+        self._ev, self._mask = ev, mask
+        self.p0, self.qh = ev.p0[mask], ev.qh[:, mask]
         self.c1, self.c2 = ev.c1[mask], ev.c2[mask]
         self.tau, self.extra = ev.tau[mask], ev.extra[mask]
         self.s = ev.s[mask]
+        self.kr = None if ev.kr is None else ev.kr[mask]
+        self.first = None if ev.first is None else staircase(self.kr, ev.first.size)
+
+    @functools.cached_property
+    def qt(self) -> np.ndarray:
+        """The rows' coefficients of :meth:`Evaluator.ab` (copied when first asked: the
+        searches need only :attr:`qh` until their last step)."""
+        return self._ev.qt[:, :, self._mask]
 
     y = Evaluator.y
+    _first = Evaluator._first
     s: np.ndarray
     ab = Evaluator.ab
     hinge = Evaluator.hinge
     delta_upper_at = Evaluator.delta_upper_at
+
+
+class _Rows:
+    """The rows ``ix`` (sorted indices) of an evaluator, for a search that asks for fewer
+    and fewer of them: each call evaluates the rows asked (a mask or indices into ``ix``,
+    None: all) on a copy of a superset of them, the evaluator itself until the rows asked
+    are fewer than half of it, then a copy of just those (:class:`_Subset`), and so on.
+    Every value is computed per example (the other rows of the copy do not change it), so
+    it is the value of the rows asked alone; rows not asked run at ``m = K - 1`` and are
+    dropped."""
+
+    def __init__(self, ev: Evaluator, ix: np.ndarray):
+        self.ev, self.ix = ev, ix
+        self.dr, self.K, self.d = ev.dr, ev.K, ev.d
+        every = ix.size == ev.p0.size
+        self.s = ev.s if every else ev.s[ix]
+        self.tau = ev.tau if every else ev.tau[ix]
+        self.extra = ev.extra if every else ev.extra[ix]
+        self._cur, self._cix = ev, (ix if every else np.arange(ev.p0.size))
+        if 2 * ix.size < ev.p0.size:
+            self._cur, self._cix = _Subset(ev, ix), ix
+
+    y = Evaluator.y
+
+    def _plan(self, m: np.ndarray, rows) -> tuple:
+        """The evaluator-like to run, the positions of the rows asked in it (None: all of
+        it, in order) and the grid positions to run it at."""
+        need = self.ix if rows is None else self.ix[rows]
+        cix = self._cix
+        if cix is self.ix:  # the copy holds all the rows: their positions are the rows
+            pos = np.arange(need.size) if rows is None else (
+                np.nonzero(rows)[0] if np.asarray(rows).dtype == bool else np.asarray(rows))
+            inside = True
+        else:
+            pos = np.searchsorted(cix, need)
+            inside = need.size == 0 or (pos[-1] < cix.size and np.array_equal(cix[pos], need))
+        if not inside or 2 * need.size < cix.size:
+            every = need.size == self.ev.p0.size
+            self._cur = self.ev if every else _Subset(self.ev, need)
+            self._cix = self.ix if need.size == self.ix.size else need
+            return self._cur, None, m
+        if need.size == cix.size:
+            return self._cur, None, m
+        mm = np.full(self._cix.size, self.K - 1, dtype=np.asarray(m).dtype)
+        mm[pos] = m
+        return self._cur, pos, mm
+
+    def delta_upper_at(self, m: np.ndarray, rows=None) -> np.ndarray:
+        cur, pos, mm = self._plan(m, rows)
+        val = cur.delta_upper_at(mm)
+        return val if pos is None else val[pos]
+
+    def hinge(self, m: np.ndarray, rows=None) -> np.ndarray:
+        cur, pos, mm = self._plan(m, rows)
+        val = cur.hinge(mm)
+        return val if pos is None else val[pos]
+
+    def ab(self, m: np.ndarray, rows=None) -> tuple[np.ndarray, np.ndarray]:
+        cur, pos, mm = self._plan(m, rows)
+        a, eb = cur.ab(mm)
+        return (a, eb) if pos is None else (a[pos], eb[pos])

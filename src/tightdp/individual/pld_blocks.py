@@ -137,7 +137,8 @@ def groups(block, state, used: np.ndarray):
     out = {}
     for lv in np.unique(lv_todo):
         rows = state["act"][state["todo"] & (state["level"] == lv)]
-        out[int(lv)] = (np.any(b[rows][:, used + 1] > 0, axis=0), int(rows.size))
+        # (the largest count of each column over the rows: one pass down the rows)
+        out[int(lv)] = (b[rows].max(axis=0)[used + 1] > 0, int(rows.size))
     return state, out
 
 
@@ -169,32 +170,31 @@ def _chunks(kk: np.ndarray, kl: np.ndarray, size: int) -> list[np.ndarray]:
     return out
 
 
-def prepare(block, state, used: np.ndarray, jobs: dict, delta: float):
-    """First half of :func:`evaluate`, for every level of ``jobs`` (``lv -> (cols, [dr0, dl0,
-    dr1, dl1])``: the transforms of both directions, trimmed to their tables by
-    :meth:`Direction.trimmed`): per example of the level, the mass at ``+inf``, the Chernoff
-    bounds on the folded mass, the composed shift and the frequency cut-off with its
-    truncation bound (:meth:`Direction.prepare`), kept in the state until :func:`evaluate`
-    uses them. Returns per level the largest cut-off of each transform, so that the driver
-    ships the spectra up to them only (not the whole window)."""
+def prepare(block, state, used: np.ndarray, jobs: dict, delta: float, direction: int):
+    """First half of :func:`evaluate` in one direction of the pair, for every level of
+    ``jobs`` (``lv -> (cols, [dr, dl])``: that direction's transforms, trimmed to their
+    tables by :meth:`Direction.trimmed`): per example of the level, the mass at ``+inf``,
+    the Chernoff bounds on the folded mass, the composed shift and the frequency cut-off with
+    its truncation bound (:meth:`Direction.prepare`), kept in the state until
+    :func:`evaluate` of that direction uses them (one direction at a time: the state holds
+    one direction's values, not both). Returns per level the largest cut-off of each
+    transform, so that the driver ships the spectra up to them only (not the whole
+    window)."""
     prep = dict(state.get("prep", {}))
     out = {}
     tol = TRUNC_FRACTION * delta
-    for lv, (cols, dirs) in jobs.items():
+    for lv, (cols, (dr, dl)) in jobs.items():
         rows = np.nonzero(state["todo"] & (state["level"] == lv))[0]
         if rows.size == 0:
             continue
         c = bucket_counts(block, used[cols], state["act"][rows])
-        ks = []
-        for r in (0, 1):
-            inf_up, out_up, s_up, kk, tau = dirs[2 * r].prepare(c, tol)
-            inf_low, out_low, s_low, kl, tau_l = dirs[2 * r + 1].prepare(c, tol)
-            # what evaluate needs: the upper allowance inf + outside, the lower credit's
-            # inf - outside (the same operations, in the same order, as there)
-            prep[(lv, r)] = (inf_up + out_up, s_up, kk, tau, inf_low - out_low, s_low, kl,
-                             tau_l)
-            ks += [int(kk.max()), int(kl.max())]
-        out[lv] = tuple(ks)
+        inf_up, out_up, s_up, kk, tau = dr.prepare(c, tol)
+        inf_low, out_low, s_low, kl, tau_l = dl.prepare(c, tol)
+        # what evaluate needs: the upper allowance inf + outside, the lower credit's
+        # inf - outside (the same operations, in the same order, as there)
+        prep[(lv, direction)] = (inf_up + out_up, s_up, kk, tau, inf_low - out_low, s_low, kl,
+                                 tau_l)
+        out[lv] = (int(kk.max()), int(kl.max()))
     return dict(state, prep=prep), out
 
 
@@ -237,10 +237,15 @@ def _evaluate_level(block, state, used: np.ndarray, lv: int, cols: np.ndarray,
                        s_up[sel])
         eps_up[sel] = up = ev.epsilon(delta)
         del ev
-        ev = Evaluator(dl, c[sel], int(kl[sel].max()), tau_l[sel], np.zeros(sel.size), kl[sel],
-                       s_low[sel])
-        credit = low_mass[sel] - round_allow[sel] * (1.0 + np.log(kl[sel]))
-        eps_lo[sel] = ev.epsilon_lower(delta, up, credit)
+        # the lower transforms' examples sorted by their own cut-off (the chunk is sorted by
+        # the upper one's), so that the zeros past the cut-offs come first on each frequency
+        # (:func:`~tightdp.individual.plancherel.staircase`; the values are per example)
+        perm = np.argsort(kl[sel], kind="stable")
+        sl = sel[perm]
+        ev = Evaluator(dl, c[sl], int(kl[sl].max()), tau_l[sl], np.zeros(sl.size), kl[sl],
+                       s_low[sl])
+        credit = low_mass[sl] - round_allow[sl] * (1.0 + np.log(kl[sl]))
+        eps_lo[sl] = ev.epsilon_lower(delta, up[perm], credit)
         del ev
     st = dict(state)
     if direction == 0:

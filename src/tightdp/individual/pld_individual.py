@@ -369,32 +369,32 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
                         info[key] = max(info.get(key, 0), dirs[2 * r].K, dirs[2 * r + 1].K)
                     built[lv] = (cols, dirs, make)
                     steps_used.add(d)
-                if built:
-                    # the tables of every level and direction first, then per direction the
-                    # spectra up to the largest cut-off of the examples
+                for r in (0, 1) if built else ():
+                    # per direction: the tables of every level first, then the spectra up to
+                    # the largest cut-off of the examples (one direction's prepared values
+                    # in the blocks' state at a time)
                     states, k_max = ex.run(pb.prepare, states, used, {
-                        lv: (cols, [x.trimmed(0) for x in dirs])
-                        for lv, (cols, dirs, _) in built.items()}, delta)
-                    for r in (0, 1):
-                        ship = {}
-                        for lv, (cols, dirs, make) in built.items():
-                            pair = []
-                            for i in (2 * r, 2 * r + 1):
-                                k = max([1] + [o[lv][i] for o in k_max if lv in o])
-                                x = dirs[i]
-                                if k > x._log_abs.shape[1] and x.kh > x._log_abs.shape[1]:
-                                    x = make(i)
-                                pair.append(x.trimmed(k))
-                            ship[lv] = (cols, *pair)
+                        lv: (cols, [dirs[i].trimmed(0) for i in (2 * r, 2 * r + 1)])
+                        for lv, (cols, dirs, _) in built.items()}, delta, r)
+                    ship = {}
+                    for lv, (cols, dirs, make) in built.items():
+                        pair = []
+                        for i in (2 * r, 2 * r + 1):
+                            k = max([1] + [o[lv][i - 2 * r] for o in k_max if lv in o])
+                            x = dirs[i]
+                            if k > x._log_abs.shape[1] and x.kh > x._log_abs.shape[1]:
+                                x = make(i)
+                            pair.append(x.trimmed(k))
+                        ship[lv] = (cols, *pair)
 
-                        def done(i, o, r=r):
-                            counters[r] = max(counters[r], o[1])
-                            bar.update(o[0])
+                    def done(i, o, r=r):
+                        counters[r] = max(counters[r], o[1])
+                        bar.update(o[0])
 
-                        states, _ = ex.run(pb.evaluate, states, used, ship, r, delta,
-                                           self.chunk_size, self.budget.max_memory,
-                                           on_done=done)
-                    del built
+                    states, _ = ex.run(pb.evaluate, states, used, ship, r, delta,
+                                       self.chunk_size, self.budget.max_memory,
+                                       on_done=done)
+                del built
             states, outs = ex.run(pb.check, states, self.rtol)
             n_loose = sum(o[0] for o in outs)
             n_wide = sum(o[1] for o in outs)
