@@ -119,7 +119,12 @@ class DaskBlocks:
         state whose lineage Dask no longer has (the caller starts over)."""
         dly = self._dask.delayed
         shared_f = [self._share(x) for x in shared]
-        states = [st if hasattr(st, "key") else self._share(st) for st in states]
+        plain = [j for j, st in enumerate(states) if not hasattr(st, "key")]
+        if plain:  # the first pass's small dicts: scattered in one call (one round trip)
+            states = list(states)
+            futs = self.client.scatter([states[j] for j in plain], broadcast=True, hash=False)
+            for j, fut in zip(plain, futs, strict=True):
+                states[j] = fut
         pairs = [self.client.compute(dly(fn)(blk, st, *shared_f), retries=RETRIES)
                  for blk, st in zip(self.blocks, states, strict=True)]
         outs_f = [self.client.submit(operator.getitem, p, 1, retries=RETRIES) for p in pairs]
@@ -128,11 +133,14 @@ class DaskBlocks:
         where = {f.key: i for i, f in enumerate(outs_f)}
         outs: list = [None] * len(outs_f)
         try:
-            for f in self._as_completed(outs_f):
-                i = where[f.key]
-                outs[i] = f.result()
-                if on_done is not None:
-                    on_done(i, outs[i])
+            # the outs of the blocks completed since the last look, fetched together (one
+            # round trip per batch, not one per block)
+            for batch in self._as_completed(outs_f).batches():
+                for f, out in zip(batch, self.client.gather(batch), strict=True):
+                    i = where[f.key]
+                    outs[i] = out
+                    if on_done is not None:
+                        on_done(i, out)
         except CancelledError as e:
             self.client.cancel(pairs + outs_f)
             raise LostBlocks(f"a Dask worker was lost with per-example state: {e}") from None
