@@ -355,7 +355,8 @@ class SaddlePointAccountant(Accountant):
         ia = 0 if dirs[0].sup >= dirs[1].sup else 1
         a, b = dirs[ia], dirs[1 - ia]
         ra = self._delta_dir(a, eps)
-        ref = ra["log_delta"] + math.log(_NEGLIGIBLE)
+        # (the approximation capped at delta = 1, as the answer's is)
+        ref = np.minimum(ra["log_delta"], 0.0) + math.log(_NEGLIGIBLE)
         if self.bounds:
             ref = np.minimum(ref, ra["log_upper"])
         skip = np.zeros(eps.shape, dtype=bool)
