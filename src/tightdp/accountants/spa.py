@@ -54,6 +54,7 @@ from ..curves.saddle import (
     T_MAX_QUAD,
     UNRELIABLE,
     exp0,
+    grid_parts,
     log0,
     log_clt_theta,
     log_clt_theta1,
@@ -362,8 +363,10 @@ class SaddlePointAccountant(Accountant):
         skip = np.zeros(eps.shape, dtype=bool)
         cand = (eps < b.sup) & np.isfinite(ref)
         if cand.any():
-            grid = tilt_grids(1e-4, 64.0, b.t_cap, 65)[0]  # the solve's first grid
-            k0 = b.K(grid, 3)[0]  # the rows its scan asks for (memoized)
+            # the solve's first grid, piece by piece as its scan evaluates it (the same
+            # arrays and rows, memoized: the scan reads them)
+            grid = tilt_grids(1e-4, 64.0, b.t_cap, 65)[0]
+            k0 = np.concatenate([b.K(p, 3)[0] for p in grid_parts(grid)])
             ec = eps[cand]
             with np.errstate(invalid="ignore", over="ignore"):
                 lu = np.min(b.log_rma(grid[:, None], ec[None, :], k0[:, None]), axis=0)

@@ -41,7 +41,7 @@ from ..losses.cgf import node_bucket
 
 __all__ = ["METHODS", "LABELS", "UNRELIABLE", "T_MIN", "T_MAX_QUAD", "T_MAX",
            "log_theta_max", "log_clt_theta", "saddle_eps", "saddle_log_delta", "saddle_terms1",
-           "saddle_log_delta_slope", "tilt_grids",
+           "saddle_log_delta_slope", "tilt_grids", "grid_parts",
            "solve_tilt", "root_decreasing", "roots_decreasing", "saddle_point_eps"]
 
 #: the saddle-point approximations
@@ -614,7 +614,7 @@ def _scan_grid(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target:
     pending = np.asarray(idx)
     at_start = pending[:0]
     prev_t = prev_g = prev_d = None
-    for pts in _grid_parts(grid):
+    for pts in grid_parts(grid):
         if not pending.size:
             break
         if rows is None:
@@ -664,7 +664,7 @@ def _scan_table(f: Callable, target: np.ndarray, grid: np.ndarray,
     table has no such point yet. With an empty ``memo`` these are the scan's calls of ``f``.
     Returns the targets reached at the grid's first point."""
     lo_t, hi_t, g_lo, g_hi, d_lo, d_hi = out
-    parts = _grid_parts(grid)
+    parts = grid_parts(grid)
     tabs = memo.setdefault(grid.tobytes(), {})
     rl = [0] * target.size if rows is None else rows.tolist()
     nrows = max(rl) + 1
@@ -707,7 +707,7 @@ def _scan_table(f: Callable, target: np.ndarray, grid: np.ndarray,
     return np.array(at_start, dtype=np.int64)
 
 
-def _grid_parts(grid: np.ndarray) -> tuple[np.ndarray, ...]:
+def grid_parts(grid: np.ndarray) -> tuple[np.ndarray, ...]:
     """``grid`` cut where its node-set bucket (:func:`tightdp.losses.cgf.node_bucket`)
     changes, in increasing order (read-only pieces), computed once per grid (the bracketing
     grids of :func:`tilt_grids` are few and scanned again at every query)."""
