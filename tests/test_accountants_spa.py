@@ -652,10 +652,11 @@ def test_roots_decreasing_safe_sides_and_uninformative():
 
 
 def test_roots_decreasing_few_equals_arrays():
-    """The float steps for a few points give the points of :func:`roots_decreasing` exactly,
-    on smooth decreasing functions with both sides, starts on either side, a start without a
-    slope, and lower sides uninformative at the start or on the way."""
-    from tightdp.curves.saddle import roots_decreasing, roots_decreasing_few
+    """The float steps :func:`roots_decreasing` takes for a few points give the points of its
+    arrays' steps exactly, on smooth decreasing functions with both sides, starts on either
+    side, a start without a slope, and lower sides uninformative at the start or on the
+    way."""
+    from tightdp.curves.saddle import _roots_decreasing_arrays, _roots_decreasing_floats
 
     rng = np.random.default_rng(7)
     for _ in range(200):
@@ -675,8 +676,9 @@ def test_roots_decreasing_few_equals_arrays():
         slope0 = rng.uniform(0.0, 3.0, n)
         slope0[rng.random(n) < 0.2] = np.nan
         upper = rng.random(n) < 0.5
-        a = roots_decreasing(fn, level, x0, slope0, upper)
-        b = roots_decreasing_few(fn, level, x0.tolist(), slope0.tolist(), upper.tolist())
+        a = _roots_decreasing_arrays(fn, level, x0, slope0, upper, 40, 1e-14)
+        b = _roots_decreasing_floats(fn, level, x0.tolist(), slope0.tolist(), upper.tolist(),
+                                     40, 1e-14)
         np.testing.assert_array_equal(a, np.array(b))
 
 

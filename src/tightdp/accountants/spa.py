@@ -61,7 +61,6 @@ from ..curves.saddle import (
     log_theta_max,
     logaddexp1,
     roots_decreasing,
-    roots_decreasing_few,
     saddle_eps,
     saddle_log_delta,
     saddle_log_delta_slope,
@@ -701,14 +700,9 @@ class SaddlePointAccountant(Accountant):
                 dlo = (dl + rr * t0) / (1.0 - rr)
             return np.where(kd, lup, llo), np.where(kd, dup, dlo)
 
-        # the lower ends only where informative at the start (else NaN); a query's few
-        # elements by the float steps (the same points)
-        if len(elems) <= 8:
-            roots = roots_decreasing_few(bracket, log_delta, [e[4] for e in elems],
-                                         te.tolist(), kinds.tolist())
-        else:
-            roots = roots_decreasing(bracket, log_delta, np.array([e[4] for e in elems]), te,
-                                     kinds).tolist()
+        # the lower ends only where informative at the start (else NaN)
+        roots = roots_decreasing(bracket, log_delta, np.array([e[4] for e in elems]), te,
+                                 kinds).tolist()
         out: list[float | None] = []
         for j, (x, up) in enumerate(zip(roots, kinds.tolist(), strict=True)):
             if not math.isfinite(x):

@@ -829,12 +829,25 @@ def roots_decreasing(fn: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], 
     evaluation, :func:`tightdp._numerics.walk_out`; a point reached without evaluation
     takes the first step before its first check). Returns the points, NaN where no such
     point was found and for a lower side (``upper[j]`` False) whose value at ``x0`` or at a
-    Newton point is not finite (uninformative there)."""
+    Newton point is not finite (uninformative there). Up to 8 points (an eps(delta)
+    query's Berry-Esseen ends) take the same steps in Python floats
+    (:func:`_roots_decreasing_floats`: the same points, without numpy's per-call costs on
+    arrays of a few elements)."""
     upper = np.asarray(upper, dtype=bool)
     x = np.array(x0, dtype=float)
     slope = np.asarray(slope0, dtype=float)
     if slope.shape != x.shape:
         slope = np.broadcast_to(slope, x.shape)
+    if x.ndim == 1 and x.size <= 8:
+        return np.array(_roots_decreasing_floats(fn, level, x.tolist(), slope.tolist(),
+                                                 upper.tolist(), iters, rtol))
+    return _roots_decreasing_arrays(fn, level, x, slope, upper, iters, rtol)
+
+
+def _roots_decreasing_arrays(fn: Callable, level: float, x: np.ndarray, slope: np.ndarray,
+                             upper: np.ndarray, iters: int, rtol: float) -> np.ndarray:
+    """:func:`roots_decreasing`'s steps on arrays (``x``, ``slope`` and ``upper`` of one
+    shape)."""
     slope = -np.maximum(slope, 1e-3)
     f, d = fn(x)
     none = ~upper & ~np.isfinite(f)
@@ -887,14 +900,13 @@ def _nan_max(a: float, b: float) -> float:
     return a if a >= b else b
 
 
-def roots_decreasing_few(fn: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
-                         level: float, x0: list, slope0: list, upper: list, iters: int = 40,
-                         rtol: float = 1e-14) -> list:
-    """:func:`roots_decreasing` for a few points (an eps(delta) query's Berry-Esseen ends), its
-    steps in Python floats: the same operations elementwise, hence the same points, without
-    numpy's per-call costs on arrays of a few elements. ``fn`` as there (called on an array,
-    its values read as floats); ``x0``, ``slope0``, ``upper`` lists; returns a list (NaN
-    where there is no root on the safe side)."""
+def _roots_decreasing_floats(fn: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+                             level: float, x0: list, slope0: list, upper: list, iters: int,
+                             rtol: float) -> list:
+    """:func:`roots_decreasing`'s steps for a few points in Python floats: the same
+    operations elementwise as :func:`_roots_decreasing_arrays`, hence the same points. ``fn``
+    as there (called on an array, its values read as floats); ``x0``, ``slope0``, ``upper``
+    lists; returns a list (NaN where there is no root on the safe side)."""
     n = len(x0)
     x = [float(v) for v in x0]
     slope = [-_nan_max(float(v), 1e-3) for v in slope0]
