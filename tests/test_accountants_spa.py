@@ -656,7 +656,9 @@ def test_roots_decreasing_few_equals_arrays():
     arrays' steps exactly, on smooth decreasing functions with both sides, starts on either
     side, a start without a slope, and lower sides uninformative at the start or on the
     way."""
-    from tightdp.curves.saddle import _roots_decreasing_arrays, _roots_decreasing_floats
+    import sys
+
+    sd = sys.modules["tightdp.curves.saddle"]  # the two private step functions
 
     rng = np.random.default_rng(7)
     for _ in range(200):
@@ -676,9 +678,9 @@ def test_roots_decreasing_few_equals_arrays():
         slope0 = rng.uniform(0.0, 3.0, n)
         slope0[rng.random(n) < 0.2] = np.nan
         upper = rng.random(n) < 0.5
-        a = _roots_decreasing_arrays(fn, level, x0, slope0, upper, 40, 1e-14)
-        b = _roots_decreasing_floats(fn, level, x0.tolist(), slope0.tolist(), upper.tolist(),
-                                     40, 1e-14)
+        a = sd._roots_decreasing_arrays(fn, level, x0, slope0, upper, 40, 1e-14)
+        b = sd._roots_decreasing_floats(fn, level, x0.tolist(), slope0.tolist(),
+                                        upper.tolist(), 40, 1e-14)
         np.testing.assert_array_equal(a, np.array(b))
 
 
