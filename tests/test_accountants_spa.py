@@ -941,6 +941,36 @@ def test_bounded_direction_skipped_same_answer(q, sigma, k):
     assert "not_solved" not in r2.details["directions"]["add"]
 
 
+@pytest.mark.parametrize("q,sigma,k,delta", [(1e-5, 0.5, 1_000_000, 1e-5),
+                                             (1e-5, 0.5, 1_000_000, 1e-10),
+                                             (0.01, 1.0, 10_000_000, 1e-5)])
+def test_direction_below_its_certified_bound_not_solved(q, sigma, k, delta):
+    """eps(delta): a direction whose certified refined-moments bound (eq. (43) at a tilt of
+    its first grid) is at most a quarter of the other's eps and upper bound, or at most its
+    lower bound, is not solved (q = 1e-5: its saddle point lies at tilts of tens, the
+    costliest node sets). The answer's
+    approximation and upper bound equal those of solving both; the reported bound is at
+    least the solved direction's certified upper bound and above its lower bound (the one
+    given up), and a warm accountant that solved both before reports the same."""
+    acc = SaddlePointAccountant().compose(PoissonSubsampled(Gaussian(sigma), q), k)
+    r = acc.epsilon(delta)
+    add = r.details["directions"]["add"]
+    assert "refined-moments" in add["not_solved"] and "no lower bound" in r.note
+    both = acc._eps_dirs(acc._dirs(), math.log(delta))  # the two solved together
+    assert r.epsilon == pytest.approx(max(o["eps"] for o in both), rel=1e-14)
+    assert r.upper == pytest.approx(max(o["upper"] for o in both), rel=1e-14)
+    solved = [o for o in both if o["name"] == "add"][0]
+    assert solved["upper"] <= add["upper"] * (1 + 1e-12)
+    assert solved["lower"] is None or solved["lower"] <= add["upper"]
+    assert add["upper"] <= max(0.25 * min(r.epsilon, r.upper), r.lower or 0.0)
+    # a warm accountant whose last query needed both directions: the same directions
+    acc._cache["eps_both_needed"] = True
+    r2 = acc.epsilon(delta)
+    assert "not_solved" in r2.details["directions"]["add"]
+    assert r2.epsilon == pytest.approx(r.epsilon, rel=1e-14)
+    assert r2.lower == r.lower
+
+
 def test_delta_negligible_direction_not_solved_same_answer():
     """delta(eps) at many eps: where one direction's certified refined-moments bound (at the
     first grid's tilts) is below 1e-3 of the other's approximation, it is not solved there.

@@ -157,6 +157,11 @@ _TRY_SKIP = 1.0
 #: approximation is not solved there (:meth:`SaddlePointAccountant._delta_dirs`)
 _NEGLIGIBLE = 1e-3
 
+#: eps(delta): a direction that cannot set the answer's approximation or upper bound is not
+#: solved when the lower bound it could add is at most this fraction of the answer's eps
+#: (or at most the other direction's lower bound)
+_WEAK_LOWER = 0.25
+
 #: the rows of :meth:`_Direction.stats` from those of ``cgf_rows(..., 5, abs3=True)``: K to
 #: K'''', the third absolute moment, then the fifth cumulant
 _STATS_ORDER = [0, 1, 2, 3, 4, 6, 5]
@@ -530,33 +535,88 @@ class SaddlePointAccountant(Accountant):
         return g, dg
 
     def _eps_dirs_pruned(self, dirs: list[_Direction], log_delta: float
-                         ) -> tuple[list[dict], list[_Direction]]:
+                         ) -> tuple[list[dict], list[tuple[_Direction, float, str]]]:
         """:meth:`_eps_dirs` of the directions that can set the answer, and those that
-        cannot (not solved).
+        provably cannot (not solved), each with a certified upper bound on its eps and why.
 
-        A composed loss bounded by ``sup`` has ``delta(eps) = 0`` for ``eps >= sup``, so its
-        ``eps(delta)`` and every bound on it that we report (the upper ones are capped at
-        ``sup``; a valid lower one is below the true value) are at most ``sup``. With two
-        directions of different suprema (the add direction of a subsampled mechanism is
-        bounded by ``k log(1/(1 - q))``), the one of the larger is solved first; the other is
-        skipped when its ``sup`` is at most the first's approximation and upper bound: the
-        answer's approximation and upper bound (maxima over the directions) are then the
-        first's whatever the other's. Its lower bound, at most its ``sup``, is not computed:
-        the answer's lower bound is the first's (None when that is uninformative). Few
-        steps are the typical case (10 DP-SGD steps at q = 0.01: the add direction's
-        ``sup`` is 0.1, its saddle point at tilts of several hundred). Solving the two apart
-        costs about 0.2 ms more than together when the second is needed after all, so it is
-        tried only where its ``sup`` is at most :data:`_TRY_SKIP` (the answer is the same
-        either way)."""
+        With two directions of different suprema (the add direction of a subsampled
+        mechanism is bounded by ``k log(1/(1 - q))``), the one of the larger (``a``) is solved
+        first; the other (``b``) is not solved when its true eps is shown to be at most
+        ``e* = min(eps_a, upper_a)``, the first's approximation and upper bound, by either of:
+
+        * ``sup_b <= e*``: a composed loss bounded by ``sup`` has ``delta(eps) = 0`` for
+          ``eps >= sup`` (10 DP-SGD steps at q = 0.01: the add direction's ``sup`` is 0.1);
+        * (with ``bounds``) the refined moments bound (eq. (43), valid at every tilt) of
+          ``delta_b(e*)`` is at most ``delta`` at some tilt of ``b``'s first bracketing grid
+          (:meth:`_rma_eps_on_grid`; a small sampling rate over many steps: the add
+          direction's saddle point lies at tilts of tens to thousands, the costliest
+          quadrature node sets).
+
+        The answer's approximation and upper bound (maxima over the directions) are then
+        ``a``'s: ``b``'s certified upper bound (at most that of eq. (43) at any tilt) is at
+        most ``e*``, and so is its approximation unless that exceeded ``b``'s own certified
+        bound. ``b``'s lower bound is not computed: the answer's is ``a``'s (None when that
+        is uninformative). Solving the two apart costs about 0.2 ms more than together when
+        ``b`` is needed after all."""
         if len(dirs) == 2:
             a, b = (dirs[0], dirs[1]) if dirs[0].sup >= dirs[1].sup else (dirs[1], dirs[0])
-            if b.sup < a.sup and b.sup <= _TRY_SKIP:
-                ra = self._eps_dirs([a], log_delta)[0]
-                if b.sup <= ra["eps"] and (not self.bounds or b.sup <= ra["upper"]):
-                    return [ra], [b]
-                rb = self._eps_dirs([b], log_delta, ra["upper"] if self.bounds else None)[0]
+            if b.sup < a.sup and (self.bounds or b.sup <= _TRY_SKIP):
+                # a warm query whose last eps needed both solves them together (faster), and
+                # drops b's all the same where it cannot set the answer: which directions an
+                # answer reports does not depend on the queries before it
+                both = self._cache.get("eps_both_needed", False)
+                if both:
+                    rs = self._eps_dirs(dirs, log_delta)
+                    ra, rb = (rs[0], rs[1]) if a is dirs[0] else (rs[1], rs[0])
+                else:
+                    ra = self._eps_dirs([a], log_delta)[0]
+                skip = self._cannot_set(ra, b, log_delta)
+                if skip is not None:
+                    return [ra], [skip]
+                if not both:
+                    rb = self._eps_dirs([b], log_delta, ra["upper"] if self.bounds else None)[0]
+                    self._cache["eps_both_needed"] = True
                 return ([ra, rb] if a is dirs[0] else [rb, ra]), []
         return self._eps_dirs(dirs, log_delta), []
+
+    def _cannot_set(self, ra: dict, b: _Direction, log_delta: float
+                    ) -> tuple[_Direction, float, str] | None:
+        """``(b, certified upper bound of b's eps, why)`` when direction ``b`` provably
+        cannot set the answer given the other's result ``ra`` and would add no lower bound
+        worth its solve (see :meth:`_eps_dirs_pruned`), else None."""
+        e_star = min(ra["eps"], ra["upper"]) if self.bounds else ra["eps"]
+        if b.sup <= e_star:
+            return b, b.sup, f"its composed loss is at most {b.sup:.6g}"
+        if not self.bounds:
+            return None
+        low = ra["lower"] if ra["lower"] is not None else 0.0
+        cut = min(e_star, max(low, _WEAK_LOWER * e_star))
+        ub = self._rma_eps_on_grid(b, log_delta, cut)
+        if ub <= cut:
+            return b, ub, f"its certified refined-moments bound (eq. (43)) is {ub:.6g}"
+        return None
+
+    @staticmethod
+    def _rma_eps_on_grid(d: _Direction, log_delta: float, target: float) -> float:
+        """The least certified eps(delta) bound of the refined moments accountant (eq. (43):
+        ``(K(t) + log(t^t/(1+t)^(1+t)) - log delta) / t`` at every tilt ``t > 0``) over the
+        pieces of ``d``'s first bracketing grid, evaluated in increasing order until one
+        brings it to ``target`` or below, or until it rises again: the bound is unimodal in
+        ``t`` (its slope has the sign of ``t K'(t) - K(t) + log(1 + t)`` minus a constant,
+        increasing), so the grid's later tilts cannot go below its least value so far. The
+        CGF rows are those its own solve's scan reads from the memo, should it be solved
+        after all."""
+        best = math.inf
+        for p in grid_parts(tilt_grids(1e-4, 64.0, d.t_cap, 65)[0]):
+            k0 = d.K(p, 5)[0]
+            with np.errstate(invalid="ignore", over="ignore"):
+                e = (k0 + d.k_margin + log_theta_max(p) - log_delta) / p
+            e = e[np.isfinite(e)]
+            if e.size:
+                best = min(best, float(e.min()))
+            if best <= target or (e.size and e[-1] > best):
+                break
+        return best
 
     def _eps_dirs(self, dirs: list[_Direction], log_delta: float, top: float | None = None
                   ) -> list[dict]:
@@ -730,9 +790,10 @@ class SaddlePointAccountant(Accountant):
             lows = [r["lower"] for r in res if r["lower"] is not None]
             lower = max(lows) if lows else None
         note = self._note(res, lower is not None)
-        for d in skipped:
-            note += (f"; the {d.name} direction (composed privacy loss at most {d.sup:.4g}) "
-                     "cannot set the answer and was not solved (no lower bound from it)")
+        for d, _ub, why in skipped:
+            note += (f"; the {d.name} direction cannot set the answer ({why}, at most the "
+                     "other's epsilon and upper bound) and was not solved (no lower bound "
+                     "from it)")
         details = {"method": self.method, "label": LABELS[self.method],
                    "directions": {r["name"]: {"epsilon": r["eps"], "saddle_point": r["t"],
                                               "upper": r["upper"], "lower": r["lower"],
@@ -740,12 +801,12 @@ class SaddlePointAccountant(Accountant):
                                   for r in res},
                    "regime": self._regime(delta, self._worst(res)),
                    "seconds": time.perf_counter() - t0}
-        for d in skipped:  # its loss is at most d.sup <= the answer's eps: not solved
+        for d, ub, why in skipped:  # its eps is at most ub <= the answer's: not solved
             details["directions"][d.name] = {
-                "epsilon": None, "saddle_point": None, "upper": d.sup, "lower": None,
+                "epsilon": None, "saddle_point": None, "upper": ub, "lower": None,
                 "msd1_terms": None,
-                "not_solved": f"its composed loss is at most {d.sup:.6g} <= the other "
-                              "direction's epsilon and upper bound: it cannot set the answer"}
+                "not_solved": f"{why} <= the other direction's epsilon and upper bound: it "
+                              "cannot set the answer"}
         if self.bounds and lower is None:
             details["berry_esseen"] = ("uninformative: its error term exceeds the SP-CLT "
                                        "value, no certified lower bound")
