@@ -134,9 +134,9 @@ class LocalBlocks:
         """``[fn(x, *args) for x in items]`` (work of the driver that the cluster can share)."""
         return [fn(x, *args) for x in items]
 
-    def assemble(self, states: list, field: str, lazy: bool = False):
-        """The per-example field ``field`` of every block's final state, as one array."""
-        return np.concatenate([st[field] for st in states])
+    def assemble(self, states: list, fields: tuple[str, ...], lazy: bool = False) -> dict:
+        """The per-example fields ``fields`` of every block's final state, each one array."""
+        return {f: np.concatenate([st[f] for st in states]) for f in fields}
 
     def close(self) -> None:
         pass

@@ -58,6 +58,16 @@ def _own_graph(block):
         return block
 
 
+def _out_of(fn: Callable, block, state, *shared):
+    """The out of ``fn(block, state, *shared)`` alone (a pass that keeps the states)."""
+    return fn(block, state, *shared)[1]
+
+
+def _fields_of(state: dict, fields: tuple[str, ...]) -> dict:
+    """The entries ``fields`` of a block's state."""
+    return {f: state[f] for f in fields}
+
+
 class DaskBlocks:
     """Runs passes over the row blocks of ``counts`` on a Dask cluster: ``client`` (used as
     is), else ``scheduler`` (the address of a running cluster), else a ``LocalCluster`` of
@@ -125,11 +135,23 @@ class DaskBlocks:
             futs = self.client.scatter([states[j] for j in plain], broadcast=True, hash=False)
             for j, fut in zip(plain, futs, strict=True):
                 states[j] = fut
-        pairs = [self.client.compute(dly(fn)(blk, st, *shared_f), retries=RETRIES)
-                 for blk, st in zip(self.blocks, states, strict=True)]
-        outs_f = [self.client.submit(operator.getitem, p, 1, retries=RETRIES) for p in pairs]
-        new = states if keep_state else [
-            self.client.submit(operator.getitem, p, 0, retries=RETRIES) for p in pairs]
+        # one graph for the pass (one message to the scheduler, not one per block); a pass
+        # that keeps the states has one task per block, returning only its out
+        if keep_state:
+            pairs = []
+            outs_f = self.client.compute([dly(_out_of)(fn, blk, st, *shared_f) for blk, st
+                                          in zip(self.blocks, states, strict=True)],
+                                         retries=RETRIES)
+            new = states
+        else:
+            pairs = self.client.compute([dly(fn)(blk, st, *shared_f) for blk, st
+                                         in zip(self.blocks, states, strict=True)],
+                                        retries=RETRIES)
+            n = len(pairs)
+            outs_f = self.client.map(operator.getitem, pairs, [1] * n, retries=RETRIES,
+                                     pure=False)
+            new = self.client.map(operator.getitem, pairs, [0] * n, retries=RETRIES,
+                                  pure=False)
         where = {f.key: i for i, f in enumerate(outs_f)}
         outs: list = [None] * len(outs_f)
         try:
@@ -161,17 +183,23 @@ class DaskBlocks:
         except CancelledError as e:
             raise LostBlocks(f"a Dask worker was lost: {e}") from None
 
-    def assemble(self, states: list, field: str, lazy: bool = False):
-        """The per-example field ``field`` of every block's final state: a dask array
-        computed on the cluster (``lazy``) or gathered into one numpy array."""
-        get = [self.client.submit(operator.getitem, st, field) for st in states]
+    def assemble(self, states: list, fields: tuple[str, ...], lazy: bool = False) -> dict:
+        """The per-example fields ``fields`` of every block's final state: dask arrays
+        computed on the cluster (``lazy``) or gathered into numpy arrays (the fields of all
+        blocks in one fetch)."""
         if not lazy:
-            return np.concatenate(self.client.gather(get))
+            parts = self.client.gather(self.client.map(_fields_of, states,
+                                                       [tuple(fields)] * len(states)))
+            return {f: np.concatenate([p[f] for p in parts]) for f in fields}
         import dask.array as da
 
         dly = self._dask.delayed
-        return da.concatenate([da.from_delayed(dly(f), shape=(b - a,), dtype=float)
-                               for f, (a, b) in zip(get, self.bounds, strict=True)])
+        out = {}
+        for f in fields:
+            get = [self.client.submit(operator.getitem, st, f) for st in states]
+            out[f] = da.concatenate([da.from_delayed(dly(g), shape=(b - a,), dtype=float)
+                                     for g, (a, b) in zip(get, self.bounds, strict=True)])
+        return out
 
     def worker_peak_memory(self) -> dict:
         """Each worker's peak resident memory since it started, in bytes (None where the

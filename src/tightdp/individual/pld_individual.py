@@ -294,8 +294,8 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
             arrays = store.open()
             upper, lower = arrays["epsilon"], arrays["lower"]
         else:
-            upper = ex.assemble(states, "upper", self._lazy(ex))
-            lower = ex.assemble(states, "lower", self._lazy(ex))
+            arrays = ex.assemble(states, ("upper", "lower"), self._lazy(ex))
+            upper, lower = arrays["upper"], arrays["lower"]
         if ex.distributed:
             info["worker_peak_memory"] = ex.worker_peak_memory()
         info["seconds"] = time.perf_counter() - t0

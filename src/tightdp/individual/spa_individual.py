@@ -1107,7 +1107,7 @@ class IndividualSPAAccountant(NormHistory, BlockRunner, Queries):
         if store is not None:
             arr = store.open()
         else:
-            arr = {f: ex.assemble(states, f, self._lazy(ex)) for f in FIELDS}
+            arr = ex.assemble(states, tuple(FIELDS), self._lazy(ex))
         return arr, flags
 
     def _result(self, arr: dict, delta: float, flags: dict, info: dict,
