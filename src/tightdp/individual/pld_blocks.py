@@ -88,8 +88,9 @@ def discretize_steps(job: tuple, log_tail: float) -> list[tuple]:
     return [(up.trimmed(), low.trimmed()) for up, low in certified_pairs(loss, steps, lo, hi)]
 
 
-def used_buckets(block, state, n_buckets: int):
-    """Which buckets any example of the block uses, and its largest number of lossy steps."""
+def used_buckets(block, state, n_buckets: int, steps: bool = True):
+    """Which buckets any example of the block uses, and (with ``steps``; else 0) its largest
+    number of lossy steps."""
     c = np.asarray(block)
     if c.ndim != 2 or c.shape[1] != n_buckets + 1:
         raise ValueError(f"counts must have shape (n_examples, {n_buckets + 1}) (column 0: "
@@ -100,8 +101,11 @@ def used_buckets(block, state, n_buckets: int):
     if not np.issubdtype(c.dtype, np.integer):
         raise ValueError(f"counts must be integers (steps per bucket), got dtype {c.dtype}")
     lossy = c[:, 1:]
-    t_max = int(lossy.sum(axis=1, dtype=np.int64).max()) if c.shape[0] else 0
-    return state, (lossy.any(axis=0), t_max)
+    t_max = int(lossy.sum(axis=1, dtype=np.int64).max()) if steps and c.shape[0] else 0
+    # a column is used iff the OR of its (integer) counts is not 0: cheaper than any()
+    used = (np.bitwise_or.reduce(lossy, axis=0) != 0 if c.shape[0]
+            else np.zeros(n_buckets, dtype=bool))
+    return state, (used, t_max)
 
 
 def init_state(block, state, used: np.ndarray, x: np.ndarray, log_w: float):

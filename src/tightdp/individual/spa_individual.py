@@ -1076,7 +1076,7 @@ class IndividualSPAAccountant(NormHistory, BlockRunner, Queries):
         """The passes over the blocks of ``ex``: the buckets used, then :func:`spa_block`."""
         info["restarts"] = restarts
         states = [{"start": a, "rows": b - a} for a, b in ex.bounds]
-        states, outs = ex.run(used_buckets, states, self.grid.size, keep_state=True)
+        states, outs = ex.run(used_buckets, states, self.grid.size, False, keep_state=True)
         used = np.nonzero(np.any([o[0] for o in outs], axis=0))[0]
         tables = self._tables(used) if used.size else []
         info["directions"] = [tb.name for tb in tables]
