@@ -39,7 +39,13 @@ from collections.abc import Iterator, Mapping
 
 from . import _validate as v
 from . import dpsgd
-from ._dask import connect_scheduler, dask_client, local_cluster, require_distributed
+from ._dask import (
+    connect_scheduler,
+    dask_client,
+    local_cluster,
+    require_distributed,
+    warn_malloc_trim,
+)
 from ._version import __version__
 from .accountants.registry import ACCOUNTANTS, CERTIFYING, OPTIONS, make_accountant
 from .budget import Budget
@@ -499,6 +505,8 @@ def _on_dask(distributed, plans, workers, scheduler, client, batch, retries, rec
             client = own = dask_client(cluster)
         elif scheduler is not None:
             client = own = connect_scheduler(scheduler, connect_timeout)
+        if cluster is None:  # a cluster of the user's: is it set up to run us fast?
+            warn_malloc_trim(client)
         threads = sum(client.nthreads().values()) or 1
         batches = {}
         for b in _batches(plans, threads, batch):

@@ -33,6 +33,7 @@ from .._dask import (
     local_cluster,
     peak_memory,
     require_distributed,
+    warn_malloc_trim,
 )
 from ..budget import BudgetExceeded
 from .blocks import DEFAULT_BLOCK_ROWS, LostBlocks, as_blocks, is_dask_array, npy_dask
@@ -93,6 +94,8 @@ class DaskBlocks:
                 self._cluster = local_cluster(workers, memory_limit=memory_limit)
                 client = dask_client(self._cluster)
         self.client = client
+        if self._cluster is None:  # a cluster of the user's: is it set up to run us fast?
+            warn_malloc_trim(client)
         if isinstance(counts, np.memmap) and str(counts.filename).endswith(".npy"):
             # a .npy file on disk (shared file system): each task reads its rows by path
             counts = npy_dask(counts.filename, counts.offset, counts.shape, counts.dtype,
