@@ -148,9 +148,10 @@ def _be_end1(x: float, t: float, k0: float, k1: float, s: float, ltm: float, lb:
     return v_, (dl + rr * t) / (1.0 - rr)
 
 
-#: a direction whose composed loss is bounded by at most this is solved after the other, and
-#: skipped if it cannot set the answer (:meth:`SaddlePointAccountant._eps_dirs_pruned`): an
-#: eps(delta) below 1 is where the skip can fail
+#: without ``bounds``, a direction whose composed loss is bounded by at most this is solved
+#: after the other, and skipped if it cannot set the answer
+#: (:meth:`SaddlePointAccountant._eps_dirs_pruned`; with ``bounds`` every such direction is):
+#: an eps(delta) below 1 is where the skip can fail
 _TRY_SKIP = 1.0
 
 #: a direction's delta(eps) whose certified bound is below this fraction of the other's
@@ -547,17 +548,20 @@ class SaddlePointAccountant(Accountant):
         * ``sup_b <= e*``: a composed loss bounded by ``sup`` has ``delta(eps) = 0`` for
           ``eps >= sup`` (10 DP-SGD steps at q = 0.01: the add direction's ``sup`` is 0.1);
         * (with ``bounds``) the refined moments bound (eq. (43), valid at every tilt) of
-          ``delta_b(e*)`` is at most ``delta`` at some tilt of ``b``'s first bracketing grid
-          (:meth:`_rma_eps_on_grid`; a small sampling rate over many steps: the add
-          direction's saddle point lies at tilts of tens to thousands, the costliest
-          quadrature node sets).
+          ``b``'s eps, at the tilts of its first bracketing grid (:meth:`_rma_eps_on_grid`),
+          is at most ``cut = min(e*, max(lower_a, e*/4))`` (:data:`_WEAK_LOWER`): a small
+          sampling rate over many steps, where the add direction's saddle point lies at
+          tilts of tens to thousands, the costliest quadrature node sets.
 
         The answer's approximation and upper bound (maxima over the directions) are then
         ``a``'s: ``b``'s certified upper bound (at most that of eq. (43) at any tilt) is at
         most ``e*``, and so is its approximation unless that exceeded ``b``'s own certified
         bound. ``b``'s lower bound is not computed: the answer's is ``a``'s (None when that
-        is uninformative). Solving the two apart costs about 0.2 ms more than together when
-        ``b`` is needed after all."""
+        is uninformative); the one given up is below ``b``'s true eps, so at most the bound
+        shown: at most ``a``'s lower bound, or a quarter of the answer. Without ``bounds``
+        only the first test is made, and only where ``sup_b`` is at most :data:`_TRY_SKIP`.
+        Solving the two apart costs about 0.2 ms more than together when ``b`` is needed
+        after all; a warm query after one that needed both solves them together."""
         if len(dirs) == 2:
             a, b = (dirs[0], dirs[1]) if dirs[0].sup >= dirs[1].sup else (dirs[1], dirs[0])
             if b.sup < a.sup and (self.bounds or b.sup <= _TRY_SKIP):
