@@ -302,25 +302,39 @@ class Direction:
         values of :meth:`extras_split`, of the composed grid shift ``counts @ shift`` and of
         :meth:`cutoffs`, from one product with :attr:`prep_table` per piece of
         :data:`PIECE_ROWS` examples (the intermediate arrays stay in cache; every value is
-        computed per row, so it does not depend on the pieces)."""
+        computed per row, so it does not depend on the pieces): :meth:`prepare_piece` on
+        each piece in turn."""
         n = counts.shape[0]
-        nt = self.t_pos.size
-        ni = self.table_inf.shape[1]
-        inf_mass, outside, shift, tau = (np.empty(n) for _ in range(4))
-        kk = np.empty(n, dtype=self.starts.dtype)
-        width = self.prep_table.shape[1]
-        ncols = width
+        out = (np.empty(n), np.empty(n), np.empty(n), np.empty(n, dtype=self.starts.dtype),
+               np.empty(n))
+        ncols = None
         for a in range(0, n, PIECE_ROWS):
             b = min(n, a + PIECE_ROWS)
-            piece = counts[a:b]
-            prod, ncols = self._prep_product(piece, ncols)
-            inf_mass[a:b], outside[a:b] = self._extras_of(prod[:, :ni])
-            shift[a:b] = prod[:, 2 * nt]
-            segs = ((self.env_split, prod[:, ni:], width - prod.shape[1]),
-                    (0, lambda piece=piece: row_products(piece,
-                                                         self.log_env[:, :self.env_split]), 0))
-            kk[a:b], tau[a:b] = self._cutoffs_of(segs, tol)
-        return inf_mass, outside, shift, kk, tau
+            vals, ncols = self.prepare_piece(counts[a:b], tol, ncols)
+            for o, x in zip(out, vals, strict=True):
+                o[a:b] = x
+        return out
+
+    def prepare_piece(self, piece: np.ndarray, tol: float, ncols: int | None = None
+                      ) -> tuple[tuple[np.ndarray, ...], int]:
+        """:meth:`prepare` of one piece of examples (rows of ``piece``), computing the first
+        ``ncols`` columns of :attr:`prep_table` (None: all; see :meth:`_prep_product`), and
+        how many to compute for the next piece. A caller that reads the counts piece by
+        piece (:func:`~tightdp.individual.pld_blocks.prepare`: each piece gathered from the
+        block while it stays in cache, for both transforms of a direction) passes the
+        pieces of :data:`PIECE_ROWS` examples in order and the count returned, as
+        :meth:`prepare` does: the same products, the same values."""
+        nt = self.t_pos.size
+        ni = self.table_inf.shape[1]
+        width = self.prep_table.shape[1]
+        prod, ncols = self._prep_product(piece, width if ncols is None else ncols)
+        inf_mass, outside = self._extras_of(prod[:, :ni])
+        shift = prod[:, 2 * nt].copy()
+        segs = ((self.env_split, prod[:, ni:], width - prod.shape[1]),
+                (0, lambda piece=piece: row_products(piece, self.log_env[:, :self.env_split]),
+                 0))
+        kk, tau = self._cutoffs_of(segs, tol)
+        return (inf_mass, outside, shift, kk, tau), ncols
 
     def _prep_product(self, piece: np.ndarray, ncols: int) -> tuple[np.ndarray, int]:
         """The product of ``piece`` with the first ``ncols`` columns of :attr:`prep_table`,
