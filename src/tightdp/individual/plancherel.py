@@ -67,17 +67,20 @@ _EXP_ZERO = -750.0
 #: a column of envelope products whose every entry is below this proves that the columns
 #: after it are below :data:`_EXP_ZERO` too (see :meth:`Direction.prepare`)
 _EXP_ZERO_SURE = _EXP_ZERO * (1.0 + 1e-9)
+#: envelope blocks whose truncation sums :meth:`Direction._cutoffs_of` computes at a time
+_CUT_ROWS = 8
 #: envelope columns computed past the last one that was below :data:`_EXP_ZERO_SURE` for
 #: every example of the previous piece
 _ZERO_SLACK = 2
 
 
-def _zero_tail(prod: np.ndarray) -> int:
+def _zero_tail(prod: np.ndarray, col_max: np.ndarray | None = None) -> int:
     """How many of the last columns of ``prod`` are below :data:`_EXP_ZERO` in every row
-    (their exponentials are zeros)."""
+    (their exponentials are zeros); ``col_max``: ``np.max(prod, axis=0)`` if already
+    computed (exact: the same array)."""
     if prod.shape[0] == 0 or prod.shape[1] == 0:
         return 0
-    low = np.max(prod, axis=0) < _EXP_ZERO
+    low = (np.max(prod, axis=0) if col_max is None else col_max) < _EXP_ZERO
     return int(low.size) if low.all() else int(np.argmin(low[::-1]))
 
 
@@ -327,19 +330,22 @@ class Direction:
         nt = self.t_pos.size
         ni = self.table_inf.shape[1]
         width = self.prep_table.shape[1]
-        prod, ncols = self._prep_product(piece, width if ncols is None else ncols)
+        prod, ncols, col_max = self._prep_product(piece, width if ncols is None else ncols)
         inf_mass, outside = self._extras_of(prod[:, :ni])
         shift = prod[:, 2 * nt].copy()
-        segs = ((self.env_split, prod[:, ni:], width - prod.shape[1]),
+        segs = ((self.env_split, prod[:, ni:], width - prod.shape[1], col_max),
                 (0, lambda piece=piece: row_products(piece, self.log_env[:, :self.env_split]),
-                 0))
+                 0, None))
         kk, tau = self._cutoffs_of(segs, tol)
         return (inf_mass, outside, shift, kk, tau), ncols
 
-    def _prep_product(self, piece: np.ndarray, ncols: int) -> tuple[np.ndarray, int]:
+    def _prep_product(self, piece: np.ndarray, ncols: int
+                      ) -> tuple[np.ndarray, int, np.ndarray | None]:
         """The product of ``piece`` with the first ``ncols`` columns of :attr:`prep_table`,
         or with all of them unless its last column shows that the rest are below exp's
-        underflow for every example; and how many columns to compute for the next piece.
+        underflow for every example; how many columns to compute for the next piece; and
+        the maxima over the examples of its envelope columns (which :meth:`_cutoffs_of`
+        reads too; None without rows or envelope columns).
 
         The envelope columns run over the blocks of frequencies upwards, and each bucket's
         envelope is non-increasing from one block to the next (a maximum over the
@@ -360,14 +366,15 @@ class Direction:
         ni = self.table_inf.shape[1]
         env = prod[:, ni:]
         if env.shape[0] == 0 or env.shape[1] == 0:
-            return prod, width
-        sure = np.max(env, axis=0) < _EXP_ZERO_SURE
+            return prod, width, None
+        col_max = np.max(env, axis=0)
+        sure = col_max < _EXP_ZERO_SURE
         # the first column of the run of sure ones at the end (none: past the last column)
         run = env.shape[1] if sure.all() else int(np.argmin(sure[::-1]))
         first = env.shape[1] - run
         need = ni + first + 1 + _ZERO_SLACK
         # (row_products pads the columns to a multiple of _COLUMN_TILE: those come free)
-        return prod, min(width, need + (-need % _COLUMN_TILE))
+        return prod, min(width, need + (-need % _COLUMN_TILE)), col_max
 
     def _extras_of(self, prod: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`extras_split` from the product of the counts with :attr:`table_inf`."""
@@ -391,15 +398,16 @@ class Direction:
         # as a cumulative sum over the reversed blocks); each example keeps the first block
         # from which it is <= tol, and the sums only grow, so the loop stops at the first
         # block where no example is within tol
-        return self._cutoffs_of([(0, row_products(counts, self.log_env), 0)], tol)
+        return self._cutoffs_of([(0, row_products(counts, self.log_env), 0, None)], tol)
 
     def _cutoffs_of(self, segs, tol: float) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`cutoffs` from the products of the counts with the envelope blocks:
-        ``segs`` lists ``(b0, prod, nz)`` from the last blocks down, ``prod`` the product
-        with the blocks ``b0, b0 + 1, ...`` (or a callable computing it when reached, i.e.
-        when some example is still within ``tol`` after the blocks above it), then ``nz``
-        blocks not computed whose exponentials are known to be 0 for every example, up to
-        the previous segment's ``b0``.
+        ``segs`` lists ``(b0, prod, nz, col_max)`` from the last blocks down, ``prod`` the
+        product with the blocks ``b0, b0 + 1, ...`` (or a callable computing it when
+        reached, i.e. when some example is still within ``tol`` after the blocks above it),
+        then ``nz`` blocks not computed whose exponentials are known to be 0 for every
+        example, up to the previous segment's ``b0``; ``col_max`` the maxima of the columns
+        of ``prod`` over the examples, if already computed (else None).
 
         Per example the bound on the blocks ``b' >= b`` is summed from the last block down
         (a running sum along the rows: the same additions, in the same order, as one block
@@ -408,7 +416,7 @@ class Direction:
         that sum as its bound ``tau``."""
         n = None
         kk = tau = tail = None
-        for b0, prod, nz in segs:
+        for b0, prod, nz, col_max in segs:
             if callable(prod):
                 prod = prod()
             if kk is None:
@@ -421,7 +429,7 @@ class Direction:
             # the underflow; the ``nz`` blocks after the columns of ``prod`` are such, not
             # computed): the sums do not change there, so each example within tol on
             # entering them keeps the lowest of them and its sum so far, as block by block
-            z = nz + _zero_tail(prod)
+            z = nz + _zero_tail(prod, col_max)
             if z:
                 ok = tail <= tol
                 kk[ok] = self.starts[b0 + nbs - z]
@@ -432,16 +440,27 @@ class Direction:
                 prod = prod[:, :nbs]
             # (block, example) contributions, the blocks from the last down (row j + 1 holds
             # block b0 + nbs - 1 - j) below the running sum's start (row 0)
+            # computed _CUT_ROWS blocks at a time, down to where every example's sum is
+            # above tol (the sums only grow: the blocks below change no cut-off and no tau)
             c = np.empty((nbs + 1, n))
             c[0] = tail
-            np.minimum(prod.T[::-1], 0.0, out=c[1:])
-            np.exp(c[1:], out=c[1:])
-            c[1:] *= self.block_w[b0:b0 + nbs][::-1, None]
-            for i in range(1, nbs + 1):
-                np.add(c[i - 1], c[i], out=c[i])
+            src = prod.T[::-1]
+            w = self.block_w[b0:b0 + nbs][::-1, None]
+            done = nbs
+            for r0 in range(0, nbs, _CUT_ROWS):
+                r1 = min(nbs, r0 + _CUT_ROWS)
+                part = c[1 + r0:1 + r1]
+                np.minimum(src[r0:r1], 0.0, out=part)
+                np.exp(part, out=part)
+                part *= w[r0:r1]
+                for i in range(1 + r0, 1 + r1):
+                    np.add(c[i - 1], c[i], out=c[i])
+                if r1 < nbs and np.all(c[r1] > tol):
+                    done = r1
+                    break
             # how many of the segment's blocks keep each example within tol (a prefix: the
-            # sums only grow)
-            j = np.count_nonzero(c[1:] <= tol, axis=0)
+            # sums only grow; none below ``done``)
+            j = np.count_nonzero(c[1:1 + done] <= tol, axis=0)
             got = np.nonzero(j)[0]
             kk[got] = self.starts[b0 + nbs - j[got]]
             tau[got] = c[j[got], got]
