@@ -186,6 +186,24 @@ def extents(laws: list[BucketLaws], counts: np.ndarray, log_tail: float,
     return [_window(a, b) for a, b in zip(lo, hi, strict=True)]
 
 
+def _wrap_onto(out: np.ndarray, offset: int, probs: np.ndarray) -> None:
+    """``out[i] = sum of probs[j] over (offset + j) mod K = i`` (``K = out.size``): the law
+    wrapped onto the window, as ``np.bincount((offset + arange) % K, probs, minlength=K)``
+    gives it. When the law has at most ``K`` atoms each window point gets at most one, so
+    that is the atom plus 0.0 (what the bincount sums, from 0.0): two slices, no index
+    array; otherwise the bincount."""
+    K, n = out.size, probs.size
+    if n > K:
+        out[:] = np.bincount((offset + np.arange(n)) % K, weights=probs, minlength=K)
+        return
+    out[:] = 0.0
+    a = offset % K
+    first = min(n, K - a)
+    np.add(probs[:first], 0.0, out=out[a:a + first])
+    if first < n:
+        np.add(probs[first:], 0.0, out=out[:n - first])
+
+
 class Direction:
     """Precomputed transforms of the bucket PLDs for one direction of the pair, on the FFT
     window ``window = (i_lo, i_hi)`` of grid indices (from :meth:`BucketLaws.extent`)."""
@@ -228,8 +246,7 @@ class Direction:
         for j0 in range(0, B, _FFT_ROWS):
             part = plds[j0:j0 + _FFT_ROWS]
             for i, p in enumerate(part):
-                idx = (p.offset + np.arange(p.probs.size)) % K
-                buf[i] = np.bincount(idx, weights=p.probs, minlength=K)
+                _wrap_onto(buf[i], p.offset, p.probs)
                 self.mass[j0 + i] = float(p.probs.sum())
                 self.inf[j0 + i] = float(p.inf_mass)
             self.spec[j0:j0 + len(part)] = sfft.rfft(buf[:len(part)], axis=-1,
@@ -530,10 +547,12 @@ def staircase(kk_rows: np.ndarray | None, kk: int) -> np.ndarray | None:
 _ROOT_TABLE_MAX = 1 << 18
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=8)
 def _root_table(K: int) -> np.ndarray:
     """``e^{i theta_j}``, ``theta_j = 2 pi j / K`` for ``j < K`` (read-only; cached: the
-    evaluators of a direction share it)."""
+    evaluators of a direction share it; eight windows: the upper and lower transforms of
+    four grid levels, which a block's evaluate pass goes through in turn -- with two, every
+    block built the tables of its levels again, at most 4 MB each)."""
     t = np.exp(1j * (2.0 * np.pi * np.arange(K) / K))
     t.flags.writeable = False
     return t
