@@ -111,7 +111,12 @@ def init_state(block, state, used: np.ndarray, x: np.ndarray, log_w: float):
     privacy", 2022, Thm. 5.2 / Cor. 5.4; ``x = e^{c_j^2/sigma^2} - 1`` per bucket, ``log_w``
     the worst case's ``log(mu^2 / q^2)``). Only chooses grid steps."""
     b = np.asarray(block)
-    act = np.nonzero(np.any(b[:, used + 1] > 0, axis=1))[0]
+    cols = used + 1
+    if cols.size and cols[-1] - cols[0] + 1 == cols.size:
+        # consecutive columns: a view, no gather (counts are >= 0: nonzero is positive)
+        act = np.nonzero(b[:, int(cols[0]):int(cols[-1]) + 1].any(axis=1))[0]
+    else:
+        act = np.nonzero(np.any(b[:, cols] > 0, axis=1))[0]
     # row_products per piece of examples (the values are per row: the same)
     prod = np.empty(act.size)
     for a in range(0, act.size, PIECE_ROWS):
