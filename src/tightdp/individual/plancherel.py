@@ -67,17 +67,20 @@ _EXP_ZERO = -750.0
 #: a column of envelope products whose every entry is below this proves that the columns
 #: after it are below :data:`_EXP_ZERO` too (see :meth:`Direction.prepare`)
 _EXP_ZERO_SURE = _EXP_ZERO * (1.0 + 1e-9)
+#: envelope blocks whose truncation sums :meth:`Direction._cutoffs_of` computes at a time
+_CUT_ROWS = 8
 #: envelope columns computed past the last one that was below :data:`_EXP_ZERO_SURE` for
 #: every example of the previous piece
 _ZERO_SLACK = 2
 
 
-def _zero_tail(prod: np.ndarray) -> int:
+def _zero_tail(prod: np.ndarray, col_max: np.ndarray | None = None) -> int:
     """How many of the last columns of ``prod`` are below :data:`_EXP_ZERO` in every row
-    (their exponentials are zeros)."""
+    (their exponentials are zeros); ``col_max``: ``np.max(prod, axis=0)`` if already
+    computed (exact: the same array)."""
     if prod.shape[0] == 0 or prod.shape[1] == 0:
         return 0
-    low = np.max(prod, axis=0) < _EXP_ZERO
+    low = (np.max(prod, axis=0) if col_max is None else col_max) < _EXP_ZERO
     return int(low.size) if low.all() else int(np.argmin(low[::-1]))
 
 
@@ -183,6 +186,24 @@ def extents(laws: list[BucketLaws], counts: np.ndarray, log_tail: float,
     return [_window(a, b) for a, b in zip(lo, hi, strict=True)]
 
 
+def _wrap_onto(out: np.ndarray, offset: int, probs: np.ndarray) -> None:
+    """``out[i] = sum of probs[j] over (offset + j) mod K = i`` (``K = out.size``): the law
+    wrapped onto the window, as ``np.bincount((offset + arange) % K, probs, minlength=K)``
+    gives it. When the law has at most ``K`` atoms each window point gets at most one, so
+    that is the atom plus 0.0 (what the bincount sums, from 0.0): two slices, no index
+    array; otherwise the bincount."""
+    K, n = out.size, probs.size
+    if n > K:
+        out[:] = np.bincount((offset + np.arange(n)) % K, weights=probs, minlength=K)
+        return
+    out[:] = 0.0
+    a = offset % K
+    first = min(n, K - a)
+    np.add(probs[:first], 0.0, out=out[a:a + first])
+    if first < n:
+        np.add(probs[first:], 0.0, out=out[:n - first])
+
+
 class Direction:
     """Precomputed transforms of the bucket PLDs for one direction of the pair, on the FFT
     window ``window = (i_lo, i_hi)`` of grid indices (from :meth:`BucketLaws.extent`)."""
@@ -225,8 +246,7 @@ class Direction:
         for j0 in range(0, B, _FFT_ROWS):
             part = plds[j0:j0 + _FFT_ROWS]
             for i, p in enumerate(part):
-                idx = (p.offset + np.arange(p.probs.size)) % K
-                buf[i] = np.bincount(idx, weights=p.probs, minlength=K)
+                _wrap_onto(buf[i], p.offset, p.probs)
                 self.mass[j0 + i] = float(p.probs.sum())
                 self.inf[j0 + i] = float(p.inf_mass)
             self.spec[j0:j0 + len(part)] = sfft.rfft(buf[:len(part)], axis=-1,
@@ -302,30 +322,47 @@ class Direction:
         values of :meth:`extras_split`, of the composed grid shift ``counts @ shift`` and of
         :meth:`cutoffs`, from one product with :attr:`prep_table` per piece of
         :data:`PIECE_ROWS` examples (the intermediate arrays stay in cache; every value is
-        computed per row, so it does not depend on the pieces)."""
+        computed per row, so it does not depend on the pieces): :meth:`prepare_piece` on
+        each piece in turn."""
         n = counts.shape[0]
-        nt = self.t_pos.size
-        ni = self.table_inf.shape[1]
-        inf_mass, outside, shift, tau = (np.empty(n) for _ in range(4))
-        kk = np.empty(n, dtype=self.starts.dtype)
-        width = self.prep_table.shape[1]
-        ncols = width
+        out = (np.empty(n), np.empty(n), np.empty(n), np.empty(n, dtype=self.starts.dtype),
+               np.empty(n))
+        ncols = None
         for a in range(0, n, PIECE_ROWS):
             b = min(n, a + PIECE_ROWS)
-            piece = counts[a:b]
-            prod, ncols = self._prep_product(piece, ncols)
-            inf_mass[a:b], outside[a:b] = self._extras_of(prod[:, :ni])
-            shift[a:b] = prod[:, 2 * nt]
-            segs = ((self.env_split, prod[:, ni:], width - prod.shape[1]),
-                    (0, lambda piece=piece: row_products(piece,
-                                                         self.log_env[:, :self.env_split]), 0))
-            kk[a:b], tau[a:b] = self._cutoffs_of(segs, tol)
-        return inf_mass, outside, shift, kk, tau
+            vals, ncols = self.prepare_piece(counts[a:b], tol, ncols)
+            for o, x in zip(out, vals, strict=True):
+                o[a:b] = x
+        return out
 
-    def _prep_product(self, piece: np.ndarray, ncols: int) -> tuple[np.ndarray, int]:
+    def prepare_piece(self, piece: np.ndarray, tol: float, ncols: int | None = None
+                      ) -> tuple[tuple[np.ndarray, ...], int]:
+        """:meth:`prepare` of one piece of examples (rows of ``piece``), computing the first
+        ``ncols`` columns of :attr:`prep_table` (None: all; see :meth:`_prep_product`), and
+        how many to compute for the next piece. A caller that reads the counts piece by
+        piece (:func:`~tightdp.individual.pld_blocks.prepare`: each piece gathered from the
+        block while it stays in cache, for both transforms of a direction) passes the
+        pieces of :data:`PIECE_ROWS` examples in order and the count returned, as
+        :meth:`prepare` does: the same products, the same values."""
+        nt = self.t_pos.size
+        ni = self.table_inf.shape[1]
+        width = self.prep_table.shape[1]
+        prod, ncols, col_max = self._prep_product(piece, width if ncols is None else ncols)
+        inf_mass, outside = self._extras_of(prod[:, :ni])
+        shift = prod[:, 2 * nt].copy()
+        segs = ((self.env_split, prod[:, ni:], width - prod.shape[1], col_max),
+                (0, lambda piece=piece: row_products(piece, self.log_env[:, :self.env_split]),
+                 0, None))
+        kk, tau = self._cutoffs_of(segs, tol)
+        return (inf_mass, outside, shift, kk, tau), ncols
+
+    def _prep_product(self, piece: np.ndarray, ncols: int
+                      ) -> tuple[np.ndarray, int, np.ndarray | None]:
         """The product of ``piece`` with the first ``ncols`` columns of :attr:`prep_table`,
         or with all of them unless its last column shows that the rest are below exp's
-        underflow for every example; and how many columns to compute for the next piece.
+        underflow for every example; how many columns to compute for the next piece; and
+        the maxima over the examples of its envelope columns (which :meth:`_cutoffs_of`
+        reads too; None without rows or envelope columns).
 
         The envelope columns run over the blocks of frequencies upwards, and each bucket's
         envelope is non-increasing from one block to the next (a maximum over the
@@ -346,14 +383,15 @@ class Direction:
         ni = self.table_inf.shape[1]
         env = prod[:, ni:]
         if env.shape[0] == 0 or env.shape[1] == 0:
-            return prod, width
-        sure = np.max(env, axis=0) < _EXP_ZERO_SURE
+            return prod, width, None
+        col_max = np.max(env, axis=0)
+        sure = col_max < _EXP_ZERO_SURE
         # the first column of the run of sure ones at the end (none: past the last column)
         run = env.shape[1] if sure.all() else int(np.argmin(sure[::-1]))
         first = env.shape[1] - run
         need = ni + first + 1 + _ZERO_SLACK
         # (row_products pads the columns to a multiple of _COLUMN_TILE: those come free)
-        return prod, min(width, need + (-need % _COLUMN_TILE))
+        return prod, min(width, need + (-need % _COLUMN_TILE)), col_max
 
     def _extras_of(self, prod: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`extras_split` from the product of the counts with :attr:`table_inf`."""
@@ -377,15 +415,16 @@ class Direction:
         # as a cumulative sum over the reversed blocks); each example keeps the first block
         # from which it is <= tol, and the sums only grow, so the loop stops at the first
         # block where no example is within tol
-        return self._cutoffs_of([(0, row_products(counts, self.log_env), 0)], tol)
+        return self._cutoffs_of([(0, row_products(counts, self.log_env), 0, None)], tol)
 
     def _cutoffs_of(self, segs, tol: float) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`cutoffs` from the products of the counts with the envelope blocks:
-        ``segs`` lists ``(b0, prod, nz)`` from the last blocks down, ``prod`` the product
-        with the blocks ``b0, b0 + 1, ...`` (or a callable computing it when reached, i.e.
-        when some example is still within ``tol`` after the blocks above it), then ``nz``
-        blocks not computed whose exponentials are known to be 0 for every example, up to
-        the previous segment's ``b0``.
+        ``segs`` lists ``(b0, prod, nz, col_max)`` from the last blocks down, ``prod`` the
+        product with the blocks ``b0, b0 + 1, ...`` (or a callable computing it when
+        reached, i.e. when some example is still within ``tol`` after the blocks above it),
+        then ``nz`` blocks not computed whose exponentials are known to be 0 for every
+        example, up to the previous segment's ``b0``; ``col_max`` the maxima of the columns
+        of ``prod`` over the examples, if already computed (else None).
 
         Per example the bound on the blocks ``b' >= b`` is summed from the last block down
         (a running sum along the rows: the same additions, in the same order, as one block
@@ -394,7 +433,7 @@ class Direction:
         that sum as its bound ``tau``."""
         n = None
         kk = tau = tail = None
-        for b0, prod, nz in segs:
+        for b0, prod, nz, col_max in segs:
             if callable(prod):
                 prod = prod()
             if kk is None:
@@ -407,7 +446,7 @@ class Direction:
             # the underflow; the ``nz`` blocks after the columns of ``prod`` are such, not
             # computed): the sums do not change there, so each example within tol on
             # entering them keeps the lowest of them and its sum so far, as block by block
-            z = nz + _zero_tail(prod)
+            z = nz + _zero_tail(prod, col_max)
             if z:
                 ok = tail <= tol
                 kk[ok] = self.starts[b0 + nbs - z]
@@ -418,16 +457,27 @@ class Direction:
                 prod = prod[:, :nbs]
             # (block, example) contributions, the blocks from the last down (row j + 1 holds
             # block b0 + nbs - 1 - j) below the running sum's start (row 0)
+            # computed _CUT_ROWS blocks at a time, down to where every example's sum is
+            # above tol (the sums only grow: the blocks below change no cut-off and no tau)
             c = np.empty((nbs + 1, n))
             c[0] = tail
-            np.minimum(prod.T[::-1], 0.0, out=c[1:])
-            np.exp(c[1:], out=c[1:])
-            c[1:] *= self.block_w[b0:b0 + nbs][::-1, None]
-            for i in range(1, nbs + 1):
-                np.add(c[i - 1], c[i], out=c[i])
+            src = prod.T[::-1]
+            w = self.block_w[b0:b0 + nbs][::-1, None]
+            done = nbs
+            for r0 in range(0, nbs, _CUT_ROWS):
+                r1 = min(nbs, r0 + _CUT_ROWS)
+                part = c[1 + r0:1 + r1]
+                np.minimum(src[r0:r1], 0.0, out=part)
+                np.exp(part, out=part)
+                part *= w[r0:r1]
+                for i in range(1 + r0, 1 + r1):
+                    np.add(c[i - 1], c[i], out=c[i])
+                if r1 < nbs and np.all(c[r1] > tol):
+                    done = r1
+                    break
             # how many of the segment's blocks keep each example within tol (a prefix: the
-            # sums only grow)
-            j = np.count_nonzero(c[1:] <= tol, axis=0)
+            # sums only grow; none below ``done``)
+            j = np.count_nonzero(c[1:1 + done] <= tol, axis=0)
             got = np.nonzero(j)[0]
             kk[got] = self.starts[b0 + nbs - j[got]]
             tau[got] = c[j[got], got]
@@ -497,10 +547,12 @@ def staircase(kk_rows: np.ndarray | None, kk: int) -> np.ndarray | None:
 _ROOT_TABLE_MAX = 1 << 18
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=8)
 def _root_table(K: int) -> np.ndarray:
     """``e^{i theta_j}``, ``theta_j = 2 pi j / K`` for ``j < K`` (read-only; cached: the
-    evaluators of a direction share it)."""
+    evaluators of a direction share it; eight windows: the upper and lower transforms of
+    four grid levels, which a block's evaluate pass goes through in turn -- with two, every
+    block built the tables of its levels again, at most 4 MB each)."""
     t = np.exp(1j * (2.0 * np.pi * np.arange(K) / K))
     t.flags.writeable = False
     return t

@@ -202,6 +202,7 @@ def _ctd_split(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float,
     j_lo, j_hi = _grid(d, lo, hi, shift)
     g = shift + np.arange(j_lo, j_hi + 1) * d
     vals = None if cdfs is None else cdfs.at(d, j_lo, j_hi)
+    fine = vals is not None
     if vals is None:
         vals = loss.log_cdfs(g)
     pb, qb = loss.bin_masses_from(*vals)  # bins (g_j, g_{j+1}]
@@ -216,6 +217,14 @@ def _ctd_split(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float,
         with np.errstate(divide="ignore", invalid="ignore"):
             log_rho[lost] = lqb + g[lost] - np.log(pb[lost])
     log_rho = np.clip(np.nan_to_num(log_rho, nan=0.0, neginf=-d, posinf=0.0), -d, 0.0)
+    if fine:
+        # the masses beyond the grid's ends from the log CDFs read at its end points: the
+        # values the loss gives there, as it evaluates point by point (what reading the
+        # fine grid assumes; see _FineCdfs), without four more evaluations at one point
+        lpc, lps, lqc, lqs = vals
+        ends = np.exp(np.array([lpc[0], lqc[0], lps[-1]]))
+        return _Bins(j_lo, g, pb, qb, log_rho, float(ends[0]), float(ends[1]),
+                     float(ends[2]), float(lqs[-1]))
     g0, gt = np.asarray(g[0]), np.asarray(g[-1])
     return _Bins(j_lo, g, pb, qb, log_rho, float(loss.p_cdf(g0)), float(loss.q_cdf(g0)),
                  float(loss.p_sf(gt)), float(loss.logq_sf(gt)))
@@ -452,8 +461,20 @@ class _Tents(dict):
     def __init__(self, theta: np.ndarray, gap: np.ndarray):
         super().__init__()
         self.theta, self.gap = theta, gap
+        self.rows: dict = {}  # refined interval -> its row of s_all, g_all
+        self.s_all = self.g_all = None
+
+    def refine(self, js: np.ndarray, rows: np.ndarray, s_all: np.ndarray,
+               g_all: np.ndarray) -> None:
+        """Intervals ``js`` keep the points of rows ``rows`` of ``(s_all, g_all)`` (looked
+        up when asked: the searches ask for a few intervals)."""
+        self.rows = dict(zip(js.tolist(), rows.tolist(), strict=True))
+        self.s_all, self.g_all = s_all, g_all
 
     def __missing__(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        r = self.rows.get(j)
+        if r is not None:
+            return self.s_all[r], self.g_all[r]
         return np.array([self.theta[j]]), np.array([self.gap[j]])
 
 
@@ -538,10 +559,9 @@ def _refined_gaps(loss: PrivacyLoss, g: np.ndarray, gap: np.ndarray, theta: np.n
     usable = ~np.any((pb > 0) & ~(qb > 0), axis=1) & (best < gap[pick]) \
         & np.all(np.isfinite(g_all), axis=1)
     gap = gap.copy()
-    for r in np.nonzero(usable)[0].tolist():
-        j = int(pick[r])
-        gap[j] = float(best[r])
-        tents[j] = (s_all[r], g_all[r])
+    rows = np.nonzero(usable)[0]
+    gap[pick[rows]] = best[rows]
+    tents.refine(pick[rows], rows, s_all, g_all)
     return gap, tents
 
 
@@ -549,19 +569,42 @@ def _pav_push(vals: list[float], wts: list[float], lens: list[int], xs: list[flo
               ys: list[float]) -> None:
     """Push the segments ``(xs, ys)`` (slopes, weights) in turn onto the stack of
     pool-adjacent-violators, pooling the top while it is above the segment pushed (each
-    pooled slope the weighted mean of the two, lower block first)."""
+    pooled slope the weighted mean of the two, lower block first).
+
+    The top block is held in local variables while segments pool into it (most do: a
+    violation is often followed by a long run of segments each pooled into the growing
+    block) and goes on the lists when a segment does not pool: the same comparisons and
+    the same arithmetic, in the same order, as pushing every segment onto the lists and
+    popping it again."""
+    if not xs:
+        return
+    have = bool(vals)
+    if have:
+        tv, tw, tl = vals.pop(), wts.pop(), lens.pop()
     for x, y in zip(xs, ys, strict=True):
-        ln = 1
-        while vals and vals[-1] > x:
-            v1 = vals.pop()
-            w1 = wts.pop()
-            tot = w1 + y
-            x = (v1 * w1 + x * y) / tot
+        if have and tv > x:
+            tot = tw + y
+            x = (tv * tw + x * y) / tot
             y = tot
-            ln += lens.pop()
-        vals.append(x)
-        wts.append(y)
-        lens.append(ln)
+            ln = tl + 1
+            while vals and vals[-1] > x:
+                v1 = vals.pop()
+                w1 = wts.pop()
+                tot = w1 + y
+                x = (v1 * w1 + x * y) / tot
+                y = tot
+                ln += lens.pop()
+            tv, tw, tl = x, y, ln
+        else:
+            if have:
+                vals.append(tv)
+                wts.append(tw)
+                lens.append(tl)
+            tv, tw, tl = x, y, 1
+            have = True
+    vals.append(tv)
+    wts.append(tw)
+    lens.append(tl)
 
 
 def _pool_violators(s: np.ndarray, w: np.ndarray, bad: np.ndarray
