@@ -26,7 +26,7 @@ import numpy as np
 
 __all__ = ["LocalBlocks", "LostBlocks", "run_with_restarts", "MAX_RESTARTS", "block_summary",
            "merge_summaries", "as_blocks", "ResultStore", "attach_counts", "DEFAULT_BLOCK_ROWS",
-           "SUMMARY_EDGES", "is_dask_array", "read_npy_rows", "npy_dask"]
+           "SUMMARY_EDGES", "is_dask_array", "read_npy_rows", "read_rows", "npy_dask"]
 
 #: how many times a query starts over after losing block state with a Dask worker
 MAX_RESTARTS = 3
@@ -68,6 +68,12 @@ def read_npy_rows(path: str, offset: int, dtype: str, block_info=None) -> np.nda
     array stored in the file ``path`` from byte ``offset`` (a ``.npy`` file's data): a dask
     task that reads just these rows, by path."""
     (a, b), (_, nb) = block_info[None]["array-location"]
+    return read_rows(path, offset, dtype, a, b, nb)
+
+
+def read_rows(path: str, offset: int, dtype: str, a: int, b: int, nb: int) -> np.ndarray:
+    """Rows ``[a, b)`` of the 2-d C-ordered array of ``nb`` columns stored in the file
+    ``path`` from byte ``offset``."""
     isz = np.dtype(dtype).itemsize
     out = np.fromfile(path, dtype=dtype, count=(b - a) * nb, offset=offset + a * nb * isz)
     if out.size != (b - a) * nb:
@@ -118,12 +124,13 @@ class LocalBlocks:
         return np.asarray(blk.compute() if is_dask_array(blk) else blk)
 
     def run(self, fn: Callable, states: list, *shared, keep_state: bool = False,
-            on_done: Callable | None = None) -> tuple[list, list]:
+            on_done: Callable | None = None, reads: bool = True) -> tuple[list, list]:
         """Apply ``fn(block, state, *shared)`` to every block: the new states and the outs
-        (``on_done(i, out)`` is called as each block completes)."""
+        (``on_done(i, out)`` is called as each block completes). ``reads=False``: ``fn``
+        does not read the counts (``block`` is None; they are not read)."""
         new, outs = [], []
         for i, st in enumerate(states):
-            s, o = fn(self.block(i), st, *shared)
+            s, o = fn(self.block(i) if reads else None, st, *shared)
             new.append(s)
             outs.append(o)
             if on_done is not None:

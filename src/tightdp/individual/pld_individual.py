@@ -288,7 +288,7 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
         if self.store is not None:
             store = ResultStore(self.store, self.n_examples,
                                 {"epsilon": np.float64, "lower": np.float64})
-        states, outs = ex.run(pb.finish, states, self.name, store)
+        states, outs = ex.run(pb.finish, states, self.name, store, reads=False)
         info["summary"] = merge_summaries(outs)
         if store is not None:
             arrays = store.open()
@@ -362,7 +362,7 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
                         # bracket, or (first round) fall back to a coarser step
                         if refinements == 0 and lv == 0:
                             raise
-                        states, _ = ex.run(pb.give_up, states, lv, refinements > 0)
+                        states, _ = ex.run(pb.give_up, states, lv, refinements > 0, reads=False)
                         continue
                     for r in (0, 1):
                         key = f"fft_points_{r}"
@@ -395,7 +395,7 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
                                        self.chunk_size, self.budget.max_memory,
                                        on_done=done)
                 del built
-            states, outs = ex.run(pb.check, states, self.rtol)
+            states, outs = ex.run(pb.check, states, self.rtol, reads=False)
             n_loose = sum(o[0] for o in outs)
             n_wide = sum(o[1] for o in outs)
             if n_loose == 0 or refinements >= MAX_REFINEMENTS or deadline.passed(0.5):
