@@ -30,8 +30,11 @@ __all__ = ["LocalBlocks", "LostBlocks", "run_with_restarts", "MAX_RESTARTS", "bl
 
 #: how many times a query starts over after losing block state with a Dask worker
 MAX_RESTARTS = 3
-#: examples per block when the counts are a numpy array (a dask array keeps its own chunks)
-DEFAULT_BLOCK_ROWS = 1 << 16
+#: examples per block when the counts are a numpy array (a dask array keeps its own chunks);
+#: the PLD accountant's default (its evaluation sorts a block's examples by cut-off into
+#: chunks: larger blocks give more even chunks; 1e7 examples on 2 workers: 121 s at 65536,
+#: 114 s at 131072, peak 0.85-1.0 GB per worker either way)
+DEFAULT_BLOCK_ROWS = 1 << 17
 #: histogram bins of a per-example summary: 0, then 10^-6 .. 10^4 in 100 bins per decade, +inf
 SUMMARY_EDGES = np.concatenate([[0.0], np.logspace(-6, 4, 1001), [np.inf]])
 #: how many of the largest values a summary keeps
