@@ -248,3 +248,29 @@ def test_user_cluster_with_malloc_trim_is_warned(counts, client):
                                                    client=client).epsilon(DELTA)
     _same(slow.epsilon, ours.epsilon)
     assert "MALLOC_TRIM_THRESHOLD_" not in os.environ or TRIM_BEFORE
+
+
+def test_npy_memmap_row_slice_on_cluster(counts, tmp_path, client):
+    """A row slice of a ``.npy`` file opened as a memmap: the workers read its rows by path
+    from the slice's first row (not the file's), and a column slice (not whole rows) goes to
+    the cluster as data; both give the in-process numbers of the same rows."""
+    path = tmp_path / "counts.npy"
+    np.save(path, counts[:9000])
+    mm = np.load(path, mmap_mode="r")
+    part = mm[3000:7500]
+    local = IndividualSPAAccountant.from_counts(np.asarray(part), **SETTING,
+                                                progress=False).epsilon(DELTA)
+    dist = IndividualSPAAccountant.from_counts(part, **SETTING, progress=False,
+                                               client=client, chunk_size=1000).epsilon(DELTA)
+    _same(dist.epsilon, local.epsilon)
+    _same(dist.upper, local.upper)
+    assert dist.details["summary"]["count"] == 4500
+    # whole rows as columns 0..10 of a 21-column file: not rows of the file on disk
+    wide = np.concatenate([counts[:4000], counts[:4000]], axis=1)
+    np.save(tmp_path / "wide.npy", wide)
+    cols = np.load(tmp_path / "wide.npy", mmap_mode="r")[:, :BUCKETS + 1]
+    local2 = IndividualSPAAccountant.from_counts(np.asarray(cols), **SETTING,
+                                                 progress=False).epsilon(DELTA)
+    dist2 = IndividualSPAAccountant.from_counts(cols, **SETTING, progress=False,
+                                                client=client, chunk_size=1000).epsilon(DELTA)
+    _same(dist2.epsilon, local2.epsilon)

@@ -26,7 +26,8 @@ import numpy as np
 
 __all__ = ["LocalBlocks", "LostBlocks", "run_with_restarts", "MAX_RESTARTS", "block_summary",
            "merge_summaries", "as_blocks", "ResultStore", "attach_counts", "DEFAULT_BLOCK_ROWS",
-           "SUMMARY_EDGES", "is_dask_array", "read_npy_rows", "read_rows", "npy_dask"]
+           "SUMMARY_EDGES", "is_dask_array", "read_npy_rows", "read_rows", "npy_dask",
+           "npy_source"]
 
 #: how many times a query starts over after losing block state with a Dask worker
 MAX_RESTARTS = 3
@@ -72,6 +73,27 @@ def read_npy_rows(path: str, offset: int, dtype: str, block_info=None) -> np.nda
     task that reads just these rows, by path."""
     (a, b), (_, nb) = block_info[None]["array-location"]
     return read_rows(path, offset, dtype, a, b, nb)
+
+
+def npy_source(counts) -> tuple[str, int] | None:
+    """``(path, byte offset of the first row)`` when ``counts`` is a run of whole rows of a
+    2-d C-ordered array mapped from a ``.npy`` file (``np.load(path, mmap_mode="r")`` or a
+    row slice of it), so that tasks can read its rows by path; else None (a column slice,
+    a strided view, another file type)."""
+    if not isinstance(counts, np.memmap) or not str(counts.filename or "").endswith(".npy"):
+        return None
+    root = counts
+    while isinstance(root.base, np.ndarray):  # the memmap of the whole mapping
+        root = root.base
+    if (counts.ndim != 2 or root.ndim != 2 or counts.dtype != root.dtype
+            or counts.shape[1] != root.shape[1] or not counts.flags.c_contiguous
+            or not root.flags.c_contiguous or not isinstance(root, np.memmap)):
+        return None
+    delta = counts.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    row = root.shape[1] * root.itemsize
+    if delta < 0 or (row and delta % row):
+        return None
+    return str(counts.filename), int(root.offset) + int(delta)
 
 
 def read_rows(path: str, offset: int, dtype: str, a: int, b: int, nb: int) -> np.ndarray:

@@ -38,7 +38,14 @@ from .._dask import (
     warn_malloc_trim,
 )
 from ..budget import BudgetExceeded
-from .blocks import DEFAULT_BLOCK_ROWS, LostBlocks, as_blocks, is_dask_array, read_rows
+from .blocks import (
+    DEFAULT_BLOCK_ROWS,
+    LostBlocks,
+    as_blocks,
+    is_dask_array,
+    npy_source,
+    read_rows,
+)
 
 __all__ = ["DaskBlocks"]
 
@@ -102,16 +109,17 @@ class DaskBlocks:
         self.client = client
         if self._cluster is None:  # a cluster of the user's: is it set up to run us fast?
             warn_malloc_trim(client)
-        if isinstance(counts, np.memmap) and str(counts.filename).endswith(".npy"):
-            # a .npy file on disk (shared file system): each task reads its rows by path,
-            # itself (no read task whose output the scheduler would place elsewhere: a
-            # task runs where its block's state is, and the rows are read there; measured
-            # ~1 s per pass over 153 blocks of 2 GB moving rows or states between workers)
+        src = npy_source(counts)
+        if src is not None:
+            # rows of a .npy file on disk (shared file system; a row slice of it reads from
+            # its first row's offset): each task reads its rows by path, itself (no read
+            # task whose output the scheduler would place elsewhere: a task runs where its
+            # block's state is, and the rows are read there; measured ~1 s per pass over
+            # 153 blocks of 2 GB moving rows or states between workers)
             self.bounds = as_blocks(counts, block_rows)
             nb = int(counts.shape[1])
-            self.blocks = [functools.partial(read_rows, str(counts.filename), int(counts.offset),
-                                             counts.dtype.str, a, b, nb)
-                           for a, b in self.bounds]
+            self.blocks = [functools.partial(read_rows, src[0], src[1], counts.dtype.str, a, b,
+                                             nb) for a, b in self.bounds]
             return
         self.bounds = as_blocks(counts, block_rows)
         if is_dask_array(counts):
@@ -154,9 +162,9 @@ class DaskBlocks:
             futs = self.client.scatter([states[j] for j in plain], broadcast=True, hash=False)
             for j, fut in zip(plain, futs, strict=True):
                 states[j] = fut
-        # one graph for the pass (one message to the scheduler, not one per block); a pass
+        # one graph for the pass (one message to the scheduler, not one per block), its tasks
+        # named after ``fn`` (the dashboard's and the tests' view of the passes); a pass
         # that keeps the states has one task per block, returning only its out
-        # the tasks named after ``fn`` (the dashboard's and the tests' view of the passes)
         tag = f"{getattr(fn, '__name__', 'pass')}-{uuid.uuid4().hex}"
         tasks = [dly(_apply)(fn, blk, st, keep_state, *shared_f, dask_key_name=(tag, i))
                  for i, (blk, st) in enumerate(zip(blocks, states, strict=True))]
