@@ -276,6 +276,11 @@ class _Direction:
         """log of the refined moments bound at tilt t (eq. (43)); valid for every t > 0."""
         return k0 + self.k_margin - t * eps + log_theta_max(t)
 
+    def rma_eps(self, t: np.ndarray, k0: np.ndarray, log_delta: float) -> np.ndarray:
+        """The refined moments bound (eq. (43)) solved for eps at ``delta``: at each tilt
+        ``t > 0`` (``k0 = K(t)``), a certified upper bound on eps(delta)."""
+        return (k0 + self.k_margin + log_theta_max(t) - log_delta) / t
+
     def log_be(self, t, eps, ks, rho) -> tuple[np.ndarray, np.ndarray]:
         """:func:`_log_berry_esseen` with this direction's margin."""
         return _log_berry_esseen(t, eps, ks, rho, self.k_margin)
@@ -614,7 +619,7 @@ class SaddlePointAccountant(Accountant):
         for p in grid_parts(tilt_grids(1e-4, 64.0, d.t_cap, 65)[0]):
             k0 = d.K(p, 5)[0]
             with np.errstate(invalid="ignore", over="ignore"):
-                e = (k0 + d.k_margin + log_theta_max(p) - log_delta) / p
+                e = d.rma_eps(p, k0, log_delta)
             e = e[np.isfinite(e)]
             if e.size:
                 best = min(best, float(e.min()))
@@ -681,7 +686,7 @@ class SaddlePointAccountant(Accountant):
         retry = []
         for i, (d, out) in enumerate(zip(dirs, outs, strict=True)):
             tr, k0 = tt[per * i + 1:per * i + 2], sts[i][0, 1:]
-            upper = float(((k0 + d.k_margin + log_theta_max(tr) - log_delta) / tr)[0])
+            upper = float(d.rma_eps(tr, k0, log_delta)[0])
             x_up = roots[2 * i]
             if x_up is None or not x_up < upper:
                 retry.append(i)

@@ -27,7 +27,7 @@ import numpy as np
 __all__ = ["LocalBlocks", "LostBlocks", "run_with_restarts", "MAX_RESTARTS", "block_summary",
            "merge_summaries", "as_blocks", "ResultStore", "attach_counts", "DEFAULT_BLOCK_ROWS",
            "SUMMARY_EDGES", "is_dask_array", "read_npy_rows", "read_rows", "npy_dask",
-           "npy_source"]
+           "npy_source", "as_slice"]
 
 #: how many times a query starts over after losing block state with a Dask worker
 MAX_RESTARTS = 3
@@ -73,6 +73,14 @@ def read_npy_rows(path: str, offset: int, dtype: str, block_info=None) -> np.nda
     task that reads just these rows, by path."""
     (a, b), (_, nb) = block_info[None]["array-location"]
     return read_rows(path, offset, dtype, a, b, nb)
+
+
+def as_slice(cols: np.ndarray) -> np.ndarray | slice:
+    """``cols`` (column indices) as a slice when they are consecutive and increasing (a view
+    of the columns, not a gather), else unchanged."""
+    if cols.size and cols[-1] - cols[0] + 1 == cols.size and np.all(np.diff(cols) == 1):
+        return slice(int(cols[0]), int(cols[-1]) + 1)
+    return cols
 
 
 def npy_source(counts) -> tuple[str, int] | None:

@@ -21,7 +21,7 @@ import numpy as np
 from .._numerics import MACHINE_EPSILON
 from ..pld.discretize import certified_pairs
 from ..results import check_bracket
-from .blocks import ResultStore, block_summary
+from .blocks import ResultStore, as_slice, block_summary
 from .plancherel import (
     HORNER_MAX,
     PIECE_ROWS,
@@ -54,8 +54,8 @@ def bucket_counts(block: np.ndarray, used: np.ndarray,
     if not transposed:
         # one gather of the rows and columns asked (a slice when the columns are
         # consecutive), then the conversion: ~3x faster than a copy of the rows first
-        if cols.size and cols[-1] - cols[0] + 1 == cols.size and np.all(np.diff(cols) == 1):
-            cols = slice(int(cols[0]), int(cols[-1]) + 1)
+        cols = as_slice(cols)
+        if isinstance(cols, slice):
             return (b[:, cols] if rows is None else b[rows, cols]).astype(float)
         return (b[:, cols] if rows is None else b[np.ix_(rows, cols)]).astype(float)
     if rows is not None:
@@ -115,10 +115,10 @@ def init_state(block, state, used: np.ndarray, x: np.ndarray, log_w: float):
     privacy", 2022, Thm. 5.2 / Cor. 5.4; ``x = e^{c_j^2/sigma^2} - 1`` per bucket, ``log_w``
     the worst case's ``log(mu^2 / q^2)``). Only chooses grid steps."""
     b = np.asarray(block)
-    cols = used + 1
-    if cols.size and cols[-1] - cols[0] + 1 == cols.size:
+    cols = as_slice(used + 1)
+    if isinstance(cols, slice):
         # consecutive columns: a view, no gather (counts are >= 0: nonzero is positive)
-        act = np.nonzero(b[:, int(cols[0]):int(cols[-1]) + 1].any(axis=1))[0]
+        act = np.nonzero(b[:, cols].any(axis=1))[0]
     else:
         act = np.nonzero(np.any(b[:, cols] > 0, axis=1))[0]
     # row_products per piece of examples (the values are per row: the same)

@@ -137,6 +137,7 @@ from ..progress import progress_bar
 from ..results import EpsilonResult
 from .blocks import (
     ResultStore,
+    as_slice,
     attach_counts,
     block_summary,
     merge_summaries,
@@ -494,18 +495,10 @@ def _gather_counts(b: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndar
     columns, integers): gathered and converted 1024 rows at a time (slices that stay in
     cache)."""
     out = np.empty((cols.size, rows.size))
-    cs = _as_slice(cols)
+    cs = as_slice(cols)
     for k in range(0, rows.size, 1024):
         out[:, k:k + 1024] = np.take(b, rows[k:k + 1024], axis=0)[:, cs].T
     return out
-
-
-def _as_slice(cols: np.ndarray) -> np.ndarray | slice:
-    """``cols`` (increasing indices) as a slice when they are consecutive (a view, not a
-    gather)."""
-    if cols.size and cols[-1] - cols[0] + 1 == cols.size:
-        return slice(int(cols[0]), int(cols[-1]) + 1)
-    return cols
 
 
 def _beyond(tab: _Table, g_at, target: float, lo: np.ndarray, hi: np.ndarray,
@@ -679,7 +672,7 @@ class _Solver:
         # examples x buckets (a plain conversion, no transposition; the products read it
         # transposed)
         buf = np.empty((min(SUB_CHUNK, n_all), cols.size))
-        cs = _as_slice(cols)
+        cs = as_slice(cols)
         for k in range(0, n_all, SUB_CHUNK):
             m = min(SUB_CHUNK, n_all - k)
             np.copyto(buf[:m], b[k:k + m, cs])
