@@ -569,42 +569,19 @@ def _pav_push(vals: list[float], wts: list[float], lens: list[int], xs: list[flo
               ys: list[float]) -> None:
     """Push the segments ``(xs, ys)`` (slopes, weights) in turn onto the stack of
     pool-adjacent-violators, pooling the top while it is above the segment pushed (each
-    pooled slope the weighted mean of the two, lower block first).
-
-    The top block is held in local variables while segments pool into it (most do: a
-    violation is often followed by a long run of segments each pooled into the growing
-    block) and goes on the lists when a segment does not pool: the same comparisons and
-    the same arithmetic, in the same order, as pushing every segment onto the lists and
-    popping it again."""
-    if not xs:
-        return
-    have = bool(vals)
-    if have:
-        tv, tw, tl = vals.pop(), wts.pop(), lens.pop()
+    pooled slope the weighted mean of the two, lower block first)."""
     for x, y in zip(xs, ys, strict=True):
-        if have and tv > x:
-            tot = tw + y
-            x = (tv * tw + x * y) / tot
+        ln = 1
+        while vals and vals[-1] > x:
+            v1 = vals.pop()
+            w1 = wts.pop()
+            tot = w1 + y
+            x = (v1 * w1 + x * y) / tot
             y = tot
-            ln = tl + 1
-            while vals and vals[-1] > x:
-                v1 = vals.pop()
-                w1 = wts.pop()
-                tot = w1 + y
-                x = (v1 * w1 + x * y) / tot
-                y = tot
-                ln += lens.pop()
-            tv, tw, tl = x, y, ln
-        else:
-            if have:
-                vals.append(tv)
-                wts.append(tw)
-                lens.append(tl)
-            tv, tw, tl = x, y, 1
-            have = True
-    vals.append(tv)
-    wts.append(tw)
-    lens.append(tl)
+            ln += lens.pop()
+        vals.append(x)
+        wts.append(y)
+        lens.append(ln)
 
 
 def _pool_violators(s: np.ndarray, w: np.ndarray, bad: np.ndarray
