@@ -34,7 +34,7 @@ TRUNC_FRACTION = 1e-5
 #: bucket laws transformed per FFT call in :class:`Direction`
 _FFT_ROWS = 16
 
-#: examples per piece in :meth:`Direction.prepare`
+#: examples per piece of :meth:`Direction.prepare_piece`
 PIECE_ROWS = 4096
 
 #: column counts that are multiples of this give row-independent BLAS products (see
@@ -65,7 +65,7 @@ def row_products(counts: np.ndarray, m: np.ndarray) -> np.ndarray:
 #: ``e^-745.13``)
 _EXP_ZERO = -750.0
 #: a column of envelope products whose every entry is below this proves that the columns
-#: after it are below :data:`_EXP_ZERO` too (see :meth:`Direction.prepare`)
+#: after it are below :data:`_EXP_ZERO` too (see :meth:`Direction.prepare_piece`)
 _EXP_ZERO_SURE = _EXP_ZERO * (1.0 + 1e-9)
 #: envelope blocks whose truncation sums :meth:`Direction._cutoffs_of` computes at a time
 _CUT_ROWS = 8
@@ -277,7 +277,7 @@ class Direction:
         self.log_env = np.log(np.maximum(env, 1e-300))  # (B, nb)
         ends = np.append(starts[1:], kh)
         self.block_w = np.array([tw[s:e].sum() for s, e in zip(starts, ends, strict=True)])
-        # everything :meth:`prepare` needs from the counts, as one matrix: one BLAS product
+        # everything :meth:`prepare_piece` needs from the counts, as one matrix: one BLAS product
         # per piece of examples (each column's values are those of the separate products:
         # measured with the OpenBLAS numpy ships, BLAS sums every entry over the buckets
         # alike wherever its column lies; another BLAS could change last bits, but alike for
@@ -317,33 +317,17 @@ class Direction:
         the window (what the circular convolution may fold into it), per example."""
         return self._extras_of(row_products(counts, self.table_inf))
 
-    def prepare(self, counts: np.ndarray, tol: float) -> tuple[np.ndarray, ...]:
-        """Per example (rows of ``counts``): ``(inf_mass, outside, shift, kk, tau)``, the
-        values of :meth:`extras_split`, of the composed grid shift ``counts @ shift`` and of
-        :meth:`cutoffs`, from one product with :attr:`prep_table` per piece of
-        :data:`PIECE_ROWS` examples (the intermediate arrays stay in cache; every value is
-        computed per row, so it does not depend on the pieces): :meth:`prepare_piece` on
-        each piece in turn."""
-        n = counts.shape[0]
-        out = (np.empty(n), np.empty(n), np.empty(n), np.empty(n, dtype=self.starts.dtype),
-               np.empty(n))
-        ncols = None
-        for a in range(0, n, PIECE_ROWS):
-            b = min(n, a + PIECE_ROWS)
-            vals, ncols = self.prepare_piece(counts[a:b], tol, ncols)
-            for o, x in zip(out, vals, strict=True):
-                o[a:b] = x
-        return out
-
     def prepare_piece(self, piece: np.ndarray, tol: float, ncols: int | None = None
                       ) -> tuple[tuple[np.ndarray, ...], int]:
-        """:meth:`prepare` of one piece of examples (rows of ``piece``), computing the first
-        ``ncols`` columns of :attr:`prep_table` (None: all; see :meth:`_prep_product`), and
-        how many to compute for the next piece. A caller that reads the counts piece by
-        piece (:func:`~tightdp.individual.pld_blocks.prepare`: each piece gathered from the
-        block while it stays in cache, for both transforms of a direction) passes the
-        pieces of :data:`PIECE_ROWS` examples in order and the count returned, as
-        :meth:`prepare` does: the same products, the same values."""
+        """Per example of one piece (rows of ``piece``): ``(inf_mass, outside, shift, kk,
+        tau)``, the values of :meth:`extras_split`, of the composed grid shift ``counts @
+        shift`` and of :meth:`cutoffs`, from one product with the first ``ncols`` columns of
+        :attr:`prep_table` (None: all; see :meth:`_prep_product`); and how many columns to
+        compute for the next piece. The caller passes the pieces of :data:`PIECE_ROWS`
+        examples in order with the count returned
+        (:func:`~tightdp.individual.pld_blocks._prepare_pieces`: each piece gathered from
+        the block while it stays in cache, for both transforms of a direction; every value is
+        computed per row, so it does not depend on the pieces)."""
         nt = self.t_pos.size
         ni = self.table_inf.shape[1]
         width = self.prep_table.shape[1]
@@ -488,9 +472,9 @@ class Direction:
 
     def trimmed(self, kk: int) -> Direction:
         """A copy holding what evaluating examples that keep at most ``kk`` frequencies
-        needs (the tables of :meth:`prepare`, :meth:`spectra` up to ``kk``, the frequency
+        needs (the tables of :meth:`prepare_piece`, :meth:`spectra` up to ``kk``, the frequency
         weights up to ``kk``), without the spectra of the whole window: what is shipped to
-        the workers (``kk = 0``: for :meth:`prepare` only). The values are those of this
+        the workers (``kk = 0``: for :meth:`prepare_piece` only). The values are those of this
         direction (elementwise, whatever the number of frequencies taken)."""
         kk = int(min(kk, self.kh))
         out = object.__new__(Direction)
@@ -675,7 +659,7 @@ class Evaluator:
         self.qh = P
         self.tau = tau
         self.extra = extra
-        # grid shift of each example's composed law (given: from :meth:`Direction.prepare`)
+        # grid shift of each example's composed law (given: from :meth:`Direction.prepare_piece`)
         self.s = row_products(counts, dr.shift) if shift is None else shift
 
     def y(self, m: np.ndarray) -> np.ndarray:

@@ -190,13 +190,12 @@ def _chunks(kk: np.ndarray, kl: np.ndarray, size: int) -> list[np.ndarray]:
 
 def _prepare_pieces(block, ex: np.ndarray, used: np.ndarray, dirs: tuple, tol: float
                     ) -> list[list[np.ndarray]]:
-    """:meth:`Direction.prepare` of the examples ``ex`` (rows of the block) for each
+    """:meth:`Direction.prepare_piece` of the examples ``ex`` (rows of the block) for each
     transform of ``dirs``, the counts gathered from the block one piece of
     :data:`PIECE_ROWS` examples at a time while they stay in cache (a gather of the whole
     level is a fresh allocation of 800 bytes per example, page-faulted in, and products
     reading it from memory; measured ~4x slower than the gather itself), each piece passed
-    to every transform (:meth:`Direction.prepare_piece`, the pieces of
-    :meth:`Direction.prepare` in its order: the same values)."""
+    to every transform in order, with the column count its previous piece returned."""
     n = ex.size
     outs: list = [None] * len(dirs)
     ncols: list = [None] * len(dirs)
@@ -216,7 +215,7 @@ def prepare(block, state, used: np.ndarray, jobs: dict, delta: float, direction:
     ``jobs`` (``lv -> (cols, [dr, dl])``: that direction's transforms, trimmed to their
     tables by :meth:`Direction.trimmed`): per example of the level, the mass at ``+inf``,
     the Chernoff bounds on the folded mass, the composed shift and the frequency cut-off with
-    its truncation bound (:meth:`Direction.prepare`), kept in the state until
+    its truncation bound (:meth:`Direction.prepare_piece`), kept in the state until
     :func:`evaluate` of that direction uses them (one direction at a time: the state holds
     one direction's values, not both). Returns per level the largest cut-off of each
     transform, so that the driver ships the spectra up to them only (not the whole
