@@ -963,6 +963,10 @@ def test_direction_below_its_certified_bound_not_solved(q, sigma, k, delta):
     assert solved["upper"] <= add["upper"] * (1 + 1e-12)
     assert solved["lower"] is None or solved["lower"] <= add["upper"]
     assert add["upper"] <= max(0.25 * min(r.epsilon, r.upper), r.lower or 0.0)
+    if q == 1e-5 and delta == 1e-5:  # an independent certified value: the PLD bracket
+        # (both directions; true eps about 0.494), below the certified upper bound kept
+        pld = PLDAccountant().compose(PoissonSubsampled(Gaussian(sigma), q), k).epsilon(delta)
+        assert pld.lower <= r.upper and pld.upper <= r.upper
     # a warm accountant whose last query needed both directions: the same directions
     acc._cache["eps_both_needed"] = True
     r2 = acc.epsilon(delta)
