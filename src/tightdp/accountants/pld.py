@@ -41,7 +41,7 @@ from .. import _validate as v
 from .._defaults import DEFAULT_RTOL
 from .._numerics import UNIT_ROUNDOFF
 from ..budget import BudgetExceeded
-from ..curves.saddle import log_theta_max, saddle_point_eps
+from ..curves.saddle import rma_eps, saddle_point_eps
 from ..pld.compose import (
     MAX_POINTS,
     UNIT_ROUNDOFF_EXTENDED,
@@ -222,7 +222,7 @@ class PLDAccountant(Accountant):
             kk = kk + 1e-11 * k * (1.0 + ts * float(np.max(np.abs(ys)))
                                    + float(np.max(np.abs(lp))))
         with np.errstate(invalid="ignore", over="ignore"):
-            eps = (kk + log_theta_max(ts) - math.log(room)) / ts
+            eps = rma_eps(kk, ts, math.log(room))
         eps = eps[np.isfinite(eps)]
         return max(float(np.min(eps)), 0.0) if eps.size else math.inf
 

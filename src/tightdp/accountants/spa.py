@@ -60,6 +60,7 @@ from ..curves.saddle import (
     log_clt_theta1,
     log_theta_max,
     logaddexp1,
+    rma_eps,
     roots_decreasing,
     saddle_eps,
     saddle_log_delta,
@@ -279,7 +280,7 @@ class _Direction:
     def rma_eps(self, t: np.ndarray, k0: np.ndarray, log_delta: float) -> np.ndarray:
         """The refined moments bound (eq. (43)) solved for eps at ``delta``: at each tilt
         ``t > 0`` (``k0 = K(t)``), a certified upper bound on eps(delta)."""
-        return (k0 + self.k_margin + log_theta_max(t) - log_delta) / t
+        return rma_eps(k0 + self.k_margin, t, log_delta)
 
     def log_be(self, t, eps, ks, rho) -> tuple[np.ndarray, np.ndarray]:
         """:func:`_log_berry_esseen` with this direction's margin."""

@@ -5,6 +5,7 @@ from .gdp import compose_mu, gdp_delta, gdp_epsilon, gdp_log_delta, gdp_mu
 from .saddle import (
     log_clt_theta,
     log_theta_max,
+    rma_eps,
     root_decreasing,
     saddle_eps,
     saddle_log_delta,
@@ -15,4 +16,4 @@ from .saddle import (
 
 __all__ = ["gdp_delta", "gdp_log_delta", "gdp_epsilon", "gdp_mu", "compose_mu",
            "saddle_eps", "saddle_log_delta", "saddle_point_eps", "log_clt_theta",
-           "log_theta_max", "tilt_grids", "solve_tilt", "root_decreasing"]
+           "log_theta_max", "rma_eps", "tilt_grids", "solve_tilt", "root_decreasing"]

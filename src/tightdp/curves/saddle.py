@@ -40,8 +40,8 @@ from .._numerics import (
 from ..losses.cgf import node_bucket
 
 __all__ = ["METHODS", "LABELS", "UNRELIABLE", "T_MIN", "T_MAX_QUAD", "T_MAX",
-           "log_theta_max", "log_clt_theta", "saddle_eps", "saddle_log_delta", "saddle_terms1",
-           "saddle_log_delta_slope", "tilt_grids", "grid_parts",
+           "log_theta_max", "rma_eps", "log_clt_theta", "saddle_eps", "saddle_log_delta",
+           "saddle_terms1", "saddle_log_delta_slope", "tilt_grids", "grid_parts",
            "solve_tilt", "root_decreasing", "roots_decreasing", "saddle_point_eps"]
 
 #: the saddle-point approximations
@@ -62,6 +62,17 @@ _SQRT2 = math.sqrt(2.0)
 def log_theta_max(t: np.ndarray) -> np.ndarray:
     """log of ``M_t = t^t / (1+t)^{1+t}``, the maximum of ``theta_t`` (eq. (42))."""
     return t * np.log(t) - (1.0 + t) * np.log1p(t)
+
+
+def rma_eps(k: np.ndarray, t: np.ndarray, log_room) -> np.ndarray:
+    """The refined-moments bound (eq. (43)) solved for eps: ``(K(t) + log M_t - log_room) /
+    t``, at which ``e^{K(t) - t eps} M_t`` equals ``e^log_room`` (``M_t`` of eq. (42)), so
+    ``delta(eps') <= e^log_room`` for every ``eps'`` from it on; a certified upper bound on
+    ``eps(delta)`` at each tilt ``t > 0`` when ``k`` bounds ``K(t)`` from above and
+    ``e^log_room`` is the part of ``delta`` left for the finite losses. Elementwise
+    (broadcast); the one place the formula is written (the SPA, the PLD accountant's pilot
+    and the individual PLD accountant's direction test use it)."""
+    return (k + log_theta_max(t) - log_room) / t
 
 
 def _log_half_erfcx(a: np.ndarray) -> np.ndarray:
