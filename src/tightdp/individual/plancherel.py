@@ -14,6 +14,7 @@ from scipy import fft as sfft
 from scipy.special import ndtri
 
 from ..budget import BudgetExceeded
+from ..curves.saddle import rma_eps
 from ..losses import LocationMixtureLoss
 from ..pld.compose import MAX_POINTS
 from ..pld.discretize import loss_range
@@ -138,6 +139,14 @@ class BucketLaws:
         # what the per-example products need, as one matrix (one BLAS product per use)
         self.table = np.column_stack([self.logm_pos, self.logm_neg, self.shift, self.ymax,
                                       self.ymin])
+        # per law and unit of count, a bound on the rounding of its log-MGF at the tilts
+        # ``t_pos``: a few ulps of the exponents ``log p + t y`` and of their sum, taken as
+        # ``1e-11 (1 + t max|y| + max|log p|)`` (as the PLD accountant's pilot bound takes it)
+        y_abs = np.maximum(np.abs(self.ymin), np.abs(self.ymax))
+        # (masses are at most 1: the largest |log p| is that of the smallest positive one)
+        lp_abs = np.array([-math.log(float(np.min(p.probs, where=p.probs > 0, initial=1.0)))
+                           for p in plds])
+        self.logm_margin = 1e-11 * (1.0 + np.outer(y_abs, ts) + lp_abs[:, None])
 
     def extent(self, counts: np.ndarray, log_tail: float, d: float) -> tuple[int, int]:
         """Grid-index window ``[i_lo, i_hi]`` holding, for every example (rows of
@@ -254,6 +263,10 @@ class Direction:
         # the Chernoff table and the log of each bucket's finite mass (composed mass at +inf)
         self.table_inf = np.column_stack([self.table,
                                           np.log1p(-np.minimum(self.inf, 1.0 - 1e-16))])
+        # what :meth:`rma_eps` needs: the log-MGFs at the tilts raised by their rounding
+        # margins, and the log of the finite mass
+        self.rma_table = np.column_stack([self.logm_pos + laws.logm_margin,
+                                          self.table_inf[:, -1]])
         # window rotation: window position m holds absolute grid index i_lo + m
         k = np.arange(kh)
         self.win_phase = 2.0 * np.pi * ((k * (i_lo % K)) % K) / K
@@ -316,6 +329,29 @@ class Direction:
         """The composed mass at ``+inf`` and a Chernoff bound on the finite mass outside
         the window (what the circular convolution may fold into it), per example."""
         return self._extras_of(row_products(counts, self.table_inf))
+
+    def rma_eps(self, counts: np.ndarray, delta: float) -> np.ndarray:
+        """Per example (rows of ``counts``) a certified upper bound on the eps at ``delta`` of
+        its composition in this direction, from the Chernoff table alone (no transform): the
+        refined-moments bound (Alghamdi et al., "The Saddle-Point Accountant", 2022, eqs.
+        (38), (42), (43); :func:`~tightdp.curves.saddle.rma_eps`), the smallest over the
+        tilts :attr:`t_pos`.
+
+        With ``S`` the composition of the bucket laws (the connect-the-dots laws dominate the
+        pair, and so does their composition), ``delta(eps) <= P(S = inf) + M_t e^{K(t) - t
+        eps}`` for every ``t > 0`` (``(1 - e^{-x})_+ <= M_t e^{t x}``), with ``K(t) = sum_j
+        n_j log E[e^{t Y_j}; Y_j finite]`` computed exactly from the discrete laws. Each
+        law's log-MGF is raised by its rounding margin (:attr:`BucketLaws.logm_margin`, per
+        count; the product's own rounding, ``gamma_B`` of the terms, and that of the last
+        operations are far below it), the composed mass at ``+inf`` by a relative 1e-9. An
+        example whose mass at ``+inf`` leaves no room below ``delta`` gets ``inf``."""
+        nt = self.t_pos.size
+        prod = row_products(counts, self.rma_table)
+        room = delta + np.expm1(prod[:, nt]) * (1.0 + 1e-9)  # delta - P(S = inf)
+        ok = room > 0
+        log_room = np.log(np.where(ok, room, 1.0))
+        eps = row_min(rma_eps(prod[:, :nt], self.t_pos, log_room[:, None]))
+        return np.where(ok, np.maximum(eps, 0.0), np.inf)
 
     def prepare_piece(self, piece: np.ndarray, tol: float, ncols: int | None = None
                       ) -> tuple[tuple[np.ndarray, ...], int]:

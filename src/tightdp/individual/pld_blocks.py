@@ -210,6 +210,23 @@ def _prepare_pieces(block, ex: np.ndarray, used: np.ndarray, dirs: tuple, tol: f
     return outs
 
 
+def settled(block, ex: np.ndarray, used: np.ndarray, dr: Direction, lower: np.ndarray,
+            delta: float) -> np.ndarray:
+    """Which examples ``ex`` (rows of the block) the direction of ``dr`` cannot move: its
+    certified refined-moments bound on their eps (:meth:`Direction.rma_eps`, from the
+    Chernoff table of its connect-the-dots laws, no transform) is at most ``lower``, their
+    certified lower bound from the other direction. The eps of the pair is the larger of
+    the two directions', so the other direction's bracket is then that of the pair: its
+    upper bound is at least this direction's eps, and this direction's lower bound could
+    not raise its lower one. Counts gathered one piece of :data:`PIECE_ROWS` examples at a
+    time (as :func:`_prepare_pieces`; per-row values)."""
+    out = np.empty(ex.size, dtype=bool)
+    for a in range(0, ex.size, PIECE_ROWS):
+        c = bucket_counts(block, used, ex[a:a + PIECE_ROWS])
+        out[a:a + c.shape[0]] = dr.rma_eps(c, delta) <= lower[a:a + c.shape[0]]
+    return out
+
+
 def prepare(block, state, used: np.ndarray, jobs: dict, delta: float, direction: int):
     """First half of :func:`evaluate` in one direction of the pair, for every level of
     ``jobs`` (``lv -> (cols, [dr, dl])``: that direction's transforms, trimmed to their
@@ -217,9 +234,11 @@ def prepare(block, state, used: np.ndarray, jobs: dict, delta: float, direction:
     the Chernoff bounds on the folded mass, the composed shift and the frequency cut-off with
     its truncation bound (:meth:`Direction.prepare_piece`), kept in the state until
     :func:`evaluate` of that direction uses them (one direction at a time: the state holds
-    one direction's values, not both). Returns per level the largest cut-off of each
-    transform, so that the driver ships the spectra up to them only (not the whole
-    window)."""
+    one direction's values, not both). In the second direction (add), examples that
+    direction cannot move (:func:`settled`, against the first direction's lower bound) are
+    left out: :func:`evaluate` keeps the first direction's bracket for them. Returns per
+    level the largest cut-off of each transform (of the examples left to evaluate), so that
+    the driver ships the spectra up to them only (not the whole window)."""
     prep = dict(state.get("prep", {}))
     out = {}
     tol = TRUNC_FRACTION * delta
@@ -227,13 +246,20 @@ def prepare(block, state, used: np.ndarray, jobs: dict, delta: float, direction:
         rows = np.nonzero(state["todo"] & (state["level"] == lv))[0]
         if rows.size == 0:
             continue
+        if direction == 1:
+            done = settled(block, state["act"][rows], used[cols], dr, state["cur_lo"][rows],
+                           delta)
+            rows = rows[~done]
         up, low = _prepare_pieces(block, state["act"][rows], used[cols], (dr, dl), tol)
+        if up is None:  # every example of the level settled
+            prep[(lv, direction)] = (rows,)
+            continue
         inf_up, out_up, s_up, kk, tau = up
         inf_low, out_low, s_low, kl, tau_l = low
-        # what evaluate needs: the upper allowance inf + outside, the lower credit's
-        # inf - outside (the same operations, in the same order, as there)
-        prep[(lv, direction)] = (inf_up + out_up, s_up, kk, tau, inf_low - out_low, s_low, kl,
-                                 tau_l)
+        # what evaluate needs: the rows it evaluates, the upper allowance inf + outside, the
+        # lower credit's inf - outside (the same operations, in the same order, as there)
+        prep[(lv, direction)] = (rows, inf_up + out_up, s_up, kk, tau, inf_low - out_low, s_low,
+                                 kl, tau_l)
         out[lv] = (int(kk.max()), int(kl.max()))
     return dict(state, prep=prep), out
 
@@ -244,17 +270,19 @@ def evaluate(block, state, used: np.ndarray, jobs: dict, direction: int, delta: 
     level of ``jobs`` (``lv -> (cols, dr, dl)``) on the transforms ``dr`` (connect-the-dots,
     dominating) and ``dl`` (lowered chords, dominated), after :func:`prepare` (whose values
     it takes from the state); after the second direction the larger of the two narrows the
-    bracket kept (upper: the smaller of the rounds', lower: the larger). Returns how many
-    examples and the largest number of frequencies kept."""
+    bracket kept (upper: the smaller of the rounds', lower: the larger; an example
+    :func:`prepare` found settled keeps the first direction's). Returns how many examples
+    were done, the largest number of frequencies kept and how many examples were settled
+    without evaluating this direction."""
     st = dict(state, prep=dict(state.get("prep", {})))
-    n, k_top = 0, 0
+    n, k_top, n_settled = 0, 0, 0
     for lv, (cols, dr, dl) in jobs.items():
         prep = st["prep"].pop((lv, direction), None)
         if prep is not None:
-            st, (m, k) = _evaluate_level(block, st, used, lv, cols, direction, dr, dl, prep,
-                                         delta, chunk_size, max_memory)
-            n, k_top = n + m, max(k_top, k)
-    return st, (n, k_top)
+            st, (m, k, s) = _evaluate_level(block, st, used, lv, cols, direction, dr, dl, prep,
+                                            delta, chunk_size, max_memory)
+            n, k_top, n_settled = n + m, max(k_top, k), n_settled + s
+    return st, (n, k_top, n_settled)
 
 
 def _evaluate_level(block, state, used: np.ndarray, lv: int, cols: np.ndarray,
@@ -262,18 +290,49 @@ def _evaluate_level(block, state, used: np.ndarray, lv: int, cols: np.ndarray,
                     chunk_size: int, max_memory: float):
     """:func:`evaluate` of the examples of level ``lv``, ``prep`` from :func:`prepare`."""
     rows = np.nonzero(state["todo"] & (state["level"] == lv))[0]
-    ex = state["act"][rows]
+    # the rows evaluated: all of the level but, in the second direction, those settled,
+    # whose eps there stays 0 (the first direction's bracket is kept)
+    todo = prep[0]
+    eps_up = np.zeros(rows.size)
+    eps_lo = np.zeros(rows.size)
+    k_max = 0
+    if todo.size:
+        at = np.searchsorted(rows, todo)
+        eps_up[at], eps_lo[at], k_max = _evaluate_rows(block, state["act"][todo], used[cols],
+                                                       dr, dl, prep[1:], delta, chunk_size,
+                                                       max_memory)
+    st = dict(state)
+    if direction == 0:
+        st["cur_up"] = state["cur_up"].copy()
+        st["cur_lo"] = state["cur_lo"].copy()
+        st["cur_up"][rows] = eps_up
+        st["cur_lo"][rows] = eps_lo
+    else:
+        for key in ("up", "lo", "todo"):
+            st[key] = state[key].copy()
+        st["up"][rows] = np.minimum(st["up"][rows], np.maximum(state["cur_up"][rows], eps_up))
+        st["lo"][rows] = np.maximum(st["lo"][rows], np.maximum(state["cur_lo"][rows], eps_lo))
+        st["todo"][rows] = False
+    return st, (int(rows.size), k_max, int(rows.size - todo.size))
+
+
+def _evaluate_rows(block, ex: np.ndarray, used: np.ndarray, dr: Direction, dl: Direction,
+                   prep: tuple, delta: float, chunk_size: int, max_memory: float
+                   ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Certified upper and lower eps of the examples ``ex`` (rows of the block) in one
+    direction, with their prepared values ``prep``, chunk by chunk; and the largest number
+    of frequencies kept."""
     extra, s_up, kk, tau, low_mass, s_low, kl, tau_l = prep
     k_max = max(int(kk.max()), int(kl.max()), 1)
     # a chunk's evaluator holds about six (chunk, frequencies) complex arrays: at most a
     # quarter of the memory budget
     cs = max(1, min(chunk_size, int(0.25 * max_memory / (96.0 * k_max))))
-    eps_up = np.empty(rows.size)
-    eps_lo = np.empty(rows.size)
+    eps_up = np.empty(ex.size)
+    eps_lo = np.empty(ex.size)
     for sel in _chunks(kk, kl, cs):
         # the chunk's counts gathered from the block (while they stay in cache; see
         # _prepare_pieces) and its rounding allowance (sums of integers: exact)
-        c = bucket_counts(block, used[cols], ex[sel])
+        c = bucket_counts(block, used, ex[sel])
         round_allow = 64 * MACHINE_EPSILON * (1.0 + c.sum(axis=1))
         ev = Evaluator(dr, c, int(kk[sel].max()), tau[sel],
                        extra[sel] + round_allow * (1.0 + np.log(kk[sel])), kk[sel],
@@ -290,19 +349,7 @@ def _evaluate_level(block, state, used: np.ndarray, lv: int, cols: np.ndarray,
         credit = low_mass[sl] - round_allow[perm] * (1.0 + np.log(kl[sl]))
         eps_lo[sl] = ev.epsilon_lower(delta, up[perm], credit)
         del ev
-    st = dict(state)
-    if direction == 0:
-        st["cur_up"] = state["cur_up"].copy()
-        st["cur_lo"] = state["cur_lo"].copy()
-        st["cur_up"][rows] = eps_up
-        st["cur_lo"][rows] = eps_lo
-    else:
-        for key in ("up", "lo", "todo"):
-            st[key] = state[key].copy()
-        st["up"][rows] = np.minimum(st["up"][rows], np.maximum(state["cur_up"][rows], eps_up))
-        st["lo"][rows] = np.maximum(st["lo"][rows], np.maximum(state["cur_lo"][rows], eps_lo))
-        st["todo"][rows] = False
-    return st, (int(rows.size), k_max)
+    return eps_up, eps_lo, k_max
 
 
 def give_up(block, state, lv: int, capped: bool):

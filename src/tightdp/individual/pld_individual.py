@@ -58,6 +58,22 @@ added to every delta, which is why targets below 1e-9 are refused):
    the exact norms too (rounding up only adds loss); ``lower`` does not: at the exact norms
    the eps can be smaller by the bucketing error (about one bucket, ``1 / n_buckets``, of
    sensitivity per step).
+8. The remove direction is evaluated first. The add direction of an example is *settled*
+   without being evaluated when its certified refined-moments bound (Alghamdi et al., "The
+   Saddle-Point Accountant", 2022, eqs. (38), (42), (43): ``delta(eps) <= P(S = inf) + M_t
+   e^{K(t) - t eps}`` for every ``t > 0``, ``K`` the composed log-MGF of the connect-the-dots
+   bucket laws, from the Chernoff table the window placement already has, each law's
+   rounding margin added; :meth:`Direction.rma_eps`) is at most the remove direction's
+   certified *lower* bound. The pair's eps is the larger of the two, so the remove
+   direction's bracket is then a certified bracket of the pair's: its upper end is above both
+   directions' eps, and the add direction's certified lower bound, below its eps, could not
+   have raised the lower end. (Evaluated, the add direction could only have raised the upper
+   end by a looseness of its own bound larger than the gap; the tests compare both ways: the
+   same numbers.)
+   ``details["add_direction_settled"]`` counts them. In DP-SGD the remove direction
+   typically dominates (at q = 0.01, sigma = 1, 1000 steps the add direction's eps is about
+   0.6-0.95x the remove one's, and its bound about 1.09x its eps: about 99% are settled),
+   which saves about 40% of the per-example work.
 
 Grid steps. ``d0`` is half the step the certified :class:`~tightdp.PLDAccountant` needs to
 reach ``rtol`` for the worst-case example (every norm at least ``C`` for the largest number of
@@ -319,7 +335,7 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
         share = 0.25 * self.budget.max_memory
         steps_used: set = set()
         refinements = 0
-        counters = {0: 0, 1: 0}
+        counters = {0: 0, 1: 0, "settled": 0}
         while True:
             while True:  # until every example of the round is done (or capped)
                 states, outs = ex.run(pb.groups, states, used, keep_state=True)
@@ -389,6 +405,7 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
 
                     def done(i, o, r=r):
                         counters[r] = max(counters[r], o[1])
+                        counters["settled"] += o[2]
                         bar.update(o[0])
 
                     states, _ = ex.run(pb.evaluate, states, used, ship, r, delta,
@@ -402,6 +419,7 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
                 break
             refinements += 1
         info.update({"max_frequencies_0": counters[0], "max_frequencies_1": counters[1],
+                     "add_direction_settled": counters["settled"],
                      "grid_steps": sorted(steps_used, reverse=True),
                      "refinements": refinements, "loose": n_wide, "converged": n_wide == 0})
         return states
