@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 from scipy import fft as sfft
 
-from tightdp import Gaussian, PLDAccountant, PoissonSubsampled, SaddlePointAccountant
+from tightdp import (
+    BudgetExceeded,
+    Gaussian,
+    PLDAccountant,
+    PoissonSubsampled,
+    SaddlePointAccountant,
+)
 from tightdp.individual import (
     GDPFilter,
     GDPOdometer,
@@ -291,6 +297,40 @@ def test_bucketing_never_below_exact_composition_many():
                                 delta=DELTA, n_buckets=nb).epsilon
         for i in range(g.shape[0]):
             assert e[i] >= _exact_eps_bracket(g[i], q, sigma).lower
+
+
+@pytest.mark.parametrize("case", ["refused", "coarser"])
+def test_small_budget_never_under_reports(case):
+    """A level whose transforms exceed the memory budget moves its examples one level
+    coarser (first round). They used to be evaluated with the coarser level as built for its
+    own examples, their other buckets left out: eps 0 for examples with loss (max_memory 5e6
+    here). Now the levels are grouped again first: each example's upper bound is at least the
+    certified lower bound of its exact composition (PLDAccountant), or the query is refused
+    with BudgetExceeded."""
+    q, sigma = 0.05, 1.0
+    rng = np.random.default_rng(0 if case == "refused" else 1)
+    if case == "refused":
+        g = np.vstack([np.ones((1, 50)), rng.uniform(0.25, 0.42, (3, 50))])
+        budgets = (2e6, 5e6, 9e6)
+    else:  # one level moved, then evaluated (measured: grid steps d0 and d0/2 only)
+        g = np.vstack([np.ones((1, 40)), 0.5 * np.ones((1, 40)), rng.uniform(0.1, 0.3, (2, 40)),
+                       rng.uniform(0.03, 0.06, (2, 40))])
+        budgets = (1.04e7,)
+    done = 0
+    for mm in budgets:
+        try:
+            r = individual_epsilons(g, sampling_rate=q, noise_multiplier=sigma, clip_norm=1.0,
+                                    delta=DELTA, max_memory=mm)
+        except BudgetExceeded:
+            continue
+        done += 1
+        for i in range(g.shape[0]):
+            assert r.epsilon[i] >= _exact_eps_bracket(g[i], q, sigma).lower
+        if case == "coarser":  # the examples of level 2 (d0 / 4) were evaluated at level 1
+            steps = r.details["grid_steps"]
+            assert steps[1] == pytest.approx(steps[0] / 2, rel=1e-12)
+    if case == "coarser":
+        assert done == 1
 
 
 @pytest.mark.parametrize("grid_step", [2e-3, 2e-2])

@@ -237,8 +237,9 @@ class Direction:
         if need > max_bytes:
             raise BudgetExceeded(
                 f"n_buckets: {len(plds)} buckets x a window of {K} points need about "
-                f"{need / 1e9:.3g} GB (over max_memory={max_bytes / 1e9:.3g} GB); use fewer "
-                "buckets, a larger rtol or grid_step, or raise max_memory")
+                f"{need / 1e9:.3g} GB (over the transforms' share of max_memory, "
+                f"{max_bytes / 1e9:.3g} GB); use fewer buckets, a larger rtol or grid_step, "
+                "or raise max_memory")
         self.K, self.i_lo = K, i_lo
         kh = K // 2 + 1
         self.kh = kh  # frequencies of the half spectrum
@@ -335,7 +336,9 @@ class Direction:
         its composition in this direction, from the Chernoff table alone (no transform): the
         refined-moments bound (Alghamdi et al., "The Saddle-Point Accountant", 2022, eqs.
         (38), (42), (43); :func:`~tightdp.curves.saddle.rma_eps`), the smallest over the
-        tilts :attr:`t_pos`.
+        tilts :attr:`t_pos`. An upper bound on the true eps for the transform of the
+        dominating (connect-the-dots) laws only, the one it is asked of; on the lowered
+        chords it would bound their own, smaller, curve.
 
         With ``S`` the composition of the bucket laws (the connect-the-dots laws dominate the
         pair, and so does their composition), ``delta(eps) <= P(S = inf) + M_t e^{K(t) - t

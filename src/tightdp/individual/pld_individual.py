@@ -324,7 +324,10 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
         all the levels of the round that use it), places the window over
         their compositions (a reduction over the blocks), builds the transforms of each
         direction and ships them; then examples whose bracket is wider than ``rtol`` go one
-        level finer, at most ``MAX_REFINEMENTS`` times while half the time budget is left."""
+        level finer, at most ``MAX_REFINEMENTS`` times while half the time budget is left. A
+        level whose transforms exceed the memory budget keeps its examples' previous bracket
+        (a refinement round) or moves them one level coarser (the first round; the levels are
+        then grouped again, their buckets and windows with them, before any is evaluated)."""
         # each bucket is discretized on the loss range outside of which its tails hold at most
         # 1e-7 delta / T_max: what lies above goes to +inf (charged in full to delta), what
         # lies below moves up (upper pair) or is dropped (lower pair), both certified; it
@@ -356,6 +359,7 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
                                 win_tail, d)
                 states, outs = ex.run(pb.extents, states, used, jobs, keep_state=True)
                 built: dict = {}
+                moved = False
                 for lv in sorted(todo):
                     wins = [o[lv] for o in outs if o[lv] is not None]
                     win = [(min(w[k][0] for w in wins), max(w[k][1] for w in wins))
@@ -379,12 +383,22 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
                         if refinements == 0 and lv == 0:
                             raise
                         states, _ = ex.run(pb.give_up, states, lv, refinements > 0, reads=False)
+                        if refinements == 0:
+                            # its examples moved one level coarser: the levels are grouped
+                            # again before anything is evaluated (a level already built has
+                            # the buckets, window and cut-offs of its own examples only: the
+                            # moved ones' other buckets would be left out of their
+                            # composition)
+                            moved = True
+                            break
                         continue
                     for r in (0, 1):
                         key = f"fft_points_{r}"
                         info[key] = max(info.get(key, 0), dirs[2 * r].K, dirs[2 * r + 1].K)
                     built[lv] = (cols, dirs, make)
                     steps_used.add(d)
+                if moved:
+                    continue
                 for r in (0, 1) if built else ():
                     # per direction: the tables of every level first, then the spectra up to
                     # the largest cut-off of the examples (one direction's prepared values
