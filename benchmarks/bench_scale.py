@@ -127,6 +127,9 @@ def main() -> None:
             diff = float(np.max(np.abs(a_d - a_l) / np.maximum(a_l, 1e-300)))
             print(f"[{name}] cluster vs in process, max relative difference: {diff:.2e}"
                   + ("" if m == n else f" (the first {m:.3g} examples)"))
+            if "add_direction_settled" in r_d.details:
+                print(f"[{name}] add direction settled by its refined-moments bound: "
+                      f"{r_d.details['add_direction_settled']} of {n} examples")
             print(f"[{name}] summary quantiles (upper edges): "
                   f"{r_d.details['summary']['quantiles_upper']}")
         print(f"\n{'method':7s} {'where':16s} {'N':>10s} {'wall s':>8s} {'ex/s/core':>10s} "
