@@ -13,6 +13,7 @@ import numpy as np
 from scipy import fft as sfft
 from scipy.special import ndtri
 
+from .._numerics import UNIT_ROUNDOFF
 from ..budget import BudgetExceeded
 from ..curves.saddle import rma_eps
 from ..losses import LocationMixtureLoss
@@ -141,12 +142,16 @@ class BucketLaws:
                                       self.ymin])
         # per law and unit of count, a bound on the rounding of its log-MGF at the tilts
         # ``t_pos``: a few ulps of the exponents ``log p + t y`` and of their sum, taken as
-        # ``1e-11 (1 + t max|y| + max|log p|)`` (as the PLD accountant's pilot bound takes it)
+        # ``1e-11 (1 + t max|y| + max|log p|)`` (as the PLD accountant's pilot bound takes
+        # it), and on the rounding of a product of the counts with the log-MGFs of B laws,
+        # at most ``gamma_B`` times its terms, ``|K_j(t)| <= t max|y| + max|log p|`` each
+        # (the factor ``2 B u`` is below 1e-11 for fewer than 45,000 laws)
         y_abs = np.maximum(np.abs(self.ymin), np.abs(self.ymax))
         # (masses are at most 1: the largest |log p| is that of the smallest positive one)
         lp_abs = np.array([-math.log(float(np.min(p.probs, where=p.probs > 0, initial=1.0)))
                            for p in plds])
-        self.logm_margin = 1e-11 * (1.0 + np.outer(y_abs, ts) + lp_abs[:, None])
+        factor = max(1e-11, 2.0 * len(plds) * UNIT_ROUNDOFF)
+        self.logm_margin = factor * (1.0 + np.outer(y_abs, ts) + lp_abs[:, None])
 
     def extent(self, counts: np.ndarray, log_tail: float, d: float) -> tuple[int, int]:
         """Grid-index window ``[i_lo, i_hi]`` holding, for every example (rows of
