@@ -333,6 +333,20 @@ def test_small_budget_never_under_reports(case):
         assert done == 1
 
 
+def test_laws_over_budget_refused_before_they_are_built():
+    """867 buckets on a grid step of ~2e-5 (q = 1e-4, sigma = 0.5, 3000 steps, delta =
+    1e-3): their laws alone would take ~1.5 GB. Refused in a fraction of a second, before
+    they are discretized; it used to discretize them for 66 s (2.4 GB) and then refuse."""
+    import time
+
+    g = np.random.default_rng(1).uniform(0.0, 1.5, (1, 3000))
+    t0 = time.perf_counter()
+    with pytest.raises(BudgetExceeded, match="n_buckets"):
+        individual_epsilons(g, sampling_rate=1e-4, noise_multiplier=0.5, clip_norm=1.0,
+                            delta=1e-3, n_buckets=1000, max_seconds=20)
+    assert time.perf_counter() - t0 < 10.0
+
+
 @pytest.mark.parametrize("grid_step", [2e-3, 2e-2])
 def test_plancherel_equals_inverse_fft(grid_step):
     """Lemma 1 of App. D: the Plancherel evaluation of delta at grid points equals the direct

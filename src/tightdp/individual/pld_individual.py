@@ -121,7 +121,7 @@ from .blocks import (
     run_with_restarts,
 )
 from .history import NormHistory
-from .plancherel import BucketLaws, Direction
+from .plancherel import BucketLaws, Direction, bucket_loss_range
 from .runner import BlockRunner
 
 __all__ = ["IndividualPLDAccountant", "individual_epsilons"]
@@ -241,6 +241,21 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
             cache[j] = mech.privacy_losses()
         return cache[j][direction]
 
+    def _laws_bytes(self, used: np.ndarray, cols: np.ndarray, d: float,
+                    log_tail: float) -> float:
+        """Bytes the discretized laws of the buckets ``cols`` (columns of ``used``) take on
+        the grid step ``d``, estimated before they are built: per bucket and direction, the
+        points of its loss range (:func:`~tightdp.individual.plancherel.bucket_loss_range`,
+        two loss evaluations) on the grid, 8 bytes each in both pairs (what the round holds
+        until its transforms are built; the transforms need more, checked by
+        :class:`Direction`)."""
+        points = 0.0
+        for c in cols:
+            for r in (0, 1):
+                lo, hi = bucket_loss_range(self._loss(int(used[c]), r), log_tail)
+                points += (hi - lo) / d + 3.0
+        return 16.0 * points
+
     def _laws(self, ex, used: np.ndarray, cols: dict, d0: float, log_tail: float) -> dict:
         """Per level ``lv`` (``cols[lv]``: the columns of ``used`` its examples use): its
         buckets discretized on the grid step ``d0 / 2^lv``, ``[[upper plds, lower plds] of
@@ -349,6 +364,23 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
                         todo[lv] = (np.logical_or(m0, mask), n0 + n)
                 if not todo:
                     break
+                # a level whose bucket laws alone would exceed the transforms' share of the
+                # memory budget is treated, before they are discretized (which takes time in
+                # proportion), as one whose transforms do not fit (below)
+                need = {lv: self._laws_bytes(used, np.nonzero(mask)[0],
+                                             d0 * 2.0 ** -float(lv), log_tail)
+                        for lv, (mask, _) in todo.items()}
+                over = sorted(lv for lv in todo if need[lv] > share)
+                for lv in over:
+                    if refinements == 0 and lv == 0:
+                        raise BudgetExceeded(
+                            f"n_buckets: the laws of {int(todo[lv][0].sum())} buckets on the "
+                            f"grid step {d0:.3g} need about {need[lv] / 1e9:.3g} GB (over the "
+                            f"transforms' share of max_memory, {share / 1e9:.3g} GB); use fewer "
+                            "buckets, a larger rtol or grid_step, or raise max_memory")
+                    states, _ = ex.run(pb.give_up, states, lv, refinements > 0, reads=False)
+                if over:
+                    continue  # grouped again: moved examples join their new level
                 jobs = {}
                 plds = self._laws(ex, used, {lv: np.nonzero(mask)[0]
                                              for lv, (mask, _) in todo.items()}, d0, log_tail)
