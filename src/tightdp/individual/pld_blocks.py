@@ -16,6 +16,8 @@ examples share its block or its chunk: in process or on a cluster, the same numb
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from .._numerics import MACHINE_EPSILON
@@ -34,8 +36,8 @@ from .plancherel import (
 from .plancherel import extents as window_extents
 
 __all__ = ["discretize", "discretize_steps", "used_buckets", "init_state", "groups", "extents",
-           "prepare", "evaluate", "give_up", "check", "finish", "bucket_counts", "MAX_LEVEL",
-           "LEVEL_OFFSET"]
+           "prepare", "evaluate", "give_up", "check", "finish", "bucket_counts", "count_pieces",
+           "settled", "MAX_LEVEL", "LEVEL_OFFSET"]
 
 #: grid-step levels: an example at level ``l`` is discretized with step ``d0 / 2^l``
 MAX_LEVEL = 12
@@ -64,6 +66,18 @@ def bucket_counts(block: np.ndarray, used: np.ndarray,
     for k in range(0, b.shape[0], 1024):
         out[:, k:k + 1024] = b[k:k + 1024, used + 1].T
     return out
+
+
+def count_pieces(block, used: np.ndarray, ex: np.ndarray
+                 ) -> Iterator[tuple[int, np.ndarray]]:
+    """The counts of the buckets ``used`` of the examples ``ex`` (rows of the block), one
+    piece of :data:`PIECE_ROWS` examples at a time: ``(a, counts of ex[a:a + PIECE_ROWS])``.
+    Each piece is gathered while the next steps can use it from cache (a gather of all the
+    examples is a fresh allocation of 800 bytes per example, page-faulted in, and products
+    reading it from memory: measured ~4x slower than the gather itself); every value the
+    passes compute from it is per row, so it does not depend on the pieces."""
+    for a in range(0, ex.size, PIECE_ROWS):
+        yield a, bucket_counts(block, used, ex[a:a + PIECE_ROWS])
 
 
 def discretize(loss, d: float, log_tail: float) -> tuple:
@@ -123,8 +137,8 @@ def init_state(block, state, used: np.ndarray, x: np.ndarray, log_w: float):
         act = np.nonzero(np.any(b[:, cols] > 0, axis=1))[0]
     # row_products per piece of examples (the values are per row: the same)
     prod = np.empty(act.size)
-    for a in range(0, act.size, PIECE_ROWS):
-        prod[a:a + PIECE_ROWS] = row_products(bucket_counts(b, used, act[a:a + PIECE_ROWS]), x)
+    for a, c in count_pieces(b, used, act):
+        prod[a:a + c.shape[0]] = row_products(c, x)
     with np.errstate(divide="ignore"):
         log_i = np.log(np.maximum(prod, 1e-300))
     rel = np.clip(np.exp(0.5 * (log_i - log_w)), 1e-300, 1.0)
@@ -161,14 +175,11 @@ def extents(block, state, used: np.ndarray, jobs: dict):
         if not rows.size:
             out[lv] = None
             continue
-        # per piece of PIECE_ROWS examples, gathered while it stays in cache (see
-        # _prepare_pieces); the window is the union of the pieces' (exact: floor and ceil of
-        # a min and max are the min and max of the floors and ceils)
-        ex = state["act"][rows]
+        # per piece of examples (count_pieces); the window is the union of the pieces'
+        # (exact: floor and ceil of a min and max are the min and max of the floors and ceils)
         win = None
-        for a in range(0, ex.size, PIECE_ROWS):
-            w = window_extents(laws, bucket_counts(block, used[cols], ex[a:a + PIECE_ROWS]),
-                               log_tail, d)
+        for _, c in count_pieces(block, used[cols], state["act"][rows]):
+            w = window_extents(laws, c, log_tail, d)
             win = w if win is None else [(min(x[0], y[0]), max(x[1], y[1]))
                                          for x, y in zip(win, w, strict=True)]
         out[lv] = win
@@ -191,16 +202,13 @@ def _chunks(kk: np.ndarray, kl: np.ndarray, size: int) -> list[np.ndarray]:
 def _prepare_pieces(block, ex: np.ndarray, used: np.ndarray, dirs: tuple, tol: float
                     ) -> list[list[np.ndarray]]:
     """:meth:`Direction.prepare_piece` of the examples ``ex`` (rows of the block) for each
-    transform of ``dirs``, the counts gathered from the block one piece of
-    :data:`PIECE_ROWS` examples at a time while they stay in cache (a gather of the whole
-    level is a fresh allocation of 800 bytes per example, page-faulted in, and products
-    reading it from memory; measured ~4x slower than the gather itself), each piece passed
-    to every transform in order, with the column count its previous piece returned."""
+    transform of ``dirs``, the counts gathered one piece at a time (:func:`count_pieces`),
+    each piece passed to every transform in order, with the column count its previous piece
+    returned."""
     n = ex.size
     outs: list = [None] * len(dirs)
     ncols: list = [None] * len(dirs)
-    for a in range(0, n, PIECE_ROWS):
-        c = bucket_counts(block, used, ex[a:a + PIECE_ROWS])
+    for a, c in count_pieces(block, used, ex):
         for i, dr in enumerate(dirs):
             vals, ncols[i] = dr.prepare_piece(c, tol, ncols[i])
             if outs[i] is None:
@@ -218,11 +226,9 @@ def settled(block, ex: np.ndarray, used: np.ndarray, dr: Direction, lower: np.nd
     certified lower bound from the other direction. The eps of the pair is the larger of
     the two directions', so the other direction's bracket is then that of the pair: its
     upper bound is at least this direction's eps, and this direction's lower bound could
-    not raise its lower one. Counts gathered one piece of :data:`PIECE_ROWS` examples at a
-    time (as :func:`_prepare_pieces`; per-row values)."""
+    not raise its lower one. Counts gathered one piece at a time (:func:`count_pieces`)."""
     out = np.empty(ex.size, dtype=bool)
-    for a in range(0, ex.size, PIECE_ROWS):
-        c = bucket_counts(block, used, ex[a:a + PIECE_ROWS])
+    for a, c in count_pieces(block, used, ex):
         out[a:a + c.shape[0]] = dr.rma_eps(c, delta) <= lower[a:a + c.shape[0]]
     return out
 
@@ -331,7 +337,7 @@ def _evaluate_rows(block, ex: np.ndarray, used: np.ndarray, dr: Direction, dl: D
     eps_lo = np.empty(ex.size)
     for sel in _chunks(kk, kl, cs):
         # the chunk's counts gathered from the block (while they stay in cache; see
-        # _prepare_pieces) and its rounding allowance (sums of integers: exact)
+        # count_pieces) and its rounding allowance (sums of integers: exact)
         c = bucket_counts(block, used, ex[sel])
         round_allow = 64 * MACHINE_EPSILON * (1.0 + c.sum(axis=1))
         ev = Evaluator(dr, c, int(kk[sel].max()), tau[sel],

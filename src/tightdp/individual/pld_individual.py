@@ -241,6 +241,17 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
             cache[j] = mech.privacy_losses()
         return cache[j][direction]
 
+    @staticmethod
+    def _give_up(ex, states: list, lv: int, refinements: int, err: BudgetExceeded) -> list:
+        """Level ``lv`` does not fit the memory budget (its laws or its transforms): in a
+        refinement round its examples keep the previous round's bracket; in the first round
+        they fall back one level coarser (:func:`pld_blocks.give_up`), or, at level 0, the
+        query is refused with ``err``."""
+        if refinements == 0 and lv == 0:
+            raise err
+        states, _ = ex.run(pb.give_up, states, lv, refinements > 0, reads=False)
+        return states
+
     def _laws_bytes(self, used: np.ndarray, cols: np.ndarray, d: float,
                     log_tail: float) -> float:
         """Bytes the discretized laws of the buckets ``cols`` (columns of ``used``) take on
@@ -372,13 +383,11 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
                         for lv, (mask, _) in todo.items()}
                 over = sorted(lv for lv in todo if need[lv] > share)
                 for lv in over:
-                    if refinements == 0 and lv == 0:
-                        raise BudgetExceeded(
-                            f"n_buckets: the laws of {int(todo[lv][0].sum())} buckets on the "
-                            f"grid step {d0:.3g} need about {need[lv] / 1e9:.3g} GB (over the "
-                            f"transforms' share of max_memory, {share / 1e9:.3g} GB); use fewer "
-                            "buckets, a larger rtol or grid_step, or raise max_memory")
-                    states, _ = ex.run(pb.give_up, states, lv, refinements > 0, reads=False)
+                    states = self._give_up(ex, states, lv, refinements, BudgetExceeded(
+                        f"n_buckets: the laws of {int(todo[lv][0].sum())} buckets on the "
+                        f"grid step {d0:.3g} need about {need[lv] / 1e9:.3g} GB (over the "
+                        f"transforms' share of max_memory, {share / 1e9:.3g} GB); use fewer "
+                        "buckets, a larger rtol or grid_step, or raise max_memory"))
                 if over:
                     continue  # grouped again: moved examples join their new level
                 jobs = {}
@@ -409,12 +418,8 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
                         # each kept with its first KEEP_FREQUENCIES frequencies only (what
                         # the examples use, but for rare ones: rebuilt then)
                         dirs = [make(i).trimmed(KEEP_FREQUENCIES) for i in range(4)]
-                    except BudgetExceeded:
-                        # a finer grid than this does not fit: keep the previous round's
-                        # bracket, or (first round) fall back to a coarser step
-                        if refinements == 0 and lv == 0:
-                            raise
-                        states, _ = ex.run(pb.give_up, states, lv, refinements > 0, reads=False)
+                    except BudgetExceeded as err:
+                        states = self._give_up(ex, states, lv, refinements, err)
                         if refinements == 0:
                             # its examples moved one level coarser: the levels are grouped
                             # again before anything is evaluated (a level already built has
