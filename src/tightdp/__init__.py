@@ -1,6 +1,6 @@
 """tightdp: tight differential-privacy accounting with certified bounds."""
 
-from ._defaults import DEFAULT_RTOL
+from ._defaults import DEFAULT_RTOL, DELTA_MIN
 from ._version import __version__ as __version__
 from .accountants import (
     Accountant,
@@ -68,6 +68,7 @@ __all__ = [
     "calibrate_steps",
     "CalibrationResult",
     "DEFAULT_RTOL",
+    "DELTA_MIN",
     "DeltaResult",
     "DiscreteLaplace",
     "DiscreteLoss",

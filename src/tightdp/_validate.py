@@ -11,6 +11,8 @@ import numbers
 
 import numpy as np
 
+from ._defaults import DELTA_MIN
+
 
 def _as_float(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real | np.floating | np.integer):
@@ -48,10 +50,14 @@ def probability_open_closed(name: str, value: object) -> float:
 
 
 def delta_value(name: str, value: object) -> float:
-    """A target delta: a float in (0, 1)."""
+    """A target delta: a float in [DELTA_MIN, 1) (``tightdp.DELTA_MIN`` = 1e-300, the
+    smallest delta any query accepts)."""
     x = _as_float(name, value)
     if not 0.0 < x < 1.0:
         raise ValueError(f"{name} must be in (0, 1), got {value!r}")
+    if x < DELTA_MIN:
+        raise ValueError(f"{name} must be at least {DELTA_MIN:g} (the smallest delta tightdp "
+                         f"certifies), got {value!r}")
     return x
 
 
