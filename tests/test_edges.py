@@ -632,3 +632,180 @@ def test_pld_one_step_bracket_is_tight(q, sigma, delta):
     r = td.PLDAccountant().compose(mech, 1).epsilon(delta)
     assert r.lower <= exact * (1 + 1e-9) and r.upper >= exact * (1 - 1e-9), (r, exact)
     assert r.upper <= exact * 1.01 and r.lower >= exact * 0.99, (r, exact)
+
+
+# --------------------------------------------------------------------------------------
+# the far edges: delta down to the smallest positive double, noise down to 1e-300, step
+# counts up to 1e30, eps up to 1e6 -- a certified value at least the exact one, or one line
+# --------------------------------------------------------------------------------------
+
+#: deltas below tightdp.DELTA_MIN = 1e-300, each refused by every query (subnormal deltas
+#: once gave PLD upper bounds below the exact eps: 38.8221 against 38.8718 at 5e-324)
+BELOW_FLOOR = (5e-324, 1e-323, 1e-310, 2.2250738585072014e-308, 9.9e-301)
+
+
+def _refused_naming_delta(out: dict, what: str) -> None:
+    check_cost(out)
+    assert out["status"] == "refused", f"{what}: answered below the floor: {_describe(out)}"
+    assert "delta" in out["error"] and "1e-300" in out["error"], out["error"]
+
+
+@pytest.mark.parametrize("acc", ACCOUNTANTS)
+def test_delta_below_floor_refused(guard, acc):
+    for d in BELOW_FLOOR:
+        for mech in (("gauss", 1.0), ("sub", 0.01, 1.0)):
+            out = guard.run({"kind": "epsilon", "accountant": acc, "mech": mech, "steps": 1,
+                             "arg": d})
+            _refused_naming_delta(out, f"{acc} {mech} delta={d!r}")
+
+
+@pytest.mark.parametrize("target,kwargs", [
+    ("tightdp.dpsgd:dpsgd_epsilon", {"sampling_rate": 0.01, "noise_multiplier": 1.0,
+                                     "steps": 10}),
+    ("tightdp.dpsgd.calibrate:calibrate_noise", {"epsilon": 3.0, "sampling_rate": 0.01,
+                                                 "steps": 10}),
+    ("tightdp.dpsgd.group:group_epsilon", {"group_size": 2, "noise_multiplier": 1.0,
+                                           "steps": 10, "sampling_rate": 0.01}),
+])
+def test_front_doors_refuse_delta_below_floor(guard, target, kwargs):
+    for d in (5e-324, 1e-310):
+        out = guard.run({"kind": "call", "target": target, "kwargs": {**kwargs, "delta": d}})
+        _refused_naming_delta(out, f"{target} delta={d!r}")
+
+
+def test_cli_refuses_delta_below_floor():
+    r = run_cli(_cli("epsilon", "--sampling-rate", 0.01, "--noise-multiplier", 1.0,
+                     "--steps", 10, "--delta", 5e-324))
+    assert check_cli(r, "tightdp epsilon --delta 5e-324") is None
+    assert "--delta" in r["stderr"] and "1e-300" in r["stderr"]
+
+
+#: the issue's subnormal reproducers, asked at the floor itself: (mechanism, exact eps at
+#: delta = 1e-300 from the oracle)
+AT_FLOOR = [(("gauss", 1.0), 37.44884791213911), (("sub", 0.01, 1.0), 32.71901118550907),
+            (("sub", 0.5, 0.5), 75.20314561642536)]
+
+
+@pytest.mark.parametrize("acc", ACCOUNTANTS)
+@pytest.mark.parametrize("mech,exact", AT_FLOOR, ids=[str(m) for m, _ in AT_FLOOR])
+def test_one_step_at_delta_floor(guard, acc, mech, exact):
+    fn = (oracle.gaussian_epsilon(mech[1], 1, 1e-300) if mech[0] == "gauss"
+          else oracle.subsampled_epsilon(mech[1], mech[2], 1e-300))
+    assert abs(float(fn) - exact) <= 1e-14 * exact
+    run_checked(guard, {"kind": "epsilon", "accountant": acc, "mech": mech, "steps": 1,
+                        "arg": 1e-300}, exact, exact, f"{acc} {mech} at delta=1e-300")
+
+
+FAR_SIGMA = st.one_of(_loguniform(-300, -2), _loguniform(-2, 4))
+FAR_DELTA = st.one_of(_loguniform(math.log10(5e-324), -300), _loguniform(-300, -0.001))
+FAR_STEPS = st.floats(0, 30).map(lambda u: int(round(10.0 ** u)))
+FAR_EPS = st.one_of(st.just(0.0), _loguniform(-6, 6))
+FAR_RATE = st.one_of(st.just(1.0), _loguniform(-9, 0))
+#: hypothesis examples per (property, accountant) at the far edges: default run, slow run
+FAR_REDUCED, FAR_FULL = 4, 40
+
+
+def _far_eps(guard, acc, q, sigma, steps, delta):
+    """eps(delta) of ``steps`` Gaussian steps (q = 1, exact mu-GDP) or of one subsampled
+    step (exact one-crossing formula): below the floor a refusal, else run_checked."""
+    if q < 1:
+        steps = 1
+    spec = {"kind": "epsilon", "accountant": acc, "steps": steps, "arg": delta,
+            "mech": ("gauss", sigma) if q == 1 else ("sub", q, sigma)}
+    what = f"{acc} q={q!r} sigma={sigma!r} T={steps} eps(delta={delta!r})"
+    if delta < 1e-300:
+        _refused_naming_delta(guard.run(spec), what)
+        return
+    exact = (oracle.gaussian_epsilon(sigma, steps, delta) if q == 1
+             else oracle.subsampled_epsilon(q, sigma, delta))
+    run_checked(guard, spec, _as_float_up(exact), _as_float_up(exact), what)
+
+
+def _far_delta(guard, acc, q, sigma, steps, eps):
+    if q < 1:
+        steps = 1
+    spec = {"kind": "delta", "accountant": acc, "steps": steps, "arg": eps,
+            "mech": ("gauss", sigma) if q == 1 else ("sub", q, sigma)}
+    exact = (oracle.gaussian_delta(sigma, steps, eps) if q == 1
+             else oracle.subsampled_delta(q, sigma, eps))
+    run_checked(guard, spec, float(exact), float(exact),
+                f"{acc} q={q!r} sigma={sigma!r} T={steps} delta(eps={eps!r})")
+
+
+def _as_float_up(x) -> float:
+    """An exact mpmath value as a float, inf beyond the largest double (then only an upper
+    bound of inf is at least the exact value)."""
+    return math.inf if x > mp.mpf("1.7976931348623157e308") else float(x)
+
+
+@pytest.mark.parametrize("acc", ACCOUNTANTS)
+@_settings(FAR_REDUCED)
+@given(q=FAR_RATE, sigma=FAR_SIGMA, steps=FAR_STEPS, delta=FAR_DELTA)
+def test_property_far_edges_epsilon(guard, acc, q, sigma, steps, delta):
+    _far_eps(guard, acc, q, sigma, steps, delta)
+
+
+@pytest.mark.parametrize("acc", ACCOUNTANTS)
+@_settings(FAR_REDUCED)
+@given(q=FAR_RATE, sigma=FAR_SIGMA, steps=FAR_STEPS, eps=FAR_EPS)
+def test_property_far_edges_delta(guard, acc, q, sigma, steps, eps):
+    _far_delta(guard, acc, q, sigma, steps, eps)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("acc", ACCOUNTANTS)
+@_settings(FAR_FULL)
+@given(q=FAR_RATE, sigma=FAR_SIGMA, steps=FAR_STEPS, delta=FAR_DELTA)
+def test_property_far_edges_epsilon_full(guard, acc, q, sigma, steps, delta):
+    _far_eps(guard, acc, q, sigma, steps, delta)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("acc", ACCOUNTANTS)
+@_settings(FAR_FULL)
+@given(q=FAR_RATE, sigma=FAR_SIGMA, steps=FAR_STEPS, eps=FAR_EPS)
+def test_property_far_edges_delta_full(guard, acc, q, sigma, steps, eps):
+    _far_delta(guard, acc, q, sigma, steps, eps)
+
+
+@pytest.mark.parametrize("acc", ACCOUNTANTS)
+@_settings(FAR_REDUCED)
+@given(sigma=FAR_SIGMA, steps=FAR_STEPS, delta=FAR_DELTA)
+def test_property_far_edges_front_door(guard, acc, sigma, steps, delta):
+    """dpsgd_epsilon at sampling rate 1 (exact mu-GDP): a certified value at least the
+    exact one, or one line."""
+    spec = {"kind": "call", "target": "tightdp.dpsgd:dpsgd_epsilon",
+            "kwargs": {"sampling_rate": 1.0, "noise_multiplier": sigma, "steps": steps,
+                       "delta": delta, "accountant": acc}}
+    what = f"dpsgd_epsilon {acc} sigma={sigma!r} T={steps} delta={delta!r}"
+    if delta < 1e-300:
+        _refused_naming_delta(guard.run(spec), what)
+        return
+    exact = _as_float_up(oracle.gaussian_epsilon(sigma, steps, delta))
+    out = guard.run(spec)
+    check_cost(out)
+    if out["status"] == "ok":
+        check_bracket(out["result"], "epsilon", exact, exact, ABS_EPS, what)
+
+
+@_settings(8)
+@given(q=FAR_RATE, sigma=FAR_SIGMA, steps=FAR_STEPS, delta=FAR_DELTA)
+def test_property_far_edges_cli(q, sigma, steps, delta):
+    """The command at the far edges: exit 0 with JSON whose certified upper bound is at
+    least the exact value (q = 1: mu-GDP; else one step), or exit 2 with one line; never a
+    traceback."""
+    if q < 1:
+        steps = 1
+    r = run_cli(_cli("epsilon", "--sampling-rate", repr(q), "--noise-multiplier", repr(sigma),
+                     "--steps", steps, "--delta", repr(delta), "--json"))
+    res = check_cli(r, f"tightdp epsilon q={q!r} sigma={sigma!r} T={steps} delta={delta!r}")
+    if delta < 1e-300:
+        assert res is None
+        return
+    if res is not None:
+        exact = _as_float_up(oracle.gaussian_epsilon(sigma, steps, delta) if q == 1
+                             else oracle.subsampled_epsilon(q, sigma, delta))
+        res.setdefault("certified", True)
+        if res.get("epsilon") is None and res.get("epsilon_infinite"):
+            return                         # eps = inf said plainly: at least anything
+        check_bracket(res, "epsilon", exact, exact, ABS_EPS, f"cli q={q} sigma={sigma}")

@@ -3,9 +3,12 @@ number or an array) and the composition bookkeeping."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _validate as v
+from .._defaults import DELTA_MIN
 from ..budget import Budget
 from ..mechanisms.base import Mechanism
 from ..results import DeltaResult, EpsilonResult
@@ -53,6 +56,32 @@ def _stack_results(results: list[EpsilonResult], shape: tuple) -> EpsilonResult:
         details={k: [r.details.get(k) for r in results] for k in keys})
 
 
+def _floor_upper(res: DeltaResult, top: float) -> DeltaResult:
+    """``res`` with every certified upper bound on delta below :data:`DELTA_MIN` raised to
+    it, except at epsilon >= ``top``, the largest finite privacy loss of the composition
+    (there delta is exactly the mass at +inf, which the accountants compute exactly, 0 for
+    pure DP). A true delta that small is not representable to full precision (an
+    exponential below ~1e-308 loses bits, below ~1e-324 it is 0), so a computed upper bound
+    there is not certified; ``DELTA_MIN`` is. ``delta`` moves with ``upper`` where it is the
+    certified upper bound; an estimate stays as it is.
+    """
+    if res.upper is None:
+        return res
+    up = np.asarray(res.upper, dtype=float)
+    eps = np.asarray(res.epsilon, dtype=float)
+    eps = eps.reshape(eps.shape + (1,) * max(0, up.ndim - eps.ndim))  # per-example axes
+    low = (up < DELTA_MIN) & (eps < top)
+    if not np.any(low):
+        return res
+    res.upper = np.where(low, DELTA_MIN, up) if up.ndim else DELTA_MIN
+    if res.certified:
+        res.delta = res.upper
+    note = (f"delta upper bounds below {DELTA_MIN:g} (the smallest delta certified) are "
+            f"reported as {DELTA_MIN:g}")
+    res.note = f"{res.note}; {note}" if res.note else note
+    return res
+
+
 class Queries:
     """``epsilon(delta)`` and ``delta(epsilon)``, each of one number or an array of them.
 
@@ -80,7 +109,12 @@ class Queries:
         are then arrays of its shape)."""
         _values("epsilon", epsilon)
         v.eps_values("epsilon", epsilon)
-        return self._delta_of(epsilon)
+        return _floor_upper(self._delta_of(epsilon), self._largest_finite_loss())
+
+    def _largest_finite_loss(self) -> float:
+        """The largest finite privacy loss the answers are about (inf when unbounded or
+        unknown): at epsilon at or above it delta is the exact mass at +inf."""
+        return math.inf
 
     def _epsilon_of(self, delta: float) -> EpsilonResult:  # pragma: no cover - abstract
         raise NotImplementedError(f"{type(self).__name__} does not answer epsilon(delta)")
@@ -128,6 +162,15 @@ class Accountant(Queries):
 
     def supports(self, mechanism: Mechanism) -> None:
         """Raise ValueError if this accountant cannot handle ``mechanism``."""
+
+    def _largest_finite_loss(self) -> float:
+        """The largest finite privacy loss of the composition, over both directions: the sum
+        over terms of count times the top of each loss's support (inf if any is unbounded)."""
+        tops = [0.0, 0.0]
+        for m, count in self.terms:
+            for i, loss in enumerate(m.privacy_losses()):
+                tops[i] += count * loss.support[1]
+        return max(tops)
 
     @property
     def terms(self) -> list[tuple[Mechanism, int]]:
