@@ -78,7 +78,9 @@ def check_cost(out: dict) -> None:
 
 
 def _slack(x: float, abs_tol: float) -> float:
-    return RTOL * abs(x) + abs_tol
+    """Float rounding allowed around the truth ``x`` (none around an infinite truth: only
+    inf is at least inf)."""
+    return RTOL * abs(x) + abs_tol if math.isfinite(x) else 0.0
 
 
 def check_bracket(res: dict, key: str, truth_low: float, truth_high: float,
@@ -650,6 +652,13 @@ def _refused_naming_delta(out: dict, what: str) -> None:
     assert "delta" in out["error"] and "1e-300" in out["error"], out["error"]
 
 
+def _refused_below_floor(out: dict, what: str) -> None:
+    """Refused in one line: for delta (named), or earlier, for the mechanism or the steps
+    (an accountant that cannot take the composition refuses it before any query)."""
+    check_cost(out)
+    assert out["status"] == "refused", f"{what}: answered below the floor: {_describe(out)}"
+
+
 @pytest.mark.parametrize("acc", ACCOUNTANTS)
 def test_delta_below_floor_refused(guard, acc):
     for d in BELOW_FLOOR:
@@ -714,7 +723,7 @@ def _far_eps(guard, acc, q, sigma, steps, delta):
             "mech": ("gauss", sigma) if q == 1 else ("sub", q, sigma)}
     what = f"{acc} q={q!r} sigma={sigma!r} T={steps} eps(delta={delta!r})"
     if delta < 1e-300:
-        _refused_naming_delta(guard.run(spec), what)
+        _refused_below_floor(guard.run(spec), what)
         return
     exact = (oracle.gaussian_epsilon(sigma, steps, delta) if q == 1
              else oracle.subsampled_epsilon(q, sigma, delta))
@@ -779,7 +788,7 @@ def test_property_far_edges_front_door(guard, acc, sigma, steps, delta):
                        "delta": delta, "accountant": acc}}
     what = f"dpsgd_epsilon {acc} sigma={sigma!r} T={steps} delta={delta!r}"
     if delta < 1e-300:
-        _refused_naming_delta(guard.run(spec), what)
+        _refused_below_floor(guard.run(spec), what)
         return
     exact = _as_float_up(oracle.gaussian_epsilon(sigma, steps, delta))
     out = guard.run(spec)
