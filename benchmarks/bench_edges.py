@@ -8,6 +8,10 @@ one Poisson-subsampled Gaussian step; for several subsampled steps the truth is 
 bracketed, and the column shows that bracket), whether the answer is consistent with the
 truth, the seconds and the tracemalloc peak in MB.
 
+The per-example runaway cases (``tests/_budget_cases.py``: individual PLD and saddle point on
+3,000 examples x 5,000 buckets) add two rows, each run in its own process (peak RSS in MB),
+unless ``--only`` is given.
+
 Every call runs in a guarded worker (``tests/_guard.py``): a hard address-space limit
 (``TIGHTDP_EDGES_HARD_LIMIT``, default 4 GB) and a timeout (``--timeout``, default 65 s),
 so a runaway call is reported as "killed (memory)" / "timeout" and the run goes on.
@@ -159,6 +163,42 @@ def _fmt(x) -> str:
     return str(x)
 
 
+def _per_example_rows() -> list[dict]:
+    """The per-example runaway cases (``tests/_budget_cases.py``), each in its own process:
+    one row with the outcome, example 0's upper bound and the PLD accountant's certified lower
+    bound on its composition (the ``exact`` column) when answered, the wall seconds and the
+    peak RSS in MB (the process's, so not comparable with tracemalloc's above)."""
+    import _budget_cases as cases
+    from _guard import REPORT_RSS, run_python
+    rows = []
+    for name, code in (("I pld 3000x5000 T=2.4e6", cases.PLD_CASE),
+                       ("I spa 3000x5000 T=6e3", cases.SPA_CASE)):
+        out = run_python(code + REPORT_RSS, timeout=2 * MAX_SECONDS)
+        try:
+            res = json.loads(out["stdout"].strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            res = {"status": "error", "error": out["stderr"][-300:]}
+        peak = out["max_rss_bytes"]
+        ok = {"ok": "ok" if res.get("upper0", 0) >= res.get("reference_lower0", 0) else "UNDER",
+              "refused": "refused"}.get(res["status"], "error")
+        if out["returncode"] is None:
+            ok = "timeout"
+        if out["seconds"] >= MAX_SECONDS:
+            ok += ",slow"
+        if peak is not None and peak >= MAX_BYTES:
+            ok += ",>2GB"
+        acc = name.split()[1]
+        print(f"{name[:36]:36} {acc:4} {_fmt(res.get('upper0', res['status']))[:12]:>12} "
+              f"{'':>27} {_fmt(res.get('reference_lower0'))[:21]:>21} {ok[:15]:>15} "
+              f"{out['seconds']:6.2f} {'-' if peak is None else f'{peak / 1e6:7.0f}':>7}",
+              flush=True)
+        rows.append({"case": name, "accountant": f"individual-{acc}", "verdict": ok,
+                     "status": res["status"], "error": res.get("error"),
+                     "answer": res.get("upper0"), "exact_low": res.get("reference_lower0"),
+                     "seconds": out["seconds"], "peak_bytes": peak})
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a few reproducers and sweep points")
@@ -207,6 +247,8 @@ def main(argv=None) -> int:
                              "seconds": out["seconds"], "peak_bytes": peak})
     finally:
         guard.close()
+    if a.only is None:
+        rows.extend(_per_example_rows())
     bad = [x for x in rows if x["verdict"] not in ("ok", "refused", "approx off")]
     off = [x for x in rows if x["verdict"] == "approx off"]
     print(f"\n{len(rows)} calls in {time.perf_counter() - t_all:.0f} s; {len(bad)} not ok "

@@ -251,3 +251,41 @@ def run_cli(args: list[str], timeout: float = GUARD_SECONDS, cwd: str | None = N
         text = rss_file.read().strip()
     return {"returncode": proc.returncode, "stdout": out, "stderr": err, "seconds": seconds,
             "max_rss_bytes": int(text) if text else None, "status": "ok"}
+
+
+def run_python(code: str, timeout: float = GUARD_SECONDS) -> dict:
+    """``python -c code`` with this checkout's ``src`` first on ``PYTHONPATH`` (so it runs
+    from a plain clone) under the hard memory limit; returns ``returncode`` (None when killed
+    at ``timeout``), ``stdout``, ``stderr``, ``seconds`` (wall) and ``max_rss_bytes`` (that
+    child's peak resident set, from ``os.wait4``)."""
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([src] + [p for p in [env.get("PYTHONPATH")] if p])
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(var, "1")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_limit_memory)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        return {"returncode": None, "stdout": out, "stderr": err,
+                "seconds": time.perf_counter() - t0, "max_rss_bytes": None}
+    seconds = time.perf_counter() - t0
+    # communicate() reaped the child; its rusage is in RUSAGE_CHILDREN only as a maximum
+    # over all children, so the child reports its own peak (last line of stderr)
+    rss = None
+    lines = err.strip().splitlines()
+    if lines and lines[-1].startswith("MAXRSS "):
+        rss = int(lines[-1].split()[1]) * 1024
+        err = "\n".join(lines[:-1])
+    return {"returncode": proc.returncode, "stdout": out, "stderr": err, "seconds": seconds,
+            "max_rss_bytes": rss}
+
+
+#: appended to the code of :func:`run_python` callers: the child's peak RSS (kB on Linux)
+REPORT_RSS = ("\nimport resource, sys\n"
+              "print('MAXRSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
+              "file=sys.stderr)\n")

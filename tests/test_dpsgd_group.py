@@ -276,3 +276,18 @@ def test_zero_steps():
                       sampling_rate=0.01)
     assert r.epsilon == 0.0 and r.lower == 0.0
     assert r.as_dict()["group_size"] == 4
+
+
+def test_conversion_budget_refuses_before_discretizing():
+    """The conversion baseline's Chernoff curve discretizes the example-level loss on a
+    fixed grid over its 1e-300 tail range: ~1.4e7 points at sigma = 0.005, q = 0.5 (about
+    3.5 GB); refused with one line naming noise_multiplier, before any allocation."""
+    import time
+
+    import tightdp as td
+    from tightdp.budget import Budget
+    from tightdp.dpsgd.group import ChernoffCurve
+    t0 = time.perf_counter()
+    with pytest.raises(td.BudgetExceeded, match="^noise_multiplier: .*max_memory") as e:
+        ChernoffCurve(td.PoissonSubsampled(td.Gaussian(0.005), 0.5), 10, budget=Budget())
+    assert "\n" not in str(e.value) and time.perf_counter() - t0 < 10

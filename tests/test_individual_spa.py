@@ -109,3 +109,35 @@ def test_spa_products_over_ranges_equal_copies(monkeypatch, min_run):
     np.testing.assert_allclose(r.epsilon, ref.epsilon, rtol=1e-11)
     np.testing.assert_allclose(r.upper, ref.upper, rtol=1e-14)
     np.testing.assert_array_equal(r.details["reliable"], ref.details["reliable"])
+
+
+@pytest.mark.slow
+def test_budget_many_buckets():
+    """3,000 examples x 5,000 buckets (3,895 used, 6e3 steps): the saddle-point accountant
+    answers or refuses within 60 s and 2 GB (it had no budget: a MemoryError at 3.7 GB after
+    ~100 s under a 4 GB cap); the check is the one of test_individual."""
+    from _budget_cases import SPA_CASE
+    from test_individual import check_budget_case
+    check_budget_case(SPA_CASE)
+
+
+def test_budget_parameters():
+    """max_memory / max_seconds are validated as everywhere (Budget.make), and a tiny
+    max_memory makes the blocks smaller, not the answer different."""
+    rng = np.random.default_rng(3)
+    norms = rng.exponential(0.7, size=(6000, 20))
+    with pytest.raises(ValueError, match="max_seconds"):
+        IndividualSPAAccountant(sampling_rate=0.01, noise_multiplier=1.0, clip_norm=1.0,
+                                n_examples=6000, max_seconds=-1)
+    got = []
+    for mem in (None, 1e8):  # two blocks of at most 5434 examples with 1e8
+        acc = IndividualSPAAccountant(sampling_rate=0.01, noise_multiplier=1.0, clip_norm=1.0,
+                                      n_examples=6000, max_memory=mem)
+        acc.step_many(norms)
+        assert acc._block_rows() == (65536 if mem is None else int(0.25 * mem // 4600))
+        got.append(acc.epsilon(1e-5).upper)
+    np.testing.assert_allclose(got[0], got[1], rtol=1e-9)
+    # 5,000 buckets: 83,000 bytes an example, 24 in a quarter of 8 MB
+    acc = IndividualSPAAccountant(sampling_rate=0.01, noise_multiplier=1.0, clip_norm=1.0,
+                                  n_examples=10, n_buckets=5000, max_memory=8e6)
+    assert acc._block_rows() == 24

@@ -64,6 +64,11 @@ __all__ = [
     "ChernoffCurve",
 ]
 
+#: bytes :class:`ChernoffCurve` holds per point of a discretized loss (the connect-the-dots
+#: discretization's arrays and the log-MGF's work rows: ~200 measured)
+CHERNOFF_BYTES_PER_POINT = 256
+#: tilts of :class:`ChernoffCurve` evaluated between two checks of the time budget
+CHERNOFF_TILTS = 100
 #: largest FFT the conversion baseline may use per query (its deltas can be very small)
 CONVERSION_MAX_POINTS = 1 << 20
 #: the PLD refinement of the conversion is tried only for example-level delta above this
@@ -182,8 +187,10 @@ class ChernoffCurve:
     """
 
     def __init__(self, mechanism: Mechanism, steps: int, grid_step: float = 2e-3,
-                 log_tail: float = math.log(1e-300)):
+                 log_tail: float = math.log(1e-300), budget: Budget | None = None):
         from ..pld.discretize import connect_the_dots, loss_range
+        budget = Budget() if budget is None else budget
+        deadline = budget.deadline()
         self.steps = steps
         self.lams = np.geomspace(1e-3, 2e3, 1500)
         lc = self.lams * np.log(self.lams / (self.lams + 1)) - np.log1p(self.lams)
@@ -191,8 +198,22 @@ class ChernoffCurve:
         rem, add = mechanism.privacy_losses()
         for loss in ((rem,) if rem is add else (rem, add)):
             lo, hi = loss_range(loss, log_tail)
+            # the loss range at a 1e-300 tail on a fixed grid: wide for a small noise
+            # multiplier (it grows like 1 / sigma^2), checked before it is discretized
+            n = (hi - lo) / grid_step + 3.0
+            budget.check_memory(n * CHERNOFF_BYTES_PER_POINT, "noise_multiplier",
+                                f"the conversion baseline discretizes {n:.3g} points (more "
+                                "for a smaller noise_multiplier); leave out conversion, "
+                                "raise noise_multiplier or raise max_memory")
             pld = connect_the_dots(loss, grid_step, lo, hi)
-            self._rows.append((steps * pld.log_mgf(self.lams) + lc, steps * pld.inf_mass))
+            # the log-MGF at the 1500 tilts, a few at a time (each value does not depend on
+            # the others): its time grows with the points, checked between the parts
+            log_mgf = np.empty(self.lams.size)
+            for a in range(0, self.lams.size, CHERNOFF_TILTS):
+                deadline.check("noise_multiplier", "leave out conversion, raise "
+                               "noise_multiplier or raise max_seconds")
+                log_mgf[a:a + CHERNOFF_TILTS] = pld.log_mgf(self.lams[a:a + CHERNOFF_TILTS])
+            self._rows.append((steps * log_mgf + lc, steps * pld.inf_mass))
 
     def epsilon(self, delta: float) -> float:
         """Certified upper bound on eps at ``delta`` (inf when none of the bounds reaches)."""
@@ -381,7 +402,8 @@ class _ExampleLevel:
 
     def chernoff(self) -> ChernoffCurve:
         if self._chernoff is None:
-            self._chernoff = ChernoffCurve(self.setting.mechanism(), self.setting.steps)
+            self._chernoff = ChernoffCurve(self.setting.mechanism(), self.setting.steps,
+                                           budget=Budget(self.mem, self.sec))
         return self._chernoff
 
 

@@ -22,7 +22,8 @@ from ..pld.discretize import loss_range
 from ..pld.grid import DiscretePLD
 
 __all__ = ["BucketLaws", "Direction", "extents", "row_products", "Evaluator", "horner",
-           "bucket_loss_range", "LOG_WINDOW_TAIL", "TRUNC_FRACTION", "HORNER_MAX"]
+           "bucket_loss_range", "transforms_bytes", "LOG_WINDOW_TAIL", "TRUNC_FRACTION",
+           "HORNER_MAX"]
 
 #: log of the mass each pure composition may leave outside the FFT window (what leaves it is
 #: bounded per example by a Chernoff bound and added to delta, so this only sets accuracy)
@@ -218,6 +219,14 @@ def _wrap_onto(out: np.ndarray, offset: int, probs: np.ndarray) -> None:
         np.add(probs[first:], 0.0, out=out[:n - first])
 
 
+def transforms_bytes(n_buckets: int, n_points: int) -> float:
+    """Bytes the transforms of :class:`Direction` hold for ``n_buckets`` laws on a window of
+    ``n_points`` FFT points (five ``(B, K/2)`` float arrays and the FFT buffers of
+    ``_FFT_ROWS`` laws), checked before they are allocated."""
+    B, K = n_buckets, n_points
+    return 8.0 * (5 * B * (K // 2 + 1) + 3 * min(B, _FFT_ROWS) * K)
+
+
 class Direction:
     """Precomputed transforms of the bucket PLDs for one direction of the pair, on the FFT
     window ``window = (i_lo, i_hi)`` of grid indices (from :meth:`BucketLaws.extent`)."""
@@ -236,9 +245,7 @@ class Direction:
             raise BudgetExceeded(f"rtol: the window needs {n} grid points (> {MAX_POINTS}); "
                                  "use a larger rtol or grid_step")
         K = sfft.next_fast_len(n, real=True)
-        # what the per-bucket spectra below hold (five (B, K/2) float arrays and the FFT
-        # buffers of _FFT_ROWS laws), checked before they are allocated
-        need = 8.0 * (5 * len(plds) * (K // 2 + 1) + 3 * min(len(plds), _FFT_ROWS) * K)
+        need = transforms_bytes(len(plds), K)
         if need > max_bytes:
             raise BudgetExceeded(
                 f"n_buckets: {len(plds)} buckets x a window of {K} points need about "

@@ -35,7 +35,8 @@ from .plancherel import (
 )
 from .plancherel import extents as window_extents
 
-__all__ = ["discretize", "discretize_steps", "used_buckets", "init_state", "groups", "extents",
+__all__ = ["discretize", "discretize_steps", "used_buckets", "init_state", "groups", "reach",
+           "extents",
            "prepare", "evaluate", "give_up", "check", "finish", "bucket_counts", "count_pieces",
            "settled", "MAX_LEVEL", "LEVEL_OFFSET"]
 
@@ -162,6 +163,30 @@ def groups(block, state, used: np.ndarray):
         rows = state["act"][state["todo"] & (state["level"] == lv)]
         # (the largest count of each column over the rows: one pass down the rows)
         out[int(lv)] = (b[rows].max(axis=0)[used + 1] > 0, int(rows.size))
+    return state, out
+
+
+def reach(block, state, used: np.ndarray, table: np.ndarray, log_tail: float):
+    """Per grid level still to evaluate: the largest over its examples of an estimate, made
+    before any bucket is discretized, of how far above 0 the FFT window of their remove
+    direction reaches (in loss units). ``table`` holds per bucket of ``used`` the mean and
+    the variance of its privacy loss under P and the top of its loss range; an example's
+    composition has mean ``m`` and variance ``V`` (sums over its steps) and reaches
+    ``min(m + sqrt(-2 log_tail V), top)``: the Chernoff reach ``min_t (K(t) - log_tail) /
+    t`` of :meth:`BucketLaws.extent` with ``K(t) >= m t + V t^2 / 2``, as for a remove
+    direction's loss, whose cumulants beyond the second add to ``K`` at ``t > 0`` (equality
+    for the Gaussian mechanism), clipped to the composed support like the window. Only the
+    budget's choice depends on it (:meth:`IndividualPLDAccountant._transforms_bytes`)."""
+    out: dict = {}
+    for lv in np.unique(state["level"][state["todo"]]):
+        rows = state["act"][state["todo"] & (state["level"] == lv)]
+        top = 0.0
+        for _, c in count_pieces(block, used, rows):
+            prod = row_products(c, table)
+            est = np.minimum(prod[:, 0] + np.sqrt(-2.0 * log_tail * np.maximum(prod[:, 1], 0.0)),
+                             prod[:, 2])
+            top = max(top, float(est.max(initial=0.0)))
+        out[int(lv)] = top
     return state, out
 
 

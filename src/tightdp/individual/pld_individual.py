@@ -109,6 +109,7 @@ from .. import _validate as v
 from .._defaults import DEFAULT_RTOL
 from ..accountants.base import Queries
 from ..budget import Budget, BudgetExceeded
+from ..losses.cgf import cgf
 from ..mechanisms.basic import Gaussian
 from ..mechanisms.subsampling import PoissonSubsampled
 from ..progress import progress_bar
@@ -121,7 +122,7 @@ from .blocks import (
     run_with_restarts,
 )
 from .history import NormHistory
-from .plancherel import BucketLaws, Direction, bucket_loss_range
+from .plancherel import BucketLaws, Direction, bucket_loss_range, transforms_bytes
 from .runner import BlockRunner
 
 __all__ = ["IndividualPLDAccountant", "individual_epsilons"]
@@ -252,20 +253,75 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
         states, _ = ex.run(pb.give_up, states, lv, refinements > 0, reads=False)
         return states
 
+    def _range(self, j: int, r: int, log_tail: float, cache: dict) -> tuple[float, float]:
+        """:func:`~tightdp.individual.plancherel.bucket_loss_range` of bucket ``j`` in
+        direction ``r``, kept in ``cache`` (one query's: ``log_tail`` is fixed there)."""
+        if ("range", j, r) not in cache:
+            cache[("range", j, r)] = bucket_loss_range(self._loss(j, r), log_tail)
+        return cache[("range", j, r)]
+
     def _laws_bytes(self, used: np.ndarray, cols: np.ndarray, d: float,
-                    log_tail: float) -> float:
+                    log_tail: float, cache: dict) -> float:
         """Bytes the discretized laws of the buckets ``cols`` (columns of ``used``) take on
         the grid step ``d``, estimated before they are built: per bucket and direction, the
         points of its loss range (:func:`~tightdp.individual.plancherel.bucket_loss_range`,
-        two loss evaluations) on the grid, 8 bytes each in both pairs (what the round holds
-        until its transforms are built; the transforms need more, checked by
-        :class:`Direction`)."""
+        two loss evaluations, kept in ``cache``) on the grid, 8 bytes each in both pairs
+        (what the round holds until its transforms are built; the transforms need more,
+        checked by :class:`Direction`)."""
         points = 0.0
         for c in cols:
             for r in (0, 1):
-                lo, hi = bucket_loss_range(self._loss(int(used[c]), r), log_tail)
+                lo, hi = self._range(int(used[c]), r, log_tail, cache)
                 points += (hi - lo) / d + 3.0
         return 16.0 * points
+
+    def _over_budget(self, ex, states: list, used: np.ndarray, todo: dict, d0: float,
+                     log_tail: float, win_tail: float, share: float, cache: dict) -> dict:
+        """The levels of ``todo`` (``lv -> (columns mask, examples)``) that do not fit the
+        transforms' ``share`` of the memory budget, each with the refusal naming why, found
+        before their buckets are discretized (which takes time in proportion to the laws'
+        grid points); :meth:`_give_up` decides what becomes of their examples.
+
+        A level is over if its bucket laws alone exceed the share (:meth:`_laws_bytes`). If
+        none is but the laws of the round's levels (discretized together) do, the finest
+        level is. If the round's laws are costly (above 1/16 of the share: millions of grid
+        points), the window of each level is estimated from the moments of its examples'
+        compositions (:func:`pld_blocks.reach`), and a level whose transforms on it
+        (:func:`~tightdp.individual.plancherel.transforms_bytes`) exceed the share is over:
+        the transforms built later would not fit either (the estimate is below the window
+        the laws give)."""
+        cols = {lv: np.nonzero(mask)[0] for lv, (mask, _) in todo.items()}
+        step = {lv: d0 * 2.0 ** -float(lv) for lv in todo}
+        need = {lv: self._laws_bytes(used, cols[lv], step[lv], log_tail, cache) for lv in todo}
+        advice = "use fewer buckets, a larger rtol or grid_step, or raise max_memory"
+        of_share = f"over the transforms' share of max_memory, {share / 1e9:.3g} GB"
+        over = {lv: BudgetExceeded(
+            f"n_buckets: the laws of {cols[lv].size} buckets on the grid step {step[lv]:.3g} "
+            f"need about {need[lv] / 1e9:.3g} GB ({of_share}); {advice}")
+            for lv in todo if need[lv] > share}
+        total = sum(need.values())
+        if total <= share / 16:
+            return over
+        for c in used.tolist():
+            if ("moments", c) not in cache:
+                mean, var = (float(x[0]) for x in cgf(self._loss(c, 0), np.zeros(1), 2)[1:])
+                cache[("moments", c)] = (mean, var, self._range(c, 0, log_tail, cache)[1])
+        table = np.array([cache[("moments", c)] for c in used.tolist()])
+        _, outs = ex.run(pb.reach, states, used, table, win_tail, keep_state=True)
+        for lv in sorted(set(todo) - set(over)):
+            top = max(o.get(lv, 0.0) for o in outs)
+            points = int(top / step[lv]) + 3  # the window reaches below 0 too (_window)
+            size = transforms_bytes(cols[lv].size, points)
+            if size > share:
+                over[lv] = BudgetExceeded(
+                    f"n_buckets: {cols[lv].size} buckets x a window of at least {points} "
+                    f"points on the grid step {step[lv]:.3g} need about {size / 1e9:.3g} GB "
+                    f"({of_share}; estimated before discretizing); {advice}")
+        if not over and total > share:
+            over[max(todo)] = BudgetExceeded(
+                f"n_buckets: the laws of the {len(todo)} grid levels of a round need about "
+                f"{total / 1e9:.3g} GB ({of_share}); {advice}")
+        return over
 
     def _laws(self, ex, used: np.ndarray, cols: dict, d0: float, log_tail: float) -> dict:
         """Per level ``lv`` (``cols[lv]``: the columns of ``used`` its examples use): its
@@ -362,6 +418,7 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
         # the window leaves out at most 1e-7 delta of each example's composition
         win_tail = math.log(1e-7 * delta)
         share = 0.25 * self.budget.max_memory
+        cache: dict = {}  # per bucket: loss ranges and moments of _over_budget, on demand
         steps_used: set = set()
         refinements = 0
         counters = {0: 0, 1: 0, "settled": 0}
@@ -375,19 +432,10 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
                         todo[lv] = (np.logical_or(m0, mask), n0 + n)
                 if not todo:
                     break
-                # a level whose bucket laws alone would exceed the transforms' share of the
-                # memory budget is treated, before they are discretized (which takes time in
-                # proportion), as one whose transforms do not fit (below)
-                need = {lv: self._laws_bytes(used, np.nonzero(mask)[0],
-                                             d0 * 2.0 ** -float(lv), log_tail)
-                        for lv, (mask, _) in todo.items()}
-                over = sorted(lv for lv in todo if need[lv] > share)
-                for lv in over:
-                    states = self._give_up(ex, states, lv, refinements, BudgetExceeded(
-                        f"n_buckets: the laws of {int(todo[lv][0].sum())} buckets on the "
-                        f"grid step {d0:.3g} need about {need[lv] / 1e9:.3g} GB (over the "
-                        f"transforms' share of max_memory, {share / 1e9:.3g} GB); use fewer "
-                        "buckets, a larger rtol or grid_step, or raise max_memory"))
+                over = self._over_budget(ex, states, used, todo, d0, log_tail, win_tail,
+                                         share, cache)
+                for lv in sorted(over):
+                    states = self._give_up(ex, states, lv, refinements, over[lv])
                 if over:
                     continue  # grouped again: moved examples join their new level
                 jobs = {}

@@ -118,6 +118,7 @@ from scipy import fft as sfft
 from .. import _validate as v
 from .._numerics import newton_bracketed, secant_start
 from ..accountants.base import Queries
+from ..budget import Budget, BudgetExceeded
 from ..curves.saddle import (
     LABELS,
     METHODS,
@@ -182,6 +183,17 @@ _COARSE = 4
 #: previous slice of examples held by at least 1 in this many of them (see
 #: _Solver.rma_brackets); the others evaluate the whole grid
 WINDOW_SHARE = 1000
+#: bytes one interpolation piece holds per bucket (:class:`_Piece`: values, coefficients,
+#: end rows, checks, and the coefficients' temporary: about 3 (DEGREE + 1) rows of 5 doubles)
+PIECE_BYTES = 8.0 * (3 * 5 * (DEGREE + 1) + 40)
+#: buckets whose CGFs are evaluated between two checks of the budget (:meth:`_Table.stats`)
+_STATS_ROWS = 256
+#: share of max_memory for the tables of bucket CGFs, and for the arrays of one block
+TABLE_SHARE = 0.25
+BLOCK_SHARE = 0.25
+#: bytes of a block's arrays per example: 16 per bucket of the grid and about 3000 more
+#: (see the ``chunk_size`` parameter)
+ROW_BYTES_PER_BUCKET, ROW_BYTES = 16.0, 3000.0
 #: products over ranges of consecutive examples (views of the counts) when these average at
 #: least this many examples, else over a copy of the columns (see _product)
 MIN_RUN = 256
@@ -367,9 +379,15 @@ class _Table:
     """The bucket CGFs of one direction: exact values at the accountant's bracketing tilts,
     interpolants on the intervals between them (refined on demand), all cached."""
 
-    def __init__(self, losses: list, name: str):
+    def __init__(self, losses: list, name: str, limits: tuple[float, float, float] = (
+            math.inf, math.inf, math.inf)):
         self.losses = losses
         self.name = name
+        # (wall-clock time by which the query must end, bytes the tables of the query may
+        # hold, max_seconds): checked before each evaluation of the bucket CGFs (the time,
+        # from the rate of the previous one) and before each piece is fitted (the memory)
+        self.end, self.max_bytes, self.max_seconds = limits
+        self.tilt_seconds = 0.0  # seconds per tilt of the last evaluation, for all buckets
         self.t_cap = T_MAX if all(isinstance(x, GaussianLoss) for x in losses) else T_MAX_QUAD
         self.grids = tilt_grids(_GRID_LO, _GRID_HI, self.t_cap, _GRID_POINTS)
         self._points: dict[int, np.ndarray] = {}
@@ -382,10 +400,74 @@ class _Table:
         """Exact rows ``K_b, ..., K_b''''`` of every bucket at tilts ``t`` (one-dimensional,
         finite, >= 0): (B, 5, len(t)); by :func:`~tightdp.losses.cgf.cgf_rows` (the same
         numbers as :func:`~tightdp.losses.cgf.cgf`, without its checks of the arguments) where
-        every loss is supported."""
-        if self._rows_ok:
-            return np.stack([cgf_rows(loss, t, 4) for loss in self.losses])
-        return np.stack([cgf(loss, t, 4) for loss in self.losses])
+        every loss is supported. Refused (:class:`~tightdp.BudgetExceeded`) if, at the rate
+        of the previous evaluation, it would end past the query's time budget."""
+        self.check_time(t.size)
+        start = time.time()
+        b = len(self.losses)
+        rows = []
+        for a in range(0, b, _STATS_ROWS):
+            part = self.losses[a:a + _STATS_ROWS]
+            before = self.node_bytes(part)
+            if self._rows_ok:
+                rows.extend(cgf_rows(loss, t, 4) for loss in part)
+            else:
+                rows.extend(cgf(loss, t, 4) for loss in part)
+            # the rest of the buckets at the rate of those done: time, and the quadrature
+            # nodes the losses keep (the tables' memory that grows with the tilts visited)
+            done, now = a + len(part), time.time()
+            if done < b:
+                more = (now - start) / done * (b - done)
+                if now + more > self.end:
+                    raise self._late(more, t.size)
+                grown = (self.node_bytes(part) - before) / len(part) * (b - done)
+                self._check_bytes(self.held_bytes() + grown, self.n_pieces)
+        self.tilt_seconds = (time.time() - start) / max(t.size, 1)
+        return np.stack(rows)
+
+    def node_bytes(self, losses: list | None = None) -> float:
+        """Bytes of the quadrature nodes :func:`~tightdp.losses.cgf.cgf` keeps in the losses
+        (all, or ``losses``): the part of the tables that grows with the tilts visited."""
+        n = 0
+        for loss in self.losses if losses is None else losses:
+            for nodes in loss.tables.get("cgf_nodes", {}).values():
+                n += sum(x.nbytes for x in nodes)
+        return float(n)
+
+    def held_bytes(self) -> float:
+        """Bytes the table holds: exact values at the grid tilts (with their refined-moments
+        rows), interpolation pieces, quadrature nodes."""
+        pts = sum(x.size for x in self._points.values()) * 8.0 * (1.0 + 1.0 / 5)
+        return pts + self.n_pieces * PIECE_BYTES * len(self.losses) + self.node_bytes()
+
+    def _check_bytes(self, need: float, pieces: int) -> None:
+        if need > self.max_bytes:
+            raise BudgetExceeded(
+                f"n_buckets: the saddle-point tables of {len(self.losses)} buckets need about "
+                f"{need / 1e9:.3g} GB ({pieces} interpolation pieces and the CGF quadrature "
+                f"nodes; over their share of max_memory, {self.max_bytes / 1e9:.3g} GB); use "
+                "fewer buckets or raise max_memory")
+
+    def _late(self, more: float, tilts: int) -> BudgetExceeded:
+        return BudgetExceeded(
+            f"n_buckets: the saddle-point tables of {len(self.losses)} buckets would run "
+            f"past max_seconds={self.max_seconds:g} (about {more:.3g} s more for {tilts} "
+            "tilts); use fewer buckets or raise max_seconds")
+
+    def check_time(self, tilts: int) -> None:
+        """Refuse if evaluating every bucket's CGF at ``tilts`` more tilts would end past the
+        query's time budget (estimated at the rate of the previous evaluation)."""
+        more = tilts * self.tilt_seconds
+        if time.time() + more > self.end:
+            raise self._late(more, tilts)
+
+    def check_pieces(self, n_new: int) -> None:
+        """Refuse before fitting ``n_new`` more interpolation pieces if they would take the
+        tables over their share of the memory budget (:data:`PIECE_BYTES` per bucket and
+        piece, beside the exact values at the grid tilts) or past the time budget."""
+        self._check_bytes(self.held_bytes() + n_new * PIECE_BYTES * len(self.losses),
+                          self.n_pieces + n_new)
+        self.check_time(n_new * (DEGREE + 1))
 
     def points(self, gi: int) -> np.ndarray:
         """Exact bucket rows at the tilts of grid ``gi``: shape (B, 5, len(grid))."""
@@ -404,6 +486,7 @@ class _Table:
         return self._rma[gi]
 
     def _fit(self, a: float, b: float) -> _Piece:
+        self.check_pieces(1)
         t = a + (b - a) * (_lobatto(DEGREE) + 1.0) * 0.5
         self.n_pieces += 1
         return _Piece(a, b, self.stats(t))
@@ -1006,15 +1089,23 @@ class IndividualSPAAccountant(NormHistory, BlockRunner, Queries):
         are built once and shipped to every worker.
     store : a directory the per-example arrays are written to (``epsilon.npy``, ``upper.npy``,
         ``reliable.npy``, ``msd1_terms.npy``); the result holds them as read-only memmaps.
+    max_memory, max_seconds : the budget of one :meth:`epsilon` query (see
+        :mod:`tightdp.budget`): blocks hold fewer than ``chunk_size`` examples where their
+        arrays would exceed a quarter of ``max_memory``; the tables of bucket CGFs (one
+        interpolation piece per tilt interval an example's saddle point lies in, each about
+        3 kB per bucket) are refused (:class:`~tightdp.BudgetExceeded`) before they would
+        exceed a quarter of it, and every evaluation of them before it would end past
+        ``max_seconds`` (estimated at the rate of the previous one).
     """
 
     def __init__(self, *, sampling_rate: float, noise_multiplier: float, clip_norm: float,
                  n_examples: int, n_buckets: int = 100, method: str = "msd1",
                  progress: bool | None = None, chunk_size: int = 65536,
                  workers: int | None = None, scheduler: str | None = None, client=None,
-                 store=None):
+                 store=None, max_memory=None, max_seconds=None):
         super().__init__(sampling_rate=sampling_rate, noise_multiplier=noise_multiplier,
                          clip_norm=clip_norm, n_examples=n_examples, n_buckets=n_buckets)
+        self.budget = Budget.make(max_memory, max_seconds)
         if method not in METHODS:
             raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
         self.method = method
@@ -1042,13 +1133,24 @@ class IndividualSPAAccountant(NormHistory, BlockRunner, Queries):
                              recording=writable, **kwargs)
 
     # --- evaluation --------------------------------------------------------------------------
-    def _tables(self, used: np.ndarray) -> list[_Table]:
+    def _tables(self, used: np.ndarray, end: float) -> list[_Table]:
+        """The tables of bucket CGFs of each direction, with the query's limits (``end``:
+        the wall-clock time by which it must end; the memory share split between them)."""
         mechs = [PoissonSubsampled(Gaussian(self.noise_multiplier, float(self.grid[j])),
                                    self.sampling_rate) for j in used]
         dirs = [0] if all(m.symmetric for m in mechs) else [0, 1]
         names = ["remove", "add"] if len(dirs) == 2 else ["both (symmetric)"]
-        return [_Table([m.privacy_losses()[d] for m in mechs], names[i])
+        limits = (end, TABLE_SHARE * self.budget.max_memory / len(dirs),
+                  self.budget.max_seconds)
+        return [_Table([m.privacy_losses()[d] for m in mechs], names[i], limits)
                 for i, d in enumerate(dirs)]
+
+    def _block_rows(self) -> int:
+        """``chunk_size``, or fewer examples if a block's arrays would exceed their share of
+        the memory budget (``ROW_BYTES_PER_BUCKET n_buckets + ROW_BYTES`` bytes each)."""
+        per_row = ROW_BYTES_PER_BUCKET * self.grid.size + ROW_BYTES
+        return min(self.chunk_size, max(1, int(BLOCK_SHARE * self.budget.max_memory
+                                                // per_row)))
 
     def _epsilon_of(self, delta: float) -> EpsilonResult:
         """Saddle-point approximation of every example's eps at ``delta`` (NOT certified), with
@@ -1057,7 +1159,7 @@ class IndividualSPAAccountant(NormHistory, BlockRunner, Queries):
         (:func:`spa_block`), in this process or on Dask."""
         t0 = time.perf_counter()
         info: dict = {"method": self.method, "label": LABELS[self.method]}
-        ex = self._executor(self.chunk_size)
+        ex = self._executor(self._block_rows())
         try:
             arr, flags = run_with_restarts(lambda k: self._run(ex, delta, info, t0, k),
                                            self._log)
@@ -1068,10 +1170,11 @@ class IndividualSPAAccountant(NormHistory, BlockRunner, Queries):
     def _run(self, ex, delta: float, info: dict, t0: float, restarts: int):
         """The passes over the blocks of ``ex``: the buckets used, then :func:`spa_block`."""
         info["restarts"] = restarts
+        end = time.time() + self.budget.max_seconds - (time.perf_counter() - t0)
         states = [{"start": a, "rows": b - a} for a, b in ex.bounds]
         states, outs = ex.run(used_buckets, states, self.grid.size, False, keep_state=True)
         used = np.nonzero(np.any([o[0] for o in outs], axis=0))[0]
-        tables = self._tables(used) if used.size else []
+        tables = self._tables(used, end) if used.size else []
         info["directions"] = [tb.name for tb in tables]
         bar = progress_bar(total=self.n_examples, desc="per-example epsilon (saddle point)",
                            unit="example", enabled=self.progress)
@@ -1197,6 +1300,9 @@ def spa_block(block, state, used: np.ndarray, tables: list[_Table], log_delta: f
             miss = np.isnan(lo)
             found = np.nonzero(~miss)[0]
             leaves: list = []
+            tab.check_pieces(len({(float(a), float(b)) for a, b in zip(lo[found], hi[found],
+                                                                       strict=True)}
+                                 - set(tab._pieces)))
             for g in _groups(lo[found]):
                 rows = found[g]
                 solver.solve(tab, tab.piece(lo[rows[0]], hi[rows[0]]), c, rows, rows, target,
