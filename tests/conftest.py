@@ -72,6 +72,16 @@ def mechanism_of(m: dict) -> tuple[list[tuple[td.Mechanism, int]], str]:
     raise KeyError(kind)
 
 
+def relation_for(mechanisms) -> str:
+    """The neighbouring relation to build an accountant composing ``mechanisms`` with:
+    replace-one when one of them is defined under it and not under add/remove (sampling
+    without / with replacement, randomized response), else add/remove (the default)."""
+    for m in mechanisms:
+        if "add_or_remove_one" not in m.relations and "replace_one" in m.relations:
+            return "replace_one"
+    return "add_or_remove_one"
+
+
 @pytest.fixture(scope="session")
 def reference_cases() -> list[dict]:
     return load_cases()

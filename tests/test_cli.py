@@ -459,3 +459,18 @@ def test_group_conversion_is_opt_in(capsys):
                          sampling_rate=0.01, rtol=1e-2)
     assert r.conversion is None and r.conversion_example_delta is None
     assert r.example_epsilon == pytest.approx(out["example_epsilon"], rel=0)
+
+
+def test_json_names_the_neighbouring_relation(capsys):
+    from tightdp import cli
+
+    for sampling, relation, mech in (
+            ("poisson", "add_or_remove_one", td.PoissonSubsampled(td.Gaussian(1.0), 0.02)),
+            ("without-replacement", "replace_one",
+             td.SampledWithoutReplacement(td.Gaussian(1.0), 0.02))):
+        assert cli.main(["epsilon", *BASE, "--sampling", sampling, "--delta", "1e-5",
+                         "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["details"]["neighboring"] == relation
+        r = td.PLDAccountant(neighboring=relation).compose(mech, 200).epsilon(1e-5)
+        assert (out["lower"], out["upper"]) == (r.lower, r.upper)

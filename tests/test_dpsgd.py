@@ -126,8 +126,8 @@ def test_epochs_and_steps_give_the_same_number():
 
 # --- the mechanism of each sampling, against the one built by hand ------------------------------
 
-def _bracket(mech, steps, delta=1e-5, rtol=1e-3):
-    r = td.PLDAccountant(rtol).compose(mech, steps).epsilon(delta)
+def _bracket(mech, steps, delta=1e-5, rtol=1e-3, neighboring="add_or_remove_one"):
+    r = td.PLDAccountant(rtol, neighboring=neighboring).compose(mech, steps).epsilon(delta)
     return r.lower, r.upper
 
 
@@ -172,11 +172,22 @@ def test_substitute_samplings():
     r = td.dpsgd_epsilon(sampling="without_replacement", sampling_rate=0.01,
                          noise_multiplier=1.0, steps=100, delta=1e-5)
     assert (r.lower, r.upper) == _bracket(
-        td.SampledWithoutReplacement(td.Gaussian(1.0), 0.01), 100)
+        td.SampledWithoutReplacement(td.Gaussian(1.0), 0.01), 100, neighboring="replace_one")
+    assert r.details["neighboring"] == "replace_one"
     r = td.dpsgd_epsilon(sampling="with_replacement", batch_size=2, dataset_size=200,
                          noise_multiplier=1.0, steps=10, delta=1e-5)
     assert (r.lower, r.upper) == _bracket(td.SampledWithReplacement(td.Gaussian(1.0), 2, 200),
-                                          10)
+                                          10, neighboring="replace_one")
+    assert r.details["neighboring"] == "replace_one"
+    # the relation of the sampling: another one given is refused, naming it
+    with pytest.raises(ValueError, match="^neighboring: sampling='without_replacement' is "
+                                         "accounted under 'replace_one'"):
+        td.dpsgd_epsilon(sampling="without_replacement", sampling_rate=0.01,
+                         noise_multiplier=1.0, steps=100, delta=1e-5,
+                         neighboring="add_or_remove_one")
+    r = td.dpsgd_epsilon(sampling="fixed_batch", batch_size=2, dataset_size=200,
+                         noise_multiplier=1.0, steps=10, delta=1e-5, neighboring="add_remove")
+    assert r.details["neighboring"] == "add_or_remove_one"
 
 
 def test_dpsgd_delta_is_the_inverse_query():

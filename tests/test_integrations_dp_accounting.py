@@ -30,6 +30,7 @@ from tightdp import (  # noqa: E402
     PLDAccountant,
     PoissonSubsampled,
     RDPAccountant,
+    SampledWithoutReplacement,
 )
 from tightdp.integrations.dp_accounting import (  # noqa: E402
     TightdpAccountant,
@@ -508,3 +509,26 @@ def test_discrete_laplace_composed_in_every_accountant(a, c, k, delta):
             assert r.lower <= exact * (1 + 1e-9), (name, r, exact)
         if name in ("pld", "fft"):
             assert r.epsilon == pytest.approx(exact, rel=2e-3), (name, r, exact)
+
+
+def test_the_relation_is_the_tightdp_accountants_and_named_in_results():
+    # the tightdp accountant holds dp_accounting's relation; the result names it
+    swor = E.SampledWithoutReplacementDpEvent(100, 1, E.GaussianDpEvent(1.0))
+    acc = TightdpAccountant(Rel.REPLACE_ONE).compose(swor, 100)
+    assert acc.tightdp_accountant.neighboring == "replace_one"
+    r = acc.epsilon_result(DELTA)
+    assert r.details["neighboring"] == "replace_one"
+    # the same numbers as tightdp's replace-one accountant on the mechanism it converts to
+    ref = PLDAccountant(neighboring="replace_one").compose(
+        SampledWithoutReplacement(Gaussian(1.0), 0.01), 100).epsilon(DELTA)
+    assert (r.lower, r.upper) == (ref.lower, ref.upper)
+    comp = from_dp_event(swor, "replace_one")
+    assert comp.neighboring == "replace_one"
+    assert comp.accountant().neighboring == "replace_one"
+    assert comp.epsilon(DELTA).details["neighboring"] == "replace_one"
+    with pytest.raises(ValueError, match="^neighboring: the events were converted under "
+                                         "'replace_one'"):
+        comp.accountant(neighboring="add_or_remove_one")
+    special = TightdpAccountant(Rel.REPLACE_SPECIAL)
+    assert special.epsilon_result(DELTA).details["neighboring"] == "replace_special"
+    assert TightdpAccountant().delta_result(1.0).details["neighboring"] == "add_or_remove_one"

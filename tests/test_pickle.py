@@ -62,7 +62,7 @@ MECHANISMS = {
 ACCOUNTANTS = {
     "pld": PLDAccountant,
     "prv": PRVAccountant,
-    "fft": lambda: FFTAccountant(12.0, 20_000),
+    "fft": lambda **kw: FFTAccountant(12.0, 20_000, **kw),
     "rdp": RDPAccountant,
     "gdp": GDPAccountant,
     "spa": SaddlePointAccountant,
@@ -99,9 +99,12 @@ def _copies(obj) -> list:
 @pytest.mark.parametrize("mech", sorted(MECHANISMS))
 @pytest.mark.parametrize("name", sorted(ACCOUNTANTS))
 def test_accountant_pickles_before_and_after_queries(name, mech):
-    acc = ACCOUNTANTS[name]()
+    m = MECHANISMS[mech]()
+    # a replace-one mechanism (sampling without / with replacement, RR) in a replace-one one
+    acc = ACCOUNTANTS[name](neighboring="replace_one" if "add_or_remove_one" not in m.relations
+                            else "add_or_remove_one")
     try:
-        acc.compose(MECHANISMS[mech](), 3)
+        acc.compose(m, 3)
     except ValueError:
         pytest.skip(f"{name} does not support {mech}")
     fresh = _copies(acc)  # before any query

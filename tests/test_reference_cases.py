@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import tightdp as td
-from conftest import load_cases, mechanism_of
+from conftest import load_cases, mechanism_of, relation_for
 
 CASES = load_cases()
 FAST = {"A01", "A02", "A03", "A05", "A06", "A09", "A21", "A22", "B01", "B02", "B03", "B06",
@@ -22,7 +22,7 @@ def _params():
 @pytest.mark.parametrize("case", list(_params()))
 def test_reference_bracket_overlaps(case):
     terms, _ = mechanism_of(case["mechanism"])
-    acc = td.PLDAccountant(rtol=1e-3)
+    acc = td.PLDAccountant(rtol=1e-3, neighboring=relation_for(m for m, _ in terms))
     for mech, k in terms:
         acc.compose(mech, k)
     q = case["query"]

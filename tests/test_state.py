@@ -65,6 +65,8 @@ MECHANISM = st.one_of(
 #: every accountant, with settings other than the defaults where it has any
 ACCOUNTANTS = {
     "pld": lambda: td.PLDAccountant(rtol=1e-2),
+    # the replace-one mechanisms (sampling without / with replacement, randomized response)
+    "pld-replace-one": lambda: td.PLDAccountant(rtol=1e-2, neighboring="replace_one"),
     "prv": lambda: td.PRVAccountant(eps_error=0.05, delta_error=1e-8, max_seconds=30.0),
     "fft": lambda: FFTAccountant(12.0, 20_000, error_estimate=False, method="mass"),
     "fft-auto-L": lambda: FFTAccountant(None, 20_000),
@@ -162,8 +164,8 @@ def test_document_layout_and_run_length_counts():
     assert d["format"] == "tightdp-composition" and d["schema_version"] == 1
     assert d["tightdp_version"] == td.__version__
     assert d["accountant"] == {"name": "pld", "options": {
-        "rtol": 2e-3, "max_points": acc.max_points, "max_memory": 2 * 10**9,
-        "max_seconds": 30.0}}
+        "rtol": 2e-3, "max_points": acc.max_points, "neighboring": "add_or_remove_one",
+        "max_memory": 2 * 10**9, "max_seconds": 30.0}}
     assert d["composition"] == [
         {"mechanism": "PoissonSubsampled", "params": {
             "base": {"mechanism": "Gaussian", "params": {"sigma": 1.1, "sensitivity": 1.0}},
@@ -204,8 +206,16 @@ def _valid() -> dict:
     acc = td.PLDAccountant(rtol=1e-2)
     acc.compose(td.PoissonSubsampled(td.Gaussian(1.0), 0.05), 20)
     acc.compose(td.MixtureOfGaussians([0.5, 1.0], [0.25, 0.75], 2.0), 3)
-    acc.compose(td.SampledWithReplacement(td.Gaussian(2.0), 2, 50), 2)
+    acc.compose(td.Laplace(2.0), 2)
     return state.to_dict(acc)
+
+
+def _swr_entry(**params) -> dict:
+    """A SampledWithReplacement entry (replace-one: its fields are checked before the
+    composition is composed, so a bad one is named whatever the accountant's relation)."""
+    return {"mechanism": "SampledWithReplacement", "count": 2, "params": {
+        "base": {"mechanism": "Gaussian", "params": {"sigma": 2.0, "sensitivity": 1.0}},
+        "batch_size": 2, "dataset_size": 50, "pair": "worst_case", **params}}
 
 
 def _set(path: str, value):
@@ -268,10 +278,17 @@ BAD = {
                              "composition[1].params.sensitivities[1]", "must be in [0, inf)"),
     "mixture lengths": (_set("composition[1].params.sensitivities", [0.5]),
                         "composition[1].params.probabilities", "one entry per sensitivity"),
-    "batch above dataset": (_set("composition[2].params.batch_size", 51),
+    "batch above dataset": (_set("composition[2]", _swr_entry(batch_size=51)),
                             "composition[2].params.batch_size", "must be <= dataset_size (50)"),
-    "bad pair": (_set("composition[2].params.pair", "worst"), "composition[2].params.pair",
+    "bad pair": (_set("composition[2]", _swr_entry(pair="worst")), "composition[2].params.pair",
                  "must be one of 'worst_case', 'koskela2020'"),
+    "unknown relation": (_set("accountant.options.neighboring", "add_one"),
+                         "accountant.options.neighboring",
+                         "must be one of add_or_remove_one, replace_one, replace_special"),
+    "relation of another composition": (
+        _set("accountant.options.neighboring", "replace_one"), "composition[0]",
+        "PoissonSubsampled is defined under neighboring=add_or_remove_one or replace_special, "
+        "not under this pld accountant's neighboring=replace_one"),
     "schema version 2": (_set("schema_version", 2), "schema_version", "must be 1"),
     "schema version a string": (_set("schema_version", "1"), "schema_version", "must be 1"),
     "wrong format": (_set("format", "opacus"), "format", "must be 'tightdp-composition'"),
@@ -351,6 +368,8 @@ def test_valid_document_passes_and_missing_fields_are_never_filled_in():
 
     n = 0
     for p in paths(doc):
+        if p == "accountant.options.neighboring":  # absent in older files: see the legacy test
+            continue
         d = _set(p, ...)(copy.deepcopy(doc))
         with pytest.raises(ValueError, match=re.escape(f"{p} is missing")):
             state.from_dict(d)
@@ -374,6 +393,31 @@ def test_unsupported_mechanism_for_the_accountant_names_the_entry():
         state.from_dict(d)
 
 
+def test_relation_round_trip_and_files_written_before_it():
+    swor = td.SampledWithoutReplacement(td.Gaussian(1.0), 0.01)
+    acc = td.PLDAccountant(rtol=1e-2, neighboring="substitute").compose(swor, 100)
+    d = state.to_dict(acc)
+    assert d["accountant"]["options"]["neighboring"] == "replace_one"  # the canonical name
+    back = state.from_dict(d)
+    assert back.neighboring == "replace_one" and back.epsilon(1e-5).upper == acc.epsilon(
+        1e-5).upper
+    # a file without the field (written before it existed): replace-one mechanisms -> replace_one
+    del d["accountant"]["options"]["neighboring"]
+    old = state.from_dict(d)
+    assert old.neighboring == "replace_one"
+    _assert_same_state(acc, old)
+    # ... and otherwise add/remove, the default it was accounted under
+    old = state.from_dict(_set("accountant.options.neighboring", ...)(_valid()))
+    assert old.neighboring == "add_or_remove_one" and old.total_count == 25
+    # a file mixing both kinds defines no relation: refused, naming the entry and both
+    d["composition"].append(state.to_dict(td.PLDAccountant().compose(
+        td.PoissonSubsampled(td.Gaussian(1.0), 0.01), 100))["composition"][0])
+    with pytest.raises(ValueError, match=r"^composition\[1\]: PoissonSubsampled is defined "
+                                         r"under .* not under this pld accountant's "
+                                         r"neighboring=replace_one"):
+        state.from_dict(d)
+
+
 # --- the command line ---------------------------------------------------------------------------
 def _spec(tmp_path, acc) -> str:
     path = tmp_path / "spec.json"
@@ -382,7 +426,7 @@ def _spec(tmp_path, acc) -> str:
 
 
 def _mixed(acc):
-    acc.compose(td.PoissonSubsampled(td.Gaussian(1.0), 0.02), 200)
+    acc.compose(td.SampledWithoutReplacement(td.Gaussian(1.0), 0.02), 200)
     acc.compose(td.Laplace(10.0), 3)
     acc.compose(td.RandomizedResponse(0.95, 3), 2)
     acc.compose(td.SampledWithoutReplacement(td.Gaussian(3.0), 0.1), 5)
@@ -395,7 +439,7 @@ def _cli_json(capsys, *args) -> dict:
 
 
 def test_spec_epsilon_and_delta_match_python(tmp_path, capsys):
-    path = _spec(tmp_path, _mixed(td.PLDAccountant(rtol=5e-3)))
+    path = _spec(tmp_path, _mixed(td.PLDAccountant(rtol=5e-3, neighboring="replace_one")))
     out = _cli_json(capsys, "epsilon", "--spec", path, "--delta", "1e-6")
     r = td.load(path).epsilon(1e-6)
     assert (out["epsilon"], out["lower"], out["upper"]) == (r.epsilon, r.lower, r.upper)
@@ -406,16 +450,18 @@ def test_spec_epsilon_and_delta_match_python(tmp_path, capsys):
     assert (out["delta"], out["lower"], out["upper"]) == (r.delta, r.lower, r.upper)
     # an option given on the command line replaces the file's
     out = _cli_json(capsys, "epsilon", "--spec", path, "--delta", "1e-6", "--rtol", "1e-3")
-    r = _mixed(td.PLDAccountant(rtol=1e-3)).epsilon(1e-6)
+    r = _mixed(td.PLDAccountant(rtol=1e-3, neighboring="replace_one")).epsilon(1e-6)
     assert (out["lower"], out["upper"]) == (r.lower, r.upper)
     # --accountant: that accountant (its options from the command line), the file's composition
     out = _cli_json(capsys, "epsilon", "--spec", path, "--delta", "1e-6", "--accountant", "rdp")
-    r = _mixed(td.RDPAccountant()).epsilon(1e-6)
+    r = _mixed(td.RDPAccountant(neighboring="replace_one")).epsilon(1e-6)
     assert out["accountant"] == "rdp" and out["upper"] == r.upper and out["lower"] is None
+    # the file's relation goes along to the accountant of --accountant, and is shown
+    assert out["details"]["neighboring"] == "replace_one"
 
 
 def test_spec_with_the_dp_sgd_options_is_an_error_naming_them(tmp_path, capsys):
-    path = _spec(tmp_path, _mixed(td.PLDAccountant()))
+    path = _spec(tmp_path, _mixed(td.PLDAccountant(neighboring="replace_one")))
     for extra, named in ((["--sampling-rate", "0.1"], "--sampling-rate"),
                          (["--noise-multiplier", "1"], "--noise-multiplier"),
                          (["--steps", "10"], "--steps"), (["--epochs", "2"], "--epochs"),

@@ -6,6 +6,7 @@ who passes ``q=1.5`` learns at once which argument is wrong and what would be ac
 
 from __future__ import annotations
 
+import enum
 import math
 import numbers
 
@@ -98,3 +99,27 @@ def eps_values(name: str, value: object) -> np.ndarray:
     if np.any(np.isinf(arr)):
         raise ValueError(f"{name} must be finite, in (-inf, inf)")
     return arr
+
+
+#: the neighbouring relations, canonical spellings in dp_accounting's words
+#: (``NeighboringRelation``): add or remove one record; replace one record by another;
+#: replace one record by a special "zero" record (Kairouz et al. 2021, Def. 1.1)
+RELATIONS = ("add_or_remove_one", "replace_one", "replace_special")
+#: other spellings accepted for them (after lower-casing and "-", "/", " " -> "_")
+RELATION_ALIASES = {"add_remove": "add_or_remove_one", "add_or_remove": "add_or_remove_one",
+                    "replace": "replace_one", "substitute": "replace_one",
+                    "substitution": "replace_one"}
+
+
+def neighboring(name: str, value: object) -> str:
+    """A neighbouring relation as its canonical name (one of :data:`RELATIONS`), from that
+    name, an alias of :data:`RELATION_ALIASES`, or an enum member named so (such as
+    ``dp_accounting.NeighboringRelation.REPLACE_ONE``)."""
+    key = value.name if isinstance(value, enum.Enum) else value
+    if isinstance(key, str):
+        k = key.strip().lower().replace("-", "_").replace("/", "_").replace(" ", "_")
+        k = RELATION_ALIASES.get(k, k)
+        if k in RELATIONS:
+            return k
+    raise ValueError(f"{name} must be one of {', '.join(RELATIONS)} (or "
+                     f"{', '.join(RELATION_ALIASES)}), got {value!r}")

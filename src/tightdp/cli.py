@@ -206,12 +206,13 @@ def _spec_accountant(a, doc, file_acc):
     if a.accountant is not None:
         name = a.accountant
         _check_accountant_flags(a, [name], f"--accountant {name}")
-        acc = make_accountant(name, **_acc_opts(a))
+        # the file's relation (written, or inferred for a file without it) goes along
+        acc = make_accountant(name, **_acc_opts(a), neighboring=file_acc.neighboring)
     else:
         name = file_acc.name
         _check_accountant_flags(a, [name], f"the {name} accountant of --spec")
         make_accountant(name, **_acc_opts(a))  # the options given, checked by their names
-        opts = dict(doc["accountant"]["options"])
+        opts = {**doc["accountant"]["options"], "neighboring": file_acc.neighboring}
         for attr, key in _SPEC_OVERRIDES:
             if getattr(a, attr, None) is not None:
                 opts[key] = getattr(a, attr)
@@ -509,12 +510,13 @@ def _calibrate_spec(a) -> dict:
     budget = _budget(a)
     if a.accountant is not None:
         acc = make_accountant(a.accountant, **precision_options(a.accountant, target, rtol / 4, {
-            "max_memory": budget["max_memory"], "max_seconds": budget["max_seconds"]}))
+            "max_memory": budget["max_memory"], "max_seconds": budget["max_seconds"]}),
+            neighboring=file_acc.neighboring)
     else:
         if file_acc.name not in CERTIFYING:
             _fail(f"--spec: the file's accountant ({file_acc.name}) does not certify an upper "
                   f"bound; give --accountant {' or '.join(CERTIFYING)}")
-        opts = dict(doc["accountant"]["options"])
+        opts = {**doc["accountant"]["options"], "neighboring": file_acc.neighboring}
         if a.max_memory is not None:
             opts["max_memory"] = a.max_memory
         acc = from_dict({**doc, "accountant": {"name": file_acc.name, "options": opts},
@@ -725,7 +727,7 @@ def _cmd_plot(a) -> dict:
     delta = v.delta_value("delta", a.delta if a.delta is not None else 1e-5)
     setting = _setting(a)
     q, steps, mech = setting.sampling.sampling_rate, setting.steps, setting.mechanism()
-    opts = _acc_opts(a)
+    opts = {**_acc_opts(a), "neighboring": setting.sampling.neighboring}
     for name in names:  # the options are checked before the plotting starts
         make_accountant(name, **opts)
     try:

@@ -6,6 +6,7 @@ The document (schema version 1)::
 
     {"format": "tightdp-composition", "schema_version": 1, "tightdp_version": "0.1.0",
      "accountant": {"name": "pld", "options": {"rtol": 0.001, "max_points": ...,
+                                               "neighboring": "add_or_remove_one",
                                                "max_memory": 2000000000, "max_seconds": 60.0}},
      "composition": [
        {"mechanism": "PoissonSubsampled",
@@ -18,7 +19,13 @@ Mechanisms are written by class name and constructor parameters (a subsampled me
 ``base`` nested the same way); counts are run-length encoded, one entry per distinct
 mechanism (``Accountant.terms``). Every field is required -- :func:`save` writes them all, and
 no default is filled in when one is missing -- except that FFT's ``L`` may be ``null`` (the
-accountant then widens its domain itself, as ``FFTAccountant(L=None)``). Reading checks every
+accountant then widens its domain itself, as ``FFTAccountant(L=None)``), and that
+``accountant.options.neighboring`` (the accountant's neighbouring relation) may be absent, as
+in files written before it existed: such a file is read under ``"replace_one"`` when its
+composition holds a mechanism defined under replace-one and not under add/remove (sampling
+without or with replacement, randomized response), else under ``"add_or_remove_one"`` -- the
+only relation each such file can have meant (a file mixing both kinds is refused, naming the
+entry). Reading checks every
 field: a corrupt or hand-edited file raises ``ValueError`` with one line naming the field as a
 JSON path (``composition[1].params.sigma``) and the accepted range. Floats are written with
 ``repr`` precision, so a loaded accountant answers bit for bit as the saved one.
@@ -94,8 +101,9 @@ def _reraise(err: Exception, name: str, path: str):
 
 
 # --- field checks ---------------------------------------------------------------------------
-def _object(value, path: str, fields: tuple[str, ...]) -> dict:
-    """``value`` must be a JSON object with exactly ``fields`` (all required)."""
+def _object(value, path: str, fields: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
+    """``value`` must be a JSON object with exactly ``fields`` (all required) and any of
+    ``optional``."""
     if not isinstance(value, dict):
         _fail(f"{path} must be a JSON object with the fields {', '.join(fields)}, got "
               f"{_kind(value)}")
@@ -103,10 +111,10 @@ def _object(value, path: str, fields: tuple[str, ...]) -> dict:
         if f not in value:
             _fail(f"{_join(path, f)} is missing (required; the fields of {path} are "
                   f"{', '.join(fields)})")
-    extra = [k for k in value if k not in fields]
+    extra = [k for k in value if k not in fields + optional]
     if extra:
         _fail(f"{_join(path, extra[0])} is not a field of {path} (the fields are "
-              f"{', '.join(fields)})")
+              f"{', '.join(fields + optional)})")
     return value
 
 
@@ -327,6 +335,8 @@ def _options_from(name: str, o: dict, path: str) -> dict:
             kw[key] = None
         elif key == "max_memory" and isinstance(x, str):
             kw[key] = x  # a size such as "2GB": parse_memory checks it
+        elif key == "neighboring":
+            kw[key] = x  # a relation's name: the constructor checks it
         else:
             if isinstance(x, bool) or not isinstance(x, int | float):
                 _fail(f"{p} must be a number, got {_kind(x)}")
@@ -343,19 +353,34 @@ def to_dict(acc: Accountant) -> dict:
         raise ValueError(f"cannot write {type(acc).__name__} to a state file: the accountants "
                          f"it holds are {known}")
     name, options = found[0]
-    opts = {**options(acc), "max_memory": int(acc.budget.max_memory),
+    opts = {**options(acc), "neighboring": acc.neighboring,
+            "max_memory": int(acc.budget.max_memory),
             "max_seconds": float(acc.budget.max_seconds)}
     return {"format": FORMAT, "schema_version": SCHEMA_VERSION, "tightdp_version": __version__,
             "accountant": {"name": name, "options": opts},
             "composition": [{**mechanism_to_dict(m), "count": int(k)} for m, k in acc.terms]}
 
 
-def _accountant_from(d: object) -> Accountant:
+def _accountant_options(d: object) -> tuple[type, dict]:
+    """(class, keyword arguments) of the ``accountant`` object, types checked."""
     a = _object(d, "accountant", ("name", "options"))
     name = _string(a["name"], "accountant.name", tuple(_ACCOUNTANTS))
     cls, names, _ = _ACCOUNTANTS[name]
-    o = _object(a["options"], "accountant.options", names + _BUDGET)
-    kw = _options_from(name, o, "accountant.options")
+    o = _object(a["options"], "accountant.options", names + _BUDGET, optional=("neighboring",))
+    return cls, _options_from(name, o, "accountant.options")
+
+
+def _legacy_relation(mechanisms: list[Mechanism]) -> str:
+    """The relation of a file without ``accountant.options.neighboring`` (written before the
+    field existed): replace-one when a mechanism is defined under it and not under add/remove,
+    else add/remove (the default then)."""
+    for m in mechanisms:
+        if "add_or_remove_one" not in m.relations and "replace_one" in m.relations:
+            return "replace_one"
+    return "add_or_remove_one"
+
+
+def _accountant_from(cls: type, kw: dict) -> Accountant:
     try:
         return cls(**kw)
     except ValueError as err:
@@ -392,16 +417,24 @@ def _from_dict(doc: object) -> Accountant:
     if not isinstance(d["tightdp_version"], str) or not d["tightdp_version"].strip():
         _fail(f"tightdp_version must be a version string such as '0.1.0', got "
               f"{_kind(d['tightdp_version'])}")
-    acc = _accountant_from(d["accountant"])
+    cls, kw = _accountant_options(d["accountant"])
+    acc = _accountant_from(cls, kw)
     comp = d["composition"]
     if not isinstance(comp, list):
         _fail(f"composition must be a list of {{mechanism, params, count}} objects, got "
               f"{_kind(comp)}")
+    entries = []
     for i, entry in enumerate(comp):
         path = f"composition[{i}]"
         e = _object(entry, path, ("mechanism", "params", "count"))
         count = v.count(f"{path}.count", e["count"], minimum=0)
-        mech = mechanism_from_dict({"mechanism": e["mechanism"], "params": e["params"]}, path)
+        entries.append((path, count, mechanism_from_dict(
+            {"mechanism": e["mechanism"], "params": e["params"]}, path)))
+    if "neighboring" not in kw:
+        relation = _legacy_relation([m for _, _, m in entries])
+        if relation != acc.neighboring:
+            acc = _accountant_from(cls, {**kw, "neighboring": relation})
+    for path, count, mech in entries:
         try:
             acc.compose(mech, count)
         except ValueError as err:  # this accountant does not support the mechanism

@@ -133,13 +133,22 @@ class Accountant(Queries):
     Every accountant takes ``max_memory`` (bytes, or a string such as ``"2GB"``) and
     ``max_seconds``: the budget of one query (default 2 GB and 60 s; see
     :mod:`tightdp.budget`). Over it, a query answers with a coarser certified result that
-    says so, or raises :class:`~tightdp.budget.BudgetExceeded` (a ``ValueError``)."""
+    says so, or raises :class:`~tightdp.budget.BudgetExceeded` (a ``ValueError``).
+
+    Every accountant holds one neighbouring relation, ``neighboring`` (one of
+    :data:`tightdp._validate.RELATIONS`: ``"add_or_remove_one"``, the default,
+    ``"replace_one"`` or ``"replace_special"``; aliases such as ``"add_remove"`` and
+    ``"substitute"`` accepted): its answers are guarantees under that relation, so it refuses
+    a mechanism not defined under it (:attr:`Mechanism.relations`), and every answer names it
+    in ``details["neighboring"]``."""
 
     name = "base"
 
-    def __init__(self, *, max_memory=None, max_seconds=None) -> None:
+    def __init__(self, *, neighboring="add_or_remove_one", max_memory=None,
+                 max_seconds=None) -> None:
         self._terms: dict[Mechanism, int] = {}
         self._cache: dict = {}
+        self.neighboring = v.neighboring("neighboring", neighboring)
         self.budget = Budget.make(max_memory, max_seconds)
 
     def __getstate__(self) -> dict:
@@ -154,11 +163,30 @@ class Accountant(Queries):
         if not isinstance(mechanism, Mechanism):
             raise ValueError(f"mechanism must be a tightdp Mechanism, got {mechanism!r}")
         count = v.count("count", count, minimum=0)
-        self.supports(mechanism)
+        self.accepts(mechanism)
         if count:
             self._terms[mechanism] = self._terms.get(mechanism, 0) + count
             self._cache.clear()
         return self
+
+    def accepts(self, mechanism: Mechanism) -> None:
+        """Raise ValueError unless this accountant can compose ``mechanism``: defined under
+        its relation (:meth:`check_relation`) and handled by its method (:meth:`supports`)."""
+        self.check_relation(mechanism)
+        self.supports(mechanism)
+
+    def check_relation(self, mechanism: Mechanism) -> None:
+        """Raise ValueError (one line naming the mechanism and this accountant's relation)
+        unless ``mechanism`` is defined under :attr:`neighboring`: a composition is a guarantee
+        under one relation, never a number mixing pairs of two."""
+        rels = tuple(mechanism.relations)
+        if self.neighboring in rels:
+            return
+        raise ValueError(
+            f"{type(mechanism).__name__} is defined under neighboring={' or '.join(rels)}, not "
+            f"under this {self.name} accountant's neighboring={self.neighboring}: compose it "
+            f"in an accountant built with neighboring={rels[0]!r} (a composition holds one "
+            "relation)")
 
     def supports(self, mechanism: Mechanism) -> None:
         """Raise ValueError if this accountant cannot handle ``mechanism``."""
@@ -171,6 +199,21 @@ class Accountant(Queries):
             for i, loss in enumerate(m.privacy_losses()):
                 tops[i] += count * loss.support[1]
         return max(tops)
+
+    def epsilon(self, delta) -> EpsilonResult:
+        """epsilon at ``delta`` (see :meth:`Queries.epsilon`), ``details["neighboring"]``
+        naming the relation it is a guarantee under."""
+        return self._with_relation(super().epsilon(delta))
+
+    def delta(self, epsilon) -> DeltaResult:
+        """delta at ``epsilon`` (see :meth:`Queries.delta`), ``details["neighboring"]``
+        naming the relation it is a guarantee under."""
+        return self._with_relation(super().delta(epsilon))
+
+    def _with_relation(self, r):
+        # a new dict: a result's details may be shared (a cached answer)
+        r.details = {**r.details, "neighboring": self.neighboring}
+        return r
 
     @property
     def terms(self) -> list[tuple[Mechanism, int]]:

@@ -201,6 +201,9 @@ class FFTAccountant(Accountant):
         note even where the answer lies beyond the domain, instead of refusing (to reproduce
         the paper's Table 2, whose ``L = 2`` row is truncated). Default False.
     max_memory, max_seconds : the budget of one query (see :mod:`tightdp.budget`).
+    neighboring : the neighbouring relation of the composition, ``"add_or_remove_one"``
+        (default), ``"replace_one"`` or ``"replace_special"`` (see
+        :class:`~tightdp.accountants.base.Accountant`).
 
     When is the domain too small? The mass of the composed loss above ``L`` is estimated by
     the Chernoff bound ``min_lam exp(sum_i k_i K_i(lam) - lam L)`` with the exact cumulant
@@ -224,8 +227,10 @@ class FFTAccountant(Accountant):
 
     def __init__(self, L: float | None = None, n: int | None = None, *,
                  error_estimate: bool = True, method: str = "auto",
-                 allow_truncation: bool = False, max_memory=None, max_seconds=None):
-        super().__init__(max_memory=max_memory, max_seconds=max_seconds)
+                 allow_truncation: bool = False, neighboring="add_or_remove_one",
+                 max_memory=None, max_seconds=None):
+        super().__init__(neighboring=neighboring, max_memory=max_memory,
+                         max_seconds=max_seconds)
         self.auto_L = L is None
         self.L = DEFAULT_L if L is None else v.positive("L", L)
         if self.L > MAX_L:

@@ -97,6 +97,9 @@ class PLDAccountant(Accountant):
     ----------
     rtol : relative width of the certified bracket to aim for (eps or delta).
     max_points : the largest FFT it may use; beyond it the tightest bracket is reported.
+    neighboring : the neighbouring relation of the composition, ``"add_or_remove_one"``
+        (default), ``"replace_one"`` or ``"replace_special"`` (see
+        :class:`~tightdp.accountants.base.Accountant`).
 
     Examples
     --------
@@ -109,9 +112,10 @@ class PLDAccountant(Accountant):
 
     name = "pld"
 
-    def __init__(self, rtol: float = DEFAULT_RTOL, *, max_points: int = MAX_POINTS, max_memory=None,
-                 max_seconds=None):
-        super().__init__(max_memory=max_memory, max_seconds=max_seconds)
+    def __init__(self, rtol: float = DEFAULT_RTOL, *, max_points: int = MAX_POINTS,
+                 neighboring="add_or_remove_one", max_memory=None, max_seconds=None):
+        super().__init__(neighboring=neighboring, max_memory=max_memory,
+                         max_seconds=max_seconds)
         self.rtol = v.positive("rtol", rtol)
         self.max_points = v.count("max_points", max_points, minimum=64)
 

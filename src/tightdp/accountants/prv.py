@@ -135,6 +135,9 @@ class PRVAccountant(Accountant):
         single-step laws rather than with the window), unless the transform beyond
         :data:`~tightdp.pld.spectral.MAX_FREQUENCIES` frequencies cannot be bounded
         (few steps): then by FFT, within ``max_points``. 0 always tries it first.
+    neighboring : the neighbouring relation of the composition, ``"add_or_remove_one"``
+        (default), ``"replace_one"`` or ``"replace_special"`` (see
+        :class:`~tightdp.accountants.base.Accountant`).
 
     Results: ``epsilon(delta)`` returns ``lower = eps_low``, ``estimate`` (eps of the
     discrete composed curve) and ``upper = eps_up = epsilon``, with ``certified=True``;
@@ -153,8 +156,9 @@ class PRVAccountant(Accountant):
 
     def __init__(self, eps_error: float = 0.01, delta_error: float = 1e-9, *,
                  max_points: int = MAX_POINTS, spectral_above: int = SPECTRAL_ABOVE,
-                 max_memory=None, max_seconds=None):
-        super().__init__(max_memory=max_memory, max_seconds=max_seconds)
+                 neighboring="add_or_remove_one", max_memory=None, max_seconds=None):
+        super().__init__(neighboring=neighboring, max_memory=max_memory,
+                         max_seconds=max_seconds)
         self.spectral_above = v.count("spectral_above", spectral_above, minimum=0)
         self.eps_error = v.positive("eps_error", eps_error)
         self.delta_error = v.delta_value("delta_error", delta_error)

@@ -32,6 +32,9 @@ class RDPAccountant(Accountant):
         (which contain dp_accounting's default orders, a finer fractional grid and integers up
         to 10^4).
     extra_orders : orders added to the grid (default or ``orders``).
+    neighboring : the neighbouring relation of the composition, ``"add_or_remove_one"``
+        (default), ``"replace_one"`` or ``"replace_special"`` (see
+        :class:`~tightdp.accountants.base.Accountant`).
 
     Examples
     --------
@@ -44,8 +47,10 @@ class RDPAccountant(Accountant):
 
     name = "rdp"
 
-    def __init__(self, orders=None, *, extra_orders=None, max_memory=None, max_seconds=None):
-        super().__init__(max_memory=max_memory, max_seconds=max_seconds)
+    def __init__(self, orders=None, *, extra_orders=None, neighboring="add_or_remove_one",
+                 max_memory=None, max_seconds=None):
+        super().__init__(neighboring=neighboring, max_memory=max_memory,
+                         max_seconds=max_seconds)
         base = DEFAULT_ORDERS if orders is None else check_orders(orders)
         if extra_orders is not None:
             base = np.concatenate([base, check_orders(extra_orders)])

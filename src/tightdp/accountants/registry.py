@@ -18,8 +18,10 @@ def _opt(o: dict, key: str, default):
 
 
 def _budget(o: dict) -> dict:
-    """The resource budget options every accountant takes (None: the default budget)."""
-    return {"max_memory": o.get("max_memory"), "max_seconds": o.get("max_seconds")}
+    """The options every accountant takes: the resource budget (None: the default budget)
+    and the neighbouring relation (None: add/remove)."""
+    return {"max_memory": o.get("max_memory"), "max_seconds": o.get("max_seconds"),
+            "neighboring": _opt(o, "neighboring", "add_or_remove_one")}
 
 
 def _pld(o: dict) -> Accountant:
@@ -70,19 +72,22 @@ ACCOUNTANTS: dict[str, tuple[Callable[[dict], Accountant], str]] = {
 #: accountants whose headline number is a certified upper bound
 CERTIFYING = ("pld", "prv", "rdp")
 
-#: the options each accountant uses (besides ``max_memory`` and ``max_seconds``, which all take)
+#: the options each accountant uses (besides ``max_memory``, ``max_seconds`` and
+#: ``neighboring``, which all take)
 OPTIONS: dict[str, tuple[str, ...]] = {
     "pld": ("rtol",), "prv": ("eps_error", "delta_error"), "rdp": (), "fft": ("L", "n"),
     "spa": ("method",), "gdp": (),
 }
-_BUDGET_OPTIONS = ("max_memory", "max_seconds")
+_BUDGET_OPTIONS = ("max_memory", "max_seconds", "neighboring")
 
 
 def make_accountant(name: str, **options) -> Accountant:
     """A fresh accountant by name (see :data:`ACCOUNTANTS`).
 
     Options: ``rtol`` (pld), ``eps_error`` and ``delta_error`` (prv), ``L`` and ``n`` (fft),
-    ``method`` (spa), and ``max_memory`` / ``max_seconds`` (all). An option that is None
+    ``method`` (spa), and ``max_memory`` / ``max_seconds`` / ``neighboring`` (all: the
+    budget of one query and the neighbouring relation, see
+    :class:`~tightdp.accountants.base.Accountant`). An option that is None
     means the accountant's default; any other value, 0 included, is passed on and validated by
     the accountant. One dictionary of options can serve several accountants (each takes the
     ones it uses); an option no accountant knows is an error.

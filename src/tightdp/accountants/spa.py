@@ -295,6 +295,9 @@ class SaddlePointAccountant(Accountant):
     method : "msd1" (default; eq. (61)), "msd0" (eqs. (7)/(60)) or "clt" (eqs. (8)/(66)).
     bounds : also compute the certified refined-moments bound (eq. (43)) and the Berry-Esseen
         bracket (Theorem 5) reported in ``upper``/``lower`` (default True).
+    neighboring : the neighbouring relation of the composition, ``"add_or_remove_one"``
+        (default), ``"replace_one"`` or ``"replace_special"`` (see
+        :class:`~tightdp.accountants.base.Accountant`).
 
     Every mechanism must have a finite CGF for t > 0: approximate-DP mechanisms with
     ``delta > 0`` (a P-mass at loss +inf) are refused with ValueError.
@@ -314,9 +317,10 @@ class SaddlePointAccountant(Accountant):
 
     name = "spa"
 
-    def __init__(self, method: str = "msd1", *, bounds: bool = True, max_memory=None,
-                 max_seconds=None):
-        super().__init__(max_memory=max_memory, max_seconds=max_seconds)
+    def __init__(self, method: str = "msd1", *, bounds: bool = True,
+                 neighboring="add_or_remove_one", max_memory=None, max_seconds=None):
+        super().__init__(neighboring=neighboring, max_memory=max_memory,
+                         max_seconds=max_seconds)
         if method not in METHODS:
             raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
         self.method = method

@@ -25,9 +25,16 @@ __all__ = ["dpsgd_epsilon", "dpsgd_delta", "composed"]
 def composed(setting: DPSGDSetting, *, accountant: str = "pld", rtol: float = DEFAULT_RTOL,
              max_memory=None, max_seconds=None, **accountant_options) -> Accountant:
     """The accountant ``accountant`` (see :func:`tightdp.accountants.registry.make_accountant`
-    for the options) holding the ``setting.steps`` rounds of ``setting``."""
+    for the options) holding the ``setting.steps`` rounds of ``setting``, under the
+    neighbouring relation of its sampling (:attr:`~tightdp.dpsgd.setting.Sampling.neighboring`;
+    a ``neighboring`` option naming another is refused)."""
+    relation = setting.sampling.neighboring
+    given = accountant_options.pop("neighboring", None)
+    if given is not None and v.neighboring("neighboring", given) != relation:
+        raise ValueError(f"neighboring: sampling={setting.sampling.kind!r} is accounted under "
+                         f"{relation!r}, got {given!r}; leave neighboring out")
     acc = make_accountant(accountant, rtol=rtol, max_memory=max_memory,
-                          max_seconds=max_seconds, **accountant_options)
+                          max_seconds=max_seconds, neighboring=relation, **accountant_options)
     return acc.compose(setting.mechanism(), setting.steps)
 
 

@@ -22,13 +22,16 @@ Samplings (``sampling=``; dashes or underscores):
   pair with sensitivity 2 at rate ``B / (n + 1)``, which is what is built (it has a
   closed-form loss inverse; Koskela et al. 2020, Sec. 6.1).
 * ``"without_replacement"`` -- a batch drawn without replacement at rate ``sampling_rate``
-  (or ``batch_size / dataset_size``) under the *substitute* relation: the worst-case pair of
-  :class:`~tightdp.mechanisms.SampledWithoutReplacement` (Lebeda, Regehr, Kamath, Steinke
-  2024, "Avoiding pitfalls for privacy accounting of subsampled mechanisms under
-  composition").
+  (or ``batch_size / dataset_size``) under the *substitute* (replace-one) relation: the
+  worst-case pair of :class:`~tightdp.mechanisms.SampledWithoutReplacement` (Lebeda, Regehr,
+  Kamath, Steinke 2024, "Avoiding pitfalls for privacy accounting of subsampled mechanisms
+  under composition").
 * ``"with_replacement"`` -- ``batch_size`` draws with replacement from ``dataset_size``
-  examples under the substitute relation (:class:`~tightdp.mechanisms.SampledWithReplacement`,
-  worst-case pair).
+  examples under the substitute (replace-one) relation
+  (:class:`~tightdp.mechanisms.SampledWithReplacement`, worst-case pair).
+
+The front doors build their accountant with the relation of the sampling
+(:attr:`Sampling.neighboring`), and every answer names it in ``details["neighboring"]``.
 
 Steps: ``steps`` (an integer >= 0) or ``epochs`` (a number > 0), not both. One epoch is
 ``dataset_size / batch_size`` rounds when the sizes are given, else ``1 / sampling_rate``;
@@ -93,6 +96,13 @@ class Sampling:
     def adjacency(self) -> str:
         """``"add_remove"`` (poisson, fixed_batch) or ``"substitute"``."""
         return "add_remove" if self.kind in ("poisson", "fixed_batch") else "substitute"
+
+    @property
+    def neighboring(self) -> str:
+        """The neighbouring relation the rounds are accounted under, as an accountant's
+        ``neighboring``: ``"add_or_remove_one"`` (poisson, fixed_batch) or ``"replace_one"``
+        (without_replacement, with_replacement)."""
+        return "add_or_remove_one" if self.adjacency == "add_remove" else "replace_one"
 
     def mechanism(self, noise_multiplier: float) -> Mechanism:
         """The mechanism of one round with noise multiplier ``noise_multiplier`` (see the

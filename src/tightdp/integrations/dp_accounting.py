@@ -9,7 +9,9 @@ Two entry points:
   uses tightdp's certified accountants by changing one constructor. ``get_epsilon`` returns the
   certified upper bound; :meth:`TightdpAccountant.epsilon_result` the whole bracket.
 
-Neighbouring relations (``dp_accounting.NeighboringRelation``):
+Neighbouring relations (``dp_accounting.NeighboringRelation``; the tightdp accountant holds
+the same one as its ``neighboring``, named in lower case, and every result names it in
+``details["neighboring"]``):
 
 - ``ADD_OR_REMOVE_ONE`` (the default): the remove and the add pair of every mechanism, the
   curve being their maximum (tightdp's default).
@@ -95,7 +97,10 @@ class ZCDP(Mechanism):
     """A mechanism known only through a Rényi-DP bound: ``(alpha, xi + rho alpha)``-RDP for
     every order ``alpha > 1`` (``(xi, rho)``-zCDP, Bun & Steinke 2016, "Concentrated
     differential privacy: simplifications, extensions, and lower bounds", Def. 1.1). Only the
-    RDP accountant can use it: it has no privacy-loss distribution."""
+    RDP accountant can use it: it has no privacy-loss distribution. Defined under every
+    relation: the bound is the one stated under the accountant's relation."""
+
+    relations = v.RELATIONS
 
     def __init__(self, rho: float, xi: float = 0.0):
         self.rho = v.nonnegative("rho", rho)
@@ -125,11 +130,13 @@ def _relation(neighboring) -> NeighboringRelation:
 
 @dataclass
 class DpEventComposition:
-    """What a DpEvent tree amounts to: tightdp mechanisms with their counts, and whether a
-    non-private event was part of it (then no finite epsilon exists)."""
+    """What a DpEvent tree amounts to: tightdp mechanisms with their counts, whether a
+    non-private event was part of it (then no finite epsilon exists), and the neighbouring
+    relation they are accounted under (tightdp's name of the ``NeighboringRelation``)."""
 
     terms: list[tuple[Mechanism, int]] = field(default_factory=list)
     non_private: bool = False
+    neighboring: str = "add_or_remove_one"
     #: called on every mechanism met (even with count 0); raises ValueError to refuse it
     check: Callable[[Mechanism], None] | None = field(default=None, repr=False, compare=False)
 
@@ -155,11 +162,17 @@ class DpEventComposition:
 
     def accountant(self, name: str = "pld", **options) -> Accountant:
         """A tightdp accountant (by name, see :func:`tightdp.accountants.registry.make_accountant`)
-        with every term composed. Raises ValueError if the composition is non-private."""
+        with every term composed, built under :attr:`neighboring`. Raises ValueError if the
+        composition is non-private, or if ``options`` name another ``neighboring``."""
         if self.non_private:
             raise ValueError("the composition contains a non-private event: epsilon is inf "
                              "(use epsilon()/delta() for a result saying so)")
-        acc = make_accountant(name, **options)
+        given = options.pop("neighboring", None)
+        if given is not None and v.neighboring("neighboring", given) != self.neighboring:
+            raise ValueError(f"neighboring: the events were converted under "
+                             f"{self.neighboring!r}, got {given!r}; convert them again with "
+                             "from_dp_event(event, neighboring)")
+        acc = make_accountant(name, neighboring=self.neighboring, **options)
         for mech, k in self.terms:
             acc.compose(mech, k)
         return acc
@@ -170,7 +183,8 @@ class DpEventComposition:
         if self.non_private:
             d = v.delta_value("delta", delta)
             return EpsilonResult(math.inf, d, math.inf, math.inf, accountant, True,
-                                 estimate=math.inf, note=_NON_PRIVATE_NOTE)
+                                 estimate=math.inf, note=_NON_PRIVATE_NOTE,
+                                 details={"neighboring": self.neighboring})
         return self.accountant(accountant, **options).epsilon(delta)
 
     def delta(self, eps, accountant: str = "pld", **options) -> DeltaResult:
@@ -178,7 +192,7 @@ class DpEventComposition:
         non-private."""
         if self.non_private:
             return DeltaResult(1.0, eps, 1.0, 1.0, accountant, True, estimate=1.0,
-                               note=_NON_PRIVATE_NOTE)
+                               note=_NON_PRIVATE_NOTE, details={"neighboring": self.neighboring})
         return self.accountant(accountant, **options).delta(eps)
 
 
@@ -441,7 +455,9 @@ def from_dp_event(event, neighboring="add_or_remove_one", *, accountant: str = "
     """
     rel = _relation(neighboring)
     rdp_ok = _check_accountant(accountant) == "rdp"
-    out = DpEventComposition(check=RDPAccountant().supports if rdp_ok else None)
+    relation = v.neighboring("neighboring", rel)
+    check = RDPAccountant(neighboring=relation).accepts if rdp_ok else None
+    out = DpEventComposition(check=check, neighboring=relation)
     try:
         _convert(event, 1, rel, rdp_ok, out)
     except _Refused as err:
@@ -484,8 +500,10 @@ class TightdpAccountant(_pa.PrivacyAccountant):
         if rtol is not None and self._name != "pld":
             raise ValueError(f"rtol is an option of the pld accountant, not of {self._name!r}")
         opts = {"rtol": rtol} if self._name == "pld" else {}
+        # the tightdp accountant holds the same relation (its name in tightdp's words)
         self._acc = make_accountant(self._name, max_memory=max_memory,
-                                    max_seconds=max_seconds, **opts)
+                                    max_seconds=max_seconds,
+                                    neighboring=self.neighboring_relation, **opts)
         self._non_private = False
 
     @property
@@ -494,7 +512,7 @@ class TightdpAccountant(_pa.PrivacyAccountant):
         return self._acc
 
     def _maybe_compose(self, event, count: int, do_compose: bool):
-        out = DpEventComposition(check=self._acc.supports)
+        out = DpEventComposition(check=self._acc.accepts)
         try:
             _convert(event, count, self.neighboring_relation, self._name == "rdp", out)
         except _Refused as err:
@@ -531,22 +549,24 @@ class TightdpAccountant(_pa.PrivacyAccountant):
     def epsilon_result(self, target_delta: float) -> EpsilonResult:
         """The full tightdp result at ``target_delta`` (bracket, note, details)."""
         d = float(target_delta)
+        rel = {"neighboring": self._acc.neighboring}
         if self._non_private:
             return EpsilonResult(math.inf, d, math.inf, math.inf, self._name, True,
-                                 estimate=math.inf, note=_NON_PRIVATE_NOTE)
+                                 estimate=math.inf, note=_NON_PRIVATE_NOTE, details=rel)
         if not self._acc.terms:
             return EpsilonResult(0.0, d, 0.0, 0.0, self._name, True, estimate=0.0,
-                                 note="nothing composed")
+                                 note="nothing composed", details=rel)
         return self._acc.epsilon(target_delta)
 
     def delta_result(self, target_epsilon: float) -> DeltaResult:
         """The full tightdp result at ``target_epsilon`` (bracket, note, details)."""
+        rel = {"neighboring": self._acc.neighboring}
         if self._non_private:
             return DeltaResult(1.0, target_epsilon, 1.0, 1.0, self._name, True, estimate=1.0,
-                               note=_NON_PRIVATE_NOTE)
+                               note=_NON_PRIVATE_NOTE, details=rel)
         if not self._acc.terms:
             return DeltaResult(0.0, target_epsilon, 0.0, 0.0, self._name, True, estimate=0.0,
-                               note="nothing composed")
+                               note="nothing composed", details=rel)
         return self._acc.delta(target_epsilon)
 
     def get_epsilon(self, target_delta: float) -> float:

@@ -16,13 +16,17 @@ class Mechanism:
 
     Subclasses implement :meth:`_build_losses`, returning the PLRV of the *remove* pair
     and of the *add* pair. Under add/remove adjacency they differ in general; under the
-    substitute relation (and for symmetric mechanisms) both are the same object. Accountants
+    replace-one relation (and for symmetric mechanisms) both are the same object. Accountants
     compose every remove pair together and every add pair together and report the maximum:
     a direction is never dropped.
+
+    ``relations`` names the neighbouring relations (:data:`tightdp._validate.RELATIONS`)
+    under which the pair dominates every pair of neighbouring datasets; an accountant holds
+    one relation and refuses a mechanism not defined under it. A subclass states its own
+    (the default is add/remove only).
     """
 
-    #: "add_remove" or "substitute"
-    relation: str = "add_remove"
+    relations: tuple[str, ...] = ("add_or_remove_one",)
 
     def _build_losses(self) -> tuple[PrivacyLoss, PrivacyLoss]:
         raise NotImplementedError

@@ -22,7 +22,13 @@ class Gaussian(Mechanism):
 
     ``sigma`` is the standard deviation of the noise (``noise_multiplier * clip_norm`` in
     DP-SGD).
+
+    Defined under every neighbouring relation, with ``sensitivity`` the query's sensitivity
+    under the accountant's relation: for a sum of contributions clipped to norm ``C`` it is
+    ``C`` under add/remove and replace-special, ``2 C`` under replace-one.
     """
+
+    relations = v.RELATIONS
 
     def __init__(self, sigma: float, sensitivity: float = 1.0):
         self.sigma = v.positive("sigma", sigma)
@@ -57,7 +63,11 @@ class Laplace(Mechanism):
     Dominating pair ``(Lap(sensitivity, b), Lap(0, b))``; the loss
     ``(|x| - |x - sensitivity|)/b`` is non-decreasing with atoms at ``+-sensitivity/b``.
     Symmetric (Koskela et al. 2020, Sec. 4 example; Dwork & Roth 2014, Thm. 3.6).
+    Defined under every relation, ``sensitivity`` being the query's under the accountant's
+    relation (as for :class:`Gaussian`).
     """
+
+    relations = v.RELATIONS
 
     def __init__(self, scale: float, sensitivity: float = 1.0):
         self.scale = v.positive("scale", scale)
@@ -98,9 +108,12 @@ class RandomizedResponse(Mechanism):
     ``p = k / (e^eps + k - 1)``, the RR that is exactly eps-DP). Outputs: the true value has
     probability ``1 - p + p/k``, every other ``p/k``; the pair is symmetric with losses
     ``+-log((1 - p + p/k)/(p/k))`` and 0 (on the other k - 2 values).
+
+    Defined under replace-one only: the pair compares two values of one input; adding or
+    removing an input adds or removes an output, which no such pair describes.
     """
 
-    relation = "substitute"
+    relations = ("replace_one",)
 
     def __init__(self, noise_parameter: float | None = None, num_values: int = 2,
                  eps: float | None = None):
@@ -136,9 +149,11 @@ class RandomizedResponse(Mechanism):
 
 class PureDP(Mechanism):
     """Any eps-DP mechanism, through its dominating pair (randomized response with two values:
-    ``P = (e^eps, 1)/(1 + e^eps)``, ``Q`` reversed; Kairouz, Oh, Viswanath 2015)."""
+    ``P = (e^eps, 1)/(1 + e^eps)``, ``Q`` reversed; Kairouz, Oh, Viswanath 2015).
 
-    relation = "substitute"
+    Defined under every relation: ``eps`` is the guarantee under the accountant's relation."""
+
+    relations = v.RELATIONS
 
     def __init__(self, eps: float):
         self.eps = v.nonnegative("eps", eps)
@@ -160,9 +175,12 @@ class PureDP(Mechanism):
 class ApproxDP(Mechanism):
     """Any (eps, delta)-DP mechanism, through its dominating pair: with probability delta the
     output reveals which dataset it came from, otherwise it is eps-randomized response
-    (Kairouz, Oh, Viswanath 2015; Gopi et al. 2021, Sec. 4 for the mass at infinity)."""
+    (Kairouz, Oh, Viswanath 2015; Gopi et al. 2021, Sec. 4 for the mass at infinity).
 
-    relation = "substitute"
+    Defined under every relation: ``(eps, delta)`` is the guarantee under the accountant's
+    relation."""
+
+    relations = v.RELATIONS
 
     def __init__(self, eps: float, delta: float):
         self.eps = v.nonnegative("eps", eps)

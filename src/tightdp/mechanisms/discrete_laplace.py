@@ -25,8 +25,11 @@ class DiscreteLaplace(Mechanism):
     for ``x <= 0``, ``k = C`` for ``x >= C``), with masses from ``P(Z >= m) = e^{-a m} /
     (1 + e^{-a})`` for ``m >= 1``. The pair is symmetric (the reflection ``x -> C - x``
     swaps its two laws), so one loss serves both directions; the mechanism is
-    ``a C``-DP.
+    ``a C``-DP. Defined under every relation, ``sensitivity`` being the query's under the
+    accountant's relation (as for :class:`~tightdp.mechanisms.Gaussian`).
     """
+
+    relations = v.RELATIONS
 
     def __init__(self, noise_parameter: float, sensitivity: int = 1):
         self.noise_parameter = v.positive("noise_parameter", noise_parameter)

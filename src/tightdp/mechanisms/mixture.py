@@ -18,7 +18,11 @@ class MixtureOfGaussians(Mechanism):
     Under add/remove adjacency the remove pair is ``P = sum_i p_i N(c_i, sigma^2)`` against
     ``Q = N(0, sigma^2)`` and the add pair is the reverse (Ganesh, Def. 2.8 and Sec. 3).
     Sensitivities must be non-negative, which makes the loss monotone in the output.
+    Defined under add/remove and replace-special (the record replaced by one contributing
+    nothing gives the same two pairs); not under replace-one.
     """
+
+    relations = ("add_or_remove_one", "replace_special")
 
     def __init__(self, sensitivities, probabilities, sigma: float):
         c = np.asarray(sensitivities, dtype=float).ravel()

@@ -143,7 +143,13 @@ class PoissonSubsampled(Mechanism):
     Sec. 6.1; Zhu, Dong, Wang 2022 for why both directions are needed). The loss of the remove
     pair is ``log(1 - q + q e^{(2 c x - c^2)/(2 s^2)})`` with the closed-form inverse of
     Koskela et al. (2020), Sec. 6.1, for the Gaussian base.
+
+    Defined under add/remove and replace-special (the record replaced by one contributing
+    nothing: the same two pairs). Not under replace-one: its dominating pair there is not
+    implemented, so a replace-one accountant refuses it.
     """
+
+    relations = ("add_or_remove_one", "replace_special")
 
     def __init__(self, base: Mechanism, q: float):
         self.q = v.probability_open_closed("q", q)
@@ -195,7 +201,7 @@ class PoissonSubsampled(Mechanism):
 
 class SampledWithoutReplacement(Mechanism):
     """``base`` run on a batch drawn without replacement (``q = batch / dataset size``), under
-    the substitute relation (one record replaced by another).
+    the replace-one relation (one record replaced by another).
 
     ``pair="worst_case"`` (the default) is the dominating pair over *all* datasets:
     ``P = (1-q) B(0) + q B(2c)`` against ``Q = B(0)``, and the reverse order. It is attained
@@ -209,9 +215,11 @@ class SampledWithoutReplacement(Mechanism):
     Poisson subsampling under substitution (their remark). It assumes the other records
     contribute nothing; for DP-SGD with arbitrary clipped gradients it can under-report, so
     use it only to reproduce that paper.
+
+    Defined under replace-one only.
     """
 
-    relation = "substitute"
+    relations = ("replace_one",)
 
     def __init__(self, base: Mechanism, q: float, pair: str = "worst_case"):
         self.q = v.probability_open_closed("q", q)
@@ -252,7 +260,7 @@ class SampledWithoutReplacement(Mechanism):
 
 class SampledWithReplacement(Mechanism):
     """Gaussian mechanism on a batch of ``batch_size`` records drawn with replacement from
-    ``dataset_size`` records, under the substitute relation; the differing record appears
+    ``dataset_size`` records, under the replace-one relation; the differing record appears
     ``l ~ Binomial(batch_size, 1/dataset_size)`` times.
 
     ``pair="worst_case"`` (default): the dominating pair over all datasets,
@@ -264,9 +272,11 @@ class SampledWithReplacement(Mechanism):
     against ``Q = sum_l b_l N(-l c, s^2)``, which assumes the other records contribute nothing
     (use it to reproduce that paper). Binomial weights below 1e-300 are dropped there and their
     mass given to the outputs that reveal the dataset (loss +inf), which keeps it dominating.
+
+    Defined under replace-one only.
     """
 
-    relation = "substitute"
+    relations = ("replace_one",)
 
     def __init__(self, base: Gaussian, batch_size: int, dataset_size: int,
                  pair: str = "worst_case"):
