@@ -112,7 +112,7 @@ def test_what_each_mechanism_is_defined_under():
     for m in (SWOR, td.SampledWithReplacement(td.Gaussian(1.0), 2, 10),
               td.RandomizedResponse(0.5)):
         assert m.relations == ("replace_one",), m
-    # a query of many deltas names the relation once
+    # a query of many deltas names it per query, as every detail of a stacked answer
     r = td.PLDAccountant(rtol=1e-2, neighboring="replace_special").compose(
         POISSON, 10).epsilon([1e-5, 1e-6])
-    assert r.details["neighboring"] == "replace_special"
+    assert r.details["neighboring"] == ["replace_special"] * 2

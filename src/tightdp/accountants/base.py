@@ -203,16 +203,20 @@ class Accountant(Queries):
     def epsilon(self, delta) -> EpsilonResult:
         """epsilon at ``delta`` (see :meth:`Queries.epsilon`), ``details["neighboring"]``
         naming the relation it is a guarantee under."""
-        return self._with_relation(super().epsilon(delta))
+        return self._with_relation(super().epsilon(delta), np.size(delta) if np.ndim(delta)
+                                   else None)
 
     def delta(self, epsilon) -> DeltaResult:
         """delta at ``epsilon`` (see :meth:`Queries.delta`), ``details["neighboring"]``
         naming the relation it is a guarantee under."""
         return self._with_relation(super().delta(epsilon))
 
-    def _with_relation(self, r):
-        # a new dict: a result's details may be shared (a cached answer)
-        r.details = {**r.details, "neighboring": self.neighboring}
+    def _with_relation(self, r, n: int | None = None):
+        """``r`` with ``details["neighboring"]``: the relation, or for a query of ``n``
+        deltas the list of ``n`` (per key one value per single query, as every stacked
+        detail). A new dict: a result's details may be shared (a cached answer)."""
+        rel = self.neighboring if n is None else [self.neighboring] * n
+        r.details = {**r.details, "neighboring": rel}
         return r
 
     @property
