@@ -9,6 +9,7 @@ from .. import _validate as v
 from ..budget import Budget
 from ..mechanisms.base import Mechanism
 from ..results import DeltaResult, EpsilonResult
+from .limits import far_delta, far_epsilon, out_of_reach
 
 __all__ = ["Accountant", "Queries"]
 
@@ -71,15 +72,25 @@ class Queries:
         of the single queries)."""
         arr = _values("delta", delta)
         if arr.ndim == 0:
-            return self._epsilon_of(v.delta_value("delta", float(arr)))
+            return self._epsilon_query(v.delta_value("delta", float(arr)))
         flat = [v.delta_value("delta", float(x)) for x in arr.reshape(-1)]
-        return _stack_results([self._epsilon_of(x) for x in flat], arr.shape)
+        return _stack_results([self._epsilon_query(x) for x in flat], arr.shape)
 
     def delta(self, epsilon) -> DeltaResult:
         """delta at ``epsilon``, a finite number or an array of them (the fields of the result
         are then arrays of its shape)."""
         _values("epsilon", epsilon)
         v.eps_values("epsilon", epsilon)
+        return self._delta_query(epsilon)
+
+    def _epsilon_query(self, delta: float) -> EpsilonResult:
+        """One validated delta's answer: :meth:`_epsilon_of` (a subclass may answer some
+        queries another way first)."""
+        return self._epsilon_of(delta)
+
+    def _delta_query(self, epsilon) -> DeltaResult:
+        """The validated epsilon's answer: :meth:`_delta_of` (a subclass may answer some
+        queries another way first)."""
         return self._delta_of(epsilon)
 
     def _epsilon_of(self, delta: float) -> EpsilonResult:  # pragma: no cover - abstract
@@ -125,6 +136,22 @@ class Accountant(Queries):
             self._terms[mechanism] = self._terms.get(mechanism, 0) + count
             self._cache.clear()
         return self
+
+    def _epsilon_query(self, delta: float) -> EpsilonResult:
+        """:meth:`_epsilon_of`, or where the composition is beyond every accountant's
+        numerics (vanishing noise, astronomic counts) the closed-form certified answer of
+        :mod:`tightdp.accountants.limits`."""
+        why = out_of_reach(self.terms)
+        if why is None:
+            return self._epsilon_of(delta)
+        return far_epsilon(self.terms, delta, self.name, why)
+
+    def _delta_query(self, epsilon) -> DeltaResult:
+        """:meth:`_delta_of`, or the closed-form answer as in :meth:`_epsilon_at`."""
+        why = out_of_reach(self.terms)
+        if why is None:
+            return self._delta_of(epsilon)
+        return far_delta(self.terms, epsilon, self.name, why)
 
     def supports(self, mechanism: Mechanism) -> None:
         """Raise ValueError if this accountant cannot handle ``mechanism``."""

@@ -46,9 +46,9 @@ def gdp_log_delta_values(mu, eps: np.ndarray) -> np.ndarray:
     pos = a >= 0
     if np.any(pos):
         la, lb = log_ndtr(a[pos]), log_ndtr(b[pos])
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore", divide="ignore"):  # r = 1: delta rounds to 0
             r = np.exp(e[pos] + lb - la)
-        out[pos] = la + np.log1p(-np.minimum(r, 1.0))
+            out[pos] = la + np.log1p(-np.minimum(r, 1.0))
     neg = ~pos
     if np.any(neg):
         an, bn = a[neg], b[neg]
