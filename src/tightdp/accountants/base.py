@@ -9,7 +9,7 @@ from .. import _validate as v
 from ..budget import Budget
 from ..mechanisms.base import Mechanism
 from ..results import DeltaResult, EpsilonResult
-from .limits import far_delta, far_epsilon, out_of_reach
+from .limits import LOSS_SCALE_MAX, far_delta, far_epsilon, out_of_reach
 
 __all__ = ["Accountant", "Queries"]
 
@@ -131,7 +131,14 @@ class Accountant(Queries):
         if not isinstance(mechanism, Mechanism):
             raise ValueError(f"mechanism must be a tightdp Mechanism, got {mechanism!r}")
         count = v.count("count", count, minimum=0)
-        self.supports(mechanism)
+        if mechanism.loss_scale <= LOSS_SCALE_MAX:
+            self.supports(mechanism)
+        else:
+            # a loss beyond the doubles (vanishing noise) is answered in closed form
+            # (:mod:`.limits`): the check only decides whether this accountant takes the
+            # mechanism, and the infinities it meets while building the loss are not used
+            with np.errstate(all="ignore"):
+                self.supports(mechanism)
         if count:
             self._terms[mechanism] = self._terms.get(mechanism, 0) + count
             self._cache.clear()

@@ -43,6 +43,12 @@ COUNT_MAX = 10**16
 LOSS_SCALE_MAX = 1e60
 #: the largest mu whose exact GDP curve is evaluated (mu^2 / 2 is then a finite double)
 _MU_MAX = 1e150
+#: relative margin for rounding, applied to the curves' parameters (mu up for an upper bound,
+#: down for a lower one; the RDP values up): at these sizes the curves turn within far less
+#: than one ulp of eps (delta(eps) of mu-GDP drops from ~1 to ~0 within a few mu of
+#: mu^2 / 2, while one ulp of mu^2 / 2 is mu^2 1e-16), so the rounding of mu or of eps alone
+#: could put an upper bound below the true value
+_ROUNDING = 1e-12
 
 Terms = list[tuple[Mechanism, int]]
 
@@ -56,8 +62,9 @@ def out_of_reach(terms: Terms) -> str | None:
                 "composes numerically")
     scale = sum(float(k) * m.loss_scale for m, k in terms)
     if not scale <= LOSS_SCALE_MAX:
-        return (f"the privacy loss of the composition is about {scale:.3g} (noise this "
-                f"small is beyond {LOSS_SCALE_MAX:.0e}, what an accountant resolves "
+        size = "beyond the largest double" if math.isinf(scale) else f"about {scale:.3g}"
+        return (f"noise_multiplier: the privacy loss of the composition is {size} (noise "
+                f"this small is beyond the {LOSS_SCALE_MAX:.0e} an accountant resolves "
                 "numerically)")
     return None
 
@@ -86,8 +93,8 @@ def _gdp_mu(terms: Terms) -> float | None:
 
 
 def _rdp_total(terms: Terms) -> np.ndarray | None:
-    """The composed RDP curve at :data:`DEFAULT_ORDERS` (``inf`` where beyond the doubles),
-    or None when a term has no Rényi-DP formula."""
+    """The composed RDP curve at :data:`DEFAULT_ORDERS` raised by :data:`_ROUNDING` (``inf``
+    where beyond the doubles), or None when a term has no Rényi-DP formula."""
     tot = np.zeros_like(DEFAULT_ORDERS)
     for m, k in terms:
         fn = getattr(m, "rdp", None)
@@ -100,7 +107,7 @@ def _rdp_total(terms: Terms) -> np.ndarray | None:
         kf = float(k) if k < 10**300 else math.inf
         with np.errstate(over="ignore", invalid="ignore"):
             tot = tot + np.where(r > 0, kf * r, 0.0)
-    return np.where(np.isnan(tot), np.inf, tot)
+    return np.where(np.isnan(tot), np.inf, tot * (1 + _ROUNDING))
 
 
 def _note(why: str, source: str, value) -> str:
@@ -112,15 +119,16 @@ def _note(why: str, source: str, value) -> str:
 def far_epsilon(terms: Terms, delta: float, name: str, why: str) -> EpsilonResult:
     """eps at ``delta`` of ``terms`` from the closed forms of the module docstring
     (accountant ``name``, note starting with ``why``)."""
-    details = {"fallback": "closed_form", "converged": False}
+    details = {"fallback": "closed_form"}
     mu = _gdp_mu(terms)
     if mu is not None:
         details["mu"] = mu
-        eps = gdp_epsilon(mu, delta) if 0 < mu <= _MU_MAX else (0.0 if mu == 0 else math.inf)
-        lower = eps if math.isfinite(eps) else None
-        return EpsilonResult(eps, delta, lower, eps, name, True, estimate=eps,
+        up, lower = (gdp_epsilon(mu * (1 + _ROUNDING), delta),
+                     gdp_epsilon(mu * (1 - _ROUNDING), delta)) if 0 < mu <= _MU_MAX else (
+            (0.0, 0.0) if mu == 0 else (math.inf, None))
+        return EpsilonResult(up, delta, lower, up, name, True, estimate=up,
                              note=_note(why, "the exact mu-GDP curve of the Gaussian "
-                                        "composition", eps), details=details)
+                                        "composition", up), details=details)
     rdp = _rdp_total(terms)
     if rdp is not None:
         eps, order = eps_from_rdp(DEFAULT_ORDERS, rdp, delta)
@@ -136,12 +144,12 @@ def far_delta(terms: Terms, epsilon, name: str, why: str) -> DeltaResult:
     """delta at ``epsilon`` (a number or an array) of ``terms`` from the closed forms of the
     module docstring (accountant ``name``, note starting with ``why``)."""
     e = np.asarray(epsilon, dtype=float)
-    details = {"fallback": "closed_form", "converged": False}
+    details = {"fallback": "closed_form"}
     mu = _gdp_mu(terms)
     if mu is not None and 0 < mu <= _MU_MAX:
-        d = gdp_delta(mu, e)
+        up, lower = gdp_delta(mu * (1 + _ROUNDING), e), gdp_delta(mu * (1 - _ROUNDING), e)
         details["mu"] = mu
-        return DeltaResult(d, epsilon, d, d, name, True, estimate=d,
+        return DeltaResult(up, epsilon, lower, up, name, True, estimate=up,
                            note=f"{why}; reported: the exact mu-GDP curve of the Gaussian "
                            "composition", details=details)
     rdp = _rdp_total(terms)
