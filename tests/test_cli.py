@@ -474,3 +474,75 @@ def test_json_names_the_neighbouring_relation(capsys):
         assert out["details"]["neighboring"] == relation
         r = td.PLDAccountant(neighboring=relation).compose(mech, 200).epsilon(1e-5)
         assert (out["lower"], out["upper"]) == (r.lower, r.upper)
+
+
+# --- vanishing noise, astronomic step counts, closed pipes, multi-line messages ----------------
+def test_vanishing_noise_answers_infinity_plainly(capsys):
+    """sigma = 1e-300 at q = 0.01: the loss is beyond the doubles, so is the true eps at
+    delta = 1e-5 (three sampled steps lose ~1/(2 sigma^2) each with probability 1.1e-4):
+    exit 0, upper infinite, the note says so (before: a 52-line ZeroDivisionError)."""
+    out = cli_json(capsys, "epsilon", "--sampling-rate", "0.01", "--noise-multiplier", "1e-300",
+                   "--steps", "10", "--delta", "1e-5")
+    assert out["upper_infinite"] is True and out["certified"] is True
+    assert "epsilon = inf" in out["note"]
+    assert cli.main(["epsilon", "--sampling-rate", "0.01", "--noise-multiplier", "1e-300",
+                     "--steps", "10", "--delta", "1e-5"]) == 0
+    assert "epsilon = inf" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("steps", ["1e18", "1e20", "1e25", "1e30"])
+def test_astronomic_steps_answer(capsys, steps):
+    """At q = 1 the steps are Gaussian: eps is that of mu-GDP with mu = sqrt(steps)
+    (oracle, mpmath), inside the bracket (before: 'Target length must be positive' or an
+    OverflowError traceback)."""
+    import oracle
+
+    out = cli_json(capsys, "epsilon", "--sampling-rate", "1", "--noise-multiplier", "1",
+                   "--steps", steps, "--delta", "1e-5")
+    exact = oracle.gaussian_epsilon(1.0, int(float(steps)), 1e-5)
+    assert out["lower"] <= exact <= out["upper"] and "count" in out["note"]
+    out = cli_json(capsys, "epsilon", *CHEAP[:4], "--steps", steps, "--delta", "1e-5")
+    assert out["certified"] is True and math.isfinite(out["upper"])
+
+
+def test_spec_with_astronomic_count_answers(tmp_path, capsys):
+    path = tmp_path / "spec.json"
+    td.save(td.PLDAccountant().compose(td.Gaussian(1.0), 10), path)
+    path.write_text(path.read_text().replace('"count": 10', '"count": 1e30'))
+    out = cli_json(capsys, "epsilon", "--spec", str(path), "--delta", "1e-5")
+    import oracle
+
+    exact = oracle.gaussian_epsilon(1.0, int(1e30), 1e-5)  # the file's 1e30, as read
+    assert out["lower"] <= exact <= out["upper"] and out["steps"] == int(1e30)
+
+
+def test_multi_line_refusal_is_one_line(tmp_path, capsys):
+    """The RDP accountant refuses a 17-component mixture naming it compactly, and the command
+    prints any refusal on one line (before: cut in the middle of an array repr)."""
+    path = tmp_path / "spec.json"
+    td.save(td.PLDAccountant().compose(
+        td.MixtureOfGaussians(list(range(17)), [1 / 17] * 17, 1.0)), path)
+    line = cli_error(capsys, "epsilon", "--spec", str(path), "--delta", "1e-5",
+                     "--accountant", "rdp")
+    assert "17 components" in line
+    with pytest.raises(SystemExit):
+        cli._fail("first line\n  second line\n")
+    assert capsys.readouterr().err == "tightdp: error: first line second line\n"
+
+
+@pytest.mark.parametrize("args", [
+    ["epsilon", *CHEAP, "--delta", "1e-5", "--rtol", "0.1"],
+    ["calibrate", *CHEAP[:2], "--steps", "10", "--delta", "1e-5", "--epsilon", "3"],
+])
+def test_closed_pipe_ends_quietly(args):
+    """The reader closes the pipe before the output (``| head -0``): status 0 and nothing
+    on stderr, in every run (before: a BrokenPipeError traceback, status 1)."""
+    import os
+
+    for _ in range(3):
+        proc = subprocess.Popen([sys.executable, "-m", "tightdp.cli", *args],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc.stdout.close()  # the reader is gone before anything is written
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=600) == 0 and err == "", err

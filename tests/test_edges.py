@@ -22,6 +22,7 @@ of the machine. The default run is reduced (few hypothesis examples, the reprodu
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 
@@ -31,6 +32,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import oracle
+import tightdp as td
 from _guard import MAX_BYTES, MAX_SECONDS, Guard, run_cli
 from conftest import case_by_id
 
@@ -818,3 +820,107 @@ def test_property_far_edges_cli(q, sigma, steps, delta):
         if res.get("epsilon") is None and res.get("epsilon_infinite"):
             return                         # eps = inf said plainly: at least anything
         check_bracket(res, "epsilon", exact, exact, ABS_EPS, f"cli q={q} sigma={sigma}")
+
+
+# beyond the accountants' numerics: vanishing noise and astronomic step counts are answered
+# in closed form (tightdp.accountants.limits), certified, without a RuntimeWarning
+# --------------------------------------------------------------------------------------
+def _no_warnings(fn):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return fn()
+
+
+@functools.lru_cache
+def _vanishing_exact(sigma: float) -> mp.mpf:
+    """eps(1e-5) of 10 Gaussian steps of noise ``sigma``: the oracle, or for sigma < 1e-40
+    bisection at 250 digits (mu ~ 1e100 needs a = -eps/mu + mu/2 to absolute precision 1:
+    more digits than the oracle's 80) in [mu^2/2, mu^2/2 + 20 mu], a bracket of relative
+    width 40/mu already."""
+    if sigma >= 1e-40:
+        return oracle.gaussian_epsilon(sigma, 10, 1e-5)
+    with mp.workdps(250):
+        mu, delta = mp.sqrt(10) / mp.mpf(sigma), mp.mpf(1e-5)
+        lo, hi = mu * mu / 2, mu * mu / 2 + 20 * mu
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            d = oracle._sf(mid / mu - mu / 2) - mp.exp(mid) * oracle._sf(mid / mu + mu / 2)
+            lo, hi = (mid, hi) if d > delta else (lo, mid)
+        return +hi
+
+
+@pytest.mark.parametrize("acc", ACCOUNTANTS)
+def test_vanishing_noise_gaussian_bracket_and_infinity(acc):
+    """q = 1, 10 steps: mu = sqrt(10)/sigma. sigma = 1e-35 (oracle) and 1e-100 (mpmath at 250
+    digits) lie inside the certified bracket; at 1e-200 and 1e-300 (mu^2/2 beyond the
+    doubles, so is the true eps) the upper bound is inf, said in the note."""
+    for sigma in (1e-35, 1e-100):
+        r = _no_warnings(lambda s=sigma: td.dpsgd_epsilon(
+            sampling_rate=1.0, noise_multiplier=s, steps=10, delta=1e-5, accountant=acc))
+        exact = _vanishing_exact(sigma)
+        assert r.certified and r.lower <= exact <= r.upper, (sigma, r)
+        assert r.upper <= exact * (1 + 1e-9)
+    for sigma in (1e-200, 1e-300):
+        r = _no_warnings(lambda s=sigma: td.dpsgd_epsilon(
+            sampling_rate=1.0, noise_multiplier=s, steps=10, delta=1e-5, accountant=acc))
+        assert r.certified and r.upper == math.inf and "epsilon = inf" in r.note
+
+
+@pytest.mark.parametrize("acc", ("pld", "prv", "rdp", "fft", "spa"))
+def test_vanishing_noise_subsampled_and_direct_mechanisms(acc):
+    """q = 0.01, 10 steps, sigma -> 0: with probability above 1e-5 (P(K >= 3) = 1.1e-4 for
+    K ~ Binomial(10, 0.01)) three steps each lose about mu^2/2, so eps(1e-5) >= 3/(2 sigma^2)
+    (1.5e200 at sigma 1e-100; inf at 1e-300); delta(eps) -> 1 - (1-q)^10 for every finite
+    eps. Mechanisms built directly answer the same way, Laplace(1e-300) with eps ~ 1e301."""
+    r = _no_warnings(lambda: td.dpsgd_epsilon(sampling_rate=0.01, noise_multiplier=1e-100,
+                                              steps=10, delta=1e-5, accountant=acc))
+    assert r.certified and r.upper >= 1.5e200
+    r = _no_warnings(lambda: td.dpsgd_epsilon(sampling_rate=0.01, noise_multiplier=1e-300,
+                                              steps=10, delta=1e-5, accountant=acc))
+    assert r.upper == math.inf and "epsilon = inf" in r.note
+    r = _no_warnings(lambda: td.dpsgd_delta(sampling_rate=0.01, noise_multiplier=1e-300,
+                                            steps=10, epsilon=1.0, accountant=acc))
+    assert r.certified and r.upper >= 1 - 0.99 ** 10
+    from tightdp.accountants.registry import make_accountant as make
+    for mech in (td.Gaussian(1e-300), td.PoissonSubsampled(td.Gaussian(1e-300), 0.01)):
+        e = _no_warnings(lambda m=mech: make(acc).compose(m, 10).epsilon(1e-5))
+        d = _no_warnings(lambda m=mech: make(acc).compose(m, 10).delta(1.0))
+        assert e.upper == math.inf and d.upper >= 1 - 0.99 ** 10
+    e = _no_warnings(lambda: make(acc).compose(td.Laplace(1e-300), 10).epsilon(1e-5))
+    assert e.certified and e.upper >= 10 / 1e-300
+
+
+@pytest.mark.parametrize("acc", ACCOUNTANTS)
+def test_astronomic_counts_gaussian_bracket(acc):
+    """compose(Gaussian(1), 10**30): mu = 1e15-GDP; eps(1e-5) and delta(mu^2/2) (about 1/2)
+    from the oracle lie in the certified brackets."""
+    from tightdp.accountants.registry import make_accountant as make
+    a = make(acc).compose(td.Gaussian(1.0), 10**30)
+    r = _no_warnings(lambda: a.epsilon(1e-5))
+    exact = oracle.gaussian_epsilon(1.0, 10**30, 1e-5)
+    assert r.certified and r.lower <= exact <= r.upper <= exact * (1 + 1e-9)
+    d = _no_warnings(lambda: a.delta(5e29))
+    exact = oracle.gaussian_delta(1.0, 10**30, 5e29)
+    assert d.lower <= exact <= d.upper and 0.4 < exact < 0.6
+
+
+@pytest.mark.parametrize("acc", ("pld", "prv", "rdp", "fft", "spa"))
+def test_astronomic_counts_subsampled_answer(acc):
+    """Poisson-subsampled steps beyond 1e16: the RDP upper bound, certified, said in the note,
+    finite, and at least the exact eps of one step (oracle; composition never lowers eps)."""
+    r = _no_warnings(lambda: td.dpsgd_epsilon(sampling_rate=0.01, noise_multiplier=1.0,
+                                              steps=10**30, delta=1e-5, accountant=acc))
+    assert r.certified and r.lower is None and "count" in r.note
+    assert oracle.subsampled_epsilon(0.01, 1.0, 1e-5) <= r.upper < math.inf
+    d = _no_warnings(lambda: td.dpsgd_delta(sampling_rate=0.01, noise_multiplier=1.0,
+                                            steps=10**30, epsilon=1.0, accountant=acc))
+    assert d.certified and d.upper == 1.0
+
+
+def test_refusal_naming_a_large_mixture_is_one_line():
+    mech = td.MixtureOfGaussians(list(range(17)), [1 / 17] * 17, 1.0)
+    with pytest.raises(ValueError) as e:
+        td.RDPAccountant().compose(mech)
+    assert "\n" not in str(e.value) and "17 components" in str(e.value)

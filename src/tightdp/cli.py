@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 
@@ -67,8 +68,14 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # one line, exit status 2
-        sys.stderr.write(f"tightdp: error: {message.splitlines()[0]}\n")
+        sys.stderr.write(f"tightdp: error: {_one_line(message)}\n")
         raise SystemExit(2)
+
+
+def _one_line(message: str) -> str:
+    """``message`` on one line: every run of whitespace, line breaks included, as one space
+    (a multi-line message, e.g. one quoting an array, is never cut in the middle)."""
+    return " ".join(str(message).split())
 
 
 def _flag(word: str) -> str | None:
@@ -89,7 +96,7 @@ def _as_flags(message: str) -> str:
 
 
 def _fail(message: str) -> None:
-    msg = message.strip().splitlines()[0] if message.strip() else "invalid input"
+    msg = _one_line(message) or "invalid input"
     sys.stderr.write(f"tightdp: error: {_as_flags(msg)}\n")
     raise SystemExit(2)
 
@@ -362,7 +369,7 @@ def _status(r) -> str:
 
 def _short(message: str, width: int = 70) -> str:
     """The first line of ``message``, cut at a word boundary to at most ``width`` chars."""
-    line = message.strip().splitlines()[0] if message.strip() else ""
+    line = _one_line(message)
     if len(line) <= width:
         return line
     return line[:width - 3].rsplit(" ", 1)[0] + "..."
@@ -970,12 +977,22 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``tightdp`` command. Returns 0 on success; bad input or a refused
     query raises ``SystemExit(2)`` after one line on stderr, Ctrl-C ``SystemExit(130)``.
-    Other exceptions are bugs and propagate with their traceback."""
+    Other exceptions are bugs and propagate with their traceback. A reader that closes the
+    output early (``tightdp ... | head -1``) ends the command quietly, status 0."""
     try:
-        return _main(argv)
+        code = _main(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+        return code
     except KeyboardInterrupt:
         sys.stderr.write("tightdp: interrupted\n")
         raise SystemExit(130) from None
+    except BrokenPipeError:
+        # what is left to write goes nowhere: the interpreter's final flush of stdout would
+        # raise again (Python docs, "Note on SIGPIPE")
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 0
 
 
 def _main(argv: list[str] | None) -> int:

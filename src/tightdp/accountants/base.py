@@ -12,6 +12,7 @@ from .._defaults import DELTA_MIN
 from ..budget import Budget
 from ..mechanisms.base import Mechanism
 from ..results import DeltaResult, EpsilonResult
+from .limits import LOSS_SCALE_MAX, far_delta, far_epsilon, out_of_reach
 
 __all__ = ["Accountant", "Queries"]
 
@@ -100,21 +101,31 @@ class Queries:
         of the single queries)."""
         arr = _values("delta", delta)
         if arr.ndim == 0:
-            return self._epsilon_of(v.delta_value("delta", float(arr)))
+            return self._epsilon_query(v.delta_value("delta", float(arr)))
         flat = [v.delta_value("delta", float(x)) for x in arr.reshape(-1)]
-        return _stack_results([self._epsilon_of(x) for x in flat], arr.shape)
+        return _stack_results([self._epsilon_query(x) for x in flat], arr.shape)
 
     def delta(self, epsilon) -> DeltaResult:
         """delta at ``epsilon``, a finite number or an array of them (the fields of the result
         are then arrays of its shape)."""
         _values("epsilon", epsilon)
         v.eps_values("epsilon", epsilon)
-        return _floor_upper(self._delta_of(epsilon), self._largest_finite_loss())
+        return _floor_upper(self._delta_query(epsilon), self._largest_finite_loss())
 
     def _largest_finite_loss(self) -> float:
         """The largest finite privacy loss the answers are about (inf when unbounded or
         unknown): at epsilon at or above it delta is the exact mass at +inf."""
         return math.inf
+
+    def _epsilon_query(self, delta: float) -> EpsilonResult:
+        """One validated delta's answer: :meth:`_epsilon_of` (a subclass may answer some
+        queries another way first)."""
+        return self._epsilon_of(delta)
+
+    def _delta_query(self, epsilon) -> DeltaResult:
+        """The validated epsilon's answer: :meth:`_delta_of` (a subclass may answer some
+        queries another way first)."""
+        return self._delta_of(epsilon)
 
     def _epsilon_of(self, delta: float) -> EpsilonResult:  # pragma: no cover - abstract
         raise NotImplementedError(f"{type(self).__name__} does not answer epsilon(delta)")
@@ -163,7 +174,14 @@ class Accountant(Queries):
         if not isinstance(mechanism, Mechanism):
             raise ValueError(f"mechanism must be a tightdp Mechanism, got {mechanism!r}")
         count = v.count("count", count, minimum=0)
-        self.accepts(mechanism)
+        if mechanism.loss_scale <= LOSS_SCALE_MAX:
+            self.accepts(mechanism)
+        else:
+            # a loss beyond the doubles (vanishing noise) is answered in closed form
+            # (:mod:`.limits`): the check only decides whether this accountant takes the
+            # mechanism, and the infinities it meets while building the loss are not used
+            with np.errstate(all="ignore"):
+                self.accepts(mechanism)
         if count:
             self._terms[mechanism] = self._terms.get(mechanism, 0) + count
             self._cache.clear()
@@ -187,6 +205,22 @@ class Accountant(Queries):
             f"under this {self.name} accountant's neighboring={self.neighboring}: compose it "
             f"in an accountant built with neighboring={rels[0]!r} (a composition holds one "
             "relation)")
+
+    def _epsilon_query(self, delta: float) -> EpsilonResult:
+        """:meth:`_epsilon_of`, or where the composition is beyond every accountant's
+        numerics (vanishing noise, astronomic counts) the closed-form certified answer of
+        :mod:`tightdp.accountants.limits`."""
+        why = out_of_reach(self.terms)
+        if why is None:
+            return self._epsilon_of(delta)
+        return far_epsilon(self.terms, delta, self.name, why)
+
+    def _delta_query(self, epsilon) -> DeltaResult:
+        """:meth:`_delta_of`, or the closed-form answer as in :meth:`_epsilon_at`."""
+        why = out_of_reach(self.terms)
+        if why is None:
+            return self._delta_of(epsilon)
+        return far_delta(self.terms, epsilon, self.name, why)
 
     def supports(self, mechanism: Mechanism) -> None:
         """Raise ValueError if this accountant cannot handle ``mechanism``."""

@@ -460,18 +460,19 @@ class FFTAccountant(Accountant):
         """The window ``[-L', L']`` with ``L' >= L_need`` and the starting grid step
         ``2L/n`` (``n' = n L'/L``, an FFT-friendly even length), or a refusal naming ``L``."""
         d = 2.0 * self.L / self.n
-        n_new = int(math.ceil(L_need / self.L * self.n))
-        n_new = next_fast_len(n_new, real=True)
-        while n_new % 2:
-            n_new = next_fast_len(n_new + 1, real=True)
-        L_new = n_new * d / 2.0
         domain = f"[-{self.L:g}, {self.L:g}]"
         if not self.auto_L:
             raise ValueError(
                 f"L: the answer lies beyond the domain [-L, L] = {domain} (the composed loss "
                 f"has estimated mass above L that matters); it needs L >= {L_need:.4g}; leave "
                 "L unset to widen the domain automatically, or use the pld accountant")
-        if L_new > MAX_L:
+        # refused before any length is formed: a length beyond MAX_L can exceed the
+        # integers next_fast_len takes (2^63)
+        n_new = next_fast_len(int(math.ceil(min(L_need, MAX_L) / self.L * self.n)), real=True)
+        while n_new % 2:
+            n_new = next_fast_len(n_new + 1, real=True)
+        L_new = n_new * d / 2.0
+        if not L_need <= MAX_L or L_new > MAX_L:
             raise ValueError(
                 f"L: the answer lies beyond the domain {domain}; it needs L >= {L_need:.4g}, "
                 f"beyond the largest L = {MAX_L:g} of the Fourier accountant; use the pld "

@@ -474,8 +474,9 @@ class SaddlePointAccountant(Accountant):
         ld = np.max([r["log_delta"] for r in res], axis=0)
         lu = np.max([r["log_upper"] for r in res], axis=0)
         ll = np.max([r["log_lower"] for r in res], axis=0)
-        est = np.minimum(np.exp(ld), 1.0)
-        up = np.minimum(np.exp(lu), 1.0) if self.bounds else None
+        # a log-bound above 0 (far out in long compositions) is the trivial delta <= 1
+        est = np.exp(np.minimum(ld, 0.0))
+        up = np.exp(np.minimum(lu, 0.0)) if self.bounds else None
         lo = np.exp(ll) if self.bounds else None
         informative = bool(self.bounds and np.all(ll > -np.inf))
         note = self._note(res, informative)

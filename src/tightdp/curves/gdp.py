@@ -33,8 +33,9 @@ def gdp_log_delta_values(mu, eps: np.ndarray) -> np.ndarray:
     validated front door is :func:`gdp_log_delta`).
 
     With ``a = -eps/mu + mu/2`` and ``b = a - mu``: for ``a >= 0`` the direct difference
-    ``Phi(a) - e^{eps + log Phi(b)}`` (there ``delta >= Phi(0) - ...`` has no cancellation
-    problem); for ``a < 0`` the identity ``e^eps phi(b) = phi(a)`` gives
+    ``Phi(a) - e^eps Phi(b)`` (there ``delta >= Phi(0) - ...`` has no cancellation
+    problem), its second term for ``b < 0`` as ``phi(a) sqrt(pi/2) erfcx(-b/sqrt2)``; for
+    ``a < 0`` the identity ``e^eps phi(b) = phi(a)`` gives
     ``delta = phi(a) sqrt(pi/2) [erfcx(-a/sqrt2) - erfcx(-b/sqrt2)]`` (scaled complementary
     error function), so no factor ``e^eps`` is ever formed and the result is exact in relative
     terms down to the smallest doubles (Dong, Roth, Su 2022, Cor. 2.13 rewritten).
@@ -45,10 +46,17 @@ def gdp_log_delta_values(mu, eps: np.ndarray) -> np.ndarray:
     out = np.empty_like(a)
     pos = a >= 0
     if np.any(pos):
-        la, lb = log_ndtr(a[pos]), log_ndtr(b[pos])
-        with np.errstate(over="ignore"):
-            r = np.exp(e[pos] + lb - la)
-        out[pos] = la + np.log1p(-np.minimum(r, 1.0))
+        ap, bp = a[pos], b[pos]
+        la = log_ndtr(ap)
+        # log(e^eps Phi(b)): for b < 0 as log(phi(a) sqrt(pi/2) erfcx(-b/sqrt2)) (the same
+        # identity), never as eps + log Phi(b), which cancels catastrophically for large mu
+        # (eps ~ mu^2/2 against log Phi(b) ~ -mu^2/2: an error of one ulp of mu^2/2)
+        with np.errstate(over="ignore", divide="ignore"):
+            lr = np.where(bp < 0, -0.5 * ap * ap - _LOG_SQRT_2PI + 0.5 * math.log(math.pi / 2)
+                          + np.log(erfcx(-np.minimum(bp, 0.0) / _SQRT2)),
+                          e[pos] + log_ndtr(bp))
+            r = np.exp(lr - la)
+            out[pos] = la + np.log1p(-np.minimum(r, 1.0))  # r = 1: delta rounds to 0
     neg = ~pos
     if np.any(neg):
         an, bn = a[neg], b[neg]

@@ -92,9 +92,11 @@ def _sum_err(n: int) -> float:
 # --- closed forms -----------------------------------------------------------------------------
 def gaussian_rdp(orders, mu: float) -> np.ndarray:
     """RDP of the Gaussian mechanism with ``mu = sensitivity / sigma``:
-    ``D_alpha = alpha mu^2 / 2`` (Mironov 2017, Prop. 7 / Table 2)."""
+    ``D_alpha = alpha mu^2 / 2`` (Mironov 2017, Prop. 7 / Table 2); ``inf`` where that is
+    beyond the range of floating point (vanishing noise: an upper bound all the same)."""
     a = check_orders(orders)
-    return a * mu * mu / 2.0
+    with np.errstate(over="ignore"):
+        return a * (mu * mu / 2.0)
 
 
 def laplace_rdp(orders, eps0: float) -> np.ndarray:
@@ -102,8 +104,9 @@ def laplace_rdp(orders, eps0: float) -> np.ndarray:
     ``D_alpha = log(alpha/(2alpha-1) e^{(alpha-1)eps0} + (alpha-1)/(2alpha-1) e^{-alpha eps0})
     / (alpha - 1)``, evaluated in log space; exact."""
     a = check_orders(orders)
-    t1 = np.log(a) - np.log(2 * a - 1) + (a - 1) * eps0
-    t2 = np.log(a - 1) - np.log(2 * a - 1) - a * eps0
+    with np.errstate(over="ignore"):  # eps0 ~ 1e308: the terms are +-inf, the value inf
+        t1 = np.log(a) - np.log(2 * a - 1) + (a - 1) * eps0
+        t2 = np.log(a - 1) - np.log(2 * a - 1) - a * eps0
     return np.maximum(np.logaddexp(t1, t2) / (a - 1), 0.0)
 
 
@@ -139,6 +142,9 @@ def pure_dp_rdp(orders, eps: float) -> np.ndarray:
 _SAFETY = 1e-12
 #: at most this many series terms per fractional order, then the (rigorous) tail bound is used
 _MAX_TERMS = 1 << 15
+#: above this mu = sensitivity / sigma the series of the subsampled Gaussian overflow
+#: (orders up to 1e4: (i^2 - i) mu^2 / 2 must stay below the largest double)
+_MU_SERIES_MAX = 1e148
 
 
 def _log_a_int(q: float, sigma: float, alpha: int) -> float:
@@ -262,7 +268,11 @@ def poisson_subsampled_gaussian_rdp(orders, q: float, mu: float) -> np.ndarray:
     (q in [0.001, 0.9], sigma in [0.3, 2], alpha in [1.5, 100]: max B/A = 0.9994).
     """
     a = check_orders(orders)
-    if q == 1.0:
+    if q == 1.0 or mu > _MU_SERIES_MAX:
+        # beyond _MU_SERIES_MAX the series' exponents (i^2 - i) / (2 sigma^2) overflow; the
+        # base pair's RDP bounds the subsampled one (subsampling mixes the base pair with
+        # (Q, Q), and the Rényi divergence is jointly quasi-convex: van Erven & Harremoës
+        # 2014, Thm. 13)
         return gaussian_rdp(a, mu)
     sigma = 1.0 / mu
     int_cache: dict[int, float] = {1: 0.0}

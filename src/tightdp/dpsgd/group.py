@@ -140,7 +140,7 @@ class GroupResult(Result):
 
     epsilon: float
     delta: float
-    lower: float
+    lower: float | None
     upper: float
     group_size: int
     noise_multiplier: float
@@ -447,6 +447,12 @@ def group_epsilons(*, group_sizes, noise_multiplier: float, delta: float,
                           refine_conversion, example) for k in ks]
 
 
+def _float_or_none(x) -> float | None:
+    """A bound as a float, None where the accountant has none (e.g. the closed-form answer
+    of a composition beyond every accountant's numerics)."""
+    return None if x is None else float(x)
+
+
 def _group_result(setting: DPSGDSetting, k: int, delta: float, rtol: float, mem: int,
                   sec: float, baselines: bool, conversion: bool, refine_conversion: bool,
                   example: _ExampleLevel) -> GroupResult:
@@ -463,13 +469,13 @@ def _group_result(setting: DPSGDSetting, k: int, delta: float, rtol: float, mem:
     ex_eps = ex_lo = lin = conv = conv_e = conv_d = None
     if baselines:
         if k == 1 or steps == 0:
-            ex_eps, ex_lo = float(r.upper), float(r.lower)
+            ex_eps, ex_lo = float(r.upper), _float_or_none(r.lower)
             if conversion:
                 conv, conv_e, conv_d = float(r.upper), float(r.upper), delta
         else:
             acc1 = example.accountant()
             r1 = acc1.epsilon(delta)
-            ex_eps, ex_lo = float(r1.upper), float(r1.lower)
+            ex_eps, ex_lo = float(r1.upper), _float_or_none(r1.lower)
             details["example"] = r1.details
         if conversion and k > 1 and steps > 0:
             conv, conv_e, conv_d, cinfo = group_conversion_epsilon(
@@ -481,7 +487,8 @@ def _group_result(setting: DPSGDSetting, k: int, delta: float, rtol: float, mem:
                              "eps at the needed delta1 could not be certified)")
         lin = k * ex_eps
     return GroupResult(
-        epsilon=float(r.upper), delta=delta, lower=float(r.lower), upper=float(r.upper),
+        epsilon=float(r.upper), delta=delta, lower=_float_or_none(r.lower),
+        upper=float(r.upper),
         group_size=k, noise_multiplier=sigma, steps=steps, sampling=samp.kind,
         sampling_rate=samp.sampling_rate if samp.kind == "poisson" else None,
         batch_size=samp.batch_size, dataset_size=samp.dataset_size, example_epsilon=ex_eps,

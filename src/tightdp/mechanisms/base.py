@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
 from ..losses import PrivacyLoss
 
-__all__ = ["Mechanism"]
+__all__ = ["Mechanism", "location_loss_scale"]
+
+
+def location_loss_scale(kernel: str, distance: float, scale: float) -> float:
+    """The size of the privacy loss of a location pair ``K(x - distance)`` against ``K(x)``
+    (noise of standard deviation, or Laplace scale, ``scale``), from the parameters alone:
+    for the Gaussian kernel, with ``r = distance / scale``, the loss is ``N(r^2/2, r^2)``
+    under P (Balle & Wang 2018), so ``r^2/2 + r`` (mean plus one standard deviation); for the
+    Laplace kernel the loss is bounded by ``r`` (Dwork & Roth 2014, Thm. 3.6). A mixture of
+    such pairs (subsampling) has no larger loss values where its mass is. Python floats: the
+    value overflows to ``inf`` (no exception, no warning) when the noise vanishes."""
+    r = distance / scale
+    return r * r / 2.0 + r if kernel == "gaussian" else r
 
 
 class Mechanism:
@@ -46,6 +59,20 @@ class Mechanism:
         state = self.__dict__.copy()
         state.pop("_losses", None)
         return state
+
+    @property
+    def loss_scale(self) -> float:
+        """The size of the privacy loss of one application (a magnitude, not a bound), from
+        the parameters where they say it (``location_family``: :func:`location_loss_scale`),
+        else the largest finite end of the losses' supports (0 for an unbounded loss with no
+        such description). The accountants compare it with the range of floating point
+        before any loss is built (:mod:`tightdp.accountants.limits`)."""
+        fam = getattr(self, "location_family", None)
+        if fam is not None:
+            return location_loss_scale(*fam())
+        ends = [abs(e) for loss in self.privacy_losses() for e in loss.support
+                if math.isfinite(e)]
+        return max(ends, default=0.0)
 
     @property
     def symmetric(self) -> bool:

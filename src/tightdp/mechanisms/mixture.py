@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import _validate as v
 from ..losses import DiscreteLoss, LocationMixtureLoss
-from .base import Mechanism
+from .base import Mechanism, location_loss_scale
 
 __all__ = ["MixtureOfGaussians"]
 
@@ -36,6 +36,17 @@ class MixtureOfGaussians(Mechanism):
         self.sensitivities = c
         self.probabilities = p / p.sum()
         self.sigma = v.positive("sigma", sigma)
+
+    @property
+    def loss_scale(self) -> float:
+        """That of the farthest component (:func:`location_loss_scale`)."""
+        return location_loss_scale("gaussian", float(self.sensitivities.max()), self.sigma)
+
+    def __repr__(self) -> str:
+        """One line whatever the number of components (errors quote it)."""
+        c = self.sensitivities
+        return (f"MixtureOfGaussians({c.size} components, sensitivities in "
+                f"[{c.min():g}, {c.max():g}], sigma={self.sigma!r})")
 
     def _build_losses(self):
         c, p, s = self.sensitivities, self.probabilities, self.sigma

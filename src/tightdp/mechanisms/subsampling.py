@@ -9,7 +9,7 @@ import numpy as np
 from .. import _validate as v
 from .._numerics import newton_polish, table_start
 from ..losses import LocationMixtureLoss
-from .base import Mechanism
+from .base import Mechanism, location_loss_scale
 from .basic import Gaussian, Laplace
 
 __all__ = ["PoissonSubsampled", "SampledWithoutReplacement", "SampledWithReplacement"]
@@ -156,6 +156,12 @@ class PoissonSubsampled(Mechanism):
         self.base = base
         _family(base, "PoissonSubsampled")
 
+    @property
+    def loss_scale(self) -> float:
+        """That of the base pair (:func:`location_loss_scale`): with probability ``q`` the
+        loss is the base mechanism's."""
+        return location_loss_scale(*_family(self.base, "PoissonSubsampled"))
+
     def _build_losses(self):
         kern, c, s = _family(self.base, "PoissonSubsampled")
         q = self.q
@@ -193,7 +199,7 @@ class PoissonSubsampled(Mechanism):
         kern, c, s = _family(self.base, "PoissonSubsampled")
         if kern != "gaussian":
             raise ValueError(f"no GDP formula for a Poisson-subsampled {kern} mechanism")
-        if (c / s) ** 2 > 700.0:
+        if c / s > math.sqrt(700.0):  # e^(mu^2) overflows (and ``**`` would raise)
             raise ValueError(f"noise_multiplier: the CLT approximation of Bu et al. needs "
                              f"e^(1/sigma^2) finite, sigma={s / c:g} is too small for it")
         return self.q * math.sqrt(math.expm1((c / s) ** 2)), False
@@ -228,6 +234,13 @@ class SampledWithoutReplacement(Mechanism):
             raise ValueError(f"pair must be 'worst_case' or 'koskela2020', got {pair!r}")
         self.pair = pair
         _family(base, "SampledWithoutReplacement")
+
+    @property
+    def loss_scale(self) -> float:
+        """That of the base pair at twice the sensitivity (the worst-case pair; the
+        koskela2020 pair's loss is no larger)."""
+        kern, c, s = _family(self.base, "SampledWithoutReplacement")
+        return location_loss_scale(kern, 2.0 * c, s)
 
     def _build_losses(self):
         kern, c, s = _family(self.base, "SampledWithoutReplacement")
@@ -291,6 +304,13 @@ class SampledWithReplacement(Mechanism):
         if pair not in ("worst_case", "koskela2020"):
             raise ValueError(f"pair must be 'worst_case' or 'koskela2020', got {pair!r}")
         self.pair = pair
+
+    @property
+    def loss_scale(self) -> float:
+        """That of the farthest component, sensitivity ``2 c batch_size`` (every draw the
+        differing record)."""
+        _, c, s = self.base.location_family()
+        return location_loss_scale("gaussian", 2.0 * c * self.batch_size, s)
 
     def _build_losses(self):
         _, c, s = self.base.location_family()
