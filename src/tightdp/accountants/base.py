@@ -230,7 +230,11 @@ class Accountant(Queries):
         over terms of count times the top of each loss's support (inf if any is unbounded)."""
         tops = [0.0, 0.0]
         for m, count in self.terms:
-            for i, loss in enumerate(m.privacy_losses()):
+            # a loss beyond the doubles (vanishing noise) meets infinities while it is
+            # built; only its support's top is read here
+            with np.errstate(all="ignore"):
+                losses = m.privacy_losses()
+            for i, loss in enumerate(losses):
                 tops[i] += count * loss.support[1]
         return max(tops)
 
