@@ -488,9 +488,15 @@ def test_mesh_at_the_smallest_delta_error():
 @pytest.mark.parametrize("delta", [1e-100, pytest.param(1e-300, marks=pytest.mark.slow)])
 def test_extreme_delta_subsampled_above_the_pld_lower_bound(delta):
     """1000 Poisson-subsampled Gaussian steps (q = 0.01, sigma = 1): the certified upper bound
-    is at least the PLD accountant's certified lower bound, and the brackets intersect."""
+    is at least the PLD accountant's certified lower bound, and the brackets intersect (at
+    1e-300 it takes 25-80 s depending on the machine's load: past max_seconds = 60 a refusal
+    naming eps_error is the right answer)."""
     mech = PoissonSubsampled(Gaussian(1.0), 0.01)
-    r = PRVAccountant().compose(mech, 1000).epsilon(delta)
+    try:
+        r = PRVAccountant().compose(mech, 1000).epsilon(delta)
+    except BudgetExceeded as e:
+        assert delta < 1e-100 and str(e).startswith("eps_error: ") and "max_seconds" in str(e)
+        return
     ref = PLDAccountant().compose(mech, 1000).epsilon(delta)
     assert r.upper >= ref.lower and r.lower <= ref.upper, (r, ref)
 
