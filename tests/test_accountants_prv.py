@@ -485,19 +485,20 @@ def test_mesh_at_the_smallest_delta_error():
         assert acc.mesh(de) == pytest.approx(want, rel=1e-12)
 
 
-@pytest.mark.parametrize("delta", [1e-100, pytest.param(1e-300, marks=pytest.mark.slow)])
-def test_extreme_delta_subsampled_above_the_pld_lower_bound(delta):
-    """1000 Poisson-subsampled Gaussian steps (q = 0.01, sigma = 1): the certified upper bound
-    is at least the PLD accountant's certified lower bound, and the brackets intersect (at
-    1e-300 it takes 25-80 s depending on the machine's load: past max_seconds = 60 a refusal
-    naming eps_error is the right answer)."""
+@pytest.mark.parametrize("delta,steps", [(1e-100, 10)] + [
+    pytest.param(d, 1000, marks=pytest.mark.slow) for d in (1e-100, 1e-300)])
+def test_extreme_delta_subsampled_above_the_pld_lower_bound(delta, steps):
+    """10 or 1000 Poisson-subsampled Gaussian steps (q = 0.01, sigma = 1): the certified
+    upper bound is at least the PLD accountant's certified lower bound, and the brackets
+    intersect (1000 steps at 1e-300 take 25-80 s depending on the machine's load: past
+    max_seconds = 60 a refusal naming eps_error is the right answer)."""
     mech = PoissonSubsampled(Gaussian(1.0), 0.01)
     try:
-        r = PRVAccountant().compose(mech, 1000).epsilon(delta)
+        r = PRVAccountant().compose(mech, steps).epsilon(delta)
     except BudgetExceeded as e:
         assert delta < 1e-100 and str(e).startswith("eps_error: ") and "max_seconds" in str(e)
         return
-    ref = PLDAccountant().compose(mech, 1000).epsilon(delta)
+    ref = PLDAccountant().compose(mech, steps).epsilon(delta)
     assert r.upper >= ref.lower and r.lower <= ref.upper, (r, ref)
 
 
@@ -546,10 +547,10 @@ def test_runaway_mixture_composition_within_budget():
     PLD accountant's certified bracket (measured [304.707, 304.730])."""
     res, wall, rss = _run_child("prv")
     assert wall < 60.0 and rss < 2e6, (wall, rss)
-    ref, _, _ = _run_child("pld")
-    assert ref["lower"] <= ref["upper"] and ref["upper"] - ref["lower"] < 0.1, ref
     if "error" in res:
         msg = res["error"]
         assert "\n" not in msg and msg.startswith("eps_error: ") and "max_seconds" in msg
         return
+    ref, _, _ = _run_child("pld")  # only an answer needs the reference (it takes 2-12 s)
+    assert ref["lower"] <= ref["upper"] and ref["upper"] - ref["lower"] < 0.1, ref
     assert res["upper"] >= ref["lower"] and res["lower"] <= ref["upper"], (res, ref)
