@@ -23,7 +23,7 @@ above it, "slow", "memory", "error", ...); "approx off" marks an uncertified est
 than 1% outside the truth (labelled an approximation, so not a broken bound, but shown).
 
 Run: ``PYTHONPATH=src python benchmarks/bench_edges.py [--quick] [--only reproducers|sweep]
-[--accountants pld,prv] [--timeout 65] [--json out.json]`` (the full table is 564 calls:
+[--accountants pld,prv] [--timeout 65] [--json out.json]`` (the full table is 618 calls:
 on today's code, with its slow and runaway calls, allow an hour; ``--quick`` is 72 calls).
 """
 
@@ -51,6 +51,8 @@ def _mech_name(mech) -> str:
         return f"Gauss(s={mech[1]:g})"
     if mech[0] == "sub":
         return f"Sub(q={mech[1]:g},s={mech[2]:g})"
+    if mech[0] == "compose":
+        return " + ".join(f"{n}x{m}" for m, n in mech[1])
     return f"Laplace(b={mech[1]:g})"
 
 
@@ -60,6 +62,8 @@ def truth(mech, steps: int, kind: str, arg: float) -> tuple[float, float]:
         x = (oracle.gaussian_epsilon if kind == "epsilon" else oracle.gaussian_delta)(
             mech[1], steps, arg)
         return float(x), float(x)
+    if mech[0] == "compose":
+        raise ValueError("no closed form for a composition of different mechanisms")
     if mech[0] == "laplace":
         b = mech[1]
         if steps != 1:
@@ -99,6 +103,22 @@ REPRODUCERS = [
      {"pld": {"rtol": 1e-12}}),
     ("R sub q=1e-5 s=.5 T=1e6 delta(1)", ("sub", 1e-5, 0.5), 10**6, "delta", 1.0, {}),
     ("R Laplace(0.01) d=1e-5", ("laplace", 0.01), 1, "epsilon", 1e-5, {}),
+    # fft: float64 rounding swamps tiny delta (once 8.705 for the true 21.63); prv: no
+    # ZeroDivisionError down to DELTA_MIN
+    ("R gauss s=1 d=1e-100", ("gauss", 1.0), 1, "epsilon", 1e-100, {}),
+    ("R gauss s=1 d=1e-200", ("gauss", 1.0), 1, "epsilon", 1e-200, {}),
+    ("R gauss s=1 d=1e-300", ("gauss", 1.0), 1, "epsilon", 1e-300, {}),
+    ("R gauss s=1 T=10 d=1e-300", ("gauss", 1.0), 10, "epsilon", 1e-300, {}),
+    ("R gauss s=1 T=1000 d=1e-300", ("gauss", 1.0), 1000, "epsilon", 1e-300, {}),
+    ("R sub q=.01 s=1 T=1000 d=1e-300", ("sub", 0.01, 1.0), 1000, "epsilon", 1e-300, {}),
+    # fft: a refusal from an estimate before work (once ~10 s of CGF quadratures)
+    ("R gauss s=0.01 d=1e-5", ("gauss", 0.01), 1, "epsilon", 1e-5, {}),
+    ("R sub q=.01 s=.01 T=1000", ("sub", 0.01, 0.01), 1000, "epsilon", 1e-5, {}),
+    # prv: 4.3e6 edges of a 152-component mixture to discretize (once 87-100 s or more);
+    # no closed form (pld: [304.707, 304.730])
+    ("R swr+Laplace+pure d=3.4e-51",
+     ("compose", ((("swr", 2.99, 481, 1000), 338), (("laplace", 0.13), 5),
+                  (("pure", 0.0256), 12))), 1, "epsilon", 3.4e-51, {}),
 ]
 
 #: the sweep of the edge region

@@ -65,7 +65,22 @@ def _mechanism(td, mech):
         return td.PoissonSubsampled(td.Gaussian(sigma), q)
     if kind == "laplace":
         return td.Laplace(mech[1])
+    if kind == "pure":
+        return td.PureDP(mech[1])
+    if kind == "swr":  # ("swr", sigma, batch size, dataset size): sampling with replacement
+        _, sigma, batch, size = mech
+        return td.SampledWithReplacement(td.Gaussian(sigma), batch, size)
     raise KeyError(kind)
+
+
+def _compose(td, acc, mech, steps: int) -> None:
+    """``mech`` composed ``steps`` times; ``("compose", ((part, count), ...))`` composes each
+    part its count times (and the whole ``steps`` times)."""
+    if mech[0] == "compose":
+        for part, count in mech[1]:
+            acc.compose(_mechanism(td, part), count * steps)
+    else:
+        acc.compose(_mechanism(td, mech), steps)
 
 
 def _accountant(td, name, opts):
@@ -99,7 +114,7 @@ def _execute(spec: dict):
     kind = spec["kind"]
     if kind in ("epsilon", "delta"):
         acc = _accountant(td, spec["accountant"], spec.get("opts", {}))
-        acc.compose(_mechanism(td, spec["mech"]), spec.get("steps", 1))
+        _compose(td, acc, spec["mech"], spec.get("steps", 1))
         r = acc.epsilon(spec["arg"]) if kind == "epsilon" else acc.delta(spec["arg"])
         return _result_dict(r)
     if kind == "call":

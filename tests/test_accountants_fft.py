@@ -643,3 +643,82 @@ def test_bounded_loss_beyond_its_supremum_is_not_refused():
     assert float(FFTAccountant(12.0, 100_000).compose(PureDP(1.0), 3).delta(50.0).delta) == 0.0
     r = FFTAccountant(12.0, 100_000).compose(ApproxDP(1.0, 1e-3), 3).delta(50.0)
     assert float(r.delta) == pytest.approx(1 - (1 - 1e-3) ** 3, rel=1e-12)
+
+
+# --- what float64 rounding and the largest domain leave unresolved ---------------------------
+def _gdp_eps_tiny(delta: float, mu: float) -> float:
+    """mu-GDP eps(delta) for delta below the float range of :func:`_gdp_delta`: the same
+    closed form, solved in mpmath throughout."""
+    with mp.workdps(60):
+        m = mp.mpf(mu)
+
+        def gap(e):
+            return mp.log(mp.ncdf(-e / m + m / 2) - mp.exp(e) * mp.ncdf(-e / m - m / 2)) \
+                - mp.log(mp.mpf(delta))
+
+        return float(mp.findroot(gap, (mp.mpf(0.01), m * m / 2 + 40 * m), solver="anderson"))
+
+
+@pytest.mark.parametrize("delta", [1e-100, 1e-200, 1e-300])
+def test_tiny_delta_refused_not_a_number_far_below_the_truth(delta):
+    """One Gaussian(1.0) step is 1-GDP: eps(1e-100) = 21.63 (mpmath). The float64 FFT's
+    rounding (~1e-17 in the sum (5.2)) swamps such a delta: the accountant once answered 8.705
+    there. Now: a refusal of one line naming delta and the alternative, or an answer within its
+    stated error of the truth."""
+    truth = _gdp_eps_tiny(delta, 1.0)
+    assert truth > 21.6
+    try:
+        r = FFTAccountant().compose(Gaussian(1.0)).epsilon(delta)
+    except ValueError as e:
+        msg = str(e)
+        assert msg.startswith("delta: ") and "\n" not in msg and "pld accountant" in msg
+        return
+    assert abs(r.epsilon - truth) <= r.details["error_estimate"]
+
+
+@pytest.mark.parametrize("delta,steps", [(1e-12, 1), (1e-15, 1), (1e-16, 1), (1e-20, 1),
+                                         (1e-15, 10), (1e-16, 10), (1e-20, 10)])
+def test_small_delta_within_the_stated_error_or_refused(delta, steps):
+    """Near the rounding level: every answer is within its error estimate (which now counts the
+    FFT's rounding) of the mu-GDP truth, and where the rounding reaches delta the query is
+    refused naming delta."""
+    mu = math.sqrt(steps)
+    truth = _gdp_eps(delta, mu)
+    try:
+        r = FFTAccountant().compose(Gaussian(1.0), steps).epsilon(delta)
+    except ValueError as e:
+        assert str(e).startswith("delta: ") and "rounding" in str(e)
+        assert delta < 1e-15  # down to 1e-15 these are answered
+        return
+    assert r.details["fft_rounding"] > 0
+    assert abs(r.epsilon - truth) <= r.details["error_estimate"], (r.epsilon, truth)
+
+
+def test_delta_at_the_rounding_level_is_noted():
+    """delta(15) of one Gaussian(1.0) step is 3.9e-49 (mu-GDP); the Riemann sum there is FFT
+    rounding noise of order 1e-17, and the result says so (the truth within its error)."""
+    r = FFTAccountant().compose(Gaussian(1.0)).delta(15.0)
+    assert "rounding level" in r.note
+    assert abs(float(r.delta) - _gdp_delta(15.0, 1.0)) <= r.details["error_estimate"]
+
+
+@pytest.mark.parametrize("query", ["direct", "dpsgd-1000", "dpsgd-1"])
+def test_sigma_001_refused_fast(query):
+    """Noise multiplier 0.01: the loss needs a domain far beyond L = 500 (one unsubsampled step
+    has eps(1e-5) = 5423 by mu-GDP); refused naming L in under a second (once ~10 s in CGF
+    quadratures before refusing)."""
+    import time
+
+    from tightdp import dpsgd_epsilon
+
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError) as err:
+        if query == "direct":
+            FFTAccountant().compose(Gaussian(0.01)).epsilon(1e-5)
+        else:
+            dpsgd_epsilon(noise_multiplier=0.01, sampling_rate=0.01, delta=1e-5,
+                          steps=int(query.split("-")[1]), accountant="fft")
+    assert time.perf_counter() - t0 < 1.0
+    msg = str(err.value)
+    assert msg.startswith("L: ") and "\n" not in msg and "pld accountant" in msg
+    assert _gdp_eps(1e-5, 100.0) > 500.0

@@ -442,3 +442,118 @@ def test_tiny_delta_within_one_gigabyte_contains_the_pld_bracket(delta):
     assert r.lower <= ref.lower <= ref.upper <= r.upper, (r, ref)
     assert r.upper - r.lower <= 2 * 0.1 * (1 + 1e-9)
     assert r.details["fft_points"] > 2_000_000  # the large composition the budget now holds
+
+
+# --- the smallest deltas, and the time budget ----------------------------------------------
+def gdp_eps_mp(delta: float, mu: float) -> float:
+    """mu-GDP eps(delta) solved in mpmath throughout (delta below the float range of the
+    scipy closed form: 1e-300 and the like)."""
+    import mpmath as mp
+
+    with mp.workdps(60):
+        m = mp.mpf(mu)
+
+        def gap(e):
+            return mp.log(mp.ncdf(-e / m + m / 2) - mp.exp(e) * mp.ncdf(-e / m - m / 2)) \
+                - mp.log(mp.mpf(delta))
+
+        return float(mp.findroot(gap, (mp.mpf(0.01), m * m / 2 + 40 * m), solver="anderson"))
+
+
+_EXTREME = [(d, 1) for d in (1e-300, 1e-250, 1e-200, 1e-150, 1e-100)] + [
+    (1e-300, 10), (1e-100, 10)] + [
+    pytest.param(d, k, marks=pytest.mark.slow) for d in (1e-300, 1e-200, 1e-100)
+    for k in (1000,)]
+
+
+@pytest.mark.parametrize("delta,k", _EXTREME)
+def test_extreme_delta_gaussian_brackets_mu_gdp(delta, k):
+    """k Gaussian(1.0) steps are sqrt(k)-GDP: the certified bracket contains the closed form's
+    eps (mpmath) down to DELTA_MIN = 1e-300 (the accountant once raised ZeroDivisionError at
+    and below 2.2e-308: its mesh took log(1/beta), which overflows)."""
+    truth = gdp_eps_mp(delta, math.sqrt(k))
+    r = PRVAccountant().compose(Gaussian(1.0), k).epsilon(delta)
+    assert r.certified and r.lower <= truth <= r.upper, (r.lower, truth, r.upper)
+
+
+def test_mesh_at_the_smallest_delta_error():
+    """Theorem 5.5's mesh ``t / sqrt(k/2 log(1/beta))``, beta = delta_error / 2, at a
+    delta_error whose reciprocal half overflows a float (mpmath value)."""
+    import mpmath as mp
+
+    acc = PRVAccountant().compose(Gaussian(1.0), 10)
+    for de in (1e-300, 1e-308):
+        with mp.workdps(30):
+            want = float(mp.mpf(0.01) / mp.sqrt(5 * mp.log(2 / mp.mpf(de))))
+        assert acc.mesh(de) == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("delta,steps", [(1e-100, 10)] + [
+    pytest.param(d, 1000, marks=pytest.mark.slow) for d in (1e-100, 1e-300)])
+def test_extreme_delta_subsampled_above_the_pld_lower_bound(delta, steps):
+    """10 or 1000 Poisson-subsampled Gaussian steps (q = 0.01, sigma = 1): the certified
+    upper bound is at least the PLD accountant's certified lower bound, and the brackets
+    intersect (1000 steps at 1e-300 take 25-80 s depending on the machine's load: past
+    max_seconds = 60 a refusal naming eps_error is the right answer)."""
+    mech = PoissonSubsampled(Gaussian(1.0), 0.01)
+    try:
+        r = PRVAccountant().compose(mech, steps).epsilon(delta)
+    except BudgetExceeded as e:
+        assert delta < 1e-100 and str(e).startswith("eps_error: ") and "max_seconds" in str(e)
+        return
+    ref = PLDAccountant().compose(mech, steps).epsilon(delta)
+    assert r.upper >= ref.lower and r.lower <= ref.upper, (r, ref)
+
+
+_RUNAWAY = """
+import json, sys, time
+from tightdp import (Gaussian, Laplace, PLDAccountant, PRVAccountant, PureDP,
+                     SampledWithReplacement)
+acc = PLDAccountant() if sys.argv[1] == "pld" else PRVAccountant()
+acc.compose(SampledWithReplacement(Gaussian(2.99), 481, 1000), 338)
+acc.compose(Laplace(0.13), 5)
+acc.compose(PureDP(0.0256), 12)
+try:
+    r = acc.epsilon(3.4e-51)
+    out = {"lower": r.lower, "upper": r.upper, "note": r.note}
+except ValueError as e:
+    out = {"error": str(e)}
+print(json.dumps(out))
+"""
+
+
+def _run_child(which: str) -> tuple[dict, float, float]:
+    """(result, wall seconds, peak RSS in kB) of the runaway query in a fresh process."""
+    import json
+    import os
+    import pathlib
+    import resource
+    import subprocess
+    import sys
+    import time
+
+    src = str(pathlib.Path(__file__).resolve().parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", _RUNAWAY, which], capture_output=True,
+                          text=True, timeout=120, env=env)
+    wall = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1]), wall, rss
+
+
+def test_runaway_mixture_composition_within_budget():
+    """338 x sampling with replacement (152-component mixture) + Laplace + pure DP at
+    delta = 3.4e-51 ran 87-100 s or more, discretizing 4.3e6 edges of the mixture. Now it
+    answers or refuses within the default budget (60 s, 2 GB); an answer must intersect the
+    PLD accountant's certified bracket (measured [304.707, 304.730])."""
+    res, wall, rss = _run_child("prv")
+    assert wall < 60.0 and rss < 2e6, (wall, rss)
+    if "error" in res:
+        msg = res["error"]
+        assert "\n" not in msg and msg.startswith("eps_error: ") and "max_seconds" in msg
+        return
+    ref, _, _ = _run_child("pld")  # only an answer needs the reference (it takes 2-12 s)
+    assert ref["lower"] <= ref["upper"] and ref["upper"] - ref["lower"] < 0.1, ref
+    assert res["upper"] >= ref["lower"] and res["lower"] <= ref["upper"], (res, ref)

@@ -53,7 +53,7 @@ import numpy as np
 from scipy.fft import next_fast_len
 
 from .. import _validate as v
-from .._numerics import newton_scalar
+from .._numerics import UNIT_ROUNDOFF, newton_scalar
 from ..losses import DiscreteLoss, GaussianLoss, LocationMixtureLoss
 from ..losses.cgf import MAX_NODES, cgf, cgf_supported, loss_sup, node_count
 from ..mechanisms.base import Mechanism
@@ -64,6 +64,7 @@ from ..pld.grid import DiscretePLD, atom_log_mgf
 from ..pld.riemann import RIEMANN_METHODS, has_density, riemann
 from ..results import DeltaResult, EpsilonResult
 from .base import Accountant
+from .fft_limits import log_tail_lower, rounding_per_point
 
 __all__ = ["FFTAccountant", "tail_estimate_73"]
 
@@ -96,6 +97,13 @@ _QUAD_WORK = 2e7
 ERR_SKIP_FACTOR, ERR_SKIP_RTOL = 100.0, 1e-3
 #: most successive widenings of one query
 _MAX_WIDEN = 6
+#: eps(delta) is refused where the estimated float64 rounding of delta(eps) (5.2) reaches
+#: ROUND_REFUSE times delta: the sum there is rounding noise, and the eps found for it may
+#: be far below the true one (:mod:`tightdp.accountants.fft_limits`)
+ROUND_REFUSE = 1.0
+#: below this delta no float64 FFT of at most MAX_N points resolves delta(eps): the rounding
+#: of a law of total mass ~1 is at least one unit roundoff of its largest point (>= 1/n)
+MIN_RESOLVED_DELTA = UNIT_ROUNDOFF / MAX_N
 
 _NOTE = ("Fourier accountant (Koskela, Jälkö, Honkela 2020): an approximation on [-L, L] with "
          "n points, not a certified bound; details give its error estimates (7.3) and (7.4)")
@@ -139,6 +147,14 @@ class _Curve:
         self.p = pld.probs
         self.inf_mass = pld.inf_mass
         self.s0: np.ndarray | None = None
+        self.noise = rounding_per_point(self.p)
+
+    def rounding(self, eps: np.ndarray) -> np.ndarray:
+        """Estimated float64 rounding of the sum (5.2) at ``eps``: the per-point estimate
+        (:func:`tightdp.accountants.fft_limits.rounding_per_point`) times the number of
+        points summed."""
+        idx = np.searchsorted(self.ys, np.asarray(eps, dtype=float), side="right")
+        return self.noise * (self.ys.size - idx)
 
     def _suffix(self) -> None:
         p = self.p
@@ -455,6 +471,56 @@ class FFTAccountant(Accountant):
             need = max(need, min(cand, sup))
         return need
 
+    # --- what no window resolves: estimated before any work, and the rounding after ----------
+    def _refuse_unreachable(self, target: float, delta: float | None = None) -> None:
+        """Refuse before any work a query that would be refused after it: ``delta`` below
+        what a float64 FFT resolves (:data:`MIN_RESOLVED_DELTA`), or a composed loss whose
+        mass above the largest admissible ``L`` provably exceeds what the answer ``target``
+        allows (:func:`tightdp.accountants.fft_limits.log_tail_lower`, a lower bound on that
+        mass, below the Chernoff estimate that would refuse it after the quadratures)."""
+        if delta is not None and delta < MIN_RESOLVED_DELTA:
+            raise ValueError(
+                f"delta: {delta:g} is below what the Fourier accountant resolves (its float64 "
+                f"FFT rounds every point by at least 1e-16 of the largest; delta >= "
+                f"{MIN_RESOLVED_DELTA:.2g} at the most points); use the pld accountant")
+        if self.allow_truncation:
+            return
+        limit = MAX_L if self.auto_L else self.L
+        share = TAIL_WIDEN if self.auto_L else TAIL_REFUSE
+        for direction in self._directions():
+            terms = [(m.privacy_losses()[direction], k) for m, k in self.terms]
+            log_mass = log_tail_lower(terms, limit)
+            if log_mass > math.log(share * target):
+                where = (f"above the largest L = {MAX_L:g} of the Fourier accountant"
+                         if self.auto_L else f"above L = {limit:g}")
+                raise ValueError(
+                    f"L: the answer lies beyond the domain: the composed loss has mass >= "
+                    f"{math.exp(log_mass):.2g} {where}, more than "
+                    f"{'delta' if delta is not None else 'the answer'} allows; "
+                    + ("use the pld accountant" if self.auto_L else
+                       "leave L unset to widen the domain automatically, or use the pld "
+                       "accountant"))
+
+    def _rounding(self, eps: np.ndarray, L: float, n: int) -> np.ndarray:
+        """Estimated float64 rounding of delta(eps) (5.2): the largest over the composed
+        directions (:meth:`_Curve.rounding`)."""
+        return np.max([self._curve(dr, L, n).rounding(eps) for dr in self._directions()],
+                      axis=0)
+
+    def _check_resolved(self, delta: float, eps: float, L: float, n: int) -> float:
+        """The estimated rounding of delta(eps) at the answer, or a refusal naming delta
+        where it reaches ``ROUND_REFUSE * delta`` (the eps found there may be far below the
+        true one)."""
+        if not math.isfinite(eps):
+            return 0.0
+        rnd = float(self._rounding(np.asarray([eps]), L, n)[0])
+        if rnd >= ROUND_REFUSE * delta:
+            raise ValueError(
+                f"delta: {delta:g} is below what the Fourier accountant resolves here: the "
+                f"float64 rounding of its FFT moves delta(eps) by about {rnd:.2g} near "
+                f"eps = {eps:.4g} (L={L:g}, n={n}); use the pld accountant")
+        return rnd
+
     # --- the window ----------------------------------------------------------------------------
     def _grow(self, L_need: float) -> tuple[float, int]:
         """The window ``[-L', L']`` with ``L' >= L_need`` and the starting grid step
@@ -577,6 +643,7 @@ class FFTAccountant(Accountant):
         deadline = self.budget.deadline()
         L, n = self.L, self.n
         self._check_n(n)
+        self._refuse_unreachable(2.0)
         # at and above the supremum of a bounded composed loss delta(eps) is the mass at +inf
         top = min(float(np.max(e)), max(self._sup(dr) for dr in self._directions()))
         grow = top >= L - 4 * L / n and (self.auto_L or not self.allow_truncation)
@@ -614,11 +681,17 @@ class FFTAccountant(Accountant):
         if "rounding_shift" in details:
             shifted, _ = self._delta(e - details["rounding_shift"], L, n)
             total = total + np.abs(shifted - est)
+        rnd = self._rounding(e, L, n)
+        details["fft_rounding"] = float(rnd[0]) if scalar else rnd
+        total = total + rnd
         details["error_estimate"] = float(np.max(total)) if scalar else total
         details["seconds"] = time.perf_counter() - t0
         note = _NOTE + extra
         if np.any(np.asarray(total) > 0.01 * np.abs(est)):
             note += "; the error estimate exceeds 1% of the estimate: increase n and/or L"
+        if np.any(rnd >= ROUND_REFUSE * np.abs(est)):
+            note += (f"; delta(eps) is at the float64 rounding level of the FFT (about "
+                     f"{float(np.max(rnd)):.2g}): the estimate only says it is not larger")
         if np.any(e >= L - 2 * L / n):
             note += "; eps at or beyond L: the estimate there is meaningless, increase L"
         out = float(est[0]) if scalar else est
@@ -639,6 +712,7 @@ class FFTAccountant(Accountant):
         deadline = self.budget.deadline()
         L, n = self.L, self.n
         self._check_n(n)
+        self._refuse_unreachable(delta, delta)
         need = self._needed_L(L, n, math.log(TAIL_WIDEN * delta))
         L, n, extra = self._first_window(self.auto_L and need > L, need,
                                          "the answer lies beyond L")
@@ -661,8 +735,10 @@ class FFTAccountant(Accountant):
                 break
             L, n = grown
             deadline.check("L", "the domain had to be widened; use the pld accountant")
+        rnd = self._check_resolved(delta, eps, L, n)
         details = self._base_details(L, n)
         details["newton_iterations"] = its
+        details["fft_rounding"] = rnd
         note = _NOTE + extra
         tail = details["tail_estimate"]
         eps_err = 0.0
@@ -682,7 +758,7 @@ class FFTAccountant(Accountant):
                 d2 = float(self._delta(np.asarray(eps), L, 2 * n, dirs2)[0])
                 details["err_L_n"] = 2.0 * abs(d1 - d2)
         md = details["mass_defect"]
-        d_err = tail + (md / (1.0 - md) * delta if md < 1 else math.inf)
+        d_err = tail + rnd + (md / (1.0 - md) * delta if md < 1 else math.inf)
         if math.isfinite(eps) and slope < 0:
             details["eps_tail_estimate"] = tail / -slope
             eps_mass = d_err / -slope - details["eps_tail_estimate"]

@@ -67,11 +67,13 @@ explicit allowance for its own.
 from __future__ import annotations
 
 import math
+import sys
 import time
 
 import numpy as np
 
 from .. import _validate as v
+from ..budget import BudgetExceeded, Deadline
 from ..curves.saddle import saddle_point_eps
 from ..pld.compose import MAX_POINTS, ComposedPLD, LogMgf
 from ..pld.discretize import loss_range
@@ -101,6 +103,10 @@ _TILT_SPECTRAL = 1e-2
 #: delta/1000): the bracket in eps is widened beyond 2 t by about eta * |d eps / d delta|,
 #: and a smaller eta keeps that within the 2 (eps_error - t) of room at a small cost in mesh
 _DE_EPS = 0.25
+#: what to change when the time budget runs out
+_TIME_ADVICE = "use a larger eps_error, a larger max_seconds, or the pld accountant"
+#: edges whose bin masses are timed to estimate a discretization's time before it is made
+_TIME_SAMPLE = 256
 #: first coupling radius tried, as a fraction of eps_error
 _T_START = 0.95
 #: peak bytes per FFT point of a query (measured with tracemalloc: 77-78 at 2.5e6 and 3e6
@@ -166,6 +172,8 @@ class PRVAccountant(Accountant):
         # BYTES_PER_POINT): checked before every allocation
         self.max_points = min(v.count("max_points", max_points, minimum=64),
                               self.budget.max_items(BYTES_PER_POINT))
+        #: the running query's clock (set by each query; discretizations check it)
+        self._deadline: Deadline | None = None
 
     # --- building blocks -------------------------------------------------------------------
     def mesh(self, delta_error: float, t: float | None = None) -> float:
@@ -175,13 +183,17 @@ class PRVAccountant(Accountant):
         k = max(self.total_count, 1)
         t = self.eps_error if t is None else t
         beta = _SHARE_COUPLING * delta_error
-        return t / math.sqrt(k / 2.0 * math.log(1.0 / beta))
+        # -log(beta), not log(1/beta): 1/beta overflows to inf below beta ~ 5.6e-309, which
+        # made the mesh 0 (and a division by zero); a beta that is not a normal float is
+        # refused by :func:`_query_delta_error`
+        return t / math.sqrt(k / 2.0 * -math.log(beta))
 
     def _pieces(self, h: float, delta_error: float, direction: int):
         key = ("pieces", h, delta_error, direction)
         if key not in self._cache:
             k_tot = max(self.total_count, 1)
-            log_tail = math.log(_SHARE_TRUNC * delta_error / k_tot)
+            # in logs: the quotient underflows for delta_error near the float minimum
+            log_tail = math.log(_SHARE_TRUNC) + math.log(delta_error) - math.log(k_tot)
             out = []
             for mech, k in self.terms:
                 loss = mech.privacy_losses()[direction]
@@ -191,9 +203,46 @@ class PRVAccountant(Accountant):
                     raise ValueError(
                         f"discretizing {mech!r} needs {(hi - lo) / h:.3g} grid points "
                         f"(> max_points={self.max_points}); use a larger eps_error")
-                out.append((mean_preserving(loss, h, lo, hi), k))
+                check = self._time_check(mech, loss, h, lo, hi)
+                out.append((mean_preserving(loss, h, lo, hi, check=check), k))
             self._cache[key] = out
         return self._cache[key]
+
+    def _check_deadline(self) -> None:
+        """Refuse (BudgetExceeded naming eps_error) once the running query's max_seconds is
+        used up: called before each discretization block and each composition."""
+        if self._deadline is not None:
+            self._deadline.check("eps_error", _TIME_ADVICE)
+
+    def _time_check(self, mech, loss, h: float, lo: float, hi: float):
+        """Before discretizing ``loss`` on ``[lo, hi]`` with mesh ``h``: refuse if its
+        estimated time (the bin masses of :data:`_TIME_SAMPLE` edges spread over the range,
+        the fastest of three timings, times the number of edges) does not fit in what is left
+        of the query's ``max_seconds``; else the check the discretization calls between
+        blocks (it refuses once the time is used up). Both name ``eps_error``, which sets
+        the number of edges."""
+        deadline = self._deadline
+        if deadline is None:
+            return None
+        edges = (hi - lo) / h + 2
+        if edges > 4 * _TIME_SAMPLE:
+            step = (hi - lo) / _TIME_SAMPLE
+            loss.bin_masses(lo + step * np.arange(8))  # the first call may build tables
+            took = math.inf
+            for r in range(3):  # the fastest of three: a one-off pause is not the cost;
+                # new points each time (a loss may cache what it has inverted)
+                sample = lo + step * (np.arange(_TIME_SAMPLE) + (r + 1) / 4.0)
+                start = time.perf_counter()
+                loss.bin_masses(sample)
+                took = min(took, time.perf_counter() - start)
+            est = took / _TIME_SAMPLE * edges
+            if deadline.elapsed + est > deadline.max_seconds:
+                raise BudgetExceeded(
+                    f"eps_error: discretizing {mech!r} on {edges:.3g} grid points would take "
+                    f"about {est:.3g} s (over max_seconds={deadline.max_seconds:g}); use a "
+                    "larger eps_error (the points grow as 1/eps_error), a larger max_seconds, "
+                    "or the pld accountant")
+        return self._check_deadline
 
     @staticmethod
     def _coupling_bound(pieces, t: float) -> float:
@@ -244,6 +293,7 @@ class PRVAccountant(Accountant):
                   ) -> tuple[ComposedPLD | SpectralPLD, dict]:
         key = ("comp", delta_error, t, direction, lam)
         if key not in self._cache:
+            self._check_deadline()
             plan = self._plan(delta_error, t, direction)
             log_tail = math.log(_SHARE_WINDOW * delta_error)
             c = self._compose(plan["pieces"], log_tail, lam)
@@ -423,9 +473,11 @@ class PRVAccountant(Accountant):
         t0 = time.perf_counter()
         if not self.terms:
             return EpsilonResult(0.0, delta, 0.0, 0.0, self.name, True, estimate=0.0)
-        de = _DE_EPS * min(self.delta_error, delta / 1000.0)
+        de = _query_delta_error(self.delta_error, delta)
         t = _T_START * self.eps_error
+        self._deadline = self.budget.deadline()
         for _ in progress_bar(range(4), desc="PRV: coupling radius", unit="try"):
+            self._check_deadline()
             up, lo, est, info = self._eps_once(delta, de, t)
             excess = (up - lo) - 2 * t
             if not math.isfinite(up) or up - lo <= 2 * self.eps_error or lo == 0.0:
@@ -450,6 +502,7 @@ class PRVAccountant(Accountant):
             return DeltaResult(z, eps, z, z, self.name, True, estimate=z)
         de = self.delta_error
         t = self.eps_error
+        self._deadline = self.budget.deadline()
         up = np.zeros_like(e)
         lo = np.zeros_like(e)
         est = np.zeros_like(e)
@@ -490,6 +543,20 @@ class PRVAccountant(Accountant):
         if scalar:
             up, lo, est = float(up[0]), float(lo[0]), float(est[0])
         return DeltaResult(up, eps, lo, up, self.name, True, estimate=est, details=info)
+
+
+def _query_delta_error(delta_error: float, delta: float) -> float:
+    """The delta error spent by an ``epsilon(delta)`` query,
+    ``_DE_EPS * min(delta_error, delta / 1000)``, or a refusal naming delta where that is
+    not a normal float (its shares -- down to a sixteenth, divided by the number of steps
+    for the truncation -- must stay representable, or the mesh and the tails degenerate).
+    With delta >= DELTA_MIN = 1e-300 it is at least 2.5e-304."""
+    de = _DE_EPS * min(delta_error, delta / 1000.0)
+    if not de >= 1e3 * sys.float_info.min:
+        raise ValueError(f"delta must be >= {4e6 * sys.float_info.min:.3g} for the prv "
+                         f"accountant (its delta error delta/4000 must be a normal float), "
+                         f"got {delta!r}")
+    return de
 
 
 def _points(c: ComposedPLD | SpectralPLD) -> int:
