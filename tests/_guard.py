@@ -83,6 +83,14 @@ def _compose(td, acc, mech, steps: int) -> None:
         acc.compose(_mechanism(td, mech), steps)
 
 
+def _replace_one(mech) -> bool:
+    """Whether ``mech`` holds a mechanism defined under replace-one only (sampling with
+    replacement): its accountant must then hold that relation."""
+    if mech[0] == "compose":
+        return any(_replace_one(part) for part, _ in mech[1])
+    return mech[0] == "swr"
+
+
 def _accountant(td, name, opts):
     cls = {"pld": td.PLDAccountant, "prv": td.PRVAccountant, "rdp": td.RDPAccountant,
            "fft": td.FFTAccountant, "spa": td.SaddlePointAccountant,
@@ -113,7 +121,10 @@ def _execute(spec: dict):
     import tightdp as td
     kind = spec["kind"]
     if kind in ("epsilon", "delta"):
-        acc = _accountant(td, spec["accountant"], spec.get("opts", {}))
+        opts = dict(spec.get("opts", {}))
+        if _replace_one(spec["mech"]):
+            opts.setdefault("neighboring", "replace_one")
+        acc = _accountant(td, spec["accountant"], opts)
         _compose(td, acc, spec["mech"], spec.get("steps", 1))
         r = acc.epsilon(spec["arg"]) if kind == "epsilon" else acc.delta(spec["arg"])
         return _result_dict(r)

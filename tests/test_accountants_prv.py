@@ -509,7 +509,8 @@ _RUNAWAY = """
 import json, sys, time
 from tightdp import (Gaussian, Laplace, PLDAccountant, PRVAccountant, PureDP,
                      SampledWithReplacement)
-acc = PLDAccountant() if sys.argv[1] == "pld" else PRVAccountant()
+rel = "replace_one"
+acc = (PLDAccountant if sys.argv[1] == "pld" else PRVAccountant)(neighboring=rel)
 acc.compose(SampledWithReplacement(Gaussian(2.99), 481, 1000), 338)
 acc.compose(Laplace(0.13), 5)
 acc.compose(PureDP(0.0256), 12)
