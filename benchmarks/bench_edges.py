@@ -23,8 +23,9 @@ above it, "slow", "memory", "error", ...); "approx off" marks an uncertified est
 than 1% outside the truth (labelled an approximation, so not a broken bound, but shown).
 
 Run: ``PYTHONPATH=src python benchmarks/bench_edges.py [--quick] [--only reproducers|sweep]
-[--accountants pld,prv] [--timeout 65] [--json out.json]`` (the full table is 618 calls:
-on today's code, with its slow and runaway calls, allow an hour; ``--quick`` is 72 calls).
+[--accountants pld,prv] [--match 'd=5e-324,T=1e30'] [--timeout 65] [--json out.json]``
+(the full table is 618 calls: on today's code, with its slow and runaway calls, allow an
+hour; ``--quick`` is 72 calls).
 """
 
 from __future__ import annotations
@@ -119,6 +120,20 @@ REPRODUCERS = [
     ("R swr+Laplace+pure d=3.4e-51",
      ("compose", ((("swr", 2.99, 481, 1000), 338), (("laplace", 0.13), 5),
                   (("pure", 0.0256), 12))), 1, "epsilon", 3.4e-51, {}),
+    # delta below DELTA_MIN = 1e-300 is refused (subnormal deltas once gave pld upper
+    # bounds below the exact value: 38.8221 < 38.8718 at 5e-324); at the floor it answers
+    ("R gauss s=1 d=5e-324", ("gauss", 1.0), 1, "epsilon", 5e-324, {}),
+    ("R sub q=.01 s=1 d=1e-323", ("sub", 0.01, 1.0), 1, "epsilon", 1e-323, {}),
+    ("R sub q=.01 s=1 d=1e-300", ("sub", 0.01, 1.0), 1, "epsilon", 1e-300, {}),
+    ("R sub q=.5 s=.5 d=1e-300", ("sub", 0.5, 0.5), 1, "epsilon", 1e-300, {}),
+    # vanishing noise and astronomic step counts: closed forms, or eps = inf said plainly
+    ("R sub q=.01 s=1e-100 T=10", ("sub", 0.01, 1e-100), 10, "epsilon", 1e-5, {}),
+    ("R gauss s=1e-100 T=10", ("gauss", 1e-100), 10, "epsilon", 1e-5, {}),
+    ("R gauss s=1e-300 T=10", ("gauss", 1e-300), 10, "epsilon", 1e-5, {}),
+    ("R gauss s=1 T=1e18", ("gauss", 1.0), 10**18, "epsilon", 1e-5, {}),
+    ("R gauss s=1 T=1e30", ("gauss", 1.0), 10**30, "epsilon", 1e-5, {}),
+    ("R sub q=.01 s=1 T=1e30", ("sub", 0.01, 1.0), 10**30, "epsilon", 1e-5, {}),
+    ("R gauss s=1 delta(1e6)", ("gauss", 1.0), 1, "delta", 1e6, {}),
 ]
 
 #: the sweep of the edge region
@@ -226,10 +241,15 @@ def main(argv=None) -> int:
     ap.add_argument("--accountants", default=",".join(ACCOUNTANTS))
     ap.add_argument("--timeout", type=float, default=65.0)
     ap.add_argument("--json", help="write the rows to this file")
+    ap.add_argument("--match", help="only the cases whose name contains one of these "
+                    "comma-separated strings")
     a = ap.parse_args(argv)
     accs = [x.strip() for x in a.accountants.split(",") if x.strip()]
     cases = QUICK if a.quick else {"reproducers": REPRODUCERS, "sweep": SWEEP}.get(
         a.only, REPRODUCERS + SWEEP)
+    if a.match:
+        keys = [k.strip() for k in a.match.split(",") if k.strip()]
+        cases = [c for c in cases if any(k in c[0] for k in keys)]
     guard = Guard(timeout=a.timeout)
     rows = []
     head = (f"{'case':36} {'acc':4} {'answer':>12} {'[lower, upper]':>27} {'exact':>21} "
