@@ -358,8 +358,8 @@ class SaddlePointAccountant(Accountant):
         # fixed and solve the bounds, decreasing in eps, for eps; only closed forms are
         # evaluated (no further CGF quadrature). Elements: (upper, lower) of each direction.
         roots = be_roots([(o["t"], sts[i][:, 0], d.k_margin, up, o["eps_t"])
-                                for i, (d, o) in enumerate(zip(dirs, outs, strict=True))
-                                for up in (True, False)], log_delta)
+                          for i, (d, o) in enumerate(zip(dirs, outs, strict=True))
+                          for up in (True, False)], log_delta)
         retry = []
         for i, (d, out) in enumerate(zip(dirs, outs, strict=True)):
             tr, k0 = tt[per * i + 1:per * i + 2], sts[i][0, 1:]
@@ -372,6 +372,20 @@ class SaddlePointAccountant(Accountant):
             if roots[2 * i + 1] is not None:
                 out["lower"] = max(roots[2 * i + 1], 0.0)
             out["upper"] = upper
+        self._upper_below_saddle(dirs, outs, retry, log_delta, top)
+        for d, out in zip(dirs, outs, strict=True):
+            # delta(eps) = 0 at and above the essential supremum of the composed loss
+            out["upper"] = min(max(out["upper"], 0.0), d.sup)
+        return outs
+
+    @staticmethod
+    def _upper_below_saddle(dirs: list[Direction], outs: list[dict], retry: list[int],
+                            log_delta: float, top: float | None) -> None:
+        """Lower the upper bounds ``outs[i]["upper"]`` of the directions ``retry`` (whose
+        Berry-Esseen bracket at the saddle point did not improve on the refined-moments
+        bound) by the bracket's upper end at tilts below the saddle point (Theorem 5 holds
+        at every tilt), in place; ``top`` an upper bound of another direction solved
+        before."""
         # where the bracket at the saddle point does not improve on the refined-moments bound
         # (the tilted law far from Gaussian there, as with few effective compositions) and
         # this direction's upper bound is the answer's (the largest), the bracket's upper end
@@ -395,10 +409,6 @@ class SaddlePointAccountant(Accountant):
                     outs[i]["upper"] = x
                     better.append(i)
             retry = better
-        for d, out in zip(dirs, outs, strict=True):
-            # delta(eps) = 0 at and above the essential supremum of the composed loss
-            out["upper"] = min(max(out["upper"], 0.0), d.sup)
-        return outs
 
     def _epsilon_of(self, delta: float) -> EpsilonResult:
         """The saddle-point approximation of the smallest eps with ``delta(eps) <= delta``,
