@@ -549,36 +549,6 @@ def test_time_budget_refuses_cleanly():
 
 
 # --- issue 17: the cold query's shortcuts (lazy bracketing, envelope pre-filter of the trim) ----
-def test_solve_tilt_lazy_bracketing_root_and_ranges():
-    """solve_tilt finds the saddle point of a Gaussian composition (closed form K, root by
-    brentq) and evaluates no tilt of a node-set range above the root's (the grids are scanned
-    one range at a time); a target below every grid gives T_MIN without visiting the upward
-    grids."""
-    from scipy.optimize import brentq
-
-    from tightdp.curves.saddle import T_MIN, solve_tilt
-    from tightdp.losses.cgf import node_bucket
-
-    mu2 = 0.3 ** 2 * 50  # 50 compositions of GaussianLoss(0.3)
-    seen: list[float] = []
-
-    def f(t):
-        seen.extend(np.asarray(t).tolist())
-        g = mu2 * (2 * t + 1) / 2 - 1 / t - 1 / (1 + t)
-        return g, t * (mu2 + 1 / t ** 2 + 1 / (1 + t) ** 2)
-
-    eps = 28.9  # root near t = 6
-    t, ok = solve_tilt(f, eps, 1e-4, 64.0, 1e12)
-    ref = brentq(lambda x: mu2 * (2 * x + 1) / 2 - 1 / x - 1 / (1 + x) - eps, 1e-6, 1e3,
-                 xtol=1e-15, rtol=1e-15)
-    assert ok[0] and abs(t[0] / ref - 1) < 1e-9
-    assert 4.0 < ref < 8.0  # the second range: points up to 8 only
-    assert max(seen) <= float(node_bucket(ref)) + 1e-12
-    seen.clear()
-    t, ok = solve_tilt(f, -1e12, 1e-4, 64.0, 1e12)
-    assert ok[0] and t[0] == pytest.approx(T_MIN) and max(seen) <= 64.0
-
-
 def test_trim_envelope_candidates_superset():
     """The envelope pre-filter of the node trim returns every node the brute-force test
     (some line with w + a y - c > level) keeps, and few others."""
@@ -602,161 +572,11 @@ def test_trim_envelope_candidates_superset():
         assert np.all(exact[got] > -91.0 - 1e-9)
 
 
-def test_log_clt_theta_slope_vs_mpmath():
-    """The derivative in m of log E[theta_t(Z)], Z ~ N(m, s^2) (the closed form of Prop. 6
-    with the density terms cancelled), against mpmath's numerical derivative of the
-    definition's integral."""
-    from tightdp.curves.saddle import log_clt_theta
-
-    for t, m, s in ((0.07, 0.3, 2.0), (3.0, 5.0, 1.5), (12.0, -0.5, 0.4), (0.5, 40.0, 6.0)):
-        val, slope = log_clt_theta(np.array([t]), np.array([m]), np.array([s]), slope=True)
-        with mp.workdps(40):
-            def log_e(mm, t=t, s=s):
-                f = lambda z: ((1 - mp.exp(-z)) * mp.exp(-t * z)  # noqa: E731
-                               * mp.npdf(z, mm, s))
-                return mp.log(mp.quad(f, [0, mm, mm + 10 * s, mp.inf] if mm > 0
-                                      else [0, 10 * s, mp.inf]))
-            ref_val = float(log_e(mp.mpf(m)))
-            ref_slope = float(mp.diff(log_e, mp.mpf(m)))
-        assert abs(val[0] - ref_val) < 1e-12 * max(1.0, abs(ref_val))
-        assert abs(slope[0] - ref_slope) < 1e-9 * max(1.0, abs(ref_slope))
-
-
-def test_roots_decreasing_safe_sides_and_uninformative():
-    """Several decreasing functions solved at once: each point is on its safe side (checked
-    here) and within 1e-12 of the root from brentq; a lower side whose value at the start is
-    not finite, or that reaches a non-finite value, gets NaN."""
-    from scipy.optimize import brentq
-
-    from tightdp.curves.saddle import roots_decreasing
-
-    c = np.array([2.0, -1.0, 0.5, 3.0])
-
-    def fn(x):  # g_j(x) = -x^3 - x + c_j, decreasing
-        return -x ** 3 - x + c, -3 * x ** 2 - 1
-
-    level = -0.7
-    upper = np.array([True, False, True, False])
-    x = roots_decreasing(fn, level, np.zeros(4), 1.0, upper)
-    g = fn(x)[0]
-    assert np.all(g[upper] <= level) and np.all(g[~upper] > level)
-    ref = [brentq(lambda y, cj=cj: -y ** 3 - y + cj - level, -10, 10, xtol=1e-15) for cj in c]
-    np.testing.assert_allclose(x, ref, rtol=0, atol=1e-12)
-
-    def fn_gap(x):  # a lower bound that is -inf below 1 (uninformative there)
-        v = np.where(x > 1.0, -x, -np.inf)
-        return v, np.full_like(x, -1.0)
-
-    # the root of -x = -0.5 lies in the uninformative region: no lower bound
-    out = roots_decreasing(fn_gap, -0.5, np.array([2.0, 0.5]), 1.0, np.array([False, False]))
-    assert np.isnan(out).all()
-
-
-def test_roots_decreasing_few_equals_arrays():
-    """The float steps :func:`roots_decreasing` takes for a few points give the points of its
-    arrays' steps exactly, on smooth decreasing functions with both sides, starts on either
-    side, a start without a slope, and lower sides uninformative at the start or on the
-    way."""
-    import sys
-
-    sd = sys.modules["tightdp.curves.saddle"]  # the two private step functions
-
-    rng = np.random.default_rng(7)
-    for _ in range(200):
-        n = int(rng.integers(1, 7))
-        c = rng.normal(0.0, 3.0, n)
-        p = rng.uniform(0.5, 3.0, n)
-        gap = rng.uniform(-3.0, 1.0, n)  # lower sides: -inf below the gap
-
-        def fn(x, c=c, p=p, gap=gap):
-            with np.errstate(invalid="ignore", over="ignore"):
-                v = -np.sinh(x / p) * p - x + c
-                d = -np.cosh(x / p) - 1.0
-            return np.where(x > gap, v, -np.inf), d
-
-        level = float(rng.normal(0.0, 2.0))
-        x0 = rng.normal(0.0, 2.0, n)
-        slope0 = rng.uniform(0.0, 3.0, n)
-        slope0[rng.random(n) < 0.2] = np.nan
-        upper = rng.random(n) < 0.5
-        a = sd._roots_decreasing_arrays(fn, level, x0, slope0, upper, 40, 1e-14)
-        b = sd._roots_decreasing_floats(fn, level, x0.tolist(), slope0.tolist(),
-                                        upper.tolist(), 40, 1e-14)
-        np.testing.assert_array_equal(a, np.array(b))
-
-
-def test_solve_tilt_joint_equals_separate():
-    """Two equations on one evaluation (``which``, with or without secant slopes for one of
-    them) give the roots of separate solves."""
-    from tightdp.curves.saddle import solve_tilt
-
-    mu2 = 0.8
-
-    def f_sep(k):
-        def f(t):
-            g = [mu2 * (2 * t + 1) / 2 - 1 / t - 1 / (1 + t),
-                 mu2 * (2 * t + 1) / 2 + np.log(t) - np.log1p(t)]
-            dg = [t * (mu2 + 1 / t ** 2 + 1 / (1 + t) ** 2), t * (mu2 + 1 / (t * (1 + t)))]
-            return g[k], dg[k]
-        return f
-
-    def f_both(t, need):
-        assert need.shape == (2, t.size) and need.any()
-        g0, d0 = f_sep(0)(t)
-        g1, d1 = f_sep(1)(t)
-        return np.array([g0, g1]), np.array([d0, d1])
-
-    eps = np.array([0.3, 2.0, 7.5, 40.0])
-    tj, okj = solve_tilt(f_both, np.concatenate([eps, eps]), 1e-4, 64.0, 1e12,
-                         which=np.repeat([0, 1], eps.size))
-    # secant slopes for the first function: the same roots
-    tsec, _ = solve_tilt(f_both, np.concatenate([eps, eps]), 1e-4, 64.0, 1e12,
-                         which=np.repeat([0, 1], eps.size),
-                         secant=np.repeat([True, False], eps.size))
-    for k in (0, 1):
-        ts, oks = solve_tilt(f_sep(k), eps, 1e-4, 64.0, 1e12)
-        np.testing.assert_allclose(tj[k * eps.size:(k + 1) * eps.size], ts, rtol=1e-10)
-        np.testing.assert_allclose(tsec[k * eps.size:(k + 1) * eps.size], ts, rtol=1e-10)
-        assert np.array_equal(okj[k * eps.size:(k + 1) * eps.size], oks)
-
-
-def test_solve_tilt_refine_same_roots_fewer_steps():
-    """``refine`` (a fixed sub-grid in each bracketing cell) finds the roots of the plain
-    solve (brentq on the closed form) with fewer evaluations, and evaluates the same sub-grid
-    again for a target in the same cell."""
-    from scipy.optimize import brentq
-
-    from tightdp.curves.saddle import solve_tilt
-
-    mu2 = 0.3 ** 2 * 50
-    calls: list[np.ndarray] = []
-
-    def f(t):
-        calls.append(t)
-        g = mu2 * (2 * t + 1) / 2 - 1 / t - 1 / (1 + t)
-        return g, t * (mu2 + 1 / t ** 2 + 1 / (1 + t) ** 2)
-
-    out = {}
-    for refine in (0, 8):
-        calls.clear()
-        t, ok = solve_tilt(f, [3.0, 28.9], 1e-4, 64.0, 1e12, refine=refine)
-        out[refine] = (t, len(calls))
-        for eps, tj in zip((3.0, 28.9), t, strict=True):
-            ref = brentq(lambda x, e=eps: mu2 * (2 * x + 1) / 2 - 1 / x - 1 / (1 + x) - e,
-                         1e-6, 1e3, xtol=1e-15, rtol=1e-15)
-            assert ok.all() and abs(tj / ref - 1) < 1e-9
-    sub = [c for c in calls if not c.flags.writeable and c.size == 8]
-    assert sub, "the sub-grids are read-only arrays of the refine inner points"
-    calls.clear()
-    solve_tilt(f, [3.0 * (1 + 1e-9)], 1e-4, 64.0, 1e12, refine=8)
-    assert any(c is s for c in calls for s in sub)  # the same (cached) sub-grid array
-
-
 def test_berry_esseen_end_floats_equal_arrays():
-    """The Berry-Esseen bracket's ends in Python floats (``_be_end1``, the eps(delta) query's
-    path) equal the arrays' form (``_log_berry_esseen`` and the combination in ``_eps_dirs``)
+    """The Berry-Esseen bracket's ends in Python floats (``be_end1``, the eps(delta) query's
+    path) equal the arrays' form (``log_berry_esseen`` and the combination in ``delta_dir``)
     to rounding, values and slopes, upper and lower ends, on random tilted laws."""
-    from tightdp.accountants import spa
+    from tightdp.accountants import spa_direction as spa
 
     rng = np.random.default_rng(1)
     checked = 0
@@ -765,19 +585,20 @@ def test_berry_esseen_end_floats_equal_arrays():
         k2 = rng.uniform(1e-3, 30.0)
         rho, x = rng.uniform(1e-4, 10.0) * k2 ** 1.5, k1 + rng.normal() * math.sqrt(k2)
         km = float(rng.choice([0.0, 1e-8]))
-        mg = km + spa._REL_MARGIN
+        mg = km + spa.REL_MARGIN
         ks, te = np.array([[k0], [k1], [k2]]), np.array([t])
-        fx = spa._be_fixed(te, ks, np.array([rho]))
-        lclt, lerr, dl = spa._log_berry_esseen(te, np.array([x]), ks, np.array([rho]),
+        fx = spa.be_fixed(te, ks, np.array([rho]))
+        lclt, lerr, dl = spa.log_berry_esseen(te, np.array([x]), ks, np.array([rho]),
                                                np.array([km]), slope=True, fixed=fx)
         with np.errstate(all="ignore"):
             lup = np.logaddexp(lclt + mg, lerr)
             dup = np.exp(lclt + mg - lup) * dl - np.exp(lerr - lup) * te
-            llo = spa._log_diff(lclt - mg, lerr)
+            llo = spa.log_diff(lclt - mg, lerr)
             rr = np.exp(lerr - (lclt - mg))
             dlo = (dl + rr * te) / (1.0 - rr)
         for upper, v, d in ((True, lup[0], dup[0]), (False, llo[0], dlo[0])):
-            v1, d1 = spa._be_end1(x, t, k0, k1, *(float(a[0]) for a in fx), km, mg, upper)
+            v1, d1 = spa.be_end1(x, t, k0, k1, *(float(a[0]) for a in fx), km=km, mg=mg,
+                                  upper=upper)
             for a, b in ((v, v1), (d, d1)):
                 if math.isfinite(a):
                     assert abs(a - b) <= 1e-12 * max(1.0, abs(a))
@@ -805,67 +626,6 @@ def test_node_cumulants_fifth_order_poisson():
     np.testing.assert_allclose(rows[0], lam * (np.exp(t) - 1.0), rtol=1e-12)
     for k in range(1, 6):
         np.testing.assert_allclose(rows[k], lam * np.exp(t), rtol=1e-9)
-
-
-@pytest.mark.parametrize("k", [10, 1000, 100_000])
-def test_exact_msd1_slope_vs_finite_difference(k):
-    """With the fifth cumulant the slope of -log SP-MSD1 in log t is exact: against a central
-    finite difference of the value itself (floats and arrays' forms)."""
-    from tightdp.curves.saddle import saddle_log_delta, saddle_log_delta_slope
-
-    acc = SaddlePointAccountant().compose(PoissonSubsampled(Gaussian(1.0), 0.01), k)
-    d = acc._dirs()[0]
-    for t0 in (0.5, 2.0, 8.0):
-        u, h = math.log(t0), 1e-5
-
-        def val(uu):
-            t = np.array([math.exp(uu)])
-            st = d.stats(t)
-            return saddle_log_delta_slope(st[:5], t, "msd1", st[6])
-
-        fd = -(val(u + h)[0][0] - val(u - h)[0][0]) / (2 * h)
-        slope = val(u)[1][0]
-        t2 = np.array([t0, 1.1 * t0, 1.2 * t0])  # the arrays' form (more than two tilts)
-        st = d.stats(t2)
-        slope_arr = saddle_log_delta_slope(st[:5], t2, "msd1", st[6])[1][0]
-        assert abs(slope - fd) <= 1e-6 * abs(fd)
-        assert abs(slope_arr - slope) <= 1e-12 * abs(slope)
-        # without K^(5) the slope leaves the correction out: a different number (where the
-        # correction is used, i.e. not the SP-MSD0 fallback)
-        if not saddle_log_delta(st[:5], t2, None, "msd1")[2][0]:
-            assert saddle_log_delta_slope(st[:5], t2, "msd1")[1][0] != slope_arr
-
-
-def test_scan_table_same_brackets_as_scan():
-    """The kept-table bracketing (``solve_tilt(..., refine, memo)``) gives the brackets, hence
-    the roots, of the plain scan, for functions that rise and fall (the first crossing), and
-    a second solve reads the table instead of calling f on the grid again."""
-    from tightdp.curves.saddle import solve_tilt
-
-    def make(calls):
-        def f(t, need):
-            calls.append(t)
-            u = np.log(t)
-            g = np.array([u + 0.8 * np.sin(3.0 * u), 2.0 * u])
-            dg = np.array([1.0 + 2.4 * np.cos(3.0 * u), np.full_like(u, 2.0)])
-            return g, dg
-        return f
-
-    targets = np.array([-3.0, 0.9, 2.5, 1.0])
-    which = np.array([0, 0, 0, 1])
-    plain, _ = solve_tilt(make([]), targets, 1e-4, 64.0, 1e12, which=which, refine=32)
-    memo: dict = {}
-    first, _ = solve_tilt(make([]), targets, 1e-4, 64.0, 1e12, which=which, refine=32,
-                          memo=memo)
-    np.testing.assert_array_equal(first, plain)
-    calls: list = []
-    again, _ = solve_tilt(make(calls), targets, 1e-4, 64.0, 1e12, which=which, refine=32,
-                          memo=memo)
-    np.testing.assert_array_equal(again, plain)
-    assert all(c.flags.writeable or c.size == 32 for c in calls)  # no grid piece again
-    # the first crossing of the rising and falling row: below the later ones
-    u = np.log(plain[0])
-    assert abs(u + 0.8 * math.sin(3.0 * u) + 3.0) < 1e-9
 
 
 def test_eps_answers_do_not_depend_on_earlier_queries():
@@ -982,10 +742,13 @@ def test_delta_negligible_direction_not_solved_same_answer():
     The approximation and the upper bound equal those of solving both directions at every
     eps; the lower bound loses less than 1e-3 of the approximation (a lower bound from the
     direction not solved), and the note says how many eps were not solved."""
+    from tightdp.accountants.spa_direction import delta_dir
+
     acc = SaddlePointAccountant().compose(PoissonSubsampled(Gaussian(0.5), 1e-5), 1_000_000)
     eps = np.linspace(0.05, 4.1, 100)
     r = acc.delta(eps)
-    both = [acc._delta_dir(d, eps) for d in acc._dirs()]  # each direction at every eps
+    # each direction at every eps
+    both = [delta_dir(d, eps, acc.method, bounds=acc.bounds) for d in acc._dirs()]
     est = np.minimum(np.exp(np.max([b["log_delta"] for b in both], axis=0)), 1.0)
     up = np.minimum(np.exp(np.max([b["log_upper"] for b in both], axis=0)), 1.0)
     lo = np.exp(np.max([b["log_lower"] for b in both], axis=0))

@@ -18,7 +18,8 @@ SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "tightdp"
 # Lower number = lower layer. A module may import from its own layer only inside its own
 # package (folder), and from any lower layer.
 LAYERS = {
-    "_numerics": 0, "_validate": 0, "_version": 0, "_dask": 0, "budget": 0, "_defaults": 0,
+    "_numerics": 0, "roots": 0, "_validate": 0, "_version": 0, "_dask": 0, "budget": 0,
+    "_defaults": 0,
     "progress": 0, "results": 0,
     "losses": 1,
     "curves": 2,

@@ -1,14 +1,13 @@
-"""The safeguarded scalar solvers of tightdp._numerics (and the tilt solvers built on them in
-tightdp.curves.saddle): known roots, the end kept on the safe side, clear failures."""
+"""The safeguarded solvers of tightdp.roots and the helpers of tightdp._numerics: known roots,
+the end kept on the safe side, clear failures, float paths equal to the arrays' forms."""
 
 import math
 
 import numpy as np
 import pytest
 
-from tightdp._numerics import (
-    MACHINE_EPSILON,
-    UNIT_ROUNDOFF,
+from tightdp._numerics import MACHINE_EPSILON, UNIT_ROUNDOFF, exp0, log0, logaddexp1
+from tightdp.roots import (
     BracketError,
     bisect,
     bracket_on_grids,
@@ -18,11 +17,14 @@ from tightdp._numerics import (
     newton_monotone,
     newton_polish,
     newton_scalar,
+    root_decreasing,
+    roots_decreasing,
     secant_start,
     secant_walk,
+    solve_few,
+    solve_on_grids,
     walk_out,
 )
-from tightdp.curves.saddle import root_decreasing, solve_tilt, tilt_grids
 
 
 def test_constants():
@@ -154,10 +156,10 @@ def test_bracket_on_grids():
 
     def g(x):
         calls.append(x.size)
-        return x
+        return x, np.ones_like(x)
 
-    lo, hi, glo, ghi, below = bracket_on_grids(g, np.array([2.5, 50.0, 0.01, 1e4]), grids,
-                                               below_grid=1)
+    lo, hi, glo, ghi, _, _, below = bracket_on_grids(g, np.array([2.5, 50.0, 0.01, 1e4]),
+                                                     grids)
     np.testing.assert_array_equal(lo[:2], [2.0, 40.0])
     np.testing.assert_array_equal(hi[:2], [3.0, 50.0])
     assert np.isnan(lo[2:]).all() and below.tolist() == [False, False, True, False]
@@ -176,33 +178,6 @@ def test_secant_walk_and_root_decreasing_safe_side():
     assert root_decreasing(lambda x: 0.0, -1.0, 0.0, 1.0, upper=True) is None
 
 
-def test_solve_tilt():
-    # g(t) = log t (dg/dlog t = 1): the root of g = c is e^c
-    def f(t):
-        return np.log(t), np.ones_like(t)
-
-    for tg in ([0.3], [-2.0, 1.0, 3.5]):
-        t, ok = solve_tilt(f, np.array(tg), 1e-4, 64.0, 1e12)
-        np.testing.assert_allclose(t, np.exp(tg), rtol=1e-10)
-        assert ok.all()
-    t, ok = solve_tilt(f, np.array([40.0]), 1e-4, 64.0, 2048.0)  # e^40 beyond the cap
-    assert t[0] == 2048.0 and not ok[0]
-    t, ok = solve_tilt(f, np.array([-40.0]), 1e-4, 64.0, 2048.0)  # below every tilt tried
-    assert math.isclose(t[0], 1e-12, rel_tol=1e-14) and ok[0]
-
-
-def test_tilt_grids_have_no_hidden_cache():
-    import tightdp.curves.saddle as saddle
-
-    a = tilt_grids(1e-4, 64.0, 2048.0, 33)
-    b = tilt_grids(1e-4, 64.0, 2048.0, 33)
-    assert a is not b and all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
-    assert not any(isinstance(v, dict) for k, v in vars(saddle).items()
-                   if k.isupper() and k.startswith("_"))
-    assert a[0][0] == 1e-4 and a[0][-1] == 64.0 and a[1][0] == 1e-12
-    assert math.isclose(a[-1][-1], 2048.0)
-
-
 # --- searches on expensive scalar predicates (grow_bracket, step_out, bisect_until,
 # bisect_log, bisect_int, descend_to_fixed_point, bracket_of_points) ---------------------------
 
@@ -216,7 +191,7 @@ def _recording(pred):
 
 
 def test_grow_bracket_geometric():
-    from tightdp._numerics import grow_bracket
+    from tightdp.roots import grow_bracket
 
     go, calls = _recording(lambda x: x < 10.0)
     assert grow_bracket(go, 1.0, 2.0) == (8.0, 16.0)
@@ -228,7 +203,7 @@ def test_grow_bracket_geometric():
 
 
 def test_grow_bracket_limit():
-    from tightdp._numerics import grow_bracket
+    from tightdp.roots import grow_bracket
 
     # a point beyond the limit is never evaluated; the limit itself is allowed
     go, calls = _recording(lambda x: True)
@@ -247,7 +222,7 @@ def test_grow_bracket_limit():
 
 
 def test_step_out_growing_steps():
-    from tightdp._numerics import step_out
+    from tightdp.roots import step_out
 
     # from 0 by steps -1, -4, -16, -64: the points -1, -5, -21, -85
     go, calls = _recording(lambda x: x > -50.0)
@@ -268,7 +243,7 @@ def test_step_out_growing_steps():
 
 
 def test_bisect_until_caller_stop_and_adjacent_floats():
-    from tightdp._numerics import bisect_until
+    from tightdp.roots import bisect_until
 
     root = 2.0 ** 0.5
     go, calls = _recording(lambda m: m * m < 2.0)
@@ -288,7 +263,7 @@ def test_bisect_until_caller_stop_and_adjacent_floats():
 
 
 def test_bisect_log_geometric_midpoints():
-    from tightdp._numerics import bisect_log
+    from tightdp.roots import bisect_log
 
     go, calls = _recording(lambda x: x < 3.0)
     lo, hi = bisect_log(go, 1.0, 2.0 ** 40, rtol=1e-6)
@@ -305,7 +280,7 @@ def test_bisect_log_geometric_midpoints():
 
 
 def test_bisect_int():
-    from tightdp._numerics import bisect_int
+    from tightdp.roots import bisect_int
 
     go, calls = _recording(lambda n: n * n <= 1000)
     assert bisect_int(go, 0, 1024) == (31, 32)  # 31**2 = 961 <= 1000 < 1024 = 32**2
@@ -317,7 +292,7 @@ def test_bisect_int():
 
 
 def test_descend_to_fixed_point():
-    from tightdp._numerics import descend_to_fixed_point
+    from tightdp.roots import descend_to_fixed_point
 
     # g(x) = x/2 + 1 above 3 (fixed point 2 beyond reach), 5 at and below: 10 -> 6 -> 4 -> 3
     go, calls = _recording(lambda x: x / 2 + 1 if x > 3 else 5.0)
@@ -334,7 +309,7 @@ def test_descend_to_fixed_point():
 
 
 def test_bracket_of_points():
-    from tightdp._numerics import bracket_of_points
+    from tightdp.roots import bracket_of_points
 
     # go_right holds below 5 (monotone)
     pts = {1.0: True, 4.0: True, 8.0: False, 6.0: False, 2.0: True}
@@ -431,3 +406,98 @@ def test_newton_monotone_from_the_right():
     x = newton_monotone(lambda x, idx: (np.array([-1.0, 1.0]), np.array([1.0, 0.0]),
                                         np.zeros(2)), np.array([2.0, 5.0]), iters=5)
     assert np.array_equal(x, [2.0, 5.0])
+
+
+def test_roots_decreasing_safe_sides_and_uninformative():
+    """Several decreasing functions solved at once: each point is on its safe side (checked
+    here) and within 1e-12 of the root from brentq; a lower side whose value at the start is
+    not finite, or that reaches a non-finite value, gets NaN."""
+    from scipy.optimize import brentq
+
+    c = np.array([2.0, -1.0, 0.5, 3.0])
+
+    def fn(x):  # g_j(x) = -x^3 - x + c_j, decreasing
+        return -x ** 3 - x + c, -3 * x ** 2 - 1
+
+    level = -0.7
+    upper = np.array([True, False, True, False])
+    x = roots_decreasing(fn, level, np.zeros(4), 1.0, upper)
+    g = fn(x)[0]
+    assert np.all(g[upper] <= level) and np.all(g[~upper] > level)
+    ref = [brentq(lambda y, cj=cj: -y ** 3 - y + cj - level, -10, 10, xtol=1e-15) for cj in c]
+    np.testing.assert_allclose(x, ref, rtol=0, atol=1e-12)
+
+    def fn_gap(x):  # a lower bound that is -inf below 1 (uninformative there)
+        v = np.where(x > 1.0, -x, -np.inf)
+        return v, np.full_like(x, -1.0)
+
+    # the root of -x = -0.5 lies in the uninformative region: no lower bound
+    out = roots_decreasing(fn_gap, -0.5, np.array([2.0, 0.5]), 1.0, np.array([False, False]))
+    assert np.isnan(out).all()
+
+
+def test_roots_decreasing_few_equals_arrays():
+    """The float steps :func:`roots_decreasing` takes for a few points give the points of its
+    arrays' steps exactly, on smooth decreasing functions with both sides, starts on either
+    side, a start without a slope, and lower sides uninformative at the start or on the
+    way."""
+    import sys
+
+    sd = sys.modules["tightdp.roots.decreasing"]  # the two private step functions
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = int(rng.integers(1, 7))
+        c = rng.normal(0.0, 3.0, n)
+        p = rng.uniform(0.5, 3.0, n)
+        gap = rng.uniform(-3.0, 1.0, n)  # lower sides: -inf below the gap
+
+        def fn(x, c=c, p=p, gap=gap):
+            with np.errstate(invalid="ignore", over="ignore"):
+                v = -np.sinh(x / p) * p - x + c
+                d = -np.cosh(x / p) - 1.0
+            return np.where(x > gap, v, -np.inf), d
+
+        level = float(rng.normal(0.0, 2.0))
+        x0 = rng.normal(0.0, 2.0, n)
+        slope0 = rng.uniform(0.0, 3.0, n)
+        slope0[rng.random(n) < 0.2] = np.nan
+        upper = rng.random(n) < 0.5
+        a = sd._roots_decreasing_arrays(fn, level, x0, slope0, upper, 40, 1e-14)
+        b = sd._roots_decreasing_floats(fn, level, x0.tolist(), slope0.tolist(),
+                                        upper.tolist(), 40, 1e-14)
+        np.testing.assert_array_equal(a, np.array(b))
+
+
+def test_solve_on_grids_and_few_known_roots():
+    """The grid solves in ``log x`` on plain grids (one piece each): ``g(x) = x^3 + x`` (its
+    slope in log x ``3 x^3 + x``) against brentq, the many-target and the few-target
+    (refined, floats) paths alike; beyond the cap ``ok`` is False and ``x`` the cap."""
+    from scipy.optimize import brentq
+
+    def f(x):
+        return x ** 3 + x, 3 * x ** 3 + x
+
+    grids = [np.geomspace(1e-2, 1e2, 9), np.geomspace(1e-6, 1e-2, 5)]
+    targets = np.array([0.5, 2.0, 1e3, 1e-5, 1e9])
+    ref = [brentq(lambda x, c=c: x ** 3 + x - c, 1e-9, 1e4, xtol=1e-15, rtol=1e-15)
+           for c in targets[:4]]
+    many = solve_on_grids(f, targets, grids, floor=1e-6, cap=1e2)
+    np.testing.assert_allclose(many.x[:4], ref, rtol=1e-9)
+    assert many.ok.tolist() == [True] * 4 + [False] and math.isclose(many.x[4], 1e2)
+    few = solve_few(f, targets[:4], grids, floor=1e-6, cap=1e2, refine=4)
+    np.testing.assert_allclose(few.x, ref, rtol=1e-9)
+    assert few.ok.all()
+
+
+def test_float_forms_of_numpy_functions():
+    """log0, exp0, logaddexp1 give numpy's values (NaN, infinities and zero included; not
+    covered: exp0 of [709, log(max float)), inf there, and logaddexp1 of inf and NaN, inf)."""
+    xs = [0.0, -1.0, 1e-300, 2.5, math.inf, -math.inf, math.nan, 708.0, 710.0, -800.0, 1e308]
+    with np.errstate(all="ignore"):
+        for x in xs:
+            np.testing.assert_array_equal(log0(x), np.log(x))
+            np.testing.assert_array_equal(exp0(x), np.exp(x))
+            for y in xs:
+                if not (math.inf in (x, y) and math.isnan(x + y)):
+                    np.testing.assert_array_equal(logaddexp1(x, y), np.logaddexp(x, y))

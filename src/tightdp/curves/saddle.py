@@ -14,35 +14,30 @@ For a composed privacy loss ``Y`` with CGF ``K(t) = log E[e^{tY}]`` (eq. (23)):
   ``M_t = t^t / (1+t)^{1+t}`` (eq. (42); :func:`log_theta_max`), which gives the certified
   refined-moments bound ``delta(eps) <= e^{K(t) - t eps} M_t`` for every ``t > 0``.
 
-The tilt solvers (:func:`solve_tilt`, :func:`root_decreasing`) are uses of the safeguarded
-solvers of :mod:`tightdp._numerics`.
+The tilt search (:func:`solve_tilt`: the grids of :func:`tilt_grids`, cut by the CGF's
+node-set ranges) is a use of :mod:`tightdp.roots`, where the root finding lives.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from bisect import bisect_left
 from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
 from scipy.special import erfcx, log_ndtr
 
-from .._numerics import (
-    BracketError,
-    bisect,
-    newton_bracketed,
-    secant_start,
-    secant_walk,
-    walk_out,
-)
+from .._numerics import log0
 from ..losses.cgf import node_bucket
+from ..roots import Roots, bisect, solve_few, solve_on_grids
+from ..roots import root_decreasing as root_decreasing  # importable from here
+from ..roots import roots_decreasing as roots_decreasing  # importable from here
 
 __all__ = ["METHODS", "LABELS", "UNRELIABLE", "T_MIN", "T_MAX_QUAD", "T_MAX",
-           "log_theta_max", "rma_eps", "log_clt_theta", "saddle_eps", "saddle_log_delta",
-           "saddle_terms1", "saddle_log_delta_slope", "tilt_grids", "grid_parts",
-           "solve_tilt", "root_decreasing", "roots_decreasing", "saddle_point_eps"]
+           "log_theta_max", "rma_eps", "log_clt_theta", "log_clt_theta1", "saddle_eps",
+           "saddle_log_delta", "saddle_terms1", "saddle_log_delta_slope", "tilt_grids",
+           "grid_parts", "solve_tilt", "saddle_point_eps"]
 
 #: the saddle-point approximations
 METHODS = ("msd1", "msd0", "clt")
@@ -82,6 +77,8 @@ def _log_half_erfcx(a: np.ndarray) -> np.ndarray:
     pos = np.log(erfcx(np.maximum(a, 0.0) / _SQRT2)) - _LOG2
     neg = 0.5 * a * a + log_ndtr(-np.minimum(a, 0.0))
     return np.where(a >= 0, pos, neg)
+
+
 def log_clt_theta(t: np.ndarray, m: np.ndarray, s: np.ndarray, slope: bool = False
                   ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """``log E[theta_t(Z)]`` for ``Z ~ N(m, s^2)`` (Alghamdi et al., Proposition 6 / eq. (79)).
@@ -133,27 +130,6 @@ def _log_half_erfcx1(a: float) -> float:
     return 0.5 * a * a + float(log_ndtr(-a))  # a NaN lands here, as in the arrays' form
 
 
-def log0(x: float) -> float:
-    """``math.log`` with numpy's values at 0 (-inf) and below (NaN) instead of an error."""
-    if x > 0.0 or x != x:
-        return math.log(x)
-    return -math.inf if x == 0.0 else math.nan
-
-
-def exp0(x: float) -> float:
-    """``math.exp`` with numpy's value on overflow (inf) instead of an error."""
-    return math.exp(x) if x < 709.0 else (math.inf if x == x else x)
-
-
-def logaddexp1(a: float, b: float) -> float:
-    """``np.logaddexp`` of two floats (-inf, inf and NaN as numpy)."""
-    if a < b:
-        a, b = b, a
-    if b == -math.inf or a == math.inf:
-        return a
-    return a + math.log1p(math.exp(b - a))
-
-
 def saddle_eps(ks: np.ndarray, t: np.ndarray) -> np.ndarray:
     """The eps whose saddle point is ``t``: eq. (50) solved for eps,
     ``eps = K'(t) - 1/t - 1/(1+t)`` (``ks[1]`` is ``K'``)."""
@@ -196,7 +172,6 @@ def saddle_log_delta(ks: np.ndarray, t: np.ndarray, eps: np.ndarray | None, meth
         with np.errstate(invalid="ignore", divide="ignore"):
             val = np.where(fallback, val, val + np.log1p(np.where(fallback, 0.0, corr_m1)))
     return val, eps, fallback, size
-
 
 
 def saddle_terms1(k2: float, k3: float, k4: float, t: float, method: str
@@ -356,366 +331,28 @@ def _tilt_grids(lo: float, hi: float, cap: float, npts: int, doubling: bool
     return tuple(grids)
 
 
-def solve_tilt(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target, lo: float,
-               hi: float, cap: float, iters: int = 60, rtol: float = 1e-11, npts: int = 65,
-               which: np.ndarray | None = None, secant: np.ndarray | None = None,
-               refine: int = 0, memo: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Solve ``g(t) = target`` for the tilt ``t``, g (roughly) increasing in t: bracketed on
-    the geometric grids of :func:`tilt_grids` (each evaluated lazily, one CGF node-set range
-    at a time, by :func:`_scan_grid`), then
-    safeguarded Newton in ``log t`` (:func:`tightdp._numerics.newton_bracketed`) from the
-    secant point of the bracket, stopped when the residual is below
-    ``rtol (1 + |target|)`` or the step is at the level of rounding.
-
-    ``f(t) -> (g, dg/dlog t)``, vectorized over t. Returns ``(t, ok)``; ok is False where no
-    root was bracketed below ``cap`` (t = cap there); where ``g`` is at or above the target
-    already at :data:`T_MIN`, t = T_MIN and ok is True. Vectorized over ``target``.
-
-    Several functions (e.g. two equations on one CGF, or those of several CGFs) are solved
-    together with ``which``: target ``j`` solves function ``which[j]``, and ``f(t, need)``
-    gets a boolean mask ``need`` of shape ``(functions, t.size)`` (the values wanted) and
-    returns ``(g, dg)`` of that shape (entries not wanted may be anything, e.g. NaN); each
-    bracketing and Newton step calls ``f`` once for all of them (the answers are those of
-    separate solves). ``secant`` (one flag per target) marks targets whose ``dg`` is only
-    approximate: from their second Newton step on, the secant slope through the previous
-    step is used where it is positive (superlinear whatever the error of ``dg``).
-
-    ``f`` may also return a third array, ``d^2 g / d(log t)^2`` (where it is exact): the
-    Newton steps then use Halley's slope ``dg - r d2g / (2 dg)`` for the residual ``r``
-    (Halley 1694; Traub, *Iterative Methods for the Solution of Equations*, 1964, Sec. 5.2),
-    ``dg`` where that would more than quintuple the step: cubic convergence, and no
-    overshoot on the steep convex equations of few compositions (a secant slope, where
-    flagged, still takes precedence).
-
-    ``refine > 0`` (for a few targets, at most 8: an eps(delta) query) changes four things:
-    the first grid goes on above ``hi`` by doublings (:func:`tilt_grids`' ``doubling``) and
-    the grid below it is scanned only for the targets reached at its first point; each
-    bracketing cell is narrowed on a fixed sub-grid of its ``refine`` inner geometric points
-    (the same points for the same cell, read-only as the grids are, so that a caller may keep
-    ``f``'s values there as it keeps the grids'), so that the Newton iteration starts from the
-    cubic Hermite point of a cell ``refine + 1`` times narrower (the first crossing on the
-    grids is the one refined); and the Newton iteration runs in floats and stops at an
-    evaluated point (:func:`_newton_few`). With ``refine``, ``memo`` (a dict the caller
-    keeps for one ``f``, e.g. per accountant and method) holds the first grid's values row by
-    row as far as they were scanned, with their running maxima: a later solve finds a
-    target's first grid point at or above it by bisection on those (the same bracket as the
-    scan), and scans on only where no point reaches it yet."""
-    target = np.atleast_1d(np.asarray(target, dtype=float))
-    n = target.size
-    few = refine > 0 and n <= 8
-    grids = tilt_grids(lo, hi, cap, npts, doubling=few)
-    lo_t, hi_t, g_lo, g_hi, d_lo, d_hi = (np.full(n, np.nan) for _ in range(6))
-    out = (lo_t, hi_t, g_lo, g_hi, d_lo, d_hi)
-    below = np.zeros(n, dtype=bool)
-    rows = None if which is None else np.asarray(which, dtype=np.int64).reshape(n)
-    # the first grid; the one below it for the targets it did not bracket; the grids above
-    # the first only for the targets still unbracketed that do not lie below every grid
-    if few and memo is not None:
-        at0 = _scan_table(f, target, grids[0], out, rows, memo)
-    else:
-        at0 = _scan_grid(f, target, np.arange(n), grids[0], out, rows)
-    # refining: the grid below only for the targets already reached at the first grid's
-    # first point (the others lie above it: no grid above is left, the first goes to cap)
-    todo = at0 if few else np.flatnonzero(np.isnan(lo_t))
-    ups = [] if few else grids[1:]
-    if todo.size and len(grids) > 1 and grids[1][-1] <= grids[0][0]:
-        below[_scan_grid(f, target, todo, grids[1], out, rows)] = True
-        ups = grids[2:]
-    for grid in ups:
-        todo = np.flatnonzero(np.isnan(lo_t) & ~below)
-        if not todo.size:
-            break
-        _scan_grid(f, target, todo, grid, out, rows)
-    found = ~np.isnan(lo_t)
-    if few:
-        _refine_cells(f, target, np.flatnonzero(found), refine, out, rows)
-    # one target (the common query) uses the math module's log/exp, numpy's vectorized ones
-    # otherwise: the two may differ in the last bit, and each path keeps the numbers it had
-    log, exp = (_log1, _exp1) if target.size == 1 else (np.log, np.exp)
-    u = np.where(below, math.log(T_MIN), math.log(cap))
-    idx = np.flatnonzero(found)
-    if few and idx.size:
-        a, b = [math.log(x) for x in lo_t[idx].tolist()], [math.log(x) for x in hi_t[idx].tolist()]
-        u0 = _hermite_start(np.array(a), np.array(b), g_lo[idx], g_hi[idx], d_lo[idx],
-                            d_hi[idx], target[idx])
-        u[idx] = _newton_few(f, target[idx].tolist(), a, b, u0.tolist(),
-                             None if rows is None else rows[idx].tolist(),
-                             [False] * idx.size if secant is None
-                             else np.asarray(secant, dtype=bool)[idx].tolist(), iters, rtol)
-        return np.array([math.exp(x) for x in u.tolist()]), found | below
-    if idx.size:
-        a, b = log(lo_t[idx]), log(hi_t[idx])
-        u0 = _hermite_start(a, b, g_lo[idx], g_hi[idx], d_lo[idx], d_hi[idx], target[idx])
-
-        sec = None if secant is None else np.asarray(secant, dtype=bool)[idx]
-        prev_u, prev_g = np.full(idx.size, np.nan), np.full(idx.size, np.nan)
-
-        def fu(uu: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            if rows is None:
-                out = f(exp(uu))
-                g, dg = out[0], out[1]
-                d2 = out[2] if len(out) > 2 else None
-            else:
-                r, c = rows[idx[act]], np.arange(uu.size)
-                need = np.zeros((int(rows.max()) + 1, uu.size), dtype=bool)
-                need[r, c] = True
-                out = f(exp(uu), need)
-                g, dg = np.asarray(out[0])[r, c], np.asarray(out[1])[r, c]
-                d2 = np.asarray(out[2])[r, c] if len(out) > 2 else None
-            if d2 is not None:  # Halley's step where the correction stays moderate
-                with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-                    dh = dg - (g - target[idx[act]]) * d2 / (2.0 * dg)
-                    dg = np.where(np.isfinite(dh) & (dh > 0.2 * dg), dh, dg)
-            if sec is not None:
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    s_ = (g - prev_g[act]) / (uu - prev_u[act])
-                use = sec[act] & np.isfinite(s_) & (s_ > 0)
-                dg = np.where(use, s_, dg)
-                prev_u[act], prev_g[act] = uu, g
-            return g, dg
-
-        # the evaluation that would only confirm the tolerance is skipped where the last two
-        # residuals predict it, on exact slopes (not for secant targets)
-        u[idx] = newton_bracketed(fu, target[idx], a, b, u0, iters=iters,
-                                  ftol=rtol * (1.0 + np.abs(target[idx])),
-                                  predict=True if sec is None else ~sec)
-    return exp(u), found | below
-
-
-def _newton_few(f: Callable, target: list, lo: list, hi: list, u0: list, rows: list | None,
-                secant: list, iters: int, rtol: float, xtol: float = 1e-9,
-                width_tol: float = 1e-14) -> list:
-    """The Newton iteration of :func:`solve_tilt` in ``u = log t`` for a few targets (its
-    ``refine`` path), in Python floats: the safeguarded steps of
-    :func:`tightdp._numerics.newton_bracketed` (a step leaving the bracket or on a slope that is
-    not positive is replaced by bisection; secant slopes from the second step on for the
-    ``secant`` targets; Halley's slope where ``f`` returns second derivatives, as there), each
-    ``f`` call at ``t = exp(u)`` by ``math.exp``. A target whose residual is within
-    ``rtol (1 + |target|)`` stops *at the evaluated point* (so that a caller's values there,
-    e.g. a memo of its CGF, are those of the returned tilt: :func:`solve_tilt` returns
-    ``math.exp`` of it); one stopped by a step below ``xtol`` or a bracket narrower than
-    ``width_tol`` takes its last step. No predicted stop (the evaluation it would save is the
-    one the caller makes at the root anyway). Returns the ``u`` of each target."""
-    n = len(target)
-    x, lo, hi = list(u0), list(lo), list(hi)
-    ftol = [rtol * (1.0 + abs(v)) for v in target]
-    prev_u, prev_g = [math.nan] * n, [math.nan] * n
-    nrows = 1 if rows is None else max(rows) + 1
-    act = list(range(n))
-    for _ in range(iters):
-        if not act:
-            break
-        t = np.array([math.exp(x[i]) for i in act])
-        if rows is None:
-            out = f(t)
-            rr = [0] * len(act)
-        else:
-            rr = [rows[i] for i in act]
-            need = np.zeros((nrows, len(act)), dtype=bool)
-            need[rr, np.arange(len(act))] = True
-            out = f(t, need)
-        g, dg = np.atleast_2d(out[0]).tolist(), np.atleast_2d(out[1]).tolist()
-        d2 = np.atleast_2d(out[2]).tolist() if len(out) > 2 else None
-        keep = []
-        for c, i in enumerate(act):
-            ui, gi, di = x[i], g[rr[c]][c], dg[rr[c]][c]
-            r = gi - target[i]
-            if d2 is not None:  # Halley's slope where the correction stays moderate
-                try:
-                    dh = di - r * d2[rr[c]][c] / (2.0 * di)
-                except ZeroDivisionError:
-                    dh = math.nan
-                if math.isfinite(dh) and dh > 0.2 * di:
-                    di = dh
-            if secant[i] and ui != prev_u[i]:
-                s_ = (gi - prev_g[i]) / (ui - prev_u[i])
-                if math.isfinite(s_) and s_ > 0:
-                    di = s_
-            prev_u[i], prev_g[i] = ui, gi
-            xn = ui - r / di if di > 0 else math.nan
-            if not r < 0:  # a NaN residual counts as above the target
-                hi[i] = ui
-            else:
-                lo[i] = ui
-            inside = lo[i] < xn < hi[i] and math.isfinite(xn)
-            if not inside:
-                xn = 0.5 * (lo[i] + hi[i])
-            if abs(r) <= ftol[i]:
-                continue  # x[i] = ui: the evaluated point
-            if hi[i] - lo[i] < width_tol or (inside and abs(xn - ui) < xtol):
-                x[i] = xn if inside else ui
-                continue
-            x[i] = xn
-            keep.append(i)
-        act = keep
-    return x
-
-
-@functools.lru_cache(maxsize=256)
-def _sub_grid(a: float, b: float, m: int) -> np.ndarray:
-    """The ``m`` geometric points strictly inside the cell ``[a, b]`` (``geomspace(a, b,
-    m + 2)`` without its ends), read-only: the sub-grid of :func:`solve_tilt`'s ``refine``."""
-    g = np.geomspace(a, b, m + 2)[1:-1].copy()
-    g.setflags(write=False)
-    return g
-
-
-def _rows_at(f: Callable, pts: np.ndarray, rows: list | None, nrows: int
-             ) -> tuple[list, list, list]:
-    """``f`` on the grid piece ``pts`` for the rows ``rows`` (``need`` of :func:`solve_tilt`;
-    None: ``f`` of one function), as lists: the tilts, ``g`` by row with a non-finite value as
-    ``-inf`` (below every target, as in the scans) and ``dg`` by row."""
-    if rows is None:
-        g, dg = f(pts)[:2]
-    else:
-        need = np.zeros((nrows, pts.size), dtype=bool)
-        need[rows] = True
-        g, dg = f(pts, need)[:2]
-    g = np.atleast_2d(np.asarray(g, dtype=float))
-    dg = np.atleast_2d(np.asarray(dg, dtype=float))
-    if dg.shape != g.shape:
-        dg = np.broadcast_to(dg, g.shape)
-    gl = [[v if math.isfinite(v) else -math.inf for v in row] for row in g.tolist()]
-    return pts.tolist(), gl, dg.tolist()
-
-
-def _refine_cells(f: Callable, target: np.ndarray, idx: np.ndarray, m: int,
-                  out: tuple[np.ndarray, ...], rows: np.ndarray | None) -> None:
-    """Narrow the brackets ``out`` of the targets ``idx`` (a few) to a cell of the sub-grid
-    (:func:`_sub_grid`, ``m`` points) of their bracketing cell: one call of ``f`` per distinct
-    cell, on its inner points (their node-set ranges are those of the cell's ends, already
-    built), and the first sub-cell whose right end reaches the target (a non-finite ``g``
-    counts as ``-inf``, as in the scan)."""
-    lo_t, hi_t, g_lo, g_hi, d_lo, d_hi = out
-    rl = None if rows is None else rows.tolist()
-    cells: dict = {}
-    for j in idx.tolist():
-        cells.setdefault((float(lo_t[j]), float(hi_t[j])), []).append(j)
-    tg = target.tolist()
-    for (a, b), js in cells.items():
-        tl, gl, dl = _rows_at(f, _sub_grid(a, b, m),
-                              None if rl is None else [rl[j] for j in js],
-                              1 if rl is None else max(rl) + 1)
-        for j in js:
-            r = 0 if rl is None else rl[j]
-            gr = gl[r]
-            k = next((i for i, v in enumerate(gr) if v >= tg[j]), len(gr))
-            if k > 0:  # else the cell's left end stays
-                lo_t[j], g_lo[j], d_lo[j] = tl[k - 1], gr[k - 1], dl[r][k - 1]
-            if k < len(gr):  # else the cell's right end stays
-                hi_t[j], g_hi[j], d_hi[j] = tl[k], gr[k], dl[r][k]
-
-
-def _scan_grid(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target: np.ndarray,
-               idx: np.ndarray, grid: np.ndarray, out: tuple[np.ndarray, ...],
-               rows: np.ndarray | None = None) -> np.ndarray:
-    """Bracket ``g(t) = target[idx]`` on one increasing tilt grid: a target's bracket is the
-    first cell ``[grid[j-1], grid[j]]`` with ``g(grid[j]) >= target`` (non-finite ``g`` counts
-    as below every target), written into ``out = (lo, hi, g_lo, g_hi)`` at its index. The
-    same brackets as :func:`tightdp._numerics.bracket_on_grids` on this grid, found lazily:
-    the grid is evaluated one CGF node-set range (:func:`tightdp.losses.cgf.node_bucket`) at
-    a time, in increasing order, and only while some target is unbracketed, so that the
-    node sets of tilts above every root are never built (each range's points are evaluated
-    together, as in one call on the whole grid). Returns the indices whose ``g`` is at or above
-    the target already at ``grid[0]`` (no bracket on this grid). With ``rows`` (see
-    :func:`solve_tilt`'s ``which``) target ``j`` reads row ``rows[j]`` of ``g``."""
-    if len(idx) <= 8:
-        return _scan_table(f, target, grid, out, rows, {}, idx)
-    lo_t, hi_t, g_lo, g_hi, d_lo, d_hi = out
-    pending = np.asarray(idx)
-    at_start = pending[:0]
-    prev_t = prev_g = prev_d = None
-    for pts in grid_parts(grid):
-        if not pending.size:
-            break
-        if rows is None:
-            g, dg = f(pts)[:2]
-        else:
-            need = np.zeros((int(rows.max()) + 1, pts.size), dtype=bool)
-            need[rows[pending]] = True
-            g, dg = f(pts, need)[:2]
-        g = np.atleast_2d(np.asarray(g, dtype=float))
-        dg = np.atleast_2d(np.asarray(dg, dtype=float))
-        if dg.shape != g.shape:
-            dg = np.broadcast_to(dg, g.shape)
-        g = np.where(np.isfinite(g), g, -np.inf)
-        if prev_t is not None:
-            pts_c, g_c = np.concatenate([[prev_t], pts]), np.concatenate([prev_g, g], axis=1)
-            d_c = np.concatenate([prev_d, dg], axis=1)
-        else:
-            pts_c, g_c, d_c = pts, g, dg
-        ri = np.zeros(pending.size, dtype=np.int64) if rows is None else rows[pending]
-        g_p, d_p = g_c[ri], d_c[ri]
-        ge = g_p >= target[pending, None]
-        has = ge.any(axis=1)
-        j = np.argmax(ge, axis=1)
-        if prev_t is None:
-            at_start = pending[has & (j == 0)]
-        found = has & (j > 0)
-        sel, jf = pending[found], j[found]
-        lo_t[sel], hi_t[sel] = pts_c[jf - 1], pts_c[jf]
-        g_sel, d_sel = g_p[found], d_p[found]
-        k = np.arange(sel.size)
-        g_lo[sel], g_hi[sel] = g_sel[k, jf - 1], g_sel[k, jf]
-        d_lo[sel], d_hi[sel] = d_sel[k, jf - 1], d_sel[k, jf]
-        pending = pending[~has]
-        prev_t, prev_g, prev_d = pts[-1], g[:, -1:], dg[:, -1:]
-    return at_start
-
-
-def _scan_table(f: Callable, target: np.ndarray, grid: np.ndarray,
-                out: tuple[np.ndarray, ...], rows: np.ndarray | None, memo: dict,
-                idx: np.ndarray | None = None) -> np.ndarray:
-    """:func:`_scan_grid` of a few targets (``idx``, default all) on the grid pieces of
-    ``grid``, its bookkeeping in Python floats, with the values kept in ``memo`` per row
-    (tilts, ``g`` with non-finite values as ``-inf``, slopes, running maximum of ``g``, pieces
-    scanned): a target's bracket is the cell before the first point whose running maximum
-    reaches it (the first point at or above it: the scan's bracket), found by bisection;
-    pieces are evaluated, in order and for the rows still unbracketed only, where a row's
-    table has no such point yet. With an empty ``memo`` these are the scan's calls of ``f``.
-    Returns the targets reached at the grid's first point."""
-    lo_t, hi_t, g_lo, g_hi, d_lo, d_hi = out
-    parts = grid_parts(grid)
-    tabs = memo.setdefault(grid.tobytes(), {})
-    rl = [0] * target.size if rows is None else rows.tolist()
-    nrows = max(rl) + 1
-    tg = target.tolist()
-    at_start: list[int] = []
-    pending = list(range(target.size)) if idx is None else [int(j) for j in np.asarray(idx)]
-    while pending:
-        still = []
-        for j in pending:
-            tab = tabs.setdefault(rl[j], ([], [], [], [], [0]))
-            tt, gg, dd, cm, _ = tab
-            k = bisect_left(cm, tg[j]) if cm else 0
-            if k == len(cm):
-                still.append(j)
-            elif k == 0:
-                at_start.append(j)
-            else:
-                lo_t[j], hi_t[j] = tt[k - 1], tt[k]
-                g_lo[j], g_hi[j] = gg[k - 1], gg[k]
-                d_lo[j], d_hi[j] = dd[k - 1], dd[k]
-        # scan on: the next piece of each row still unbracketed (rows at the same piece
-        # together, in one call of f)
-        todo = [j for j in still if tabs[rl[j]][4][0] < len(parts)]
-        if not todo:
-            break
-        nxt = min(tabs[rl[j]][4][0] for j in todo)
-        rws = sorted({rl[j] for j in todo if tabs[rl[j]][4][0] == nxt})
-        tl, gl, dl = _rows_at(f, parts[nxt], None if rows is None else rws, nrows)
-        for r in rws:
-            tt, gg, dd, cm, cnt = tabs[r]
-            top = cm[-1] if cm else -math.inf
-            for x, v, dv in zip(tl, gl[r], dl[r], strict=True):
-                top = v if v > top else top
-                tt.append(x)
-                gg.append(v)
-                dd.append(dv)
-                cm.append(top)
-            cnt[0] += 1
-        pending = still
-    return np.array(at_start, dtype=np.int64)
+def solve_tilt(f: Callable, target, lo: float, hi: float, cap: float, *, iters: int = 60,
+               rtol: float = 1e-11, npts: int = 65, which: np.ndarray | None = None,
+               secant: np.ndarray | None = None, refine: int = 0,
+               memo: dict | None = None) -> Roots:
+    """Solve ``g(t) = target`` for the tilt ``t`` (g roughly increasing in t) on the grids of
+    :func:`tilt_grids` ``(lo, hi, cap, npts)``, each scanned one CGF node-set range
+    (:func:`grid_parts`) at a time, so that the node sets of tilts above every root are
+    never built: :func:`tightdp.roots.solve_on_grids`, or with ``refine > 0`` for at most 8
+    targets (an eps(delta) query) :func:`tightdp.roots.solve_few` on the grid that goes on
+    above ``hi`` by doublings (one point per node-set range; ``memo`` its kept table, per
+    ``f``). Returns :class:`tightdp.roots.Roots` ``(t, ok)``: ok False where no root was
+    bracketed below ``cap`` (t = cap there); ``t = T_MIN`` where ``g`` is at or above the
+    target already there. ``f``, ``which``, ``secant``, ``iters``, ``rtol``: as in
+    :func:`tightdp.roots.solve_on_grids`."""
+    n = np.size(target)
+    if refine > 0 and n <= 8:
+        return solve_few(f, target, tilt_grids(lo, hi, cap, npts, doubling=True), floor=T_MIN,
+                         cap=cap, refine=refine, pieces=grid_parts, which=which,
+                         secant=secant, memo=memo, iters=iters, rtol=rtol)
+    return solve_on_grids(f, target, tilt_grids(lo, hi, cap, npts), floor=T_MIN, cap=cap,
+                          pieces=grid_parts, which=which, secant=secant, iters=iters,
+                          rtol=rtol)
 
 
 def grid_parts(grid: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -733,234 +370,6 @@ def _grid_parts_of(key: bytes) -> tuple[np.ndarray, ...]:
     for p in parts:
         p.setflags(write=False)
     return parts
-
-
-def _hermite_start(a: np.ndarray, b: np.ndarray, g_a: np.ndarray, g_b: np.ndarray,
-                   d_a: np.ndarray, d_b: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """Start of the Newton iteration in the bracket ``[a, b]`` (in log t): the root of the
-    cubic Hermite interpolant of ``g`` (values and slopes at both ends), by 4 Newton steps
-    on the cubic from the secant point, kept 5% of the width away from the ends; the secant
-    point (:func:`tightdp._numerics.secant_start`) where the cubic gives nothing finite. Any
-    point inside the bracket is a valid start: this only saves evaluations of ``g``.
-
-    A few brackets (an eps(delta) query's) are done one at a time in Python floats
-    (:func:`_hermite_start1`: the same IEEE operations in the same order, hence the same
-    numbers, without the per-operation overhead of small arrays); the arrays' form where a
-    value there is not finite or a division by zero occurs."""
-    if a.size <= 8:
-        try:
-            xs = [_hermite_start1(*v) for v in zip(a.tolist(), b.tolist(), g_a.tolist(),
-                                                   g_b.tolist(), d_a.tolist(), d_b.tolist(),
-                                                   target.tolist(), strict=True)]
-        except ZeroDivisionError:
-            xs = None
-        if xs is not None and all(math.isfinite(x) for x in xs):
-            return np.array(xs)
-    x0 = secant_start(a, b, g_a, g_b, target)
-    w = b - a
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        s = (x0 - a) / w
-        p, q = d_a * w, d_b * w  # slopes in the unit variable
-        for _ in range(4):
-            val, der = _hermite_cubic(s, g_a, p, g_b, q, target)
-            s = np.minimum(np.maximum(s - val / der, 0.05), 0.95)  # np.clip, less overhead
-        x = a + s * w
-    return np.where(np.isfinite(x), x, x0)
-
-
-def _hermite_start1(a: float, b: float, g_a: float, g_b: float, d_a: float, d_b: float,
-                    target: float) -> float:
-    """:func:`_hermite_start` of one bracket in floats (the secant point of
-    :func:`tightdp._numerics.secant_start`, then the same 4 steps on the cubic); may return
-    a non-finite value or raise ZeroDivisionError, where the caller uses the arrays' form."""
-    frac = (target - g_a) / (g_b - g_a)
-    frac = min(max(0.5 if math.isnan(frac) else frac, 0.05), 0.95)
-    x0 = a + frac * (b - a)
-    w = b - a
-    s = (x0 - a) / w
-    p, q = d_a * w, d_b * w
-    for _ in range(4):
-        val, der = _hermite_cubic(s, g_a, p, g_b, q, target)
-        s = min(max(s - val / der, 0.05), 0.95)
-    return a + s * w
-
-
-def _hermite_cubic(s, g_a, p, g_b, q, target):
-    """The cubic Hermite interpolant of the bracket minus ``target``, and its derivative, at
-    ``s`` in the unit variable (floats or arrays alike: the same operations in the same
-    order for :func:`_hermite_start` and :func:`_hermite_start1`)."""
-    s2, s3 = s * s, s * s * s
-    val = (g_a * (2 * s3 - 3 * s2 + 1) + p * (s3 - 2 * s2 + s)
-           + g_b * (-2 * s3 + 3 * s2) + q * (s3 - s2)) - target
-    der = (g_a * (6 * s2 - 6 * s) + p * (3 * s2 - 4 * s + 1)
-           + g_b * (-6 * s2 + 6 * s) + q * (3 * s2 - 2 * s))
-    return val, der
-
-
-def _log1(x: np.ndarray) -> np.ndarray:
-    return np.array([math.log(float(x[0]))])
-
-
-def _exp1(x: np.ndarray) -> np.ndarray:
-    return np.array([math.exp(float(x[0]))])
-
-
-def root_decreasing(fn: Callable[[float], float], level: float, x0: float, slope0: float,
-                    upper: bool) -> float | None:
-    """A point x near the root of the decreasing function ``fn(x) = level`` on the safe side:
-    ``fn(x) <= level`` if ``upper`` else ``fn(x) > level`` (verified), by secant steps from
-    ``x0`` (initial slope ``-slope0``; :func:`tightdp._numerics.secant_walk`), then steps
-    away from the root growing from 1e-12 relative until the side is right
-    (:func:`tightdp._numerics.walk_out`); None if no such point was found."""
-    x = secant_walk(fn, level, x0, -max(slope0, 1e-3), decreasing=True)
-
-    def wrong_side(y: float) -> bool:
-        fy = fn(y)
-        return not (math.isfinite(fy) and ((fy <= level) if upper else (fy > level)))
-
-    step = 1e-12 * max(1.0, abs(x))
-    try:
-        return walk_out(wrong_side, x, step if upper else -step, max_moves=59)[1]
-    except BracketError:
-        return None
-
-
-def roots_decreasing(fn: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], level: float,
-                     x0: np.ndarray, slope0, upper: np.ndarray, iters: int = 40,
-                     rtol: float = 1e-14) -> np.ndarray:
-    """:func:`root_decreasing` for several decreasing functions at once, with their slopes:
-    ``fn(x) -> (values, slopes)`` evaluates function ``j`` at ``x[j]`` (one call for all).
-
-    Newton steps from ``x0`` (a slope that is not negative and finite is replaced by the last
-    good one, initially ``-slope0``, a number or one per point) until
-    ``|fn - level| < rtol (1 + |level|)`` or a value is not finite (one step more, not
-    evaluated, once every residual is below 1e-8 relative); then each point is moved away
-    from its root by steps growing from 1e-15 relative until it is on its safe side,
-    ``fn_j(x_j) <= level`` where ``upper[j]``, else ``fn_j(x_j) > level`` (checked by
-    evaluation, :func:`tightdp._numerics.walk_out`; a point reached without evaluation
-    takes the first step before its first check). Returns the points, NaN where no such
-    point was found and for a lower side (``upper[j]`` False) whose value at ``x0`` or at a
-    Newton point is not finite (uninformative there). Up to 8 points (an eps(delta)
-    query's Berry-Esseen ends) take the same steps in Python floats
-    (:func:`_roots_decreasing_floats`: the same points, without numpy's per-call costs on
-    arrays of a few elements)."""
-    upper = np.asarray(upper, dtype=bool)
-    x = np.array(x0, dtype=float)
-    slope = np.asarray(slope0, dtype=float)
-    if slope.shape != x.shape:
-        slope = np.broadcast_to(slope, x.shape)
-    if x.ndim == 1 and x.size <= 8:
-        return np.array(_roots_decreasing_floats(fn, level, x.tolist(), slope.tolist(),
-                                                 upper.tolist(), iters, rtol))
-    return _roots_decreasing_arrays(fn, level, x, slope, upper, iters, rtol)
-
-
-def _roots_decreasing_arrays(fn: Callable, level: float, x: np.ndarray, slope: np.ndarray,
-                             upper: np.ndarray, iters: int, rtol: float) -> np.ndarray:
-    """:func:`roots_decreasing`'s steps on arrays (``x``, ``slope`` and ``upper`` of one
-    shape)."""
-    slope = -np.maximum(slope, 1e-3)
-    f, d = fn(x)
-    none = ~upper & ~np.isfinite(f)
-    act = np.ones(x.size, dtype=bool)
-    tol = rtol * (1.0 + abs(level))
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        for _ in range(iters):
-            slope = np.where(np.isfinite(d) & (d < 0), d, slope)
-            act &= np.isfinite(f) & ~(np.abs(f - level) < tol)
-            if not act.any():
-                break
-            x = np.where(act, x + (level - f) / slope, x)
-            if np.all(np.abs(f - level)[act] < 1e-8 * (1.0 + abs(level))):
-                # Newton's error squares: the last step needs no evaluation (the walk
-                # below evaluates there)
-                f = np.where(act, np.nan, f)
-                break
-            f, d = fn(x)
-            # a lower side reaching a non-finite value (an uninformative bound) has no answer:
-            # the walk below would only move it further into that region
-            none |= act & ~upper & ~np.isfinite(f)
-    last: dict = {"x": x, "f": f}
-
-    def wrong_side(y: np.ndarray) -> np.ndarray:
-        known = y is last["x"] and not np.isnan(last["f"]).any()
-        fy = last["f"] if known else fn(y)[0]  # the last Newton point: known if evaluated
-        with np.errstate(invalid="ignore"):
-            last["bad"] = ~(np.isfinite(fy) & np.where(upper, fy <= level, fy > level))
-        return last["bad"] & ~none  # the uninformative ones are not moved
-
-    step = 1e-15 * np.maximum(1.0, np.abs(x)) * np.where(upper, 1.0, -1.0)
-    unknown = np.isnan(f)
-    if unknown.any():
-        # a point the last Newton step reached without evaluation lies on either side of
-        # its root about equally often: it takes the walk's first move (to the safe side)
-        # before its first check, which then mostly passes (one evaluation fewer); the
-        # walk's later moves are the same (steps 2, 4, ... times the first)
-        x = np.where(unknown, x + step, x)
-        last["x"] = x
-        step = np.where(unknown, 2.0 * step, step)
-    _, x = walk_out(wrong_side, x, step, max_moves=59, on_limit="return")
-    return np.where(last["bad"] | none, np.nan, x)
-
-
-def _nan_max(a: float, b: float) -> float:
-    """``np.maximum`` of two floats (NaN if either is NaN; Python's ``max`` keeps the first
-    argument when a comparison with NaN fails)."""
-    if a != a or b != b:
-        return math.nan
-    return a if a >= b else b
-
-
-def _roots_decreasing_floats(fn: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
-                             level: float, x0: list, slope0: list, upper: list, iters: int,
-                             rtol: float) -> list:
-    """:func:`roots_decreasing`'s steps for a few points in Python floats: the same
-    operations elementwise as :func:`_roots_decreasing_arrays`, hence the same points. ``fn``
-    as there (called on an array, its values read as floats); ``x0``, ``slope0``, ``upper``
-    lists; returns a list (NaN where there is no root on the safe side)."""
-    n = len(x0)
-    x = [float(v) for v in x0]
-    slope = [-_nan_max(float(v), 1e-3) for v in slope0]
-    f, d = (a.tolist() for a in fn(np.array(x)))
-    isf = math.isfinite
-    none = [not u and not isf(fv) for u, fv in zip(upper, f, strict=True)]
-    act = [True] * n
-    tol = rtol * (1.0 + abs(level))
-    near = 1e-8 * (1.0 + abs(level))
-    for _ in range(iters):
-        slope = [dv if isf(dv) and dv < 0 else sv for dv, sv in zip(d, slope, strict=True)]
-        act = [a and isf(fv) and not abs(fv - level) < tol for a, fv in zip(act, f, strict=True)]
-        if not any(act):
-            break
-        x = [xv + (level - fv) / sv if a else xv
-             for a, xv, fv, sv in zip(act, x, f, slope, strict=True)]
-        if all(abs(fv - level) < near for a, fv in zip(act, f, strict=True) if a):
-            # Newton's error squares: the last step needs no evaluation (the walk evaluates)
-            f = [math.nan if a else fv for a, fv in zip(act, f, strict=True)]
-            break
-        f, d = (a.tolist() for a in fn(np.array(x)))
-        none = [nn or (a and not u and not isf(fv))
-                for nn, a, u, fv in zip(none, act, upper, f, strict=True)]
-    # the walk to the safe side (walk_out's moves: the points where the side is wrong move by
-    # the step, which doubles after every round, at most 59 rounds)
-    step = [1e-15 * _nan_max(1.0, abs(xv)) * (1.0 if u else -1.0)
-            for xv, u in zip(x, upper, strict=True)]
-    unknown = [fv != fv for fv in f]
-    known = not any(unknown)
-    if not known:
-        x = [xv + sv if un else xv for xv, sv, un in zip(x, step, unknown, strict=True)]
-        step = [2.0 * sv if un else sv for sv, un in zip(step, unknown, strict=True)]
-    bad = [False] * n
-    for moves in range(60):
-        fy = f if known and moves == 0 else fn(np.array(x))[0].tolist()
-        bad = [not (isf(v) and (v <= level if u else v > level))
-               for v, u in zip(fy, upper, strict=True)]
-        move = [b and not nn for b, nn in zip(bad, none, strict=True)]
-        if not any(move) or moves == 59:
-            break
-        x = [xv + sv if m else xv for xv, sv, m in zip(x, step, move, strict=True)]
-        step = [2.0 * sv for sv in step]
-    return [math.nan if b or nn else xv for b, nn, xv in zip(bad, none, x, strict=True)]
 
 
 class HasCumulants(Protocol):
