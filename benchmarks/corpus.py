@@ -53,11 +53,14 @@ def _bits(x) -> object:
 
 
 def _answer(fn) -> dict:
-    """Run ``fn`` (a query); its result's numbers as bits, or the refusal's text."""
+    """Run ``fn`` (a query); its result's numbers as bits, or the refusal's (or the
+    error's) text."""
     try:
         r = fn()
     except ValueError as e:
         return {"refused": str(e)}
+    except Exception as e:  # noqa: BLE001 -- a defect, but recorded: it must not move either
+        return {"error": f"{type(e).__name__}: {e}"}
     out = {}
     for f in ("epsilon", "delta", "lower", "upper", "estimate"):
         if hasattr(r, f):
