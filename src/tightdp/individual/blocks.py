@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["LocalBlocks", "LostBlocks", "run_with_restarts", "MAX_RESTARTS", "block_summary",
-           "merge_summaries", "as_blocks", "ResultStore", "attach_counts", "DEFAULT_BLOCK_ROWS",
+           "merge_summaries", "as_blocks", "ResultStore", "DEFAULT_BLOCK_ROWS",
            "SUMMARY_EDGES", "is_dask_array", "read_npy_rows", "read_rows", "npy_dask",
            "npy_source", "as_slice"]
 
@@ -250,29 +250,3 @@ class ResultStore:
 
     def open(self) -> dict:
         return {f: np.load(self.path / f"{f}.npy", mmap_mode="r") for f in self.fields}
-
-
-def attach_counts(cls, counts, *, n_steps: int | None = None, recording: bool = False,
-                  **kwargs):
-    """An individual accountant of class ``cls`` over recorded bucket counts ``counts``
-    (``N x (B + 1)`` integers: a numpy array, a memmap or a dask array; never copied), with
-    ``n_buckets = B``. It answers queries; it records further steps (into ``counts``, which
-    must then be a writable numpy array) only with ``recording``."""
-    shape = getattr(counts, "shape", None)
-    if shape is None or len(shape) != 2 or shape[0] < 1 or shape[1] < 2:
-        raise ValueError("counts must be a 2-d array (n_examples >= 1 rows, n_buckets + 1 >= 2 "
-                         f"columns), got shape {shape}")
-    if not np.issubdtype(np.dtype(counts.dtype), np.integer):
-        raise ValueError(f"counts must be integers (steps per bucket), got dtype {counts.dtype}")
-    if "n_buckets" in kwargs and kwargs.pop("n_buckets") != shape[1] - 1:
-        raise ValueError(f"n_buckets must be the number of columns of counts minus one "
-                         f"({shape[1] - 1})")
-    if not is_dask_array(counts) and not isinstance(counts, np.memmap):
-        counts = np.asarray(counts)
-    acc = cls(n_examples=1, n_buckets=int(shape[1]) - 1, **kwargs)  # nothing N-sized
-    acc.n_examples = int(shape[0])
-    acc._counts = counts
-    acc._buf = np.zeros((64, acc.n_examples), dtype=acc._buf.dtype) if recording else None
-    acc._nbuf = 0
-    acc.n_steps = n_steps
-    return acc

@@ -139,7 +139,6 @@ from ..results import EpsilonResult
 from .blocks import (
     ResultStore,
     as_slice,
-    attach_counts,
     block_summary,
     merge_summaries,
     run_with_restarts,
@@ -1127,10 +1126,10 @@ class IndividualSPAAccountant(NormHistory, BlockRunner, Queries):
             raise ValueError(f"history must be a NormHistory, got {type(history).__name__}")
         counts = history.counts  # flushed; shared
         writable = (type(counts) is np.ndarray and counts.flags.writeable)
-        return attach_counts(cls, counts, sampling_rate=history.sampling_rate,
-                             noise_multiplier=history.noise_multiplier,
-                             clip_norm=history.clip_norm, n_steps=history.n_steps,
-                             recording=writable, **kwargs)
+        return cls.attach(counts, sampling_rate=history.sampling_rate,
+                          noise_multiplier=history.noise_multiplier,
+                          clip_norm=history.clip_norm, n_steps=history.n_steps,
+                          recording=writable, **kwargs)
 
     # --- evaluation --------------------------------------------------------------------------
     def _tables(self, used: np.ndarray, end: float) -> list[_Table]:
