@@ -2,7 +2,7 @@
 per-example algorithms block by block.
 
 The individual accountants (:mod:`tightdp.individual.pld_individual`,
-:mod:`tightdp.individual.spa_individual`) are written once against a small protocol: a pass
+:mod:`tightdp.individual.spa`) are written once against a small protocol: a pass
 applies a module-level function ``fn(counts_block, state, *shared) -> (state, out)`` to every
 block of examples (``state``: that block's per-example arrays between passes, ``out``: a small
 summary gathered on the driver). :class:`LocalBlocks` runs a pass here, one block at a time (a
