@@ -24,12 +24,11 @@ from .._numerics import MACHINE_EPSILON
 from ..pld.discretize import certified_pairs
 from ..results import check_bracket
 from .blocks import ResultStore, as_slice, block_summary
+from .evaluator import HORNER_MAX, Evaluator
 from .plancherel import (
-    HORNER_MAX,
     PIECE_ROWS,
     TRUNC_FRACTION,
     Direction,
-    Evaluator,
     bucket_loss_range,
     row_products,
 )

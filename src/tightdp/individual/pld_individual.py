@@ -497,7 +497,7 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
                         for i in (2 * r, 2 * r + 1):
                             k = max([1] + [o[lv][i - 2 * r] for o in k_max if lv in o])
                             x = dirs[i]
-                            if k > x._log_abs.shape[1] and x.kh > x._log_abs.shape[1]:
+                            if k > x.held_frequencies and x.kh > x.held_frequencies:
                                 x = make(i)
                             pair.append(x.trimmed(k))
                         ship[lv] = (cols, *pair)
