@@ -157,13 +157,15 @@ class LocalBlocks:
         return np.asarray(blk.compute() if is_dask_array(blk) else blk)
 
     def run(self, fn: Callable, states: list, *shared, keep_state: bool = False,
-            on_done: Callable | None = None, reads: bool = True) -> tuple[list, list]:
-        """Apply ``fn(block, state, *shared)`` to every block: the new states and the outs
-        (``on_done(i, out)`` is called as each block completes). ``reads=False``: ``fn``
-        does not read the counts (``block`` is None; they are not read)."""
+            on_done: Callable | None = None, reads: bool = True,
+            options: dict | None = None) -> tuple[list, list]:
+        """Apply ``fn(block, state, *shared, **options)`` to every block: the new states and
+        the outs (``on_done(i, out)`` is called as each block completes). ``reads=False``:
+        ``fn`` does not read the counts (``block`` is None; they are not read)."""
         new, outs = [], []
+        opts = options or {}
         for i, st in enumerate(states):
-            s, o = fn(self.block(i) if reads else None, st, *shared)
+            s, o = fn(self.block(i) if reads else None, st, *shared, **opts)
             new.append(s)
             outs.append(o)
             if on_done is not None:

@@ -294,7 +294,7 @@ def prepare(block, state, used: np.ndarray, jobs: dict, delta: float, direction:
     return dict(state, prep=prep), out
 
 
-def evaluate(block, state, used: np.ndarray, jobs: dict, direction: int, delta: float,
+def evaluate(block, state, used: np.ndarray, jobs: dict, direction: int, delta: float, *,
              chunk_size: int, max_memory: float):
     """Certified ``(lower, upper)`` eps, in one direction, of the block's examples of every
     level of ``jobs`` (``lv -> (cols, dr, dl)``) on the transforms ``dr`` (connect-the-dots,
