@@ -29,11 +29,11 @@ from tightdp.individual import (
     individual_epsilons,
     rdp_to_epsilon,
 )
+from tightdp.individual.evaluator import Evaluator
 from tightdp.individual.plancherel import (
     LOG_WINDOW_TAIL,
     BucketLaws,
     Direction,
-    Evaluator,
     bucket_loss_range,
 )
 from tightdp.losses.cgf import cgf
@@ -453,7 +453,7 @@ def test_bucket_index_rounds_sensitivity_up(n):
 
 @pytest.mark.parametrize("kk", [1, 7, 300, 5000])
 def test_horner_paths_equal_direct_sum(kk):
-    from tightdp.individual.plancherel import horner
+    from tightdp.individual.evaluator import horner
 
     rng = np.random.default_rng(kk)
     K, n = 12000, 5

@@ -78,13 +78,13 @@ def test_spa_final_step_extrapolation_equals_evaluation(monkeypatch, method):
     the step; the fast path) against the interpolant evaluated there (the reference path,
     forced by ``FINAL_STEP = 0``): the same eps to 1e-12, the same flags, the SP-MSD1 terms
     to the solver's tolerance in the tilt."""
-    from tightdp.individual import spa_individual
+    from tightdp.individual.spa import solver
 
     counts = _profiles_counts(3000, np.random.default_rng(5))
     kw = {"sampling_rate": 0.02, "noise_multiplier": 1.0, "clip_norm": 1.0,
           "progress": False, "method": method}
     fast = IndividualSPAAccountant.from_counts(counts, **kw).epsilon(DELTA)
-    monkeypatch.setattr(spa_individual, "FINAL_STEP", 0.0)
+    monkeypatch.setattr(solver, "FINAL_STEP", 0.0)
     ref = IndividualSPAAccountant.from_counts(counts, **kw).epsilon(DELTA)
     np.testing.assert_allclose(fast.epsilon, ref.epsilon, rtol=1e-12)
     np.testing.assert_array_equal(fast.upper, ref.upper)
@@ -99,12 +99,12 @@ def test_spa_products_over_ranges_equal_copies(monkeypatch, min_run):
     against products over copies of the columns (the reference path, forced by a huge
     ``MIN_RUN``) and over every range however short (``MIN_RUN = 1``): the same numbers up to
     the summation order of the products."""
-    from tightdp.individual import spa_individual
+    from tightdp.individual.spa import products
 
     counts = _profiles_counts(6000, np.random.default_rng(11))
     kw = {"sampling_rate": 0.02, "noise_multiplier": 1.0, "clip_norm": 1.0, "progress": False}
     ref = IndividualSPAAccountant.from_counts(counts, **kw).epsilon(DELTA)
-    monkeypatch.setattr(spa_individual, "MIN_RUN", min_run)
+    monkeypatch.setattr(products, "MIN_RUN", min_run)
     r = IndividualSPAAccountant.from_counts(counts, **kw).epsilon(DELTA)
     np.testing.assert_allclose(r.epsilon, ref.epsilon, rtol=1e-11)
     np.testing.assert_allclose(r.upper, ref.upper, rtol=1e-14)

@@ -18,7 +18,7 @@ from .filters import (
 from .history import NormHistory, sensitivity_grid
 from .pld_individual import IndividualPLDAccountant, individual_epsilons
 from .recording import NormRecorder
-from .spa_individual import IndividualSPAAccountant
+from .spa import IndividualSPAAccountant
 
 __all__ = [
     "GDPFilter",

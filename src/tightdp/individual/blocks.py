@@ -2,7 +2,7 @@
 per-example algorithms block by block.
 
 The individual accountants (:mod:`tightdp.individual.pld_individual`,
-:mod:`tightdp.individual.spa_individual`) are written once against a small protocol: a pass
+:mod:`tightdp.individual.spa`) are written once against a small protocol: a pass
 applies a module-level function ``fn(counts_block, state, *shared) -> (state, out)`` to every
 block of examples (``state``: that block's per-example arrays between passes, ``out``: a small
 summary gathered on the driver). :class:`LocalBlocks` runs a pass here, one block at a time (a
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["LocalBlocks", "LostBlocks", "run_with_restarts", "MAX_RESTARTS", "block_summary",
-           "merge_summaries", "as_blocks", "ResultStore", "attach_counts", "DEFAULT_BLOCK_ROWS",
+           "merge_summaries", "as_blocks", "ResultStore", "DEFAULT_BLOCK_ROWS",
            "SUMMARY_EDGES", "is_dask_array", "read_npy_rows", "read_rows", "npy_dask",
            "npy_source", "as_slice"]
 
@@ -157,13 +157,15 @@ class LocalBlocks:
         return np.asarray(blk.compute() if is_dask_array(blk) else blk)
 
     def run(self, fn: Callable, states: list, *shared, keep_state: bool = False,
-            on_done: Callable | None = None, reads: bool = True) -> tuple[list, list]:
-        """Apply ``fn(block, state, *shared)`` to every block: the new states and the outs
-        (``on_done(i, out)`` is called as each block completes). ``reads=False``: ``fn``
-        does not read the counts (``block`` is None; they are not read)."""
+            on_done: Callable | None = None, reads: bool = True,
+            options: dict | None = None) -> tuple[list, list]:
+        """Apply ``fn(block, state, *shared, **options)`` to every block: the new states and
+        the outs (``on_done(i, out)`` is called as each block completes). ``reads=False``:
+        ``fn`` does not read the counts (``block`` is None; they are not read)."""
         new, outs = [], []
+        opts = options or {}
         for i, st in enumerate(states):
-            s, o = fn(self.block(i) if reads else None, st, *shared)
+            s, o = fn(self.block(i) if reads else None, st, *shared, **opts)
             new.append(s)
             outs.append(o)
             if on_done is not None:
@@ -250,29 +252,3 @@ class ResultStore:
 
     def open(self) -> dict:
         return {f: np.load(self.path / f"{f}.npy", mmap_mode="r") for f in self.fields}
-
-
-def attach_counts(cls, counts, *, n_steps: int | None = None, recording: bool = False,
-                  **kwargs):
-    """An individual accountant of class ``cls`` over recorded bucket counts ``counts``
-    (``N x (B + 1)`` integers: a numpy array, a memmap or a dask array; never copied), with
-    ``n_buckets = B``. It answers queries; it records further steps (into ``counts``, which
-    must then be a writable numpy array) only with ``recording``."""
-    shape = getattr(counts, "shape", None)
-    if shape is None or len(shape) != 2 or shape[0] < 1 or shape[1] < 2:
-        raise ValueError("counts must be a 2-d array (n_examples >= 1 rows, n_buckets + 1 >= 2 "
-                         f"columns), got shape {shape}")
-    if not np.issubdtype(np.dtype(counts.dtype), np.integer):
-        raise ValueError(f"counts must be integers (steps per bucket), got dtype {counts.dtype}")
-    if "n_buckets" in kwargs and kwargs.pop("n_buckets") != shape[1] - 1:
-        raise ValueError(f"n_buckets must be the number of columns of counts minus one "
-                         f"({shape[1] - 1})")
-    if not is_dask_array(counts) and not isinstance(counts, np.memmap):
-        counts = np.asarray(counts)
-    acc = cls(n_examples=1, n_buckets=int(shape[1]) - 1, **kwargs)  # nothing N-sized
-    acc.n_examples = int(shape[0])
-    acc._counts = counts
-    acc._buf = np.zeros((64, acc.n_examples), dtype=acc._buf.dtype) if recording else None
-    acc._nbuf = 0
-    acc.n_steps = n_steps
-    return acc

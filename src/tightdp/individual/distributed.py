@@ -68,12 +68,13 @@ def _own_graph(block):
         return block
 
 
-def _apply(fn: Callable, block, state, out_only: bool, *shared):
-    """``fn(block, state, *shared)`` (only its out with ``out_only``: a pass that keeps the
-    states), ``block`` read here first where it is a :class:`functools.partial` reading it."""
+def _apply(fn: Callable, block, state, out_only: bool, options: dict, *shared):
+    """``fn(block, state, *shared, **options)`` (only its out with ``out_only``: a pass that
+    keeps the states), ``block`` read here first where it is a :class:`functools.partial`
+    reading it."""
     if isinstance(block, functools.partial):
         block = block()
-    res = fn(block, state, *shared)
+    res = fn(block, state, *shared, **options)
     return res[1] if out_only else res
 
 
@@ -145,8 +146,10 @@ class DaskBlocks:
         return self.client.scatter([obj], broadcast=True, hash=False)[0]
 
     def run(self, fn: Callable, states: list, *shared, keep_state: bool = False,
-            on_done: Callable | None = None, reads: bool = True) -> tuple[list, list]:
-        """Apply ``fn(block, state, *shared)`` to every block on the cluster: the new states
+            on_done: Callable | None = None, reads: bool = True,
+            options: dict | None = None) -> tuple[list, list]:
+        """Apply ``fn(block, state, *shared, **options)`` to every block on the cluster (the
+        ``options``: a few small keyword values shipped with each task): the new states
         (futures, kept on the workers; the old ones with ``keep_state``, for passes that only
         read) and the outs (gathered as blocks complete; ``on_done(i, out)`` is called for
         each). ``reads=False``: ``fn`` does not read the counts (``block`` is None: the
@@ -166,7 +169,9 @@ class DaskBlocks:
         # named after ``fn`` (the dashboard's and the tests' view of the passes); a pass
         # that keeps the states has one task per block, returning only its out
         tag = f"{getattr(fn, '__name__', 'pass')}-{uuid.uuid4().hex}"
-        tasks = [dly(_apply)(fn, blk, st, keep_state, *shared_f, dask_key_name=(tag, i))
+        opts = dict(options or {})
+        tasks = [dly(_apply)(fn, blk, st, keep_state, opts, *shared_f,
+                             dask_key_name=(tag, i))
                  for i, (blk, st) in enumerate(zip(blocks, states, strict=True))]
         if keep_state:
             pairs = []

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import _validate as v
 from ..progress import logger
+from .blocks import is_dask_array
 
 __all__ = ["NormHistory", "sensitivity_grid", "bucket_index", "index_dtype", "add_steps"]
 
@@ -103,6 +104,43 @@ class NormHistory:
         self._buf = np.zeros((64, self.n_examples), dtype=index_dtype(nb))  # step-major
         self._nbuf = 0
         self.n_steps = 0
+
+    @classmethod
+    def setting_only(cls, *, sampling_rate: float, noise_multiplier: float, clip_norm: float,
+                     n_examples: int, n_buckets: int = 100) -> NormHistory:
+        """A history holding the checked setting (``sampling_rate``, ..., ``grid``) and no
+        counts: the one check of a setting, shared with the on-disk recorder."""
+        probe = cls.__new__(cls)
+        probe._set_setting(sampling_rate, noise_multiplier, clip_norm, n_examples, n_buckets)
+        return probe
+
+    @classmethod
+    def attach(cls, counts, *, n_steps: int | None = None, recording: bool = False,
+               **kwargs):
+        """An instance of ``cls`` (a history or an individual accountant) over recorded bucket
+        counts ``counts`` (``N x (B + 1)`` integers: a numpy array, a memmap or a dask array;
+        never copied), with ``n_buckets = B`` (``kwargs``: as for the constructor). It answers
+        queries; it records further steps (into ``counts``, which must then be a writable
+        numpy array) only with ``recording``."""
+        shape = getattr(counts, "shape", None)
+        if shape is None or len(shape) != 2 or shape[0] < 1 or shape[1] < 2:
+            raise ValueError("counts must be a 2-d array (n_examples >= 1 rows, n_buckets + 1 "
+                             f">= 2 columns), got shape {shape}")
+        if not np.issubdtype(np.dtype(counts.dtype), np.integer):
+            raise ValueError("counts must be integers (steps per bucket), got dtype "
+                             f"{counts.dtype}")
+        if "n_buckets" in kwargs and kwargs.pop("n_buckets") != shape[1] - 1:
+            raise ValueError(f"n_buckets must be the number of columns of counts minus one "
+                             f"({shape[1] - 1})")
+        if not is_dask_array(counts) and not isinstance(counts, np.memmap):
+            counts = np.asarray(counts)
+        acc = cls(n_examples=1, n_buckets=int(shape[1]) - 1, **kwargs)  # nothing N-sized
+        acc.n_examples = int(shape[0])
+        acc._counts = counts
+        acc._buf = np.zeros((64, acc.n_examples), dtype=acc._buf.dtype) if recording else None
+        acc._nbuf = 0
+        acc.n_steps = n_steps
+        return acc
 
     def _set_setting(self, sampling_rate, noise_multiplier, clip_norm, n_examples,
                      n_buckets) -> None:

@@ -24,12 +24,11 @@ from .._numerics import MACHINE_EPSILON
 from ..pld.discretize import certified_pairs
 from ..results import check_bracket
 from .blocks import ResultStore, as_slice, block_summary
+from .evaluator import HORNER_MAX, Evaluator
 from .plancherel import (
-    HORNER_MAX,
     PIECE_ROWS,
     TRUNC_FRACTION,
     Direction,
-    Evaluator,
     bucket_loss_range,
     row_products,
 )
@@ -295,7 +294,7 @@ def prepare(block, state, used: np.ndarray, jobs: dict, delta: float, direction:
     return dict(state, prep=prep), out
 
 
-def evaluate(block, state, used: np.ndarray, jobs: dict, direction: int, delta: float,
+def evaluate(block, state, used: np.ndarray, jobs: dict, direction: int, delta: float, *,
              chunk_size: int, max_memory: float):
     """Certified ``(lower, upper)`` eps, in one direction, of the block's examples of every
     level of ``jobs`` (``lv -> (cols, dr, dl)``) on the transforms ``dr`` (connect-the-dots,

@@ -123,6 +123,7 @@ from .blocks import (
 )
 from .history import NormHistory
 from .plancherel import BucketLaws, Direction, bucket_loss_range, transforms_bytes
+from .pld_rounds import SLOTS, Level, Pair, RoundState, Side, slot, todo_levels
 from .runner import BlockRunner
 
 __all__ = ["IndividualPLDAccountant", "individual_epsilons"]
@@ -135,6 +136,7 @@ MAX_REFINEMENTS = 3
 #: and shipping them (the examples' cut-offs are far below; a transform is built again for
 #: examples that need more)
 KEEP_FREQUENCIES = 4096
+
 
 
 class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
@@ -379,7 +381,8 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
             bar = progress_bar(total=2 * sum(outs), desc="per-example epsilon",
                                unit="example", enabled=self.progress)
             try:
-                states = self._rounds(ex, states, used, d0, t_max, delta, deadline, info, bar)
+                states = self._rounds(ex, states, self._query(used, d0, t_max, delta,
+                                                              deadline, info, bar))
             finally:
                 bar.close()
         store = None
@@ -399,8 +402,20 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
         info["seconds"] = time.perf_counter() - t0
         return self._result(lower, upper, delta, info)
 
-    def _rounds(self, ex, states: list, used: np.ndarray, d0: float, t_max: int,
-                delta: float, deadline, info: dict, bar) -> list:
+    def _query(self, used: np.ndarray, d0: float, t_max: int, delta: float, deadline,
+               info: dict, bar) -> RoundState:
+        """The state the rounds of one query share (:class:`RoundState`)."""
+        # each bucket is discretized on the loss range outside of which its tails hold at most
+        # 1e-7 delta / T_max: what lies above goes to +inf (charged in full to delta), what
+        # lies below moves up (upper pair) or is dropped (lower pair), both certified; it
+        # moves no eps by more than a 1e-7 relative change of delta does
+        log_tail = math.log(1e-7 * delta) - math.log(max(t_max, 1))
+        # the window leaves out at most 1e-7 delta of each example's composition
+        win_tail = math.log(1e-7 * delta)
+        return RoundState(used, d0, delta, deadline, info, bar, log_tail, win_tail,
+                      0.25 * self.budget.max_memory)
+
+    def _rounds(self, ex, states: list, q: RoundState) -> list:
         """Rounds of evaluation: each groups the examples still to do by grid level; per
         level the driver discretizes the buckets its examples use (each bucket in one task for
         all the levels of the round that use it), places the window over
@@ -410,117 +425,120 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
         level whose transforms exceed the memory budget keeps its examples' previous bracket
         (a refinement round) or moves them one level coarser (the first round; the levels are
         then grouped again, their buckets and windows with them, before any is evaluated)."""
-        # each bucket is discretized on the loss range outside of which its tails hold at most
-        # 1e-7 delta / T_max: what lies above goes to +inf (charged in full to delta), what
-        # lies below moves up (upper pair) or is dropped (lower pair), both certified; it
-        # moves no eps by more than a 1e-7 relative change of delta does
-        log_tail = math.log(1e-7 * delta) - math.log(max(t_max, 1))
-        # the window leaves out at most 1e-7 delta of each example's composition
-        win_tail = math.log(1e-7 * delta)
-        share = 0.25 * self.budget.max_memory
-        cache: dict = {}  # per bucket: loss ranges and moments of _over_budget, on demand
-        steps_used: set = set()
-        refinements = 0
-        counters = {0: 0, 1: 0, "settled": 0}
         while True:
-            while True:  # until every example of the round is done (or capped)
-                states, outs = ex.run(pb.groups, states, used, keep_state=True)
-                todo: dict = {}
-                for o in outs:
-                    for lv, (mask, n) in o.items():
-                        m0, n0 = todo.get(lv, (False, 0))
-                        todo[lv] = (np.logical_or(m0, mask), n0 + n)
-                if not todo:
-                    break
-                over = self._over_budget(ex, states, used, todo, d0, log_tail, win_tail,
-                                         share, cache)
-                for lv in sorted(over):
-                    states = self._give_up(ex, states, lv, refinements, over[lv])
-                if over:
-                    continue  # grouped again: moved examples join their new level
-                jobs = {}
-                plds = self._laws(ex, used, {lv: np.nonzero(mask)[0]
-                                             for lv, (mask, _) in todo.items()}, d0, log_tail)
-                for lv, (mask, _) in todo.items():
-                    cols = np.nonzero(mask)[0]
-                    d = d0 * 2.0 ** -float(lv)
-                    jobs[lv] = (cols, [BucketLaws(p) for pair in plds[lv] for p in pair],
-                                win_tail, d)
-                states, outs = ex.run(pb.extents, states, used, jobs, keep_state=True)
-                built: dict = {}
-                moved = False
-                for lv in sorted(todo):
-                    wins = [o[lv] for o in outs if o[lv] is not None]
-                    win = [(min(w[k][0] for w in wins), max(w[k][1] for w in wins))
-                           for k in range(4)]
-                    cols, laws, _, d = jobs[lv]
-                    self._log(f"grid step {d:.3g}: {todo[lv][1]} examples, "
-                              f"{time.perf_counter() - deadline.start:.1f} s")
-
-                    def make(i, pl=plds[lv], laws=laws, d=d, win=win):
-                        # transform i (2 r + (0: upper, 1: lower)) of level lv
-                        return Direction(pl[i // 2][i % 2], laws[i], d, win[i],
-                                         self.fft_workers, share)
-
-                    try:
-                        # each kept with its first KEEP_FREQUENCIES frequencies only (what
-                        # the examples use, but for rare ones: rebuilt then)
-                        dirs = [make(i).trimmed(KEEP_FREQUENCIES) for i in range(4)]
-                    except BudgetExceeded as err:
-                        states = self._give_up(ex, states, lv, refinements, err)
-                        if refinements == 0:
-                            # its examples moved one level coarser: the levels are grouped
-                            # again before anything is evaluated (a level already built has
-                            # the buckets, window and cut-offs of its own examples only: the
-                            # moved ones' other buckets would be left out of their
-                            # composition)
-                            moved = True
-                            break
-                        continue
-                    for r in (0, 1):
-                        key = f"fft_points_{r}"
-                        info[key] = max(info.get(key, 0), dirs[2 * r].K, dirs[2 * r + 1].K)
-                    built[lv] = (cols, dirs, make)
-                    steps_used.add(d)
-                if moved:
-                    continue
-                for r in (0, 1) if built else ():
-                    # per direction: the tables of every level first, then the spectra up to
-                    # the largest cut-off of the examples (one direction's prepared values
-                    # in the blocks' state at a time)
-                    states, k_max = ex.run(pb.prepare, states, used, {
-                        lv: (cols, [dirs[i].trimmed(0) for i in (2 * r, 2 * r + 1)])
-                        for lv, (cols, dirs, _) in built.items()}, delta, r)
-                    ship = {}
-                    for lv, (cols, dirs, make) in built.items():
-                        pair = []
-                        for i in (2 * r, 2 * r + 1):
-                            k = max([1] + [o[lv][i - 2 * r] for o in k_max if lv in o])
-                            x = dirs[i]
-                            if k > x._log_abs.shape[1] and x.kh > x._log_abs.shape[1]:
-                                x = make(i)
-                            pair.append(x.trimmed(k))
-                        ship[lv] = (cols, *pair)
-
-                    def done(i, o, r=r):
-                        counters[r] = max(counters[r], o[1])
-                        counters["settled"] += o[2]
-                        bar.update(o[0])
-
-                    states, _ = ex.run(pb.evaluate, states, used, ship, r, delta,
-                                       self.chunk_size, self.budget.max_memory,
-                                       on_done=done)
-                del built
+            states = self._round(ex, states, q)
             states, outs = ex.run(pb.check, states, self.rtol, reads=False)
             n_loose = sum(o[0] for o in outs)
             n_wide = sum(o[1] for o in outs)
-            if n_loose == 0 or refinements >= MAX_REFINEMENTS or deadline.passed(0.5):
+            if n_loose == 0 or q.refinements >= MAX_REFINEMENTS or q.deadline.passed(0.5):
                 break
-            refinements += 1
-        info.update({"max_frequencies_0": counters[0], "max_frequencies_1": counters[1],
-                     "add_direction_settled": counters["settled"],
-                     "grid_steps": sorted(steps_used, reverse=True),
-                     "refinements": refinements, "loose": n_wide, "converged": n_wide == 0})
+            q.refinements += 1
+        q.info.update({"max_frequencies_0": q.frequencies[Side.REMOVE],
+                       "max_frequencies_1": q.frequencies[Side.ADD],
+                       "add_direction_settled": q.settled,
+                       "grid_steps": sorted(q.steps_used, reverse=True),
+                       "refinements": q.refinements, "loose": n_wide,
+                       "converged": n_wide == 0})
+        return states
+
+    def _round(self, ex, states: list, q: RoundState) -> list:
+        """One round: until every example of the round is done (or capped), the levels still
+        to do grouped, checked against the budget, built and evaluated."""
+        while True:
+            states, todo = todo_levels(ex, states, q.used)
+            if not todo:
+                return states
+            over = self._over_budget(ex, states, q.used, todo, q.d0, q.log_tail, q.win_tail,
+                                     q.share, q.cache)
+            for lv in sorted(over):
+                states = self._give_up(ex, states, lv, q.refinements, over[lv])
+            if over:
+                continue  # grouped again: moved examples join their new level
+            states, built = self._build_levels(ex, states, todo, q)
+            if built is None:
+                continue  # examples moved one level coarser: grouped again
+            for side in Side if built else ():
+                states = self._evaluate_side(ex, states, built, side, q)
+
+    def _build_levels(self, ex, states: list, todo: dict,
+                      q: RoundState) -> tuple[list, dict[int, Level] | None]:
+        """The transforms of every level of ``todo``: its buckets discretized, the windows
+        over its examples' compositions, then the four transforms of :data:`SLOTS`. A level
+        over the memory budget gives up (:meth:`_give_up`); in the first round its examples
+        then move one level coarser and None is returned (the levels are grouped again
+        before anything is evaluated: a level already built has the buckets, window and
+        cut-offs of its own examples only, the moved ones' other buckets would be left out
+        of their composition)."""
+        jobs = {}
+        plds = self._laws(ex, q.used, {lv: np.nonzero(mask)[0]
+                                       for lv, (mask, _) in todo.items()}, q.d0, q.log_tail)
+        for lv, (mask, _) in todo.items():
+            cols = np.nonzero(mask)[0]
+            d = q.d0 * 2.0 ** -float(lv)
+            jobs[lv] = (cols, [BucketLaws(p) for pair in plds[lv] for p in pair],
+                        q.win_tail, d)
+        states, outs = ex.run(pb.extents, states, q.used, jobs, keep_state=True)
+        built: dict[int, Level] = {}
+        for lv in sorted(todo):
+            wins = [o[lv] for o in outs if o[lv] is not None]
+            win = [(min(w[k][0] for w in wins), max(w[k][1] for w in wins))
+                   for k in range(len(SLOTS))]
+            cols, laws, _, d = jobs[lv]
+            self._log(f"grid step {d:.3g}: {todo[lv][1]} examples, "
+                      f"{time.perf_counter() - q.deadline.start:.1f} s")
+            level = Level(cols, {}, functools.partial(
+                self._transform, plds[lv], laws, d, win, q.share))
+            try:
+                # each kept with its first KEEP_FREQUENCIES frequencies only (what the
+                # examples use, but for rare ones: rebuilt then)
+                level.dirs = {sp: level.make(*sp).trimmed(KEEP_FREQUENCIES) for sp in SLOTS}
+            except BudgetExceeded as err:
+                states = self._give_up(ex, states, lv, q.refinements, err)
+                if q.refinements == 0:
+                    return states, None
+                continue
+            for side in Side:
+                key = f"fft_points_{int(side)}"
+                q.info[key] = max(q.info.get(key, 0), level.dirs[side, Pair.UPPER].K,
+                                  level.dirs[side, Pair.LOWER].K)
+            built[lv] = level
+            q.steps_used.add(d)
+        return states, built
+
+    def _transform(self, plds: list, laws: list, d: float, win: list, share: float,
+                   side: Side, pair: Pair) -> Direction:
+        """The transform of ``pair`` in direction ``side`` of one level."""
+        i = slot(side, pair)
+        return Direction(plds[side][pair], laws[i], d, win[i], self.fft_workers, share)
+
+    def _evaluate_side(self, ex, states: list, built: dict[int, Level], side: Side,
+                       q: RoundState) -> list:
+        """One direction of every built level: the tables of every level first, then the
+        spectra up to the largest cut-off of the examples (one direction's prepared values
+        in the blocks' state at a time), then the evaluation."""
+        states, k_max = ex.run(pb.prepare, states, q.used, {
+            lv: (lev.cols, [lev.dirs[side, p].trimmed(0) for p in Pair])
+            for lv, lev in built.items()}, q.delta, int(side))
+        ship = {}
+        for lv, lev in built.items():
+            pair = []
+            for p in Pair:
+                k = max([1] + [o[lv][p] for o in k_max if lv in o])
+                x = lev.dirs[side, p]
+                if k > x.held_frequencies and x.kh > x.held_frequencies:
+                    x = lev.make(side, p)
+                pair.append(x.trimmed(k))
+            ship[lv] = (lev.cols, *pair)
+
+        def done(i, o):
+            q.frequencies[side] = max(q.frequencies[side], o[1])
+            q.settled += o[2]
+            q.bar.update(o[0])
+
+        states, _ = ex.run(pb.evaluate, states, q.used, ship, int(side), q.delta,
+                           options={"chunk_size": self.chunk_size,
+                                    "max_memory": self.budget.max_memory},
+                           on_done=done)
         return states
 
     def _result(self, lower, upper, delta: float, info: dict) -> EpsilonResult:
@@ -529,11 +547,12 @@ class IndividualPLDAccountant(NormHistory, BlockRunner, Queries):
                 "upper also bounds the eps at the exact norms, which may lie below lower by "
                 "the bucketing error (raise n_buckets to shrink it); not a fully adaptive "
                 "guarantee: see IndividualGDPFilter")
-        if not info.get("converged", True):
+        converged = info.get("converged")
+        if converged is not None and not converged:
             note += (f"; {info['loose']} brackets wider than rtol={self.rtol:g} (refinement "
                      "stopped by its limit or the time budget)")
-        return EpsilonResult(upper, delta, lower, upper, self.name, True, estimate=upper,
-                             note=note, details=info)
+        return EpsilonResult(upper, delta, lower, upper, self.name, certified=True,
+                             estimate=upper, note=note, details=info)
 
 def individual_epsilons(grad_norms, *, sampling_rate: float, noise_multiplier: float,
                         clip_norm: float, delta: float, n_buckets: int = 100,

@@ -151,8 +151,10 @@ class NormRecorder(NormHistory):
         dtype : of the counts: ``"uint16"`` (at most 65535 steps), ``"uint32"`` or
             ``"uint64"``.
         """
-        probe = NormHistory.__new__(NormHistory)
-        probe._set_setting(sampling_rate, noise_multiplier, clip_norm, n_examples, n_buckets)
+        probe = NormHistory.setting_only(sampling_rate=sampling_rate,
+                                         noise_multiplier=noise_multiplier,
+                                         clip_norm=clip_norm, n_examples=n_examples,
+                                         n_buckets=n_buckets)
         chunk_size = v.count("chunk_size", chunk_size, minimum=1)
         buffer_steps = v.count("buffer_steps", buffer_steps, minimum=1)
         if dtype not in DTYPES:

@@ -7,7 +7,7 @@ privacy depends on its norms only through its bucket counts)."""
 from __future__ import annotations
 
 from .. import _validate as v
-from .blocks import LocalBlocks, attach_counts, is_dask_array
+from .blocks import LocalBlocks, is_dask_array
 from .distributed import DaskBlocks
 
 __all__ = ["BlockRunner"]
@@ -45,5 +45,5 @@ class BlockRunner:
         numpy array, memmap or ``dask.array``; read block by block, never copied whole.
         ``kwargs`` as for the constructor (``n_buckets`` is the number of columns minus one).
         It answers queries and records no further steps."""
-        return attach_counts(cls, counts, sampling_rate=sampling_rate,
-                             noise_multiplier=noise_multiplier, clip_norm=clip_norm, **kwargs)
+        return cls.attach(counts, sampling_rate=sampling_rate,
+                          noise_multiplier=noise_multiplier, clip_norm=clip_norm, **kwargs)
