@@ -232,8 +232,11 @@ class Accountant(Queries):
         for m, count in self.terms:
             # a loss beyond the doubles (vanishing noise) meets infinities while it is
             # built; only its support's top is read here
-            with np.errstate(all="ignore"):
-                losses = m.privacy_losses()
+            try:
+                with np.errstate(all="ignore"):
+                    losses = m.privacy_losses()
+            except ValueError:          # known only through its RDP (zCDP): no top known
+                return math.inf
             for i, loss in enumerate(losses):
                 tops[i] += count * loss.support[1]
         return max(tops)

@@ -110,6 +110,13 @@ class ZCDP(Mechanism):
         """``xi + rho * alpha`` at each order (the definition, so exact as a bound)."""
         return self.xi + self.rho * np.asarray(orders, dtype=float)
 
+    @property
+    def loss_scale(self) -> float:
+        """The size of one application's privacy loss without building one (there is none):
+        ``2 rho + xi``, the squared mean-to-sigma ratio of the Gaussian mechanism with the
+        same zCDP parameter (rho = mu^2 / 2)."""
+        return 2.0 * self.rho + self.xi
+
     def _build_losses(self):
         raise ValueError("a zCDP bound (ZCDpEvent) has only a Rényi-DP analysis: use "
                          "accountant='rdp' (RDPAccountant)")
