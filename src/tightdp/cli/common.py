@@ -166,7 +166,7 @@ def status_of(r) -> str:
     else:
         bounds = [name for name, x in (("upper", r.upper), ("lower", r.lower)) if x is not None]
         s = "approximation" + (f" (certified {'+'.join(bounds)})" if bounds else "")
-    if r.details.get("converged", True) is False:
+    if r.details.get("converged") is False:
         s += "; coarser (budget)"
     return s
 

@@ -90,7 +90,8 @@ def run(a) -> dict:
     out = {"n_examples": s["count"], "delta": a.delta, "accountant": r.accountant,
            "certified": r.certified, "seconds": sec, "max": s["max"], "min": s["min"],
            "mean": s["mean"], "quantiles_upper": s["quantiles_upper"], "worst": worst,
-           "converged": r.details.get("converged", True), "out": a.out, "note": r.note}
+           "converged": "converged" not in r.details or r.details["converged"], "out": a.out,
+           "note": r.note}
     if not a.json:
         kind = ("certified upper bounds" if r.certified else
                 "saddle-point approximations (NOT bounds; certified upper in upper.npy)")

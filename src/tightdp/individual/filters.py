@@ -106,14 +106,14 @@ _GDP_NOTE = ("certified upper bound: the exact mu-GDP curve of the filter's guar
 def _gdp_epsilon_result(mu: float, delta: float, name: str) -> EpsilonResult:
     """The exact mu-GDP eps(delta) (eq. (2.3) inverted, rounded up) as a certified result."""
     eps = float(_curve_eps(mu, delta))
-    return EpsilonResult(eps, delta, None, eps, name, True, estimate=eps, note=_GDP_NOTE,
+    return EpsilonResult(eps, delta, None, eps, name, certified=True, estimate=eps, note=_GDP_NOTE,
                          details={"mu": mu})
 
 
 def _gdp_delta_result(mu: float, eps, name: str) -> DeltaResult:
     """The exact mu-GDP delta(eps) (eq. (2.3)) as a certified result."""
     d = _as_scalar(_curve_delta(mu, v.eps_values("epsilon", eps)))
-    return DeltaResult(d, eps, None, d, name, True, estimate=d, note=_GDP_NOTE,
+    return DeltaResult(d, eps, None, d, name, certified=True, estimate=d, note=_GDP_NOTE,
                        details={"mu": mu})
 
 
@@ -403,7 +403,7 @@ class IndividualGDPFilter(Queries):
         # one closed-form curve evaluation per distinct mu
         uniq, inv = np.unique(spent, return_inverse=True)
         eps = _curve_eps(uniq, delta)[inv].reshape(spent.shape)
-        return EpsilonResult(eps, delta, None, eps, self.name, True, estimate=eps,
+        return EpsilonResult(eps, delta, None, eps, self.name, certified=True, estimate=eps,
                              note=_SPENT_NOTE, details={"mu": spent})
 
     def _delta_of(self, eps) -> DeltaResult:
@@ -414,7 +414,7 @@ class IndividualGDPFilter(Queries):
         uniq, inv = np.unique(spent, return_inverse=True)
         cols = np.stack([_curve_delta(float(m), e) for m in uniq], axis=-1)
         d = cols[..., inv]
-        return DeltaResult(d, eps, None, d, self.name, True, estimate=d, note=_SPENT_NOTE,
+        return DeltaResult(d, eps, None, d, self.name, certified=True, estimate=d, note=_SPENT_NOTE,
                            details={"mu": spent})
 
 
@@ -527,7 +527,7 @@ class RDPFilter(Queries):
         """eps(delta) of the filtered composition by (C.3) at the filter's order."""
         b = self._guarantee_rdp()
         eps = float(rdp_to_epsilon(b, self.order, delta))
-        return EpsilonResult(eps, delta, None, eps, self.name, True, estimate=eps,
+        return EpsilonResult(eps, delta, None, eps, self.name, certified=True, estimate=eps,
                              note=_RDP_NOTE, details={"order": self.order, "rdp": b})
 
     def _delta_of(self, eps) -> DeltaResult:
@@ -537,7 +537,7 @@ class RDPFilter(Queries):
         e = v.eps_values("epsilon", eps)
         d = _as_scalar(delta_from_rdp(np.array([self.order]), np.array([b]), e)[0]
                        .reshape(e.shape))
-        return DeltaResult(d, eps, None, d, self.name, True, estimate=d, note=_RDP_NOTE,
+        return DeltaResult(d, eps, None, d, self.name, certified=True, estimate=d, note=_RDP_NOTE,
                            details={"order": self.order, "rdp": b})
 
 
