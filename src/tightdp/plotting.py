@@ -45,7 +45,7 @@ def plot_privacy_curve(accountant: Accountant, epsilon: np.ndarray | None = None
         ax.fill_between(epsilon, lo, up, alpha=0.3, label=f"{name} certified band")
     ax.set_xlabel("epsilon")
     ax.set_ylabel("delta(epsilon)")
-    ax.grid(True, which="both", alpha=0.3)
+    ax.grid(visible=True, which="both", alpha=0.3)
     ax.legend()
     return ax
 
@@ -105,6 +105,6 @@ def plot_epsilon_vs_steps(mechanism_factory: Callable[[], object], steps: Sequen
             ax.fill_between(steps, los, ups, color=line.get_color(), alpha=0.25)
     ax.set_xlabel("steps")
     ax.set_ylabel(f"epsilon at delta={delta:g}")
-    ax.grid(True, alpha=0.3)
+    ax.grid(visible=True, alpha=0.3)
     ax.legend()
     return ax

@@ -220,7 +220,8 @@ def _run(door: str, kwargs: dict) -> dict:
             r = _DOORS[door](**kwargs)
             out.update(answer=float(getattr(r, door)), upper=_float(r.upper),
                        estimate=_float(r.estimate), certified=bool(r.certified),
-                       converged=bool(r.details.get("converged", True)), note=r.note)
+                       converged="converged" not in r.details or bool(r.details["converged"]),
+                       note=r.note)
         elif door == "group":
             r = dpsgd.group_epsilon(**kwargs)
             out.update(answer=float(r.epsilon), upper=float(r.upper),
@@ -229,7 +230,8 @@ def _run(door: str, kwargs: dict) -> dict:
             solve_for = _DOOR_SOLVES[door]
             r = _SOLVE_FOR[solve_for](**kwargs)
             out.update(answer=_plain(getattr(r, solve_for)), upper=float(r.epsilon),
-                       certified=True, converged=bool(r.details.get("converged", True)),
+                       certified=True,
+                       converged="converged" not in r.details or bool(r.details["converged"]),
                        note=r.details.get("note", ""))
         out.update(lower=_float(r.lower), accountant=r.accountant)
     except ValueError as err:  # a refusal of the front door (BudgetExceeded included)
@@ -420,36 +422,23 @@ def sweep(grid, *, query: str = "epsilon", workers: int | None = None,
     >>> [round(r["answer"], 3) for r in t]
     [1.214, 1.843]
     """
-    if sum(x is not None for x in (workers, scheduler, client)) > 1:
-        raise ValueError("give at most one of workers, scheduler and client")
-    if workers is not None:
-        workers = v.count("workers", workers, minimum=1)
-    if batch is not None:
-        batch = v.count("batch", batch, minimum=1)
-    retries = v.count("retries", retries, minimum=0)
-    if progress is not None and not isinstance(progress, bool):
-        raise ValueError(f"progress must be True, False or None, got {progress!r}")
-    query = str(query).strip().lower()
-    if query not in QUERIES:
-        raise ValueError(f"query must be one of {', '.join(QUERIES)}, got {query!r}")
+    workers, batch, retries, query = _checked_options(
+        workers=workers, scheduler=scheduler, client=client, batch=batch, retries=retries,
+        progress=progress, query=query)
     fmt = None if out is None else _check_out(out)
-    raw = _rows_of(grid)
-    if not raw:
-        raise ValueError("grid must hold at least one row")
-    shown, plans = [], []
-    for i, r in enumerate(raw):
-        try:
-            s, door, kwargs = _plan(i, r, query)
-        except ValueError as err:
-            raise ValueError(f"row {i} of the grid: {_one_line(str(err))}") from None
-        shown.append({"row": i, **s})
-        plans.append((i, door, kwargs))
-    present = {k for s in shown for k in s}
-    columns = tuple(k for k in _ORDER if k in present) + tuple(
-        sorted(present - set(_ORDER))) + RESULT_COLUMNS
-    done: list[dict | None] = [None] * len(plans)
+    shown, plans, columns = _planned(grid, query)
     on_dask = workers is not None or scheduler is not None or client is not None
     distributed = _distributed() if on_dask else None
+    done = _execute(plans, shown, columns, out=out, fmt=fmt, distributed=distributed,
+                    dask=(workers, scheduler, client, batch, retries), progress=progress)
+    return _finished(done, columns, out, fmt)
+
+
+def _execute(plans: list[tuple[int, str, dict]], shown: list[dict], columns: tuple, *, out,
+             fmt, distributed, dask: tuple, progress: bool | None) -> list[dict | None]:
+    """Run every plan (in process, or on Dask with ``dask`` = (workers, scheduler, client,
+    batch, retries)); each row recorded as it completes, appended to ``out`` if given."""
+    done: list[dict | None] = [None] * len(plans)
     f = None if out is None else open(out, "w", newline="", encoding="utf-8")
     try:
         lines = None if f is None else _Lines(f, columns, fmt)
@@ -468,14 +457,56 @@ def sweep(grid, *, query: str = "epsilon", workers: int | None = None,
                     record(i, _run(door, kwargs))
                     bar.update(1)
             else:
-                _on_dask(distributed, plans, workers, scheduler, client, batch, retries,
-                         record, bar)
+                _on_dask(distributed, plans, *dask, record, bar)
     finally:
         if f is not None:
             f.close()
+    return done
+
+
+def _checked_options(*, workers, scheduler, client, batch, retries, progress, query
+                     ) -> tuple[int | None, int | None, int, str]:
+    """``(workers, batch, retries, query)`` of :func:`sweep`, validated before any work."""
+    if sum(x is not None for x in (workers, scheduler, client)) > 1:
+        raise ValueError("give at most one of workers, scheduler and client")
+    if workers is not None:
+        workers = v.count("workers", workers, minimum=1)
+    if batch is not None:
+        batch = v.count("batch", batch, minimum=1)
+    retries = v.count("retries", retries, minimum=0)
+    if progress is not None and not isinstance(progress, bool):
+        raise ValueError(f"progress must be True, False or None, got {progress!r}")
+    query = str(query).strip().lower()
+    if query not in QUERIES:
+        raise ValueError(f"query must be one of {', '.join(QUERIES)}, got {query!r}")
+    return workers, batch, retries, query
+
+
+def _planned(grid, query: str) -> tuple[list[dict], list[tuple[int, str, dict]], tuple]:
+    """The rows of ``grid`` as shown in the table, the plan of each (row, front door, keyword
+    arguments), and the table's columns; a bad row is a ValueError naming it."""
+    raw = _rows_of(grid)
+    if not raw:
+        raise ValueError("grid must hold at least one row")
+    shown, plans = [], []
+    for i, r in enumerate(raw):
+        try:
+            s, door, kwargs = _plan(i, r, query)
+        except ValueError as err:
+            raise ValueError(f"row {i} of the grid: {_one_line(str(err))}") from None
+        shown.append({"row": i, **s})
+        plans.append((i, door, kwargs))
+    present = {k for s in shown for k in s}
+    columns = tuple(k for k in _ORDER if k in present) + tuple(
+        sorted(present - set(_ORDER))) + RESULT_COLUMNS
+    return shown, plans, columns
+
+
+def _finished(done: list[dict | None], columns: tuple, out, fmt) -> SweepTable:
+    """The table of the recorded rows (``out`` rewritten in grid order)."""
     rows = [r for r in done if r is not None]
-    if len(rows) != len(plans):  # defensive: every task's rows are recorded or it raised
-        raise RuntimeError(f"sweep: {len(plans) - len(rows)} rows have no result; this is a "
+    if len(rows) != len(done):  # defensive: every task's rows are recorded or it raised
+        raise RuntimeError(f"sweep: {len(done) - len(rows)} rows have no result; this is a "
                            "bug in tightdp")
     table = SweepTable(rows, columns)
     if out is not None:

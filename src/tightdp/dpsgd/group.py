@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -271,61 +272,82 @@ def group_conversion_epsilon(example_curve, group_size: int, delta: float,
     def phi_of(e: float) -> float:
         return -math.inf if math.isinf(e) else log_delta - _log_geometric_sum(k, e)
 
-    best: tuple[float, float] | None = None  # (feasible t, eps1 there)
     if k == 1:
         best = (log_delta, curve(log_delta, example_curve))
     else:
-        eps_at: dict[float, float] = {}  # the cheap curve at each t, evaluated once
-
-        def eps1(t: float) -> float:
-            if t not in eps_at:
-                eps_at[t] = curve(t, example_curve)
-            return eps_at[t]
-
-        def feasible(t: float) -> bool:
-            return t <= phi_of(eps1(t))
-
-        def infeasible_finite(t: float) -> bool:
-            p = phi_of(eps1(t))
-            return math.isfinite(p) and not t <= p
-
-        # t <- phi(t) from log delta down to the largest fixed point
-        t_hi, found = descend_to_fixed_point(lambda t: phi_of(eps1(t)), log_delta)
-        if found:
-            best = (t_hi, eps_at[t_hi])
-        elif math.isfinite(t_hi):
-            # a feasible point below: steps growing 4-fold to the left (at most 40 tried;
-            # a non-finite phi ends the walk without one)
-            t_hi, t_lo = step_out(infeasible_finite, t_hi, -max(1e-3, 1e-4 * abs(t_hi)),
-                                  growth=4.0, max_moves=39, on_limit="return")
-            if feasible(t_lo):
-                # bisection between the feasible t_lo and the infeasible t_hi, until eps1
-                # differs by a relative 1e-6 across the bracket; the feasible end is kept
-                t_lo, t_hi = bisect_until(
-                    feasible, t_lo, t_hi,
-                    lambda a, b: eps_at[a] - eps1(b) <= 1e-6 * eps_at[a] + 1e-12, iters=60)
-                best = (t_lo, eps_at[t_lo])
+        best = _largest_feasible(lambda t: curve(t, example_curve), phi_of, log_delta)
     if best is None:
         return math.inf, math.inf, math.nan, info
     if refine is not None and best[0] >= REFINE_BELOW_LOG:
-        t, e = best
-        e_ref = min(e, curve(t, refine))
-        info["refinements"] += 1
-        best = (t, e_ref)
-        for _ in range(refine_steps if k > 1 else 0):
-            t_new = phi_of(best[1])
-            if not t_new > best[0]:
-                break
-            e_new = min(curve(t_new, example_curve), curve(t_new, refine))
-            info["refinements"] += 1
-            if t_new <= phi_of(e_new) and e_new <= best[1]:
-                best = (t_new, e_new)
-            else:
-                break
+        best = _refined(best, lambda t, fn: curve(t, fn), phi_of, example_curve, refine,
+                        steps=refine_steps if k > 1 else 0, info=info)
     t, e = best
     if k > 1 and not t <= phi_of(e):  # every accepted point was checked; defensive only
         return math.inf, math.inf, math.nan, info
     return k * e, e, math.exp(t), info
+
+
+def _largest_feasible(eps1_of: Callable[[float], float], phi_of: Callable[[float], float],
+                      log_delta: float) -> tuple[float, float] | None:
+    """The search of :func:`group_conversion_epsilon` for ``k > 1``: ``(t, eps1(e^t))`` at a
+    feasible ``t`` (``t <= phi(t)``) near the largest fixed point, or None if none was found.
+    ``eps1_of(t)`` is the cheap curve at ``delta1 = e^t``, ``phi_of(eps1)`` the bound on
+    ``t`` it gives."""
+    eps_at: dict[float, float] = {}  # the cheap curve at each t, evaluated once
+
+    def eps1(t: float) -> float:
+        if t not in eps_at:
+            eps_at[t] = eps1_of(t)
+        return eps_at[t]
+
+    def feasible(t: float) -> bool:
+        return t <= phi_of(eps1(t))
+
+    def infeasible_finite(t: float) -> bool:
+        p = phi_of(eps1(t))
+        return math.isfinite(p) and not t <= p
+
+    # t <- phi(t) from log delta down to the largest fixed point
+    t_hi, found = descend_to_fixed_point(lambda t: phi_of(eps1(t)), log_delta)
+    if found:
+        return (t_hi, eps_at[t_hi])
+    if not math.isfinite(t_hi):
+        return None
+    # a feasible point below: steps growing 4-fold to the left (at most 40 tried; a
+    # non-finite phi ends the walk without one)
+    t_hi, t_lo = step_out(infeasible_finite, t_hi, -max(1e-3, 1e-4 * abs(t_hi)),
+                          growth=4.0, max_moves=39, on_limit="return")
+    if not feasible(t_lo):
+        return None
+    # bisection between the feasible t_lo and the infeasible t_hi, until eps1 differs by a
+    # relative 1e-6 across the bracket; the feasible end is kept
+    t_lo, t_hi = bisect_until(
+        feasible, t_lo, t_hi,
+        lambda a, b: eps_at[a] - eps1(b) <= 1e-6 * eps_at[a] + 1e-12, iters=60)
+    return (t_lo, eps_at[t_lo])
+
+
+def _refined(best: tuple[float, float], curve: Callable, phi_of: Callable[[float], float],
+             example_curve: Callable, refine: Callable, *, steps: int, info: dict
+             ) -> tuple[float, float]:
+    """The refinement of :func:`group_conversion_epsilon`: eps1 at the feasible ``best[0]``
+    taken as ``min(example_curve, refine)``, then up to ``steps`` upward steps
+    ``t <- phi(t)`` on that curve, each kept only if checked feasible and no worse."""
+    t, e = best
+    e_ref = min(e, curve(t, refine))
+    info["refinements"] += 1
+    best = (t, e_ref)
+    for _ in range(steps):
+        t_new = phi_of(best[1])
+        if not t_new > best[0]:
+            break
+        e_new = min(curve(t_new, example_curve), curve(t_new, refine))
+        info["refinements"] += 1
+        if t_new <= phi_of(e_new) and e_new <= best[1]:
+            best = (t_new, e_new)
+        else:
+            break
+    return best
 
 
 def group_epsilon(*, group_size: int, noise_multiplier: float, delta: float,
@@ -495,6 +517,6 @@ def _group_result(setting: DPSGDSetting, k: int, delta: float, rtol: float, mem:
         example_lower=ex_lo,
         linear_reference=lin, conversion=conv, conversion_example_epsilon=conv_e,
         conversion_example_delta=conv_d, accountant=r.accountant, certified=r.certified,
-        converged=bool(r.details.get("converged", True)),
+        converged="converged" not in r.details or bool(r.details["converged"]),
         seconds=time.perf_counter() - t0, note="; ".join(notes), details=details)
 

@@ -189,7 +189,7 @@ class DpEventComposition:
         non-private."""
         if self.non_private:
             d = v.delta_value("delta", delta)
-            return EpsilonResult(math.inf, d, math.inf, math.inf, accountant, True,
+            return EpsilonResult(math.inf, d, math.inf, math.inf, accountant, certified=True,
                                  estimate=math.inf, note=_NON_PRIVATE_NOTE,
                                  details={"neighboring": self.neighboring})
         return self.accountant(accountant, **options).epsilon(delta)
@@ -198,7 +198,7 @@ class DpEventComposition:
         """delta at ``eps`` from a tightdp accountant; 1 (stated in the note) if
         non-private."""
         if self.non_private:
-            return DeltaResult(1.0, eps, 1.0, 1.0, accountant, True, estimate=1.0,
+            return DeltaResult(1.0, eps, 1.0, 1.0, accountant, certified=True, estimate=1.0,
                                note=_NON_PRIVATE_NOTE, details={"neighboring": self.neighboring})
         return self.accountant(accountant, **options).delta(eps)
 
@@ -300,112 +300,11 @@ def _convert(event, count: int, rel: NeighboringRelation, rdp_ok: bool,
 
 def _convert_leaf(event, count: int, rel: NeighboringRelation, rdp_ok: bool,
                   out: DpEventComposition) -> None:
-    """:func:`_convert` for an event that is not a composition."""
+    """:func:`_convert` for an event that is not a composition: a noise event, a sampled
+    one, or the rest (zCDP, and the events refused by name)."""
+    if _convert_noise(event, count, rel, out) or _convert_sampled(event, count, rel, out):
+        return
     name = type(event).__name__
-    noise = {_ev.GaussianDpEvent: Gaussian, _ev.LaplaceDpEvent: Laplace}.get(type(event))
-    if noise is not None:  # additive noise, scale in units of the sensitivity
-        s = _positive_or_zero(event, "noise_multiplier", event.noise_multiplier)
-        if out.without_noise(s, count):
-            return
-        out.add(noise(s, 2.0 if rel is _REPLACE else 1.0), count)
-        return
-    if isinstance(event, _ev.DiscreteLaplaceDpEvent):
-        a = _positive_or_zero(event, "noise_parameter", event.noise_parameter)
-        c = event.sensitivity
-        if isinstance(c, bool) or not float(c).is_integer() or c < 0:
-            raise _Refused(event, f"DiscreteLaplaceDpEvent.sensitivity must be a whole number "
-                                  f">= 0, got {c!r}")
-        if c == 0 or out.without_noise(a, count):  # no-op event, or no noise
-            return
-        out.add(DiscreteLaplace(a, int(c) * (2 if rel is _REPLACE else 1)), count)
-        return
-    if isinstance(event, _ev.RandomizedResponseDpEvent):
-        if rel is not _REPLACE:
-            raise _Refused(event, "RandomizedResponseDpEvent needs neighboring relation "
-                                  f"REPLACE_ONE (one input replaced by another), got {rel.name}")
-        k = event.num_buckets
-        if isinstance(k, bool) or not float(k).is_integer() or k < 1:
-            raise _Refused(event, f"RandomizedResponseDpEvent.num_buckets must be a whole "
-                                  f"number >= 1, got {k!r}")
-        if k == 1:
-            return  # one bucket: the output is constant
-        p = _positive_or_zero(event, "noise_parameter", event.noise_parameter)
-        if p > 1.0:
-            raise _Refused(event, f"RandomizedResponseDpEvent.noise_parameter must be in "
-                                  f"[0, 1], got {p!r}")
-        if out.without_noise(p, count):
-            return
-        out.add(RandomizedResponse(noise_parameter=p, num_values=int(k)), count)
-        return
-    if isinstance(event, _ev.MixtureOfGaussiansDpEvent):
-        if rel is _REPLACE:
-            raise _Refused(event, "MixtureOfGaussiansDpEvent is defined for ADD_OR_REMOVE_ONE "
-                                  "(or REPLACE_SPECIAL); REPLACE_ONE is not supported")
-        c = np.asarray(event.sensitivities, dtype=float).ravel()
-        p = np.asarray(event.sampling_probs, dtype=float).ravel()
-        if c.size == 0 or c.shape != p.shape:
-            raise _Refused(event, "MixtureOfGaussiansDpEvent.sensitivities and sampling_probs "
-                                  "must be non-empty and of one length")
-        if np.all(c[p > 0] == 0):
-            return  # the mixture never moves: no privacy cost
-        s = _positive_or_zero(event, "standard_deviation", event.standard_deviation)
-        if out.without_noise(s, count):
-            return
-        try:
-            out.add(MixtureOfGaussians(c, p, s), count)
-        except ValueError as err:
-            raise _Refused(event, f"MixtureOfGaussiansDpEvent: {err}") from None
-        return
-    if isinstance(event, _ev.PoissonSampledDpEvent):
-        if rel is _REPLACE:
-            raise _Refused(event, "PoissonSampledDpEvent under REPLACE_ONE is not supported "
-                                  "(no dominating pair we can certify); use ADD_OR_REMOVE_ONE")
-        kind, s = _base_of(event, "PoissonSampledDpEvent")
-        q = _positive_or_zero(event, "sampling_probability", event.sampling_probability)
-        if q > 1.0:
-            raise _Refused(event, f"PoissonSampledDpEvent.sampling_probability must be in "
-                                  f"[0, 1], got {q!r}")
-        if q == 0 or out.without_noise(s, count):  # no-op event, or no noise
-            return
-        base = Gaussian(s) if kind == "gaussian" else Laplace(s)
-        out.add(PoissonSubsampled(base, q), count)
-        return
-    if isinstance(event, _ev.SampledWithoutReplacementDpEvent | _ev.SampledWithReplacementDpEvent):
-        if rel is not _REPLACE:
-            raise _Refused(event, f"{name} (a fixed-size batch) needs neighboring relation "
-                                  f"REPLACE_ONE, got {rel.name}")
-        n, m = event.source_dataset_size, event.sample_size
-        for fld, x in (("source_dataset_size", n), ("sample_size", m)):
-            if isinstance(x, bool) or not float(x).is_integer() or x < 0:
-                raise _Refused(event, f"{name}.{fld} must be a whole number >= 0, got {x!r}")
-        n, m = int(n), int(m)
-        if n < 1 or m > n:
-            raise _Refused(event, f"{name}: need 1 <= source_dataset_size and sample_size <= "
-                                  f"source_dataset_size, got {n} and {m}")
-        kind, s = _base_of(event, name)
-        if m == 0 or out.without_noise(s, count):  # no-op event, or no noise
-            return
-        if isinstance(event, _ev.SampledWithReplacementDpEvent):
-            if kind != "gaussian":
-                raise _Refused(event.event, "SampledWithReplacementDpEvent supports a Gaussian "
-                                            "inside, got a LaplaceDpEvent")
-            out.add(SampledWithReplacement(Gaussian(s), m, n), count)
-        else:
-            base = Gaussian(s) if kind == "gaussian" else Laplace(s)
-            out.add(SampledWithoutReplacement(base, m / n), count)
-        return
-    if isinstance(event, _ev.SingleEpochTreeAggregationDpEvent):
-        if rel is _ADD_REMOVE:
-            raise _Refused(event, "SingleEpochTreeAggregationDpEvent is defined under "
-                                  "REPLACE_SPECIAL (or REPLACE_ONE), not ADD_OR_REMOVE_ONE "
-                                  "(Kairouz et al. 2021, App. D)")
-        depth = _tree_depth(event)
-        s = _positive_or_zero(event, "noise_multiplier", event.noise_multiplier)
-        if depth == 0 or out.without_noise(s, count):  # no-op event, or no noise
-            return
-        sens = math.sqrt(depth) * (2.0 if rel is _REPLACE else 1.0)
-        out.add(Gaussian(s, sens), count)
-        return
     if isinstance(event, _ev.ZCDpEvent):
         if not rdp_ok:
             raise _Refused(event, "ZCDpEvent has only a Rényi-DP analysis: use "
@@ -425,6 +324,125 @@ def _convert_leaf(event, count: int, rel: NeighboringRelation, rdp_ok: bool,
         raise _Refused(event, "TruncatedSubsampledGaussianDpEvent is not supported (tightdp has "
                               "no certified analysis of truncated Poisson sampling)")
     raise _Refused(event, f"{name} is not supported by tightdp (unknown or unsupported event)")
+
+
+def _convert_noise(event, count: int, rel: NeighboringRelation, out: DpEventComposition
+                   ) -> bool:
+    """Add an event of additive noise or randomized response to ``out``; False if ``event`` is
+    none of them."""
+    noise = {_ev.GaussianDpEvent: Gaussian, _ev.LaplaceDpEvent: Laplace}.get(type(event))
+    if noise is not None:  # additive noise, scale in units of the sensitivity
+        s = _positive_or_zero(event, "noise_multiplier", event.noise_multiplier)
+        if out.without_noise(s, count):
+            return True
+        out.add(noise(s, 2.0 if rel is _REPLACE else 1.0), count)
+        return True
+    if isinstance(event, _ev.DiscreteLaplaceDpEvent):
+        a = _positive_or_zero(event, "noise_parameter", event.noise_parameter)
+        c = event.sensitivity
+        if isinstance(c, bool) or not float(c).is_integer() or c < 0:
+            raise _Refused(event, f"DiscreteLaplaceDpEvent.sensitivity must be a whole number "
+                                  f">= 0, got {c!r}")
+        if c == 0 or out.without_noise(a, count):  # no-op event, or no noise
+            return True
+        out.add(DiscreteLaplace(a, int(c) * (2 if rel is _REPLACE else 1)), count)
+        return True
+    if isinstance(event, _ev.RandomizedResponseDpEvent):
+        if rel is not _REPLACE:
+            raise _Refused(event, "RandomizedResponseDpEvent needs neighboring relation "
+                                  f"REPLACE_ONE (one input replaced by another), got {rel.name}")
+        k = event.num_buckets
+        if isinstance(k, bool) or not float(k).is_integer() or k < 1:
+            raise _Refused(event, f"RandomizedResponseDpEvent.num_buckets must be a whole "
+                                  f"number >= 1, got {k!r}")
+        if k == 1:
+            return True  # one bucket: the output is constant
+        p = _positive_or_zero(event, "noise_parameter", event.noise_parameter)
+        if p > 1.0:
+            raise _Refused(event, f"RandomizedResponseDpEvent.noise_parameter must be in "
+                                  f"[0, 1], got {p!r}")
+        if out.without_noise(p, count):
+            return True
+        out.add(RandomizedResponse(noise_parameter=p, num_values=int(k)), count)
+        return True
+    if isinstance(event, _ev.MixtureOfGaussiansDpEvent):
+        if rel is _REPLACE:
+            raise _Refused(event, "MixtureOfGaussiansDpEvent is defined for ADD_OR_REMOVE_ONE "
+                                  "(or REPLACE_SPECIAL); REPLACE_ONE is not supported")
+        c = np.asarray(event.sensitivities, dtype=float).ravel()
+        p = np.asarray(event.sampling_probs, dtype=float).ravel()
+        if c.size == 0 or c.shape != p.shape:
+            raise _Refused(event, "MixtureOfGaussiansDpEvent.sensitivities and sampling_probs "
+                                  "must be non-empty and of one length")
+        if np.all(c[p > 0] == 0):
+            return True  # the mixture never moves: no privacy cost
+        s = _positive_or_zero(event, "standard_deviation", event.standard_deviation)
+        if out.without_noise(s, count):
+            return True
+        try:
+            out.add(MixtureOfGaussians(c, p, s), count)
+        except ValueError as err:
+            raise _Refused(event, f"MixtureOfGaussiansDpEvent: {err}") from None
+        return True
+    return False
+
+
+def _convert_sampled(event, count: int, rel: NeighboringRelation, out: DpEventComposition
+                     ) -> bool:
+    """Add a subsampled event, or a tree aggregation, to ``out``; False if ``event`` is none of
+    them."""
+    name = type(event).__name__
+    if isinstance(event, _ev.PoissonSampledDpEvent):
+        if rel is _REPLACE:
+            raise _Refused(event, "PoissonSampledDpEvent under REPLACE_ONE is not supported "
+                                  "(no dominating pair we can certify); use ADD_OR_REMOVE_ONE")
+        kind, s = _base_of(event, "PoissonSampledDpEvent")
+        q = _positive_or_zero(event, "sampling_probability", event.sampling_probability)
+        if q > 1.0:
+            raise _Refused(event, f"PoissonSampledDpEvent.sampling_probability must be in "
+                                  f"[0, 1], got {q!r}")
+        if q == 0 or out.without_noise(s, count):  # no-op event, or no noise
+            return True
+        base = Gaussian(s) if kind == "gaussian" else Laplace(s)
+        out.add(PoissonSubsampled(base, q), count)
+        return True
+    if isinstance(event, _ev.SampledWithoutReplacementDpEvent | _ev.SampledWithReplacementDpEvent):
+        if rel is not _REPLACE:
+            raise _Refused(event, f"{name} (a fixed-size batch) needs neighboring relation "
+                                  f"REPLACE_ONE, got {rel.name}")
+        n, m = event.source_dataset_size, event.sample_size
+        for fld, x in (("source_dataset_size", n), ("sample_size", m)):
+            if isinstance(x, bool) or not float(x).is_integer() or x < 0:
+                raise _Refused(event, f"{name}.{fld} must be a whole number >= 0, got {x!r}")
+        n, m = int(n), int(m)
+        if n < 1 or m > n:
+            raise _Refused(event, f"{name}: need 1 <= source_dataset_size and sample_size <= "
+                                  f"source_dataset_size, got {n} and {m}")
+        kind, s = _base_of(event, name)
+        if m == 0 or out.without_noise(s, count):  # no-op event, or no noise
+            return True
+        if isinstance(event, _ev.SampledWithReplacementDpEvent):
+            if kind != "gaussian":
+                raise _Refused(event.event, "SampledWithReplacementDpEvent supports a Gaussian "
+                                            "inside, got a LaplaceDpEvent")
+            out.add(SampledWithReplacement(Gaussian(s), m, n), count)
+        else:
+            base = Gaussian(s) if kind == "gaussian" else Laplace(s)
+            out.add(SampledWithoutReplacement(base, m / n), count)
+        return True
+    if isinstance(event, _ev.SingleEpochTreeAggregationDpEvent):
+        if rel is _ADD_REMOVE:
+            raise _Refused(event, "SingleEpochTreeAggregationDpEvent is defined under "
+                                  "REPLACE_SPECIAL (or REPLACE_ONE), not ADD_OR_REMOVE_ONE "
+                                  "(Kairouz et al. 2021, App. D)")
+        depth = _tree_depth(event)
+        s = _positive_or_zero(event, "noise_multiplier", event.noise_multiplier)
+        if depth == 0 or out.without_noise(s, count):  # no-op event, or no noise
+            return True
+        sens = math.sqrt(depth) * (2.0 if rel is _REPLACE else 1.0)
+        out.add(Gaussian(s, sens), count)
+        return True
+    return False
 
 
 def _check_accountant(accountant: str) -> str:
@@ -539,13 +557,13 @@ class TightdpAccountant(_pa.PrivacyAccountant):
         if not isinstance(event, _ev.DpEvent):
             raise TypeError(f"event must be a dp_accounting DpEvent, got {type(event)}")
         count = v.count("count", count, minimum=1)
-        err = self._maybe_compose(event, count, False)
+        err = self._maybe_compose(event, count, do_compose=False)
         if err is not None:
             raise UnsupportedDpEventError(
                 f"Unsupported event: {type(err.invalid_event).__name__}. Error: "
                 f"[{err.error_message}] caused by subevent {err.invalid_event}.")
         self._ledger.compose(event, count)
-        self._maybe_compose(event, count, True)
+        self._maybe_compose(event, count, do_compose=True)
         return self
 
     @property
@@ -558,10 +576,10 @@ class TightdpAccountant(_pa.PrivacyAccountant):
         d = float(target_delta)
         rel = {"neighboring": self._acc.neighboring}
         if self._non_private:
-            return EpsilonResult(math.inf, d, math.inf, math.inf, self._name, True,
+            return EpsilonResult(math.inf, d, math.inf, math.inf, self._name, certified=True,
                                  estimate=math.inf, note=_NON_PRIVATE_NOTE, details=rel)
         if not self._acc.terms:
-            return EpsilonResult(0.0, d, 0.0, 0.0, self._name, True, estimate=0.0,
+            return EpsilonResult(0.0, d, 0.0, 0.0, self._name, certified=True, estimate=0.0,
                                  note="nothing composed", details=rel)
         return self._acc.epsilon(target_delta)
 
@@ -569,11 +587,11 @@ class TightdpAccountant(_pa.PrivacyAccountant):
         """The full tightdp result at ``target_epsilon`` (bracket, note, details)."""
         rel = {"neighboring": self._acc.neighboring}
         if self._non_private:
-            return DeltaResult(1.0, target_epsilon, 1.0, 1.0, self._name, True, estimate=1.0,
-                               note=_NON_PRIVATE_NOTE, details=rel)
+            return DeltaResult(1.0, target_epsilon, 1.0, 1.0, self._name, certified=True,
+                               estimate=1.0, note=_NON_PRIVATE_NOTE, details=rel)
         if not self._acc.terms:
-            return DeltaResult(0.0, target_epsilon, 0.0, 0.0, self._name, True, estimate=0.0,
-                               note="nothing composed", details=rel)
+            return DeltaResult(0.0, target_epsilon, 0.0, 0.0, self._name, certified=True,
+                               estimate=0.0, note="nothing composed", details=rel)
         return self._acc.delta(target_epsilon)
 
     def get_epsilon(self, target_delta: float) -> float:

@@ -118,7 +118,7 @@ class TightAccountant(IAccountant):
         if key in self._cache:
             return self._cache[key]
         if any(sigma == 0 for sigma, _, _ in history):
-            r = EpsilonResult(math.inf, delta, None, math.inf, "pld", True,
+            r = EpsilonResult(math.inf, delta, None, math.inf, "pld", certified=True,
                               note="a step with noise_multiplier=0 releases an unnoised "
                                    "gradient: no finite epsilon bound")
         else:

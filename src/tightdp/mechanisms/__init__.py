@@ -4,8 +4,13 @@ from ..losses import DiscreteLoss, GaussianLoss, LocationMixtureLoss, PrivacyLos
 from .base import Mechanism
 from .basic import ApproxDP, Gaussian, Laplace, PureDP, RandomizedResponse
 from .discrete_laplace import DiscreteLaplace
+from .fields import register
 from .mixture import MixtureOfGaussians
 from .subsampling import PoissonSubsampled, SampledWithoutReplacement, SampledWithReplacement
+
+# the mechanisms of state files, in the order their errors list them
+register(Gaussian, Laplace, DiscreteLaplace, RandomizedResponse, PureDP, ApproxDP,
+         PoissonSubsampled, SampledWithoutReplacement, SampledWithReplacement, MixtureOfGaussians)
 
 __all__ = [
     "Mechanism",

@@ -103,3 +103,22 @@ class Mechanism:
         params = ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items()
                            if not k.startswith("_"))
         return f"{type(self).__name__}({params})"
+
+    #: the names of the fields :meth:`to_dict` writes (a class with a state-file form
+    #: states its own and is registered in :mod:`tightdp.mechanisms.fields`)
+    FIELDS: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        """The fields of the mechanism's state-file form (``{name: JSON value}``)."""
+        raise ValueError(f"{type(self).__name__} has no state-file form (no to_dict)")
+
+    @classmethod
+    def from_dict(cls, params: dict, path: str) -> Mechanism:
+        """The mechanism of the fields written by :meth:`to_dict`, each checked; a
+        ValueError names the field as ``path.name`` with the accepted range."""
+        raise ValueError(f"{path}: {cls.__name__} has no state-file form (no from_dict)")
+
+    def scaled(self, factor: float) -> Mechanism | None:
+        """The mechanism with every noise scale multiplied by ``factor``, or None when it has
+        no noise scale to multiply (a subclass with one says so)."""
+        return None

@@ -57,6 +57,24 @@ class Gaussian(Mechanism):
         return loss, loss
 
 
+    FIELDS = ("sigma", "sensitivity")
+
+    def to_dict(self) -> dict:
+        """The fields of a state file (:mod:`tightdp.mechanisms.fields`)."""
+        return {"sigma": float(self.sigma), "sensitivity": float(self.sensitivity)}
+
+    @classmethod
+    def from_dict(cls, params: dict, path: str) -> Gaussian:
+        """The mechanism of the fields of :meth:`to_dict`, each checked (an error names
+        the field as ``path.name``)."""
+        return cls(v.positive(f"{path}.sigma", params["sigma"]),
+                   v.positive(f"{path}.sensitivity", params["sensitivity"]))
+
+    def scaled(self, factor: float) -> Gaussian:
+        """The mechanism with the noise ``sigma`` multiplied by ``factor``."""
+        return Gaussian(self.sigma * factor, self.sensitivity)
+
+
 class Laplace(Mechanism):
     """The Laplace mechanism ``f(D) + Lap(scale)`` with L1 sensitivity ``sensitivity``.
 
@@ -87,6 +105,24 @@ class Laplace(Mechanism):
         loss = LocationMixtureLoss("laplace", [s], [1.0], [0.0], [1.0], b,
                                    inverse=_LaplaceInverse(b, s))
         return loss, loss
+
+
+    FIELDS = ("scale", "sensitivity")
+
+    def to_dict(self) -> dict:
+        """The fields of a state file (:mod:`tightdp.mechanisms.fields`)."""
+        return {"scale": float(self.scale), "sensitivity": float(self.sensitivity)}
+
+    @classmethod
+    def from_dict(cls, params: dict, path: str) -> Laplace:
+        """The mechanism of the fields of :meth:`to_dict`, each checked (an error names
+        the field as ``path.name``)."""
+        return cls(v.positive(f"{path}.scale", params["scale"]),
+                   v.positive(f"{path}.sensitivity", params["sensitivity"]))
+
+    def scaled(self, factor: float) -> Laplace:
+        """The mechanism with the noise ``scale`` multiplied by ``factor``."""
+        return Laplace(self.scale * factor, self.sensitivity)
 
 
 class _LaplaceInverse:
@@ -147,6 +183,22 @@ class RandomizedResponse(Mechanism):
         return loss, loss
 
 
+    FIELDS = ("noise_parameter", "num_values")
+
+    def to_dict(self) -> dict:
+        """The fields of a state file (:mod:`tightdp.mechanisms.fields`)."""
+        return {"noise_parameter": float(self.noise_parameter),
+                "num_values": int(self.num_values)}
+
+    @classmethod
+    def from_dict(cls, params: dict, path: str) -> RandomizedResponse:
+        """The mechanism of the fields of :meth:`to_dict`, each checked (an error names
+        the field as ``path.name``)."""
+        return cls(v.unit_interval(f"{path}.noise_parameter", params["noise_parameter"],
+                                   open_low=True),
+                   v.count(f"{path}.num_values", params["num_values"], minimum=2))
+
+
 class PureDP(Mechanism):
     """Any eps-DP mechanism, through its dominating pair (randomized response with two values:
     ``P = (e^eps, 1)/(1 + e^eps)``, ``Q`` reversed; Kairouz, Oh, Viswanath 2015).
@@ -172,6 +224,19 @@ class PureDP(Mechanism):
         return loss, loss
 
 
+    FIELDS = ("eps",)
+
+    def to_dict(self) -> dict:
+        """The fields of a state file (:mod:`tightdp.mechanisms.fields`)."""
+        return {"eps": float(self.eps)}
+
+    @classmethod
+    def from_dict(cls, params: dict, path: str) -> PureDP:
+        """The mechanism of the fields of :meth:`to_dict`, each checked (an error names
+        the field as ``path.name``)."""
+        return cls(v.nonnegative(f"{path}.eps", params["eps"]))
+
+
 class ApproxDP(Mechanism):
     """Any (eps, delta)-DP mechanism, through its dominating pair: with probability delta the
     output reveals which dataset it came from, otherwise it is eps-randomized response
@@ -193,3 +258,16 @@ class ApproxDP(Mechanism):
         lo = (1 - d) / (1.0 + math.exp(e))
         loss = DiscreteLoss([e, -e], [hi, lo], [lo, hi], inf_mass=d, neg_inf_mass=d)
         return loss, loss
+
+    FIELDS = ("eps", "delta")
+
+    def to_dict(self) -> dict:
+        """The fields of a state file (:mod:`tightdp.mechanisms.fields`)."""
+        return {"eps": float(self.eps), "delta": float(self.delta0)}
+
+    @classmethod
+    def from_dict(cls, params: dict, path: str) -> ApproxDP:
+        """The mechanism of the fields of :meth:`to_dict`, each checked (an error names
+        the field as ``path.name``)."""
+        return cls(v.nonnegative(f"{path}.eps", params["eps"]),
+                   v.unit_interval(f"{path}.delta", params["delta"], open_high=True))

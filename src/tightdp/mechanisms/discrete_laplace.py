@@ -66,3 +66,17 @@ class DiscreteLaplace(Mechanism):
         y, lp, lq = self._atoms()
         loss = DiscreteLoss(y, np.exp(lp), np.exp(lq))
         return loss, loss
+
+    FIELDS = ("noise_parameter", "sensitivity")
+
+    def to_dict(self) -> dict:
+        """The fields of a state file (:mod:`tightdp.mechanisms.fields`)."""
+        return {"noise_parameter": float(self.noise_parameter),
+                "sensitivity": int(self.sensitivity)}
+
+    @classmethod
+    def from_dict(cls, params: dict, path: str) -> DiscreteLaplace:
+        """The mechanism of the fields of :meth:`to_dict`, each checked (an error names
+        the field as ``path.name``)."""
+        return cls(v.positive(f"{path}.noise_parameter", params["noise_parameter"]),
+                   v.count(f"{path}.sensitivity", params["sensitivity"], minimum=1))

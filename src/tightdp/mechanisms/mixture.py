@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _validate as v
 from ..losses import DiscreteLoss, LocationMixtureLoss
 from .base import Mechanism, location_loss_scale
+from .fields import fail, numbers
 
 __all__ = ["MixtureOfGaussians"]
 
@@ -56,3 +59,37 @@ class MixtureOfGaussians(Mechanism):
         remove = LocationMixtureLoss("gaussian", c, p, [0.0], [1.0], s)
         add = LocationMixtureLoss("gaussian", [0.0], [1.0], -c, p, s)
         return remove, add
+
+    FIELDS = ("sensitivities", "probabilities", "sigma")
+
+    def to_dict(self) -> dict:
+        """The fields of a state file (:mod:`tightdp.mechanisms.fields`)."""
+        return {"sensitivities": [float(x) for x in self.sensitivities],
+                "probabilities": [float(x) for x in self.probabilities],
+                "sigma": float(self.sigma)}
+
+    @classmethod
+    def from_dict(cls, params: dict, path: str) -> MixtureOfGaussians:
+        """The mechanism of the fields of :meth:`to_dict`, each checked (an error names
+        the field as ``path.name``)."""
+        c = numbers(params["sensitivities"], f"{path}.sensitivities", v.nonnegative)
+        p = numbers(params["probabilities"], f"{path}.probabilities", v.unit_interval)
+        if len(c) != len(p):
+            fail(f"{path}.probabilities must have one entry per sensitivity ({len(c)}), got "
+                 f"{len(p)}")
+        if abs(math.fsum(p) - 1.0) > 1e-9:
+            fail(f"{path}.probabilities must sum to 1 (within 1e-9), got sum {math.fsum(p)!r}")
+        m = cls(c, p, v.positive(f"{path}.sigma", params["sigma"]))
+        arr = np.asarray(p, dtype=float)
+        # probabilities that sum to 1 up to rounding (as a saved, already normalized
+        # mixture's do) are kept bit for bit; renormalizing them would move the last bits
+        if abs(float(arr.sum()) - 1.0) <= 4 * arr.size * np.finfo(float).eps:
+            m.probabilities = arr
+        return m
+
+    def scaled(self, factor: float) -> MixtureOfGaussians:
+        """The mechanism with the noise ``sigma`` multiplied by ``factor`` (the
+        probabilities kept bit for bit)."""
+        out = MixtureOfGaussians(self.sensitivities, self.probabilities, self.sigma * factor)
+        out.probabilities = self.probabilities
+        return out

@@ -11,8 +11,12 @@ from .._numerics import newton_polish, table_start
 from ..losses import LocationMixtureLoss
 from .base import Mechanism, location_loss_scale
 from .basic import Gaussian, Laplace
+from .fields import base_field, choice, mechanism_to_dict
 
 __all__ = ["PoissonSubsampled", "SampledWithoutReplacement", "SampledWithReplacement"]
+
+#: the pairs of the sampling schemes without and with replacement
+_PAIRS = ("worst_case", "koskela2020")
 
 
 def _family(base: Mechanism, who: str) -> tuple[str, float, float]:
@@ -205,6 +209,26 @@ class PoissonSubsampled(Mechanism):
         return self.q * math.sqrt(math.expm1((c / s) ** 2)), False
 
 
+    FIELDS = ("base", "q")
+
+    def to_dict(self) -> dict:
+        """The fields of a state file (:mod:`tightdp.mechanisms.fields`)."""
+        return {"base": mechanism_to_dict(self.base), "q": float(self.q)}
+
+    @classmethod
+    def from_dict(cls, params: dict, path: str) -> PoissonSubsampled:
+        """The mechanism of the fields of :meth:`to_dict`, each checked (an error names
+        the field as ``path.name``)."""
+        base = base_field(params, path, ("Gaussian", "Laplace"), "PoissonSubsampled")
+        return cls(base, v.probability_open_closed(f"{path}.q", params["q"]))
+
+    def scaled(self, factor: float) -> PoissonSubsampled:
+        """The mechanism with the base's noise scale multiplied by ``factor`` (a base
+        without one kept)."""
+        base = self.base.scaled(factor)
+        return PoissonSubsampled(self.base if base is None else base, self.q)
+
+
 class SampledWithoutReplacement(Mechanism):
     """``base`` run on a batch drawn without replacement (``q = batch / dataset size``), under
     the replace-one relation (one record replaced by another).
@@ -271,6 +295,27 @@ class SampledWithoutReplacement(Mechanism):
         return sampled_without_replacement_rdp(orders, self.q, lambda a: laplace_rdp(a, r), r)
 
 
+    FIELDS = ("base", "q", "pair")
+
+    def to_dict(self) -> dict:
+        """The fields of a state file (:mod:`tightdp.mechanisms.fields`)."""
+        return {"base": mechanism_to_dict(self.base), "q": float(self.q), "pair": self.pair}
+
+    @classmethod
+    def from_dict(cls, params: dict, path: str) -> SampledWithoutReplacement:
+        """The mechanism of the fields of :meth:`to_dict`, each checked (an error names
+        the field as ``path.name``)."""
+        base = base_field(params, path, ("Gaussian", "Laplace"), "SampledWithoutReplacement")
+        return cls(base, v.probability_open_closed(f"{path}.q", params["q"]),
+                   choice(params["pair"], f"{path}.pair", _PAIRS))
+
+    def scaled(self, factor: float) -> SampledWithoutReplacement:
+        """The mechanism with the base's noise scale multiplied by ``factor`` (a base
+        without one kept)."""
+        base = self.base.scaled(factor)
+        return SampledWithoutReplacement(self.base if base is None else base, self.q, self.pair)
+
+
 class SampledWithReplacement(Mechanism):
     """Gaussian mechanism on a batch of ``batch_size`` records drawn with replacement from
     ``dataset_size`` records, under the replace-one relation; the differing record appears
@@ -332,3 +377,28 @@ class SampledWithReplacement(Mechanism):
         loss = LocationMixtureLoss("gaussian", locs, w[keep], -locs, w[keep], s,
                                    inverse=inv, inf_mass=dropped)
         return loss, loss
+
+    FIELDS = ("base", "batch_size", "dataset_size", "pair")
+
+    def to_dict(self) -> dict:
+        """The fields of a state file (:mod:`tightdp.mechanisms.fields`)."""
+        return {"base": mechanism_to_dict(self.base), "batch_size": int(self.batch_size),
+                "dataset_size": int(self.dataset_size), "pair": self.pair}
+
+    @classmethod
+    def from_dict(cls, params: dict, path: str) -> SampledWithReplacement:
+        """The mechanism of the fields of :meth:`to_dict`, each checked (an error names
+        the field as ``path.name``)."""
+        base = base_field(params, path, ("Gaussian",), "SampledWithReplacement")
+        b = v.count(f"{path}.batch_size", params["batch_size"], minimum=1)
+        n = v.count(f"{path}.dataset_size", params["dataset_size"], minimum=1)
+        if b > n:
+            raise ValueError(f"{path}.batch_size must be <= dataset_size ({n}), got {b}")
+        return cls(base, b, n, choice(params["pair"], f"{path}.pair", _PAIRS))
+
+    def scaled(self, factor: float) -> SampledWithReplacement:
+        """The mechanism with the base's noise scale multiplied by ``factor`` (a base
+        without one kept)."""
+        base = self.base.scaled(factor)
+        return SampledWithReplacement(self.base if base is None else base, self.batch_size,
+                                      self.dataset_size, self.pair)

@@ -1,0 +1,150 @@
+"""``tightdp calibrate``: the smallest noise (or most steps, or largest rate) meeting (eps,
+delta), or the common noise scale factor of a --spec FILE's composition."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from .._defaults import DEFAULT_RTOL
+from .common import (
+    budget_kwargs,
+    down,
+    fail,
+    format_table,
+    format_value,
+    integer,
+    number,
+    up,
+)
+from .options import (
+    budget_options,
+    load_spec,
+    setting_args,
+    spec_option,
+)
+
+
+def _calibrate_flags(a) -> None:
+    """The flags --solve-for leaves unknown or unused are errors, and it needs the others."""
+    unknown = {"noise-multiplier": (("noise_multiplier", "--noise-multiplier"),),
+               "steps": (("steps", "--steps"), ("epochs", "--epochs")),
+               "sampling-rate": (("sampling_rate", "--sampling-rate"),
+                                 ("batch_size", "--batch-size"),
+                                 ("dataset_size", "--dataset-size"),
+                                 ("epochs", "--epochs"))}[a.solve_for]
+    for attr, option in unknown:
+        if getattr(a, attr) is not None:
+            if attr == "epochs" and a.solve_for == "sampling-rate":
+                fail("--epochs needs the sampling rate, the unknown of --solve-for "
+                      "sampling-rate; give --steps")
+            fail(f"{option} is the unknown of --solve-for {a.solve_for}; leave it out")
+    if a.solve_for != "noise-multiplier" and a.noise_multiplier is None:
+        fail(f"--solve-for {a.solve_for} needs --noise-multiplier")
+
+
+def _calibrate_spec(a) -> dict:
+    """``calibrate --spec FILE``: the smallest common factor of every noise scale in the
+    file's composition (:func:`tightdp.state.calibrate_scale`) meeting --epsilon at --delta."""
+    from .. import _validate as v
+    from ..accountants.registry import CERTIFYING, make_accountant
+    from ..dpsgd.calibrate import precision_options
+    from ..state import calibrate_scale, from_dict
+
+    doc, file_acc = load_spec(a)
+    target = v.positive("epsilon", a.epsilon)
+    delta = v.delta_value("delta", a.delta)
+    rtol = v.positive("rtol", DEFAULT_RTOL if a.rtol is None else a.rtol)
+    budget = budget_kwargs(a)
+    if a.accountant is not None:
+        acc = make_accountant(a.accountant, **precision_options(a.accountant, target, rtol / 4, {
+            "max_memory": budget["max_memory"], "max_seconds": budget["max_seconds"]}),
+            neighboring=file_acc.neighboring)
+    else:
+        if file_acc.name not in CERTIFYING:
+            fail(f"--spec: the file's accountant ({file_acc.name}) does not certify an upper "
+                  f"bound; give --accountant {' or '.join(CERTIFYING)}")
+        opts = {**doc["accountant"]["options"], "neighboring": file_acc.neighboring}
+        if a.max_memory is not None:
+            opts["max_memory"] = a.max_memory
+        acc = from_dict({**doc, "accountant": {"name": file_acc.name, "options": opts},
+                         "composition": []})
+    for mech, k in file_acc.terms:
+        acc.compose(mech, k)
+    r = calibrate_scale(acc, epsilon=target, delta=delta, rtol=rtol, max_seconds=a.max_seconds)
+    out = {**r.as_dict(), "upper": r.epsilon, "certified": True,
+           "noise_multiplier": None, "sampling_rate": None, "steps": acc.total_count,
+           "spec": a.spec,
+           "note": f"every noise scale of the composition multiplied by scale; epsilon is the "
+                   f"certified upper bound ({r.accountant} accountant) there, meeting the "
+                   f"target {r.target_epsilon:g}; state is the calibrated composition"}
+    if not a.json:
+        scale = up(r.scale)  # shown rounded up: the printed factor still meets the target
+        print(f"scale: {format_value(scale)}  (multiplies every noise scale of {a.spec})")
+        print(format_table([[scale, up(r.epsilon), down(r.lower), r.target_epsilon, r.delta,
+                       r.seconds]],
+                     ["scale", "epsilon (certified)", "lower", "target", "delta",
+                      "seconds"]))
+    return out
+
+
+def run(a) -> dict:
+    from ..dpsgd import calibrate_noise, calibrate_sampling_rate, calibrate_steps
+
+    if a.spec is not None:
+        return _calibrate_spec(a)
+    a.solve_for = a.solve_for or "noise-multiplier"
+    acc = a.accountant or "pld"
+    _calibrate_flags(a)
+    common = {"epsilon": a.epsilon, "delta": a.delta, "accountant": acc,
+              "rtol": DEFAULT_RTOL if a.rtol is None else a.rtol, **budget_kwargs(a)}
+    if a.solve_for == "noise-multiplier":
+        r = calibrate_noise(**setting_args(a, noise=False), **common)
+    elif a.solve_for == "steps":
+        r = calibrate_steps(noise_multiplier=a.noise_multiplier, sampling_rate=a.sampling_rate,
+                            batch_size=a.batch_size, dataset_size=a.dataset_size, **common)
+    else:
+        r = calibrate_sampling_rate(noise_multiplier=a.noise_multiplier, steps=a.steps,
+                                    **common)
+    out = {**r.as_dict(), "upper": r.epsilon, "certified": True,
+           "note": f"epsilon is the certified upper bound ({r.accountant} accountant) at the "
+                   f"calibrated setting; it meets the target {r.target_epsilon:g}"}
+    if not a.json:
+        # noise shown rounded up, a sampling rate down: the printed setting still meets the
+        # target
+        sigma, rate = up(r.noise_multiplier), down(r.sampling_rate)
+        print(f"{a.solve_for}: " + format_value({"noise-multiplier": sigma, "steps": r.steps,
+                                         "sampling-rate": rate}[a.solve_for]))
+        print(format_table([[sigma, rate, r.steps, up(r.epsilon), down(r.lower),
+                       r.target_epsilon, r.delta, r.seconds]],
+                     ["noise_multiplier", "sampling_rate", "steps", "epsilon (certified)",
+                      "lower", "target", "delta", "seconds"]))
+    return out
+
+
+def register(add: Callable[[str, str], argparse.ArgumentParser]) -> dict:
+    """The ``calibrate`` subcommand's parser (from ``add(name, help)``); its handler by name."""
+    s = add("calibrate", "smallest noise (or most steps, or largest rate) meeting (eps, delta)")
+    g = s.add_argument_group("DP-SGD setting (Poisson sampling)")
+    g.add_argument("--sampling-rate", type=number,
+                   help="q in (0, 1]; or --batch-size and --dataset-size (q = B/n)")
+    g.add_argument("--noise-multiplier", type=number, help="sigma (for --solve-for steps/"
+                   "sampling-rate)")
+    g.add_argument("--steps", type=integer, help="number of steps")
+    g.add_argument("--epochs", type=number, help="epochs instead of --steps")
+    g.add_argument("--dataset-size", type=integer, help="n (with --batch-size)")
+    g.add_argument("--batch-size", type=integer, help="B (with --dataset-size)")
+    s.add_argument("--epsilon", type=number, required=True, help="target eps > 0")
+    s.add_argument("--delta", type=number, required=True, help="delta in (0, 1)")
+    s.add_argument("--solve-for", default=None,
+                   choices=["noise-multiplier", "steps", "sampling-rate"],
+                   help="the unknown (default noise-multiplier); do not give it as an option")
+    spec_option(s)
+    s.add_argument("--accountant", choices=["pld", "prv", "rdp"],
+                   help="a certifying accountant (default pld)")
+    s.add_argument("--rtol", type=number,
+                   help=f"relative precision (default {DEFAULT_RTOL:g}); with --spec, of the "
+                        "scale factor (the accountant keeps the file's precision unless "
+                        "--accountant is given)")
+    budget_options(s)
+    return {"calibrate": run}

@@ -1,0 +1,78 @@
+"""``tightdp compare``: every accountant on one DP-SGD setting."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+from .common import (
+    down,
+    format_table,
+    number,
+    result_row,
+    short,
+    status_of,
+    up,
+)
+from .options import (
+    accountant_kwargs,
+    accountant_options,
+    dpsgd_setting_of,
+    mechanism_options,
+    setting_args,
+)
+
+
+def run(a) -> dict:
+    from .. import _validate as v
+    from ..accountants.registry import ACCOUNTANTS, make_accountant
+    from ..dpsgd import dpsgd_epsilon
+
+    head = a.accountant or "pld"
+    delta = v.delta_value("delta", a.delta)
+    setting = dpsgd_setting_of(a)  # a bad setting is an error, not a refusing row
+    q, steps = setting.sampling.sampling_rate, setting.steps
+    # every accountant built first: a bad option is an error, not one refusing row
+    for name in ACCOUNTANTS:
+        make_accountant(name, **accountant_kwargs(a))
+    t_all = time.perf_counter()
+    rows, results = [], []
+    for name in ACCOUNTANTS:
+        t0 = time.perf_counter()
+        try:
+            r = dpsgd_epsilon(**setting_args(a), delta=delta, accountant=name,
+                              **accountant_kwargs(a))
+        except ValueError as err:  # the accountant refuses this setting (or its budget)
+            sec = time.perf_counter() - t0
+            status = "refused: " + short(str(err), 60)
+            results.append({"accountant": name, "epsilon": None, "delta": delta,
+                            "lower": None, "upper": None, "certified": False,
+                            "seconds": sec, "note": str(err), "status": status,
+                            "error": str(err)})
+            rows.append([name, None, None, None, "no", sec, status])
+            continue
+        sec = time.perf_counter() - t0
+        status = status_of(r)
+        results.append({"accountant": name, "epsilon": float(r.epsilon), "delta": delta,
+                        **result_row(r, sec), "status": status})
+        rows.append([name, up(r.epsilon) if r.certified else r.epsilon, down(r.lower),
+                     up(r.upper), "yes" if r.certified else "no", sec, status])
+    if not a.json:
+        print(f"eps at delta={delta:g}: q={q}, sigma={a.noise_multiplier}, steps={steps}")
+        print(format_table(rows, ["accountant", "epsilon", "lower", "upper", "certified",
+                            "seconds", "notes"]))
+    headline = next(row for row in results if row["accountant"] == head)
+    return {**headline, "steps": steps, "sampling_rate": q,
+            "noise_multiplier": a.noise_multiplier, "sampling": a.sampling,
+            "total_seconds": time.perf_counter() - t_all, "results": results}
+
+
+def register(add: Callable[[str, str], argparse.ArgumentParser]) -> dict:
+    """The ``compare`` subcommand's parser (from ``add(name, help)``); its handler by name."""
+    s = add("compare", "every accountant on one setting: value, bracket, certified, time")
+    mechanism_options(s)
+    s.add_argument("--delta", type=number, required=True, help="delta in (0, 1)")
+    accountant_options(s, "the headline row of the JSON output (default pld); every "
+                           "accountant runs, each with its own options")
+    return {"compare": run}
