@@ -190,7 +190,7 @@ def secant_walk(fn: Callable[[float], float], level: float, x0: float, slope0: f
     return x
 
 
-def grow_until(bad: Callable[[np.ndarray], np.ndarray], x, factor: float = 2.0, *,
+def grow_until(bad: Callable, x, factor: float = 2.0, *,
                limit: float | None = None, cap: float | None = None, max_iter: int = 2000,
                what: str = "the root"):
     """Multiply ``x`` by ``factor`` (elementwise, only where ``bad(x)`` holds) until ``bad``
@@ -217,7 +217,7 @@ def grow_until(bad: Callable[[np.ndarray], np.ndarray], x, factor: float = 2.0, 
                        float(np.max(x) if factor > 1 else np.min(x)))
 
 
-def bisect(go_right: Callable[[np.ndarray], np.ndarray], lo, hi, *, keep: str,
+def bisect(go_right: Callable, lo, hi, *, keep: str,
            xtol: float, floor: float = 1.0, iters: int = 80):
     """Bisection of a monotone predicate, elementwise over arrays: ``go_right(m)`` True means
     the root lies above ``m`` (``lo = m``), else below (``hi = m``). The invariant of the
