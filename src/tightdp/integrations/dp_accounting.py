@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -68,7 +69,10 @@ from ..results import DeltaResult, EpsilonResult
 __all__ = ["from_dp_event", "DpEventComposition", "TightdpAccountant", "ZCDP",
            "UnsupportedDpEventError", "NeighboringRelation"]
 
-NeighboringRelation = _pa.NeighboringRelation
+if TYPE_CHECKING:
+    from dp_accounting.privacy_accountant import NeighboringRelation
+else:
+    NeighboringRelation = _pa.NeighboringRelation
 _ADD_REMOVE = NeighboringRelation.ADD_OR_REMOVE_ONE
 _REPLACE = NeighboringRelation.REPLACE_ONE
 _SPECIAL = NeighboringRelation.REPLACE_SPECIAL
@@ -290,7 +294,7 @@ def _convert_leaf(event, count: int, rel: NeighboringRelation, rdp_ok: bool,
         return
     if isinstance(event, _ev.DiscreteLaplaceDpEvent):
         a = _positive_or_zero(event, "noise_parameter", event.noise_parameter)
-        c = event.sensitivity
+        c: Any = event.sensitivity
         if isinstance(c, bool) or not float(c).is_integer() or c < 0:
             raise _Refused(event, f"DiscreteLaplaceDpEvent.sensitivity must be a whole number "
                                   f">= 0, got {c!r}")
@@ -308,7 +312,7 @@ def _convert_leaf(event, count: int, rel: NeighboringRelation, rdp_ok: bool,
                                   f"number >= 1, got {k!r}")
         if k == 1:
             return  # one bucket: the output is constant
-        p = _positive_or_zero(event, "noise_parameter", event.noise_parameter)
+        p: Any = _positive_or_zero(event, "noise_parameter", event.noise_parameter)
         if p > 1.0:
             raise _Refused(event, f"RandomizedResponseDpEvent.noise_parameter must be in "
                                   f"[0, 1], got {p!r}")
