@@ -484,8 +484,8 @@ class PRVAccountant(Accountant):
         check_bracket(lo, up, "delta at the eps asked", self.name)
         info["seconds"] = time.perf_counter() - t0
         if scalar:
-            return DeltaResult(float(up[0]), eps, float(lo[0]), float(up[0]), self.name, True,
-                               estimate=float(est[0]), details=info)
+            return DeltaResult(float(up[0]), eps, float(lo[0]), float(up[0]), self.name,
+                               certified=True, estimate=float(est[0]), details=info)
         return DeltaResult(up, eps, lo, up, self.name, True, estimate=est, details=info)
 
 
