@@ -203,3 +203,204 @@ def test_tests_benchmarks_and_examples_import_public_names():
             bad += [f"{f.name}:{node.lineno} imports {a.name} from {node.module}"
                     for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
     assert files and not bad, "private imports outside the package:\n" + "\n".join(bad)
+
+
+# ------------------------------------------------------------------------------------------
+# House limits (CONTRIBUTING.md): module and function sizes, positional parameters, bare
+# positional booleans, no reaching into another module's private attributes. Each allowlist
+# holds today's violations, one entry per module or function with its reason; an entry must
+# be removed when its module is fixed (the test fails on an entry that no longer violates,
+# so the lists only shrink).
+# ------------------------------------------------------------------------------------------
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
+MAX_POSITIONAL = 7
+SPLIT = "being split by issue 31"
+
+BIG_MODULES = {
+    "individual/spa_individual.py": SPLIT, "cli.py": SPLIT, "curves/saddle.py": SPLIT,
+    "individual/plancherel.py": SPLIT, "pld/compose.py": SPLIT, "accountants/spa.py": SPLIT,
+    "accountants/pld.py": SPLIT, "pld/discretize.py": SPLIT, "losses/cgf.py": SPLIT,
+    "accountants/fft.py": SPLIT, "_numerics.py": SPLIT, "state.py": SPLIT,
+}
+BIG_FUNCTIONS = {
+    "accountants/pld.py::PLDAccountant._epsilon_of": SPLIT,
+    "accountants/pld.py::PLDAccountant._delta_of": SPLIT,
+    "accountants/spa.py::SaddlePointAccountant._eps_dirs": SPLIT,
+    "cli.py::build_parser": SPLIT,
+    "curves/saddle.py::solve_tilt": SPLIT,
+    "dpsgd/group.py::group_conversion_epsilon": SPLIT,
+    "individual/plancherel.py::Direction.__init__": SPLIT,
+    "individual/pld_individual.py::IndividualPLDAccountant._rounds": SPLIT,
+    "individual/spa_individual.py::_Solver.bracket": SPLIT,
+    "individual/spa_individual.py::_Solver.rma_brackets": SPLIT,
+    "individual/spa_individual.py::_Solver._newton": SPLIT,
+    "individual/spa_individual.py::spa_block": SPLIT,
+    "integrations/dp_accounting.py::_convert_leaf": SPLIT,
+    "pld/discretize.py::_lowered_chords": SPLIT,
+    "sweep.py::sweep": SPLIT,
+}
+MANY_POSITIONAL = {
+    "curves/saddle.py::solve_tilt": SPLIT,
+    "individual/pld_blocks.py::evaluate": SPLIT,
+    "individual/spa_individual.py::_Solver.solve": SPLIT,
+}
+#: module -> (most bare positional booleans it may still have, reason)
+BARE_BOOLEANS = {
+    "accountants/prv.py": (22, SPLIT), "accountants/pld.py": (10, SPLIT),
+    "accountants/spa.py": (8, SPLIT), "integrations/dp_accounting.py": (8, SPLIT),
+    "individual/filters.py": (6, SPLIT), "pld/spectral.py": (5, SPLIT),
+    "accountants/fft.py": (4, SPLIT), "accountants/gdp.py": (4, SPLIT),
+    "accountants/rdp.py": (4, SPLIT), "cli.py": (4, SPLIT), "losses/mixture.py": (4, SPLIT),
+    "pld/compose.py": (4, SPLIT), "losses/cgf.py": (3, SPLIT),
+    "individual/pld_individual.py": (2, SPLIT), "individual/spa_individual.py": (2, SPLIT),
+    "pld/discretize.py": (2, SPLIT), "plotting.py": (2, SPLIT), "sweep.py": (2, SPLIT),
+    "dpsgd/group.py": (1, SPLIT), "integrations/opacus.py": (1, SPLIT),
+}
+#: (module, private attribute of another module's class it reaches into) -> reason
+PRIVATE_REACH = {
+    ("individual/blocks.py", "_counts"): SPLIT, ("individual/blocks.py", "_buf"): SPLIT,
+    ("individual/blocks.py", "_nbuf"): SPLIT,
+    ("individual/pld_individual.py", "_log_abs"): SPLIT,
+    ("individual/recording.py", "_set_setting"): SPLIT,
+}
+
+
+def _rel(path: pathlib.Path) -> str:
+    return path.relative_to(SRC).as_posix()
+
+
+def _functions(tree: ast.AST) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """(qualified name, node) of every function and method, nested ones included."""
+    out = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                out.append((prefix + child.name, child))
+                visit(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+    return out
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_names(tree: ast.AST) -> set[str]:
+    """The private names a module defines: attributes and methods of its classes
+    (``self._x = ...``, ``_x = ...`` or ``def _x`` in a class body), and its module-level
+    private functions, classes and variables."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef):
+                    out.add(sub.name)
+                elif (isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store)
+                      and isinstance(sub.value, ast.Name) and sub.value.id in ("self", "cls")):
+                    out.add(sub.attr)
+                elif isinstance(sub, ast.Assign | ast.AnnAssign):
+                    targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+                    out.update(t.id for t in targets if isinstance(t, ast.Name))
+    for node in getattr(tree, "body", []):
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            out.add(node.name)
+        elif isinstance(node, ast.Assign):
+            out.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return {n for n in out if _is_private(n)}
+
+
+def _own_object(node: ast.expr) -> bool:
+    """``self``, ``cls``, ``super()`` or ``type(self)``: an object's access to its own
+    attributes (inherited ones included)."""
+    if isinstance(node, ast.Name):
+        return node.id in ("self", "cls")
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in ("super", "type"))
+
+
+def _house(files: dict[str, pathlib.Path]) -> dict[str, dict]:
+    """Today's violations of the house limits in ``files`` (relative path -> file)."""
+    trees = {rel: ast.parse(f.read_text()) for rel, f in files.items()}
+    defined = {rel: _private_names(t) for rel, t in trees.items()}
+    anywhere = set().union(*defined.values()) if defined else set()
+    found: dict[str, dict] = {"modules": {}, "functions": {}, "positional": {}, "booleans": {},
+                              "private": {}}
+    for rel, tree in trees.items():
+        n = len(files[rel].read_text().splitlines())
+        if n > MAX_MODULE_LINES:
+            found["modules"][rel] = n
+        for qual, fn in _functions(tree):
+            size = fn.end_lineno - fn.lineno + 1
+            if size > MAX_FUNCTION_LINES:
+                found["functions"][f"{rel}::{qual}"] = size
+            pos = [a.arg for a in fn.args.posonlyargs + fn.args.args
+                   if a.arg not in ("self", "cls")]
+            if len(pos) > MAX_POSITIONAL and not fn.name.startswith("_"):
+                found["positional"][f"{rel}::{qual}"] = len(pos)
+        bools = sum(isinstance(a, ast.Constant) and isinstance(a.value, bool)
+                    for node in ast.walk(tree) if isinstance(node, ast.Call) for a in node.args)
+        if bools:
+            found["booleans"][rel] = bools
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and _is_private(node.attr)
+                    and not _own_object(node.value) and node.attr not in defined[rel]
+                    and node.attr in anywhere):
+                found["private"].setdefault((rel, node.attr), node.lineno)
+    return found
+
+
+HOUSE = {"modules": BIG_MODULES, "functions": BIG_FUNCTIONS, "positional": MANY_POSITIONAL,
+         "booleans": BARE_BOOLEANS, "private": PRIVATE_REACH}
+WHAT = {"modules": f"modules over {MAX_MODULE_LINES} lines",
+        "functions": f"functions over {MAX_FUNCTION_LINES} lines",
+        "positional": f"public functions with more than {MAX_POSITIONAL} positional parameters",
+        "booleans": "bare positional True/False in calls (make the flag keyword-only)",
+        "private": "attributes private to another module's class or module, reached into"}
+
+
+@pytest.mark.parametrize("rule", sorted(HOUSE))
+def test_house_limits(rule):
+    """No new violation of a house limit, and no allowlisted entry that no longer violates
+    (remove it: the allowlists only shrink)."""
+    files = {_rel(f): f for f in sorted(SRC.rglob("*.py"))}
+    found = _house(files)[rule]
+    allowed = HOUSE[rule]
+    if rule == "booleans":
+        new = {k: v for k, v in found.items() if v > allowed.get(k, (0, ""))[0]}
+    else:
+        new = {k: v for k, v in found.items() if k not in allowed}
+    stale = sorted(str(k) for k in allowed if k not in found)
+    assert not new, f"new {WHAT[rule]} (fix them; see CONTRIBUTING.md):\n" + "\n".join(
+        f"  {k}: {v}" for k, v in sorted(new.items(), key=str))
+    assert not stale, (f"allowlisted {WHAT[rule]} that no longer violate: remove them from "
+                       "the allowlist in tests/test_architecture.py:\n  " + "\n  ".join(stale))
+    for entry in allowed.values():  # every entry says why it is there
+        assert (entry[1] if isinstance(entry, tuple) else entry).strip()
+
+
+def test_house_checks_can_fail(tmp_path):
+    """The house walkers see what they must, planted in two small modules."""
+    a = tmp_path / "a.py"
+    b = tmp_path / "b.py"
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    a.write_text(f"def long(p1, p2, p3, p4, p5, p6, p7, p8):\n{body}\n    f(True)\n"
+                 + "\n" * MAX_MODULE_LINES)
+    b.write_text("class C:\n    def __init__(self):\n        self._x = 1\n"
+                 "    def own(self):\n        return self._x\n"
+                 "def peek(c):\n    return c._x, c.__dict__\n"
+                 "def other(a):\n    return a._y\n")
+    found = _house({"a.py": a, "b.py": b})
+    assert found["modules"] == {"a.py": MAX_MODULE_LINES + MAX_FUNCTION_LINES + 2}
+    assert found["functions"] == {"a.py::long": MAX_FUNCTION_LINES + 2}
+    assert found["positional"] == {"a.py::long": 8}
+    assert found["booleans"] == {"a.py": 1}
+    assert found["private"] == {}  # b reads its own class's _x; a._y is defined nowhere
+    a.write_text("from b import C\ndef peek(c: C):\n    c._x = 2\n")
+    assert _house({"a.py": a, "b.py": b})["private"] == {("a.py", "_x"): 3}

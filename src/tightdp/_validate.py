@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import math
 import numbers
+from typing import SupportsInt, cast
 
 import numpy as np
 
@@ -82,7 +83,7 @@ def count(name: str, value: object, *, minimum: int = 0) -> int:
         n = int(value)
     elif isinstance(value, numbers.Real | np.floating) and not math.isnan(float(value)) \
             and float(value).is_integer():
-        n = int(value)
+        n = int(cast(SupportsInt, value))
     else:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     if n < minimum:

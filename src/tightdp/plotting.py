@@ -9,6 +9,7 @@ import numpy as np
 
 from .accountants.base import Accountant
 from .accountants.registry import make_accountant
+from .mechanisms.base import Mechanism
 
 __all__ = ["plot_privacy_curve", "plot_tradeoff", "plot_epsilon_vs_steps", "tradeoff_curve",
            "pyplot"]
@@ -84,7 +85,7 @@ def plot_tradeoff(accountant: Accountant, ax=None, label: str | None = None):
     return ax
 
 
-def plot_epsilon_vs_steps(mechanism_factory: Callable[[], object], steps: Sequence[int],
+def plot_epsilon_vs_steps(mechanism_factory: Callable[[], Mechanism], steps: Sequence[int],
                           delta: float, accountants: Sequence[str] = ("pld", "rdp"), ax=None,
                           **options):
     """eps(delta) against the number of steps, one line per accountant (with the certified
@@ -94,7 +95,8 @@ def plot_epsilon_vs_steps(mechanism_factory: Callable[[], object], steps: Sequen
         _, ax = plt.subplots(figsize=(6, 4))
     steps = list(steps)
     for name in accountants:
-        ups, los = [], []
+        ups: list = []
+        los: list = []
         for t in steps:
             acc = make_accountant(name, **options).compose(mechanism_factory(), t)
             r = acc.epsilon(delta)

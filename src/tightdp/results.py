@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -145,7 +147,10 @@ _ANSWER_FIELDS = (
 )
 
 
-def _answer(value: str, at: str):
+_R = TypeVar("_R")
+
+
+def _answer(value: str, at: str) -> Callable[[type[_R]], type[_R]]:
     """Make the decorated class a dataclass answering ``value`` at ``at``: fields ``value``,
     ``at`` (positional, in that order), then :data:`_ANSWER_FIELDS`; ``float(result)`` is the
     single ``value`` of a one-query result."""
@@ -184,8 +189,46 @@ class EpsilonResult(Result):
     ``estimate`` (None), ``note`` (""), ``details`` ({}).
     """
 
+    if TYPE_CHECKING:  # the fields :func:`_answer` makes, spelled out for the type checker
+        epsilon: float | np.ndarray
+        delta: float | np.ndarray
+        lower: float | np.ndarray | None
+        upper: float | np.ndarray | None
+        accountant: str
+        certified: bool
+        estimate: float | np.ndarray | None
+        note: str
+        details: dict
+
+        def __init__(self, epsilon: float | np.ndarray, delta: float | np.ndarray,
+                     lower: float | np.ndarray | None, upper: float | np.ndarray | None,
+                     accountant: str, certified: bool,
+                     estimate: float | np.ndarray | None = None, note: str = "",
+                     details: dict | None = None) -> None: ...
+
+        def __float__(self) -> float: ...
+
 
 @_answer("delta", "epsilon")
 class DeltaResult(Result):
     """delta at one or many epsilons (arrays when epsilon was an array, or per example);
     fields as in :class:`EpsilonResult` (``delta`` first, then ``epsilon``)."""
+
+    if TYPE_CHECKING:  # the fields :func:`_answer` makes, spelled out for the type checker
+        delta: float | np.ndarray
+        epsilon: float | np.ndarray
+        lower: float | np.ndarray | None
+        upper: float | np.ndarray | None
+        accountant: str
+        certified: bool
+        estimate: float | np.ndarray | None
+        note: str
+        details: dict
+
+        def __init__(self, delta: float | np.ndarray, epsilon: float | np.ndarray,
+                     lower: float | np.ndarray | None, upper: float | np.ndarray | None,
+                     accountant: str, certified: bool,
+                     estimate: float | np.ndarray | None = None, note: str = "",
+                     details: dict | None = None) -> None: ...
+
+        def __float__(self) -> float: ...

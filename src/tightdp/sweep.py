@@ -35,7 +35,8 @@ import itertools
 import json
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, cast
 
 from . import _validate as v
 from . import dpsgd
@@ -73,11 +74,12 @@ RESULT_COLUMNS = ("answer", "lower", "upper", "estimate", "certified", "converge
 #: the most rows one Dask task runs
 MAX_BATCH = 16
 
-_SOLVE_FOR = {"noise_multiplier": dpsgd.calibrate_noise, "steps": dpsgd.calibrate_steps,
-              "sampling_rate": dpsgd.calibrate_sampling_rate}
+_SOLVE_FOR: dict[str, Callable[..., Any]] = {
+    "noise_multiplier": dpsgd.calibrate_noise, "steps": dpsgd.calibrate_steps,
+    "sampling_rate": dpsgd.calibrate_sampling_rate}
 _DOOR_SOLVES = {"calibrate_noise": "noise_multiplier", "calibrate_steps": "steps",
                 "calibrate_sampling_rate": "sampling_rate"}
-_DOORS = {"epsilon": dpsgd.dpsgd_epsilon, "delta": dpsgd.dpsgd_delta,
+_DOORS: dict[str, Callable[..., Any]] = {"epsilon": dpsgd.dpsgd_epsilon, "delta": dpsgd.dpsgd_delta,
           "group": dpsgd.group_epsilon}
 _SETTING = ("sampling_rate", "noise_multiplier", "steps", "epochs", "batch_size",
             "dataset_size", "sampling")
@@ -181,8 +183,8 @@ def _check_values(query: str, solve_for: str | None, accountant: str, row: dict)
     delta, epsilon, group size, the accountant and its options, the budget)."""
     setting = {k: row[k] for k in _SETTING if k in row}
     if query == "calibrate":  # the unknown (left out) at a placeholder: the rest is checked
-        setting[solve_for] = {"noise_multiplier": 1.0, "steps": 0, "sampling_rate": 1.0}[
-            solve_for]
+        unknown = cast(str, solve_for)  # a calibration names what it solves for
+        setting[unknown] = {"noise_multiplier": 1.0, "steps": 0, "sampling_rate": 1.0}[unknown]
     s = dpsgd_setting(**setting)
     if "delta" in row:
         v.delta_value("delta", row["delta"])
@@ -441,14 +443,14 @@ def _execute(plans: list[tuple[int, str, dict]], shown: list[dict], columns: tup
     done: list[dict | None] = [None] * len(plans)
     f = None if out is None else open(out, "w", newline="", encoding="utf-8")
     try:
-        lines = None if f is None else _Lines(f, columns, fmt)
+        lines = None if f is None else _Lines(f, columns, cast(str, fmt))  # fmt: out's
 
         def record(i: int, result: dict) -> None:
             row = {**shown[i], **{k: x for k, x in result.items() if x is not None}}
-            done[i] = {k: row.get(k) for k in columns}
+            done[i] = kept = {k: row.get(k) for k in columns}
             if lines is not None:
-                lines.write(done[i])
-                f.flush()
+                lines.write(kept)
+                lines.f.flush()
 
         with progress_bar(total=len(plans), desc="sweep", unit="setting",
                           enabled=progress) as bar:
@@ -510,7 +512,7 @@ def _finished(done: list[dict | None], columns: tuple, out, fmt) -> SweepTable:
                            "bug in tightdp")
     table = SweepTable(rows, columns)
     if out is not None:
-        _write(out, columns, rows, fmt)
+        _write(out, columns, rows, cast(str, fmt))
     return table
 
 

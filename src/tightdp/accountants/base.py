@@ -4,6 +4,7 @@ number or an array) and the composition bookkeeping."""
 from __future__ import annotations
 
 import math
+from typing import TypeVar, cast
 
 import numpy as np
 
@@ -50,7 +51,8 @@ def _stack_results(results: list[EpsilonResult], shape: tuple) -> EpsilonResult:
         keys.update(dict.fromkeys(r.details))
     notes = list(dict.fromkeys(r.note for r in results if r.note))
     return EpsilonResult(
-        _stack([r.epsilon for r in results], shape), _stack([r.delta for r in results], shape),
+        cast(np.ndarray, _stack([r.epsilon for r in results], shape)),
+        cast(np.ndarray, _stack([r.delta for r in results], shape)),
         _stack([r.lower for r in results], shape), _stack([r.upper for r in results], shape),
         results[0].accountant, all(r.certified for r in results),
         estimate=_stack([r.estimate for r in results], shape), note="; ".join(notes),
@@ -135,6 +137,9 @@ class Queries:
                                   "delta(epsilon)")
 
 
+_A = TypeVar("_A", bound="Accountant")
+
+
 class Accountant(Queries):
     """Base of every accountant: ``compose(mechanism, count=1)``, ``delta(epsilon)``,
     ``epsilon(delta)`` (each of a number or an array, see :class:`Queries`). Composition only
@@ -169,7 +174,7 @@ class Accountant(Queries):
         state["_cache"] = {}
         return state
 
-    def compose(self, mechanism: Mechanism, count: int = 1) -> Accountant:
+    def compose(self: _A, mechanism: Mechanism, count: int = 1) -> _A:
         """Record ``count`` sequential applications of ``mechanism``; returns self."""
         if not isinstance(mechanism, Mechanism):
             raise ValueError(f"mechanism must be a tightdp Mechanism, got {mechanism!r}")

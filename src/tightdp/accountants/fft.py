@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import numpy as np
 from scipy.fft import next_fast_len
@@ -179,6 +180,7 @@ class _Curve:
             return (d.reshape(eps.shape) + self.inf_mass, dd.reshape(eps.shape))
         if self.s0 is None:
             self._suffix()
+        assert self.s0 is not None  # set by _suffix
         with np.errstate(over="ignore"):
             e = np.exp(np.minimum(eps, 700.0))
         tail = e * self.s1[idx]
@@ -326,7 +328,8 @@ class FFTAccountant(Accountant):
                ) -> tuple[np.ndarray, np.ndarray]:
         """delta(eps) (5.2) and its derivative (5.3): the maximum over the directions
         ``dirs`` (default all composed directions)."""
-        best, slope = None, None
+        best: Any = None
+        slope: Any = None
         for direction in self._directions() if dirs is None else dirs:
             dl, dd = self._curve(direction, L, n).delta(eps)
             if best is None:
@@ -590,8 +593,9 @@ class FFTAccountant(Accountant):
         Sec. 7.2): (7.3) where every term is a Poisson-subsampled Gaussian, and the Chernoff
         bound ``min_lam exp(sum_i k_i K_i(lam) - lam L)`` for every mechanism."""
         out: dict = {}
-        pois = [(m, k) for m, k in self.terms if isinstance(m, PoissonSubsampled)
-                and isinstance(m.base, Gaussian) and m.q < 1]
+        pois: list[tuple[Any, int]] = [(m, k) for m, k in self.terms
+                                       if isinstance(m, PoissonSubsampled)
+                                       and isinstance(m.base, Gaussian) and m.q < 1]
         if len(pois) == len(self.terms):
             lam = L / 2.0
             log73 = sum(k * m.q ** 2 * (lam + 1.0) * lam
@@ -747,8 +751,8 @@ class FFTAccountant(Accountant):
                                 "points; set error_estimate=False or use the pld accountant")
             dirs2 = None
             if math.isfinite(eps):
-                d1 = self._delta(np.asarray([eps]), L, n)[0]
-                dirs2 = self._dirs_2n(np.asarray([eps]), d1, L, n)
+                d1_row = self._delta(np.asarray([eps]), L, n)[0]
+                dirs2 = self._dirs_2n(np.asarray([eps]), d1_row, L, n)
             eps2, _, _ = self._newton(delta, L, 2 * n, dirs2)
             eps_err = 2.0 * abs(eps - eps2) if math.isfinite(eps) and math.isfinite(eps2) \
                 else math.inf

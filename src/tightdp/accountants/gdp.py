@@ -11,6 +11,7 @@ that can under-report the privacy loss.
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 import numpy as np
 
@@ -53,7 +54,7 @@ class GDPAccountant(Accountant):
     def _mu(self) -> tuple[float, bool]:
         tot, exact = 0.0, True
         for mech, k in self.terms:
-            m, ex = mech.gdp()
+            m, ex = cast(Any, mech).gdp()  # supports() checked it has one
             tot += k * m * m
             exact = exact and ex
         return math.sqrt(tot), exact
@@ -88,7 +89,8 @@ class GDPAccountant(Accountant):
         e = v.eps_values("eps", eps)
         mu, exact = self._mu()
         if mu == 0:
-            d = np.where(e >= 0, 0.0, -np.expm1(e))  # identical pair: delta(eps) = (1-e^eps)_+
+            # identical pair: delta(eps) = (1-e^eps)_+
+            d: float | np.ndarray = np.where(e >= 0, 0.0, -np.expm1(e))
             d = float(d) if e.ndim == 0 else d
         else:
             d = gdp_delta(mu, e)

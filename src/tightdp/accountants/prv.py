@@ -305,7 +305,7 @@ class PRVAccountant(Accountant):
         return self._cache[key]
 
     def _composed_for(self, delta_error: float, t: float, direction: int, eps: float
-                      ) -> tuple[ComposedPLD, dict]:
+                      ) -> tuple[ComposedPLD | SpectralPLD, dict]:
         """Composition tilted towards ``eps`` (untilted when the curve there is large enough
         for the FFT's rounding not to matter)."""
         lam = self._log_mgf(delta_error, t, direction).searcher().tilt_to_mean(eps)
@@ -326,7 +326,7 @@ class PRVAccountant(Accountant):
         return self._cache[key]
 
     # --- queries ---------------------------------------------------------------------------
-    def _first_at_most(self, c: ComposedPLD, target: float) -> int:
+    def _first_at_most(self, c: ComposedPLD, target: float) -> tuple[int, int]:
         """The first window index ``i >= i0`` (``i0`` the last grid point below 0) at which
         the engine's upper bound on the composed curve is ``<= target``, or the window's
         size if there is none: a bisection over the grid, the upper bound being
@@ -354,7 +354,7 @@ class PRVAccountant(Accountant):
             self._cache[key] = (i0, i)
         return self._cache[key]
 
-    def _invert(self, c: ComposedPLD, target: float, upper: bool, exact: bool = False
+    def _invert(self, c: ComposedPLD | SpectralPLD, target: float, upper: bool, exact: bool = False
                 ) -> float:
         """eps at which the engine's bound on the composed curve crosses ``target``, from
         the bound at a few grid points (:meth:`ComposedPLD.grid_bound`).
@@ -541,7 +541,8 @@ class PRVAccountant(Accountant):
         check_bracket(lo, up, "delta at the eps asked", self.name)
         info["seconds"] = time.perf_counter() - t0
         if scalar:
-            up, lo, est = float(up[0]), float(lo[0]), float(est[0])
+            return DeltaResult(float(up[0]), eps, float(lo[0]), float(up[0]), self.name,
+                               certified=True, estimate=float(est[0]), details=info)
         return DeltaResult(up, eps, lo, up, self.name, True, estimate=est, details=info)
 
 

@@ -10,6 +10,8 @@ bound); under add/remove adjacency every supplied curve bounds both directions.
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 
 from .. import _validate as v
@@ -75,7 +77,7 @@ class RDPAccountant(Accountant):
         if key not in self._cache:
             tot = np.zeros_like(self.orders)
             for mech, k in self.terms:
-                tot = tot + k * np.asarray(mech.rdp(self.orders), dtype=float)
+                tot = tot + k * np.asarray(cast(Any, mech).rdp(self.orders), dtype=float)
             self._cache[key] = tot
         return self._cache[key]
 
@@ -98,6 +100,8 @@ class RDPAccountant(Accountant):
         if not self.terms:
             z = 0.0 if e.ndim == 0 else np.zeros_like(e)
             return DeltaResult(z, eps, None, z, self.name, True, estimate=z)
+        d: float | np.ndarray  # floats for a scalar eps
+        order: float | np.ndarray
         d, order = delta_from_rdp(self.orders, self.rdp, e)
         if e.ndim == 0:
             d, order = float(d), float(order)

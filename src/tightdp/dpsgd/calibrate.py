@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import cast
 
 from .. import _validate as v
 from .._defaults import DEFAULT_RTOL
@@ -255,7 +256,7 @@ def _steps_search(query: _Queries, max_steps: int) -> tuple[int, int]:
         if query.meets(max_steps):
             return max_steps, max_steps
         hi = max_steps
-    return bisect_int(query.meets, lo, hi)
+    return bisect_int(query.meets, cast(int, lo), cast(int, hi))  # counts: integers
 
 
 def calibrate_sampling_rate(*, epsilon: float, delta: float, noise_multiplier: float,

@@ -42,6 +42,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 from scipy.special import logsumexp
@@ -475,6 +476,11 @@ def _float_or_none(x) -> float | None:
     return None if x is None else float(x)
 
 
+def _bound(x: float | np.ndarray | None) -> float:
+    """The PLD accountant's upper bound of a one-delta answer (always given), as a float."""
+    return float(cast(float, x))
+
+
 def _group_result(setting: DPSGDSetting, k: int, delta: float, rtol: float, mem: int,
                   sec: float, baselines: bool, conversion: bool, refine_conversion: bool,
                   example: _ExampleLevel) -> GroupResult:
@@ -491,13 +497,13 @@ def _group_result(setting: DPSGDSetting, k: int, delta: float, rtol: float, mem:
     ex_eps = ex_lo = lin = conv = conv_e = conv_d = None
     if baselines:
         if k == 1 or steps == 0:
-            ex_eps, ex_lo = float(r.upper), _float_or_none(r.lower)
+            ex_eps, ex_lo = _bound(r.upper), _float_or_none(r.lower)
             if conversion:
-                conv, conv_e, conv_d = float(r.upper), float(r.upper), delta
+                conv, conv_e, conv_d = _bound(r.upper), _bound(r.upper), delta
         else:
             acc1 = example.accountant()
             r1 = acc1.epsilon(delta)
-            ex_eps, ex_lo = float(r1.upper), _float_or_none(r1.lower)
+            ex_eps, ex_lo = _bound(r1.upper), _float_or_none(r1.lower)
             details["example"] = r1.details
         if conversion and k > 1 and steps > 0:
             conv, conv_e, conv_d, cinfo = group_conversion_epsilon(
@@ -509,8 +515,8 @@ def _group_result(setting: DPSGDSetting, k: int, delta: float, rtol: float, mem:
                              "eps at the needed delta1 could not be certified)")
         lin = k * ex_eps
     return GroupResult(
-        epsilon=float(r.upper), delta=delta, lower=_float_or_none(r.lower),
-        upper=float(r.upper),
+        epsilon=_bound(r.upper), delta=delta, lower=_float_or_none(r.lower),
+        upper=_bound(r.upper),
         group_size=k, noise_multiplier=sigma, steps=steps, sampling=samp.kind,
         sampling_rate=samp.sampling_rate if samp.kind == "poisson" else None,
         batch_size=samp.batch_size, dataset_size=samp.dataset_size, example_epsilon=ex_eps,

@@ -49,6 +49,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import cast
 
 import numpy as np
 
@@ -104,6 +105,10 @@ class Sampling:
         (without_replacement, with_replacement)."""
         return "add_or_remove_one" if self.adjacency == "add_remove" else "replace_one"
 
+    def _sizes(self) -> tuple[int, int]:
+        """``(batch_size, dataset_size)`` of a sampling given by its sizes (both set then)."""
+        return cast(int, self.batch_size), cast(int, self.dataset_size)
+
     def mechanism(self, noise_multiplier: float) -> Mechanism:
         """The mechanism of one round with noise multiplier ``noise_multiplier`` (see the
         module docstring for each sampling and its reference)."""
@@ -112,11 +117,11 @@ class Sampling:
             return PoissonSubsampled(Gaussian(sigma), self.sampling_rate)
         if self.kind == "fixed_batch":
             # Ganesh 2024, Thm 3.3, k = 1: sensitivity 2 w.p. Hypergeom(B, n + 1, 1)(1)
-            return PoissonSubsampled(Gaussian(sigma, 2.0),
-                                     self.batch_size / (self.dataset_size + 1))
+            b, n = self._sizes()
+            return PoissonSubsampled(Gaussian(sigma, 2.0), b / (n + 1))
         if self.kind == "without_replacement":
             return SampledWithoutReplacement(Gaussian(sigma), self.sampling_rate)
-        return SampledWithReplacement(Gaussian(sigma), self.batch_size, self.dataset_size)
+        return SampledWithReplacement(Gaussian(sigma), *self._sizes())
 
     def sensitivity_distribution(self, group_size: int) -> tuple[np.ndarray, np.ndarray]:
         """Sensitivities and probabilities of the mixture of Gaussians dominating one round
@@ -131,7 +136,7 @@ class Sampling:
         if self.kind not in ("poisson", "fixed_batch"):
             raise ValueError(f"sampling must be poisson or fixed_batch for group privacy, got "
                              f"{self.kind!r}")
-        if self.kind == "fixed_batch" and k > self.batch_size:
+        if self.kind == "fixed_batch" and k > self._sizes()[0]:
             raise ValueError(f"group_size must be in [1, batch_size={self.batch_size}] for "
                              f"fixed-batch sampling, got {group_size!r}")
         from scipy.stats import binom, hypergeom  # lazy: scipy.stats takes ~0.3 s to import
@@ -142,7 +147,8 @@ class Sampling:
             c = j.astype(float)
         else:
             # scipy's hypergeom(M, n, N): M population, n marked, N draws
-            p = hypergeom.pmf(j, self.dataset_size + k, k, self.batch_size)
+            b, n = self._sizes()
+            p = hypergeom.pmf(j, n + k, k, b)
             c = 2.0 * j
         keep = p > 0
         return c[keep], p[keep]
@@ -161,7 +167,7 @@ class Sampling:
             return {"kind": "poisson_subsampled_gaussian", "q": self.sampling_rate,
                     "sigma": sigma, "sensitivity": 1.0}
         if self.kind == "fixed_batch":
-            b, n = self.batch_size, self.dataset_size
+            b, n = self._sizes()
             return {"kind": "mixture_of_gaussians", "standard_deviation": sigma,
                     "sensitivities": [0.0, 2.0], "probabilities": [1 - b / (n + 1), b / (n + 1)],
                     "batch_size": b, "dataset_size": n}
@@ -217,7 +223,8 @@ def steps_of_epochs(epochs: float, sampling: Sampling) -> int:
     just below their values, and ``3 / 0.3`` is 10 rounds, not 11."""
     e = v.positive("epochs", epochs)
     if sampling.batch_size is not None:
-        return math.ceil(Fraction(e) * sampling.dataset_size / sampling.batch_size)
+        b, n = sampling._sizes()
+        return math.ceil(Fraction(e) * n / b)
     exact = Fraction(e) / Fraction(sampling.sampling_rate)
     below = math.floor(exact)
     return below if exact - below <= RATIO_RTOL * exact else below + 1
@@ -299,4 +306,5 @@ def dpsgd_setting(*, noise_multiplier: float, steps: int | None = None,
         raise ValueError("steps is required (an integer >= 0), or epochs (a number > 0)")
     if steps is not None:
         return DPSGDSetting(samp, sigma, v.count("steps", steps, minimum=0))
-    return DPSGDSetting(samp, sigma, steps_of_epochs(epochs, samp), float(epochs))
+    e = cast(float, epochs)  # not None: checked above
+    return DPSGDSetting(samp, sigma, steps_of_epochs(e, samp), float(e))

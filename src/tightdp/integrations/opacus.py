@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections import OrderedDict
-from typing import Any
+from typing import Any, cast
 
 from opacus.accountants import IAccountant, register_accountant
 
@@ -54,7 +54,7 @@ def _check_entry(where: str, entry: Any) -> tuple[float, float, int]:
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) and not (
             isinstance(n, numbers.Real) and float(n).is_integer()):
         raise ValueError(f"{where} num_steps must be an integer >= 1, got {n!r}")
-    n = v.count(f"{where} num_steps", int(n), minimum=1)
+    n = v.count(f"{where} num_steps", int(cast(Any, n)), minimum=1)
     return sigma, q, n
 
 
@@ -87,6 +87,7 @@ class TightAccountant(IAccountant):
 
     def __init__(self, rtol: float = DEFAULT_RTOL, *, max_memory=None, max_seconds=None) -> None:
         super().__init__()
+        self.history: list  # Opacus' run-length history, set by IAccountant.__init__
         self.rtol = v.positive("rtol", rtol)
         self.budget = Budget.make(max_memory, max_seconds)
         self._cache: dict = {}

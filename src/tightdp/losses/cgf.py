@@ -44,6 +44,7 @@ evaluation at many tilts builds the windowed one (:func:`_nodes`).
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 
@@ -504,6 +505,7 @@ def _nodes(loss: PrivacyLoss, bucket: float, many: bool = True
     if isinstance(loss, DiscreteLoss):
         keep = loss.p > 0
         return loss.y[keep], np.log(loss.p[keep])
+    loss = cast(LocationMixtureLoss, loss)  # the other losses with nodes
     per_loss = loss.tables.setdefault("cgf_nodes", {})
     hit = per_loss.get(bucket)
     if hit is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from scipy.special import log_ndtr, logsumexp
@@ -114,7 +115,7 @@ class _LseForm:
         g, b = self.gamma, self.beta
         n = z.size
         out = np.empty(n)
-        d1 = np.empty(n) if slope else None
+        d1: Any = np.empty(n) if slope else None
         if g.size == 1:
             out[:] = g[0] + b[0] * z
             if slope:
@@ -423,7 +424,8 @@ class LocationMixtureLoss(PrivacyLoss):
         locs, lw = (self.a, self.lpw) if side == "p" else (self.b, self.lqw)
         x1 = np.asarray(x, dtype=float).ravel()
         n = x1.size
-        lc, ls = np.empty(n), np.empty(n)
+        lc: np.ndarray = np.empty(n)
+        ls: np.ndarray = np.empty(n)
         gauss = self.kernel is _Gauss
         for i in range(0, n, _BLOCK):
             z = np.subtract.outer(x1[i:i + _BLOCK], locs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 import numpy as np
 
@@ -187,7 +188,7 @@ class PoissonSubsampled(Mechanism):
         :func:`tightdp.curves.rdp.poisson_subsampled_gaussian_rdp`."""
         from ..curves.rdp import poisson_subsampled_gaussian_rdp
         if self.q == 1.0:
-            return self.base.rdp(orders)
+            return cast(Any, self.base).rdp(orders)
         kern, c, s = _family(self.base, "PoissonSubsampled")
         if kern != "gaussian":
             raise ValueError(f"no Rényi-DP formula for a Poisson-subsampled {kern} mechanism")
@@ -199,7 +200,7 @@ class PoissonSubsampled(Mechanism):
         T steps are approximately ``q sqrt(T (e^{mu^2} - 1))``-GDP. NOT a bound: ``exact`` is
         False. Gaussian base only."""
         if self.q == 1.0:
-            return self.base.gdp()
+            return cast(Any, self.base).gdp()
         kern, c, s = _family(self.base, "PoissonSubsampled")
         if kern != "gaussian":
             raise ValueError(f"no GDP formula for a Poisson-subsampled {kern} mechanism")

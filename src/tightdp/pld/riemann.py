@@ -30,6 +30,7 @@ Two ways to obtain the weights:
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 
@@ -72,6 +73,7 @@ def loss_density(loss: PrivacyLoss, y: np.ndarray) -> np.ndarray:
     if not has_density(loss):
         raise ValueError(f"loss must be a GaussianLoss or a Gaussian LocationMixtureLoss to "
                          f"have a density; got {type(loss).__name__} (use method='mass')")
+    loss = cast(LocationMixtureLoss, loss)  # has_density: a location mixture
     lo, hi = loss.support
     if y.ndim == 1 and y.size > 1 and np.all(y[1:] > y[:-1]):
         # sorted grid: work on the contiguous slice inside the support
