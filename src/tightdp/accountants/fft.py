@@ -4,7 +4,7 @@ Algorithm 1 of the paper: the density of each mechanism's privacy loss distribut
 sampled on ``n`` equidistant points of ``[-L, L)`` (:func:`tightdp.pld.riemann.riemann`), the
 k-fold convolution is computed circularly on that fixed window by FFT, with the half-swap ``D``
 and the k-th power taken in the Fourier domain
-(:func:`tightdp.pld.compose.compose_fixed_window` without its noise bound; Sec. 5.5 for
+(:func:`tightdp.pld.windows.compose_fixed_window` without its noise bound; Sec. 5.5 for
 varying mechanisms),
 ``delta(eps)`` is the Riemann sum (5.2) and ``eps(delta)`` is found by Newton's method with
 the derivative (5.3).
@@ -59,9 +59,9 @@ from ..losses.cgf import MAX_NODES, cgf, cgf_supported, loss_sup, node_count
 from ..mechanisms.base import Mechanism
 from ..mechanisms.basic import Gaussian
 from ..mechanisms.subsampling import PoissonSubsampled
-from ..pld.compose import compose_fixed_window
 from ..pld.grid import DiscretePLD, atom_log_mgf
 from ..pld.riemann import RIEMANN_METHODS, has_density, riemann
+from ..pld.windows import compose_fixed_window
 from ..results import DeltaResult, EpsilonResult
 from .base import Accountant
 from .fft_limits import log_tail_lower, rounding_per_point
@@ -639,7 +639,8 @@ class FFTAccountant(Accountant):
         t0 = time.perf_counter()
         if not self.terms:
             z = 0.0 if scalar else np.zeros_like(e)
-            return DeltaResult(z, eps, None, None, self.name, False, estimate=z, note=_NOTE)
+            return DeltaResult(z, eps, None, None, self.name, certified=False, estimate=z,
+                               note=_NOTE)
         deadline = self.budget.deadline()
         L, n = self.L, self.n
         self._check_n(n)
@@ -695,8 +696,8 @@ class FFTAccountant(Accountant):
         if np.any(e >= L - 2 * L / n):
             note += "; eps at or beyond L: the estimate there is meaningless, increase L"
         out = float(est[0]) if scalar else est
-        return DeltaResult(out, eps, None, None, self.name, False, estimate=out, note=note,
-                           details=details)
+        return DeltaResult(out, eps, None, None, self.name, certified=False, estimate=out,
+                           note=note, details=details)
 
     def _epsilon_of(self, delta: float) -> EpsilonResult:
         """Estimate of eps(delta) by Newton's method with (5.3), with error estimates.
@@ -707,7 +708,7 @@ class FFTAccountant(Accountant):
         delta = v.delta_value("delta", delta)
         t0 = time.perf_counter()
         if not self.terms:
-            return EpsilonResult(0.0, delta, None, None, self.name, False, estimate=0.0,
+            return EpsilonResult(0.0, delta, None, None, self.name, certified=False, estimate=0.0,
                                  note=_NOTE)
         deadline = self.budget.deadline()
         L, n = self.L, self.n
@@ -774,5 +775,5 @@ class FFTAccountant(Accountant):
             note += "; no eps on the grid reaches this delta, increase L"
         elif eps >= L - 2 * L / n:
             note += "; eps reached the end of the grid: increase L"
-        return EpsilonResult(eps, delta, None, None, self.name, False, estimate=eps, note=note,
-                             details=details)
+        return EpsilonResult(eps, delta, None, None, self.name, certified=False, estimate=eps,
+                             note=note, details=details)

@@ -525,7 +525,7 @@ def _nodes(loss: PrivacyLoss, bucket: float, many: bool = True
     return per_loss[bucket]
 
 
-def _eval_nodes(loss: PrivacyLoss, tv: np.ndarray, order: int, abs3: bool) -> np.ndarray:
+def _eval_nodes(loss: PrivacyLoss, tv: np.ndarray, order: int, *, abs3: bool) -> np.ndarray:
     """:func:`_node_cumulants` on the node set of each tilt's bucket."""
     if isinstance(loss, DiscreteLoss):
         y, w = _nodes(loss, 4.0)
@@ -662,7 +662,7 @@ def cgf(loss: PrivacyLoss, t, order: int = 0) -> np.ndarray:
     reason = cgf_supported(loss)
     if reason is not None:
         raise ValueError(reason)
-    out = _eval_nodes(loss, tv, order, False)
+    out = _eval_nodes(loss, tv, order, abs3=False)
     return out.reshape((order + 1,) + shape)
 
 
@@ -680,7 +680,7 @@ def cgf_rows(loss: PrivacyLoss, tv: np.ndarray, order: int, abs3: bool = False) 
         if abs3:
             cols.append(np.full(tv.shape, 2.0 * math.sqrt(2.0 / math.pi) * loss.mu ** 3))
         return np.array(cols)
-    return _eval_nodes(loss, tv, order, abs3)
+    return _eval_nodes(loss, tv, order, abs3=abs3)
 
 
 def tilted_abs_third_moment(loss: PrivacyLoss, t) -> np.ndarray:
@@ -695,7 +695,7 @@ def tilted_abs_third_moment(loss: PrivacyLoss, t) -> np.ndarray:
     if reason is not None:
         raise ValueError(reason)
     tv = t_arr.reshape(-1)
-    return _eval_nodes(loss, tv, 0, True)[-1].reshape(t_arr.shape)
+    return _eval_nodes(loss, tv, 0, abs3=True)[-1].reshape(t_arr.shape)
 
 
 def cgf_and_abs3(loss: PrivacyLoss, t: np.ndarray) -> np.ndarray:
@@ -708,4 +708,4 @@ def cgf_and_abs3(loss: PrivacyLoss, t: np.ndarray) -> np.ndarray:
     reason = cgf_supported(loss)
     if reason is not None:
         raise ValueError(reason)
-    return _eval_nodes(loss, tv, 4, True)
+    return _eval_nodes(loss, tv, 4, abs3=True)
