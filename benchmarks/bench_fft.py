@@ -29,7 +29,7 @@ import numpy as np
 
 from tightdp import Gaussian, PoissonSubsampled
 from tightdp.accountants.fft import FFTAccountant
-from tightdp.pld.compose import compose_fixed_window
+from tightdp.pld import compose_fixed_window
 from tightdp.pld.riemann import riemann
 
 Q, SIGMA, K, EPS, L = 0.01, 1.5, 10_000, 1.0, 12.0

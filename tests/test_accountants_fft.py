@@ -39,7 +39,7 @@ from tightdp import (
 from tightdp.accountants.fft import FFTAccountant, tail_estimate_73
 from tightdp.losses import LocationMixtureLoss
 from tightdp.mechanisms.base import Mechanism
-from tightdp.pld.compose import compose_fixed_window
+from tightdp.pld import compose_fixed_window
 from tightdp.pld.grid import DiscretePLD
 from tightdp.pld.riemann import loss_density, riemann
 

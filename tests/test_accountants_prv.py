@@ -29,7 +29,7 @@ from tightdp import (
     RandomizedResponse,
 )
 from tightdp.losses import DiscreteLoss
-from tightdp.pld.compose import compose, compose_grid_chernoff
+from tightdp.pld import compose, compose_grid_chernoff
 from tightdp.pld.discretize import loss_range
 from tightdp.pld.mean_preserving import coupling_log_mgf, gamma_constants, mean_preserving
 
@@ -262,8 +262,8 @@ def test_grid_chernoff_composition_agrees_with_compose():
         a = compose_grid_chernoff(pieces, log_tail=math.log(1e-12), lam=lam)
         b = compose(pieces, log_tail=math.log(1e-12), lam=lam)
         assert a.lam == b.lam == lam
-        lo_a, up_a = a.delta_bound(eps, False), a.delta_bound(eps, True)
-        lo_b, up_b = b.delta_bound(eps, False), b.delta_bound(eps, True)
+        lo_a, up_a = a.delta_bound(eps, upper=False), a.delta_bound(eps, upper=True)
+        lo_b, up_b = b.delta_bound(eps, upper=False), b.delta_bound(eps, upper=True)
         assert np.all(lo_a <= up_b) and np.all(lo_b <= up_a)
         assert np.all(up_a - lo_a <= 1e-6 * up_a) and np.all(up_b - lo_b <= 1e-6 * up_b)
         for e, low, up in zip(eps, lo_a, up_a, strict=True):

@@ -121,8 +121,8 @@ def test_composition_matches_direct_convolution():
     inf = 1 - (1 - 0.01) ** 3
     eps = np.array([-0.5, 0.0, 0.3, 1.0])
     want = np.array([inf + np.sum(direct[ys > e] * (1 - np.exp(e - ys[ys > e]))) for e in eps])
-    assert np.allclose(c.delta_bound(eps, True), want, rtol=1e-10, atol=1e-15)
-    assert np.allclose(c.delta_bound(eps, False), want, rtol=1e-10, atol=1e-15)
+    assert np.allclose(c.delta_bound(eps, upper=True), want, rtol=1e-10, atol=1e-15)
+    assert np.allclose(c.delta_bound(eps, upper=False), want, rtol=1e-10, atol=1e-15)
 
 
 def test_atom_log_mgf_on_a_long_geometric_law_matches_closed_form():
@@ -159,12 +159,12 @@ def test_grid_bound_is_delta_bound_at_the_grid_points(lam):
     c = compose([(connect_the_dots(loss, 0.01, lo, hi), 300)], lam=lam, log_tail=-40.0)
     ys = c.ys
     for upper in (True, False):
-        ref = c.delta_bound(ys, upper)
-        first, gy, got = c.grid_bound(upper)
+        ref = c.delta_bound(ys, upper=upper)
+        first, gy, got = c.grid_bound(upper=upper)
         np.testing.assert_array_equal(gy, ys[first:])
         np.testing.assert_allclose(got, ref[first:], rtol=1e-12, atol=1e-300)
         for a, b in ((0, 7), (ys.size // 2, ys.size // 2 + 3), (ys.size - 2, ys.size)):
-            first, gy, part = c.grid_bound(upper, a, b)
+            first, gy, part = c.grid_bound(a, b, upper=upper)
             assert first == a and gy.size == b - a
             np.testing.assert_allclose(part, ref[a:b], rtol=1e-12, atol=1e-300)
 
@@ -205,7 +205,7 @@ def test_rounding_bound_holds_against_exact_binomial(extended):
     double)."""
     from scipy.stats import binom
 
-    from tightdp.pld.compose import UNIT_ROUNDOFF_EXTENDED
+    from tightdp.pld.transform import UNIT_ROUNDOFF_EXTENDED
 
     if extended and not UNIT_ROUNDOFF_EXTENDED < 2.0 ** -53:
         pytest.skip("long double is double on this platform")
@@ -246,11 +246,11 @@ def test_capped_untilt_gives_trivial_bounds():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         low_eps = np.array([5.0, 50.0])  # masses there untilt to e^{~795} and more: capped
-        assert np.all(c.delta_bound(low_eps, True) == 1.0)
-        assert np.all(c.delta_bound(low_eps, False) == 0.0)
-        first, gy, g_up = c.grid_bound(True)
+        assert np.all(c.delta_bound(low_eps, upper=True) == 1.0)
+        assert np.all(c.delta_bound(low_eps, upper=False) == 0.0)
+        first, gy, g_up = c.grid_bound(upper=True)
         assert np.all(g_up[gy < 90.0] == 1.0)
         eps = np.array([1000.0, 1050.0])
         exact = [np.sum(pmf[ys > e] * (1 - np.exp(e - ys[ys > e]))) for e in eps]
-        np.testing.assert_allclose(c.delta_bound(eps, True), exact, rtol=1e-9)
-        np.testing.assert_allclose(c.delta_bound(eps, False), exact, rtol=1e-9)
+        np.testing.assert_allclose(c.delta_bound(eps, upper=True), exact, rtol=1e-9)
+        np.testing.assert_allclose(c.delta_bound(eps, upper=False), exact, rtol=1e-9)

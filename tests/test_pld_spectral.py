@@ -16,7 +16,7 @@ import pytest
 
 import oracle
 from tightdp import Gaussian, PLDAccountant, PoissonSubsampled, PRVAccountant
-from tightdp.pld.compose import compose_grid_chernoff
+from tightdp.pld import compose_grid_chernoff
 from tightdp.pld.spectral import SpectralPLD, compose_spectral, dtft_low
 
 
@@ -49,8 +49,8 @@ def test_spectral_bounds_bracket_the_fft_engines(lam):
     s = compose_spectral(pieces, log_tail=log_tail, lam=lam)
     assert isinstance(s, SpectralPLD) and s.spectrum.size <= 1025
     eps = np.array([0.5, 1.0, 2.0, 4.0])
-    su, sl = s.delta_bound(eps, True), s.delta_bound(eps, False)
-    cu, cl = c.delta_bound(eps, True), c.delta_bound(eps, False)
+    su, sl = s.delta_bound(eps, upper=True), s.delta_bound(eps, upper=False)
+    cu, cl = c.delta_bound(eps, upper=True), c.delta_bound(eps, upper=False)
     assert np.all(sl <= su)
     assert np.all(np.maximum(sl, cl) <= np.minimum(su, cu))
     assert np.all(su - sl <= 3.0 * (cu - cl) + 1e-13)

@@ -4,6 +4,7 @@ number or an array) and the composition bookkeeping."""
 from __future__ import annotations
 
 import math
+from enum import IntEnum
 from typing import TypeVar, cast
 
 import numpy as np
@@ -15,7 +16,15 @@ from ..mechanisms.base import Mechanism
 from ..results import DeltaResult, EpsilonResult
 from .limits import LOSS_SCALE_MAX, far_delta, far_epsilon, out_of_reach
 
-__all__ = ["Accountant", "Queries"]
+__all__ = ["Accountant", "Queries", "Direction"]
+
+
+class Direction(IntEnum):
+    """A direction of the neighbouring relation, remove or add: the index of its privacy loss
+    in a mechanism's ``privacy_losses()`` (remove, add)."""
+
+    REMOVE = 0
+    ADD = 1
 
 
 def _values(name: str, value) -> np.ndarray:
@@ -54,7 +63,7 @@ def _stack_results(results: list[EpsilonResult], shape: tuple) -> EpsilonResult:
         cast(np.ndarray, _stack([r.epsilon for r in results], shape)),
         cast(np.ndarray, _stack([r.delta for r in results], shape)),
         _stack([r.lower for r in results], shape), _stack([r.upper for r in results], shape),
-        results[0].accountant, all(r.certified for r in results),
+        results[0].accountant, certified=all(r.certified for r in results),
         estimate=_stack([r.estimate for r in results], shape), note="; ".join(notes),
         details={k: [r.details.get(k) for r in results] for k in keys})
 
@@ -280,7 +289,9 @@ class Accountant(Queries):
         eps_arr = v.eps_values("epsilon", eps)
         return np.atleast_1d(eps_arr).astype(float), eps_arr.ndim == 0
 
-    def _directions(self) -> list[int]:
+    def _directions(self) -> list[Direction]:
         """Indices into ``privacy_losses()`` to compose: remove (0) and add (1), or only 0
         when every mechanism is symmetric (both directions are then the same pair)."""
-        return [0] if all(m.symmetric for m, _ in self.terms) else [0, 1]
+        if all(m.symmetric for m, _ in self.terms):
+            return [Direction.REMOVE]
+        return [Direction.REMOVE, Direction.ADD]

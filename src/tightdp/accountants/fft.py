@@ -4,7 +4,7 @@ Algorithm 1 of the paper: the density of each mechanism's privacy loss distribut
 sampled on ``n`` equidistant points of ``[-L, L)`` (:func:`tightdp.pld.riemann.riemann`), the
 k-fold convolution is computed circularly on that fixed window by FFT, with the half-swap ``D``
 and the k-th power taken in the Fourier domain
-(:func:`tightdp.pld.compose.compose_fixed_window` without its noise bound; Sec. 5.5 for
+(:func:`tightdp.pld.windows.compose_fixed_window` without its noise bound; Sec. 5.5 for
 varying mechanisms),
 ``delta(eps)`` is the Riemann sum (5.2) and ``eps(delta)`` is found by Newton's method with
 the derivative (5.3).
@@ -51,21 +51,18 @@ import time
 from typing import Any
 
 import numpy as np
-from scipy.fft import next_fast_len
 
 from .. import _validate as v
-from .._numerics import UNIT_ROUNDOFF, newton_scalar
-from ..losses import DiscreteLoss, GaussianLoss, LocationMixtureLoss
-from ..losses.cgf import MAX_NODES, cgf, cgf_supported, loss_sup, node_count
+from .._numerics import newton_scalar
+from ..losses import LocationMixtureLoss
 from ..mechanisms.base import Mechanism
-from ..mechanisms.basic import Gaussian
-from ..mechanisms.subsampling import PoissonSubsampled
-from ..pld.compose import compose_fixed_window
-from ..pld.grid import DiscretePLD, atom_log_mgf
+from ..pld.grid import DiscretePLD
 from ..pld.riemann import RIEMANN_METHODS, has_density, riemann
+from ..pld.windows import compose_fixed_window
 from ..results import DeltaResult, EpsilonResult
 from .base import Accountant
-from .fft_limits import log_tail_lower, rounding_per_point
+from .fft_domain import MAX_L, MAX_N, ROUND_REFUSE, TAIL_REFUSE, TAIL_WIDEN, DomainPlanning
+from .fft_limits import rounding_per_point
 
 __all__ = ["FFTAccountant", "tail_estimate_73"]
 
@@ -73,38 +70,20 @@ __all__ = ["FFTAccountant", "tail_estimate_73"]
 #: composed law would lose more than this relative mass (k * |log(sum of weights / mass)|)
 AUTO_MASS_DEFECT = 1e-4
 
-#: largest number of grid points accepted (the memory budget usually binds first)
-MAX_N = 1 << 26
 #: default starting domain [-L, L] and number of points
 DEFAULT_L, DEFAULT_N = 12.0, 10**6
-#: largest domain radius
-MAX_L = 500.0
 #: estimated peak bytes per grid point of one run (single-step weights, spectra, composed
 #: law, suffix sums; measured ~70-130 B per point of the 3n of a query with the error estimate)
 BYTES_PER_POINT = 100.0
 #: estimated peak bytes per grid point and mixture component of the discretization (measured
 #: ~26 B on sampling with replacement, 52 components)
 BYTES_PER_COMPONENT = 30.0
-#: the default domain is widened until the estimated mass above L is below this fraction of
-#: delta; a result whose mass above L exceeds TAIL_REFUSE times delta is refused
-TAIL_WIDEN, TAIL_REFUSE = 1e-3, 1e-2
-#: tilts of the Chernoff bound on the mass above L (quadrature CGFs up to _LAM_QUAD)
-_LAMS = np.geomspace(1e-3, 1e4, 141)
-_LAM_QUAD = 64.0
-_QUAD_WORK = 2e7
 #: the rerun with 2n points of the error estimate (7.4) skips a direction whose n-point delta
 #: stays below the others' 2n-point delta by more than ERR_SKIP_FACTOR times their change
 #: from n to 2n plus ERR_SKIP_RTOL of their value (its rerun is taken not to change the maximum)
 ERR_SKIP_FACTOR, ERR_SKIP_RTOL = 100.0, 1e-3
 #: most successive widenings of one query
 _MAX_WIDEN = 6
-#: eps(delta) is refused where the estimated float64 rounding of delta(eps) (5.2) reaches
-#: ROUND_REFUSE times delta: the sum there is rounding noise, and the eps found for it may
-#: be far below the true one (:mod:`tightdp.accountants.fft_limits`)
-ROUND_REFUSE = 1.0
-#: below this delta no float64 FFT of at most MAX_N points resolves delta(eps): the rounding
-#: of a law of total mass ~1 is at least one unit roundoff of its largest point (>= 1/n)
-MIN_RESOLVED_DELTA = UNIT_ROUNDOFF / MAX_N
 
 _NOTE = ("Fourier accountant (Koskela, Jälkö, Honkela 2020): an approximation on [-L, L] with "
          "n points, not a certified bound; details give its error estimates (7.3) and (7.4)")
@@ -122,17 +101,6 @@ def tail_estimate_73(q: float, sigma: float, count: int, L: float) -> float:
     lam = L / 2.0
     return math.exp(min(count * q * q * (lam + 1.0) * lam / ((1.0 - q) * sigma * sigma)
                         - L * L / 2.0, 700.0))
-
-
-def _quad_cap(loss) -> float:
-    """The largest tilt (64, 32, ..., 4) at which the CGF quadrature of a location-mixture
-    loss costs at most ``_QUAD_WORK`` node-component evaluations (0 if none: the Chernoff
-    bound then uses the discretized law)."""
-    comps = loss.a.size + loss.b.size
-    for t in (_LAM_QUAD, 32.0, 16.0, 8.0, 4.0):
-        if node_count(loss, t) <= MAX_NODES and node_count(loss, t) * comps <= _QUAD_WORK:
-            return t
-    return 0.0
 
 
 class _Curve:
@@ -187,7 +155,7 @@ class _Curve:
         return self.s0[idx] - tail + self.inf_mass, -tail
 
 
-class FFTAccountant(Accountant):
+class FFTAccountant(DomainPlanning, Accountant):
     """Fourier accountant (Koskela, Jälkö, Honkela 2020, Alg. 1): an approximation.
 
     Parameters
@@ -391,238 +359,6 @@ class FFTAccountant(Accountant):
                                 iters=201)
         return eps, last_slope[0], it
 
-    # --- the mass beyond L: Chernoff with the steps' CGFs ---------------------------------------
-    def _chernoff_table(self, direction: int, L: float, n: int) -> tuple[np.ndarray, float]:
-        """(``sum_i k_i K_i(lam)`` on the tilt grid ``_LAMS``, total supremum of the loss).
-
-        ``K_i`` is the exact CGF of the finite part of step i's loss (closed form for
-        Gaussian losses, finite sums for discrete losses, quadrature for location mixtures up
-        to tilt 64, :func:`tightdp.losses.cgf.cgf`); where none is available, the CGF of the
-        discretized single-step law on the current ``[-L, L)`` (an estimate). Entries are
-        ``+inf`` at tilts a term cannot evaluate."""
-        exact = all(self._exact_cgf(m.privacy_losses()[direction]) for m, _ in self.terms)
-        key = ("chernoff", direction) if exact else ("chernoff", L, direction, n)
-        if key in self._cache:
-            return self._cache[key]
-        tot = np.zeros(_LAMS.size)
-        sup = 0.0
-        for m, k in self.terms:
-            loss = m.privacy_losses()[direction]
-            sup += k * loss_sup(loss) if loss_sup(loss) > -math.inf else 0.0
-            if isinstance(loss, GaussianLoss):
-                tot += k * _LAMS * (_LAMS + 1.0) * loss.mu ** 2 / 2.0
-            elif isinstance(loss, DiscreteLoss):
-                pos = loss.p > 0
-                lp = np.log(loss.p[pos])
-                tot += k * atom_log_mgf(loss.y[pos], lp, _LAMS)
-            elif self._exact_cgf(loss):
-                ok = _LAMS <= _quad_cap(loss)
-                vals = np.full(_LAMS.size, np.inf)
-                vals[ok] = cgf(loss, _LAMS[ok])[0]
-                tot += k * vals
-            else:
-                # the discretized law, with the step's mass above the window put at its edge
-                pld = self._single(m, direction, L, n)
-                pos = pld.probs > 0
-                ys, lw = pld.ys[pos], np.log(pld.probs[pos])
-                above = pld.meta["mass_above"]
-                if above > 0:
-                    ys, lw = np.append(ys, L), np.append(lw, math.log(above))
-                if ys.size:
-                    tot += k * atom_log_mgf(ys, lw, _LAMS)
-        self._cache[key] = (tot, sup)
-        return tot, sup
-
-    @staticmethod
-    def _exact_cgf(loss) -> bool:
-        if isinstance(loss, GaussianLoss | DiscreteLoss):
-            return True
-        if loss.inf_mass > 0 or cgf_supported(loss) is not None:
-            return False
-        return _quad_cap(loss) > 0
-
-    def _sup(self, direction: int) -> float:
-        """Essential supremum of the finite part of the composed loss (``inf`` if unbounded)."""
-        tot = 0.0
-        for m, k in self.terms:
-            s = loss_sup(m.privacy_losses()[direction])
-            tot += k * s if s > -math.inf else 0.0
-        return tot
-
-    def _log_tail(self, L: float, n: int, at: float) -> float:
-        """log of the estimated P-mass of the composed loss above ``at`` (max over the
-        directions): the Chernoff bound on the tilt grid; ``-inf`` at or above the total
-        supremum of a bounded loss."""
-        worst = -math.inf
-        for direction in self._directions():
-            tot, sup = self._chernoff_table(direction, L, n)
-            if at >= sup:
-                continue
-            with np.errstate(invalid="ignore"):
-                worst = max(worst, min(float(np.nanmin(tot - _LAMS * at)), 0.0))
-        return worst
-
-    def _needed_L(self, L: float, n: int, log_target: float) -> float:
-        """Smallest ``L'`` whose estimated mass above ``L'`` is at most ``e^log_target``:
-        ``min_j (K(lam_j) - log_target) / lam_j`` over the tilt grid, capped at the total
-        supremum of a bounded loss (the maximum over the directions)."""
-        need = 0.0
-        for direction in self._directions():
-            tot, sup = self._chernoff_table(direction, L, n)
-            with np.errstate(invalid="ignore"):
-                cand = float(np.nanmin((tot - log_target) / _LAMS))
-            need = max(need, min(cand, sup))
-        return need
-
-    # --- what no window resolves: estimated before any work, and the rounding after ----------
-    def _refuse_unreachable(self, target: float, delta: float | None = None) -> None:
-        """Refuse before any work a query that would be refused after it: ``delta`` below
-        what a float64 FFT resolves (:data:`MIN_RESOLVED_DELTA`), or a composed loss whose
-        mass above the largest admissible ``L`` provably exceeds what the answer ``target``
-        allows (:func:`tightdp.accountants.fft_limits.log_tail_lower`, a lower bound on that
-        mass, below the Chernoff estimate that would refuse it after the quadratures)."""
-        if delta is not None and delta < MIN_RESOLVED_DELTA:
-            raise ValueError(
-                f"delta: {delta:g} is below what the Fourier accountant resolves (its float64 "
-                f"FFT rounds every point by at least 1e-16 of the largest; delta >= "
-                f"{MIN_RESOLVED_DELTA:.2g} at the most points); use the pld accountant")
-        if self.allow_truncation:
-            return
-        limit = MAX_L if self.auto_L else self.L
-        share = TAIL_WIDEN if self.auto_L else TAIL_REFUSE
-        for direction in self._directions():
-            terms = [(m.privacy_losses()[direction], k) for m, k in self.terms]
-            log_mass = log_tail_lower(terms, limit)
-            if log_mass > math.log(share * target):
-                where = (f"above the largest L = {MAX_L:g} of the Fourier accountant"
-                         if self.auto_L else f"above L = {limit:g}")
-                raise ValueError(
-                    f"L: the answer lies beyond the domain: the composed loss has mass >= "
-                    f"{math.exp(log_mass):.2g} {where}, more than "
-                    f"{'delta' if delta is not None else 'the answer'} allows; "
-                    + ("use the pld accountant" if self.auto_L else
-                       "leave L unset to widen the domain automatically, or use the pld "
-                       "accountant"))
-
-    def _rounding(self, eps: np.ndarray, L: float, n: int) -> np.ndarray:
-        """Estimated float64 rounding of delta(eps) (5.2): the largest over the composed
-        directions (:meth:`_Curve.rounding`)."""
-        return np.max([self._curve(dr, L, n).rounding(eps) for dr in self._directions()],
-                      axis=0)
-
-    def _check_resolved(self, delta: float, eps: float, L: float, n: int) -> float:
-        """The estimated rounding of delta(eps) at the answer, or a refusal naming delta
-        where it reaches ``ROUND_REFUSE * delta`` (the eps found there may be far below the
-        true one)."""
-        if not math.isfinite(eps):
-            return 0.0
-        rnd = float(self._rounding(np.asarray([eps]), L, n)[0])
-        if rnd >= ROUND_REFUSE * delta:
-            raise ValueError(
-                f"delta: {delta:g} is below what the Fourier accountant resolves here: the "
-                f"float64 rounding of its FFT moves delta(eps) by about {rnd:.2g} near "
-                f"eps = {eps:.4g} (L={L:g}, n={n}); use the pld accountant")
-        return rnd
-
-    # --- the window ----------------------------------------------------------------------------
-    def _grow(self, L_need: float) -> tuple[float, int]:
-        """The window ``[-L', L']`` with ``L' >= L_need`` and the starting grid step
-        ``2L/n`` (``n' = n L'/L``, an FFT-friendly even length), or a refusal naming ``L``."""
-        d = 2.0 * self.L / self.n
-        domain = f"[-{self.L:g}, {self.L:g}]"
-        if not self.auto_L:
-            raise ValueError(
-                f"L: the answer lies beyond the domain [-L, L] = {domain} (the composed loss "
-                f"has estimated mass above L that matters); it needs L >= {L_need:.4g}; leave "
-                "L unset to widen the domain automatically, or use the pld accountant")
-        # refused before any length is formed: a length beyond MAX_L can exceed the
-        # integers next_fast_len takes (2^63)
-        n_new = next_fast_len(int(math.ceil(min(L_need, MAX_L) / self.L * self.n)), real=True)
-        while n_new % 2:
-            n_new = next_fast_len(n_new + 1, real=True)
-        L_new = n_new * d / 2.0
-        if not L_need <= MAX_L or L_new > MAX_L:
-            raise ValueError(
-                f"L: the answer lies beyond the domain {domain}; it needs L >= {L_need:.4g}, "
-                f"beyond the largest L = {MAX_L:g} of the Fourier accountant; use the pld "
-                "accountant")
-        self.budget.check_memory(
-            self._bytes(n_new), "L",
-            f"the answer lies beyond the domain {domain} and keeping the grid step {d:.3g} "
-            f"needs L >= {L_need:.4g} (n >= {n_new}); use the pld accountant")
-        return L_new, n_new
-
-    def _use_window(self, L: float) -> None:
-        """Drop the cached arrays of other windows (one window's arrays are kept)."""
-        for key in [k for k in self._cache if isinstance(k, tuple) and len(k) > 2
-                    and k[0] in ("single", "curve", "chernoff", "logw") and k[1] != L]:
-            del self._cache[key]
-
-    def _try_grow(self, L_need: float) -> tuple[float, int] | None:
-        """:meth:`_grow`, or None where it refuses and ``allow_truncation`` is set."""
-        try:
-            return self._grow(L_need)
-        except ValueError:
-            if not self.allow_truncation:
-                raise
-            return None
-
-    def _first_window(self, grow: bool, L_need: float, why: str) -> tuple[float, int, str]:
-        """``(L, n, note)`` of a query's first window: the constructor's, or if ``grow``
-        the one :meth:`_try_grow` gives for ``L_need`` (with ``allow_truncation``, where it
-        refuses, the constructor's and the note that the answer is truncated)."""
-        if not grow:
-            return self.L, self.n, ""
-        grown = self._try_grow(L_need)
-        if grown is None:
-            return self.L, self.n, f"; {why}: truncated, increase L"
-        return grown[0], grown[1], ""
-
-    def _refuse_or_note(self, L: float, n: int, why: str) -> str:
-        """A refusal (explicit L, or nothing left to widen), or with ``allow_truncation`` the
-        note that goes with the truncated number."""
-        if self.allow_truncation:
-            return f"; {why}: the estimate is truncated, increase L"
-        raise ValueError(f"L: {why} (domain [-{L:g}, {L:g}], n={n}); "
-                         + ("leave L unset to widen the domain automatically, or use the pld "
-                            "accountant" if not self.auto_L else "use the pld accountant"))
-
-    # --- error estimates ---------------------------------------------------------------------
-    def _tail_estimates(self, L: float, n: int) -> dict:
-        """Estimates of the P-mass of the composed loss beyond L (Koskela et al. 2020,
-        Sec. 7.2): (7.3) where every term is a Poisson-subsampled Gaussian, and the Chernoff
-        bound ``min_lam exp(sum_i k_i K_i(lam) - lam L)`` for every mechanism."""
-        out: dict = {}
-        pois: list[tuple[Any, int]] = [(m, k) for m, k in self.terms
-                                       if isinstance(m, PoissonSubsampled)
-                                       and isinstance(m.base, Gaussian) and m.q < 1]
-        if len(pois) == len(self.terms):
-            lam = L / 2.0
-            log73 = sum(k * m.q ** 2 * (lam + 1.0) * lam
-                        / ((1.0 - m.q) * (m.base.sigma / m.base.sensitivity) ** 2)
-                        for m, k in pois) - lam * L
-            out["tail_estimate_73"] = math.exp(min(log73, 0.0))
-        out["tail_chernoff"] = math.exp(self._log_tail(L, n, L))
-        out["tail_estimate"] = max(out.get("tail_estimate_73", 0.0), out["tail_chernoff"])
-        return out
-
-    def _mass_defect(self, L: float, n: int) -> float:
-        """Relative error of the total mass of the composed law: the Riemann weights of one
-        step need not sum to the P-mass they stand for, and the k-th power amplifies it."""
-        log_f = 0.0
-        for m, k in self.terms:
-            worst = 0.0
-            for direction in self._directions():
-                p = self._single(m, direction, L, n)
-                inside = 1.0 - p.meta["mass_below"] - p.meta["mass_above"] - p.inf_mass
-                tot = float(p.probs.sum())
-                if inside <= 0 or tot <= 0:
-                    return math.inf
-                lf = k * math.log(tot / inside)
-                worst = lf if abs(lf) > abs(worst) else worst
-            log_f += worst
-        return abs(math.expm1(min(log_f, 700.0)))
-
     def _base_details(self, L: float, n: int) -> dict:
         details = {"L": L, "n": n, "grid_step": 2 * L / n,
                    **self._tail_estimates(L, n), "mass_defect": self._mass_defect(L, n)}
@@ -643,7 +379,8 @@ class FFTAccountant(Accountant):
         t0 = time.perf_counter()
         if not self.terms:
             z = 0.0 if scalar else np.zeros_like(e)
-            return DeltaResult(z, eps, None, None, self.name, False, estimate=z, note=_NOTE)
+            return DeltaResult(z, eps, None, None, self.name, certified=False, estimate=z,
+                               note=_NOTE)
         deadline = self.budget.deadline()
         L, n = self.L, self.n
         self._check_n(n)
@@ -699,8 +436,8 @@ class FFTAccountant(Accountant):
         if np.any(e >= L - 2 * L / n):
             note += "; eps at or beyond L: the estimate there is meaningless, increase L"
         out = float(est[0]) if scalar else est
-        return DeltaResult(out, eps, None, None, self.name, False, estimate=out, note=note,
-                           details=details)
+        return DeltaResult(out, eps, None, None, self.name, certified=False, estimate=out,
+                           note=note, details=details)
 
     def _epsilon_of(self, delta: float) -> EpsilonResult:
         """Estimate of eps(delta) by Newton's method with (5.3), with error estimates.
@@ -711,7 +448,7 @@ class FFTAccountant(Accountant):
         delta = v.delta_value("delta", delta)
         t0 = time.perf_counter()
         if not self.terms:
-            return EpsilonResult(0.0, delta, None, None, self.name, False, estimate=0.0,
+            return EpsilonResult(0.0, delta, None, None, self.name, certified=False, estimate=0.0,
                                  note=_NOTE)
         deadline = self.budget.deadline()
         L, n = self.L, self.n
@@ -778,5 +515,5 @@ class FFTAccountant(Accountant):
             note += "; no eps on the grid reaches this delta, increase L"
         elif eps >= L - 2 * L / n:
             note += "; eps reached the end of the grid: increase L"
-        return EpsilonResult(eps, delta, None, None, self.name, False, estimate=eps, note=note,
-                             details=details)
+        return EpsilonResult(eps, delta, None, None, self.name, certified=False, estimate=eps,
+                             note=note, details=details)

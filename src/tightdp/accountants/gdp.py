@@ -77,10 +77,10 @@ class GDPAccountant(Accountant):
         eps = 0.0 if mu == 0 else gdp_epsilon(mu, delta)
         details = {"mu": mu}
         if exact:
-            return EpsilonResult(eps, delta, eps, eps, self.name, True, estimate=eps,
+            return EpsilonResult(eps, delta, eps, eps, self.name, certified=True, estimate=eps,
                                  note="exact: composition of Gaussian mechanisms is mu-GDP",
                                  details=details)
-        return EpsilonResult(eps, delta, None, None, self.name, False, estimate=eps,
+        return EpsilonResult(eps, delta, None, None, self.name, certified=False, estimate=eps,
                              note=_CLT_NOTE, details=details)
 
     def _delta_of(self, eps) -> DeltaResult:
@@ -96,8 +96,8 @@ class GDPAccountant(Accountant):
             d = gdp_delta(mu, e)
         details = {"mu": mu}
         if exact:
-            return DeltaResult(d, eps, d, d, self.name, True, estimate=d,
+            return DeltaResult(d, eps, d, d, self.name, certified=True, estimate=d,
                                note="exact: composition of Gaussian mechanisms is mu-GDP",
                                details=details)
-        return DeltaResult(d, eps, None, None, self.name, False, estimate=d, note=_CLT_NOTE,
-                           details=details)
+        return DeltaResult(d, eps, None, None, self.name, certified=False, estimate=d,
+                           note=_CLT_NOTE, details=details)

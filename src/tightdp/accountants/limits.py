@@ -126,7 +126,7 @@ def far_epsilon(terms: Terms, delta: float, name: str, why: str) -> EpsilonResul
         up, lower = (gdp_epsilon(mu * (1 + _ROUNDING), delta),
                      gdp_epsilon(mu * (1 - _ROUNDING), delta)) if 0 < mu <= _MU_MAX else (
             (0.0, 0.0) if mu == 0 else (math.inf, None))
-        return EpsilonResult(up, delta, lower, up, name, True, estimate=up,
+        return EpsilonResult(up, delta, lower, up, name, certified=True, estimate=up,
                              note=_note(why, "the exact mu-GDP curve of the Gaussian "
                                         "composition", up), details=details)
     rdp = _rdp_total(terms)
@@ -136,7 +136,7 @@ def far_epsilon(terms: Terms, delta: float, name: str, why: str) -> EpsilonResul
         source = "the RDP upper bound (no lower bound)"
     else:
         eps, source = math.inf, "the trivial upper bound (no Rényi-DP formula for a term)"
-    return EpsilonResult(eps, delta, None, eps, name, True, estimate=eps,
+    return EpsilonResult(eps, delta, None, eps, name, certified=True, estimate=eps,
                          note=_note(why, source, eps), details=details)
 
 
@@ -149,7 +149,7 @@ def far_delta(terms: Terms, epsilon, name: str, why: str) -> DeltaResult:
     if mu is not None and 0 < mu <= _MU_MAX:
         up, lower = gdp_delta(mu * (1 + _ROUNDING), e), gdp_delta(mu * (1 - _ROUNDING), e)
         details["mu"] = mu
-        return DeltaResult(up, epsilon, lower, up, name, True, estimate=up,
+        return DeltaResult(up, epsilon, lower, up, name, certified=True, estimate=up,
                            note=f"{why}; reported: the exact mu-GDP curve of the Gaussian "
                            "composition", details=details)
     rdp = _rdp_total(terms)
@@ -159,5 +159,5 @@ def far_delta(terms: Terms, epsilon, name: str, why: str) -> DeltaResult:
     else:
         d, source = np.ones_like(e), "the trivial upper bound delta <= 1"
     d = float(d) if e.ndim == 0 else np.asarray(d, dtype=float)
-    return DeltaResult(d, epsilon, None, d, name, True, estimate=d,
+    return DeltaResult(d, epsilon, None, d, name, certified=True, estimate=d,
                        note=f"{why}; reported: {source}", details=details)

@@ -42,17 +42,21 @@ from .._defaults import DEFAULT_RTOL
 from .._numerics import UNIT_ROUNDOFF
 from ..budget import BudgetExceeded
 from ..curves.saddle import rma_eps, saddle_point_eps
-from ..pld.compose import (
-    MAX_POINTS,
-    UNIT_ROUNDOFF_EXTENDED,
-    ComposedPLD,
-    LogMgf,
-    compose,
-    composed_inf_mass,
-)
+from ..pld.compose import MAX_POINTS, ComposedPLD, compose, composed_inf_mass
 from ..pld.discretize import certified_pair_lazy, connect_the_dots, loss_range
+from ..pld.mgf import LogMgf
+from ..pld.transform import UNIT_ROUNDOFF_EXTENDED
 from ..results import DeltaResult, EpsilonResult, check_bracket
-from .base import Accountant
+from .base import Accountant, Direction
+from .pld_refine import (
+    EpsQuery,
+    QueryStats,
+    Refinement,
+    budget_floor,
+    rdp_fallback,
+    refine,
+    tighter_bounds,
+)
 
 __all__ = ["PLDAccountant"]
 
@@ -65,28 +69,20 @@ DELTA_FLOOR = 1e-30
 #: the bracket the error model aims at, as a fraction of the one asked for
 AIM = 0.75
 #: the error model's bracket is ``k (t + 1) d^2 / MODEL_WIDTH`` wide in eps (module
-#: docstring): 4 for connect-the-dots plus plain lowered chords; the refined tents of the
-#: lowered chords (:mod:`tightdp.pld.discretize`) remove most of the lower side's error where
-#: the loss concentrates (W1, q=0.01, sigma=1, 10^4 steps: 0.59 of rtol -> 0.31 at the same
-#: step). At 7.5 the first bracket measured 0.48-0.84 of rtol on Gaussian (1 and 1000 steps),
-#: subsampled Gaussian (q 1e-3..0.1, 10^3..10^4 steps, delta 1e-5..1e-10) and Laplace
-#: compositions, each in one refinement as at 4 (Laplace: 4 at both)
+#: docstring): 4 for connect-the-dots plus plain lowered chords, more where the refined tents
+#: of the lowered chords (:mod:`tightdp.pld.discretize`) remove most of the lower side's
+#: error (measurements: docs/pld-constants.md)
 MODEL_WIDTH = 7.5
 #: bins of the pilot discretization across each loss's range
 PILOT_BINS = 1024
 #: the most points the first composition may use before the measured bracket is known
 FIRST_POINTS = 1 << 18
-#: peak bytes per grid point of a discretization or an FFT composition (measured with
-#: tracemalloc: 76-225 for the composition and Gaussian/Laplace losses, up to 615 for the
-#: discretization of a subsampled loss at sigma 0.05; with room for the interpreter and the
-#: libraries within the budget)
+#: peak bytes per grid point of a discretization or an FFT composition, with room for the
+#: interpreter and the libraries within the budget (docs/pld-constants.md)
 BYTES_PER_POINT = 768
 #: a composition whose FFT-rounding charge at the answer exceeds this fraction of rtol times
 #: delta is redone with extended-precision transforms, and so is every later one of the query
-#: (the charge grows with the count and the number of points: at q = 1e-5, sigma = 0.5, 10^6
-#: steps it was 2% of delta = 1e-5 (20 rtol) and 60% of the eps bracket; extended: 3e-8 of
-#: delta). At 0.05, q = 0.01, sigma = 1, 10^5 steps switched too, for 35% more time and the
-#: same bracket to 4 digits; at 0.25 it does not
+#: (the charge grows with the count and the number of points; docs/pld-constants.md)
 ROUNDING_SHARE = 0.25
 
 
@@ -120,7 +116,7 @@ class PLDAccountant(Accountant):
         self.max_points = v.count("max_points", max_points, minimum=64)
 
     # --- building blocks -------------------------------------------------------------------
-    def _ordered(self, direction: int) -> list:
+    def _ordered(self, direction: Direction) -> list:
         """(loss, count) in a canonical order, so that the same multiset of mechanisms gives
         bit-identical results however it was composed."""
         return [(mech.privacy_losses()[direction], k)
@@ -132,7 +128,8 @@ class PLDAccountant(Accountant):
             self._cache[key] = (loss_range(loss, log_tail, coarse=True), loss)
         return self._cache[key][0]
 
-    def _laws(self, d: float, direction: int, log_tail: float, upper: bool = True) -> list:
+    def _laws(self, d: float, direction: Direction, log_tail: float, *, upper: bool = True
+              ) -> list:
         """Dominating (``upper``) or dominated discrete laws of every term, as (law, count),
         on the grid of step ``d``, over the range outside of which each loss's tails hold at
         most ``e^log_tail`` (the discretizers account for what lies beyond: see
@@ -155,14 +152,14 @@ class PLDAccountant(Accountant):
         pairs = self._cache[key]
         return [(up if upper else lower(), k) for up, lower, k in pairs]
 
-    def _composed(self, d: float, upper: bool, direction: int, log_tail: float,
-                  window_tail: float, lam: float = 0.0) -> ComposedPLD:
-        extended = self._cache.get("extended", False)
+    def _composed(self, d: float, direction: Direction, log_tail: float, window_tail: float,
+                  *, upper: bool, lam: float = 0.0) -> ComposedPLD:
+        extended = bool(self._cache.get("extended"))
         key = ("comp", d, upper, direction, log_tail, window_tail, lam, extended)
         if key in self._cache:
             return self._cache[key]
         try:
-            c = compose(self._laws(d, direction, log_tail, upper), lam=lam,
+            c = compose(self._laws(d, direction, log_tail, upper=upper), lam=lam,
                         max_points=self._max_grid_points(), log_tail=window_tail,
                         extended=extended)
         except BudgetExceeded as err:
@@ -172,13 +169,14 @@ class PLDAccountant(Accountant):
             self._cache[key] = c
         return c
 
-    def _mgf(self, d: float, upper: bool, direction: int, log_tail: float) -> LogMgf:
+    def _mgf(self, d: float, direction: Direction, log_tail: float, *, upper: bool
+             ) -> LogMgf:
         key = ("mgf", d, upper, direction, log_tail)
         if key not in self._cache:
-            self._cache[key] = LogMgf(self._laws(d, direction, log_tail, upper))
+            self._cache[key] = LogMgf(self._laws(d, direction, log_tail, upper=upper))
         return self._cache[key]
 
-    def _pilot(self, direction: int, log_tail: float) -> LogMgf:
+    def _pilot(self, direction: Direction, log_tail: float) -> LogMgf:
         """Log-MGF of the composition from coarse connect-the-dots laws (each loss on
         ``PILOT_BINS`` bins of its own range): only used to choose the grid step."""
         key = ("pilot", direction, log_tail)
@@ -200,7 +198,7 @@ class PLDAccountant(Accountant):
             self._cache[key] = (saddle_point_eps(mgf, log_delta), mgf)
         return self._cache[key][0]
 
-    def _pilot_eps_upper(self, direction: int, log_tail: float, delta: float) -> float:
+    def _pilot_eps_upper(self, direction: Direction, log_tail: float, delta: float) -> float:
         """A certified upper bound on eps(delta) of one direction from its pilot alone (no
         fine grid): ``inf`` if it has none.
 
@@ -241,7 +239,8 @@ class PLDAccountant(Accountant):
         # a loss whose range is tiny (a near point mass) is represented exactly enough by two
         # grid points: the widest one sets the coarsest useful step
         cap = max(max(spans) / 16, 1e-12)
-        best, floor = math.inf, self._budget_floor(direction_mgfs, spans, window_tail)
+        best, floor = math.inf, budget_floor(direction_mgfs, spans, window_tail,
+                                                self._max_grid_points())
         for mgf in direction_mgfs:
             if eps is None:  # epsilon query: eps and t from the saddle point at delta
                 e, t = self._saddle(mgf, log_delta)
@@ -260,126 +259,12 @@ class PLDAccountant(Accountant):
             best = cap / 4
         return max(min(max(best, floor), cap), floor)
 
-    def _other(self, cls):
-        """An accountant of class ``cls`` on the same composition and budget (one whose
-        certified bounds complement this one's), or None if it cannot take it."""
-        acc = cls(max_memory=self.budget.max_memory, max_seconds=self.budget.max_seconds)
-        try:
-            for mech, k in self.terms:
-                acc.compose(mech, k)
-        except ValueError:
-            return None
-        return acc
-
-    def _rdp(self):
-        """The RDP accountant of the same composition, or None if it cannot take it."""
-        from .rdp import RDPAccountant
-
-        return self._other(RDPAccountant)
-
-    def _spa(self):
-        """The saddle-point accountant of the same composition (its certified bounds only),
-        or None if it cannot take it."""
-        from .spa import SaddlePointAccountant
-
-        return self._other(SaddlePointAccountant)
-
-    def _tighter_bounds(self, delta: float, lo: float, up: float, note: str, details: dict
-                        ) -> tuple[float, float, str]:
-        """When the budget stopped the PLD bracket short of rtol, other certified bounds of
-        the same curve (milliseconds) may be tighter: the RDP accountant's upper bound
-        (Mironov 2017; Canonne, Kamath, Steinke 2020), the saddle-point accountant's refined
-        moments upper bound (Alghamdi et al., eq. (43)) and its Berry-Esseen lower bound
-        (Thm. 5, where informative). Every one of them bounds the same eps, so the largest
-        lower and the smallest upper bound are reported, and the note says which; a lower
-        bound above an upper one is an inconsistency, reported by :func:`check_bracket`,
-        never hidden."""
-        details["pld_lower"], details["pld_upper"] = lo, up
-        sources = []
-        rdp = self._rdp()
-        if rdp is not None:
-            sources.append(("rdp", "RDP accountant's", None, rdp.epsilon(delta).upper))
-        spa = self._spa()
-        if spa is not None:
-            try:
-                r = spa.epsilon(delta)
-            except (ValueError, BudgetExceeded):
-                r = None
-            if r is not None:
-                sources.append(("spa", "saddle-point accountant's", r.lower, r.upper))
-        best_up = best_lo = None
-        for key, who, s_lo, s_up in sources:
-            if s_up is not None and math.isfinite(s_up) and s_up < up:
-                best_up, up = (key, who), s_up
-            if s_lo is not None and math.isfinite(s_lo) and s_lo > lo:
-                best_lo, lo = (key, who), s_lo
-        for side, best, word in (("upper", best_up, "smaller"), ("lower", best_lo, "larger")):
-            if best is not None:
-                details[f"{side}_from"] = best[0]
-                note += (f"; the {side} bound reported is the {best[1]} (certified, {word} "
-                         "than the PLD one on this grid)")
-        return lo, up, note
-
-    def _fallback(self, delta: float, why: str) -> EpsilonResult:
-        """When not even the coarsest grid fits the budget: the RDP accountant's certified
-        upper bound (Mironov 2017 with the conversion of Canonne, Kamath, Steinke 2020), with
-        ``lower`` None and a note; or the refusal if RDP cannot take these mechanisms."""
-        rdp = self._rdp()
-        if rdp is None:
-            raise BudgetExceeded(why)
-        r = rdp.epsilon(delta)
-        note = (f"over the budget for a PLD bracket ({why}); reported: the RDP accountant's "
-                "certified upper bound, no lower bound")
-        return EpsilonResult(r.epsilon, delta, None, r.upper, self.name, True,
-                             estimate=r.epsilon, note=note,
-                             details={"fallback": "rdp", "converged": False})
-
     def _max_grid_points(self) -> int:
         """The most grid points one discretization or composition may have: ``max_points``
         and what the memory budget holds at ``BYTES_PER_POINT``."""
         return min(self.max_points, self.budget.max_items(BYTES_PER_POINT))
 
-    def _budget_floor(self, mgfs: list[LogMgf], spans: list[float], window_tail: float
-                      ) -> float:
-        """The finest grid step the memory budget allows, before anything is allocated:
-        every loss's range and the composed window (from the pilot's Chernoff bounds, which
-        are close to the window :func:`compose` will place) in at most
-        :meth:`_max_grid_points` points."""
-        widest = max(spans)
-        for mgf in mgfs:
-            widest = max(widest, mgf.quantile(window_tail, +1)[0]
-                         - mgf.quantile(window_tail, -1)[0])
-        return 1.25 * widest / self._max_grid_points()
-
-    def _over_budget(self, d: float, floor: float, deadline, last_seconds: float,
-                     shrink: float) -> str:
-        """Why the next refinement (grid step ``d``) may not run, or "" if it may: finer
-        than the memory budget allows, or expected to end past the time budget (the last
-        refinement's time scaled by the growth in points)."""
-        if d < floor:
-            return (f"max_memory={self.budget.max_memory:.3g} bytes allows no finer grid "
-                    f"than {floor:.3g}: the bracket is certified but wider than rtol; raise "
-                    "max_memory or rtol")
-        # half the time budget for refinements: the rest is margin for the fallback
-        expected = deadline.elapsed + last_seconds * 1.5 / max(shrink, 1e-3)
-        if expected > 0.5 * deadline.max_seconds:
-            return (f"max_seconds={deadline.max_seconds:g} allows no further refinement: the "
-                    "bracket is certified but wider than rtol; raise max_seconds or rtol")
-        return ""
-
-    @staticmethod
-    def _clamped(d: float, factor: float, floor: float) -> float:
-        """The refinement factor, raised so that the next step is not finer than 1.5 times
-        the memory budget's ``floor`` when the current one is still clearly coarser (a grid
-        near the finest affordable one is tried before giving up, instead of stopping at
-        the previous one; at the floor itself the peak RSS came within 10% of max_memory,
-        BYTES_PER_POINT being an average)."""
-        target = 1.5 * floor
-        if d * factor < target and d > 1.2 * target:
-            return target / d
-        return factor
-
-    def _spans(self, direction: int, log_tail: float) -> list[float]:
+    def _spans(self, direction: Direction, log_tail: float) -> list[float]:
         return [max(hi - lo, 1e-12) for lo, hi in
                 (self._range(loss, log_tail) for loss, _ in self._ordered(direction))]
 
@@ -397,23 +282,26 @@ class PLDAccountant(Accountant):
         self._cache["extended"] = True
         return True
 
-    def _eps_at(self, d: float, upper: bool, direction: int, delta: float, log_tail: float,
-                window_tail: float, info: dict) -> float:
+    def _eps_at(self, d: float, direction: Direction, delta: float, log_tail: float,
+                window_tail: float, *, upper: bool, stats: QueryStats) -> float:
         """The bound on eps(delta) of :meth:`_eps_once`; if the FFT's rounding charge was a
         noticeable part of it, again with extended-precision transforms, keeping the better
         of the two (both are bounds)."""
         probe: list = []
-        e = self._eps_once(d, upper, direction, delta, log_tail, window_tail, info, probe)
+        e = self._eps_once(d, direction, delta, log_tail, window_tail, upper=upper,
+                           stats=stats, probe=probe)
         # the composition that gave the bound decides (an untilted one tried beside a tilt
         # is swamped by rounding at tiny delta, and need not be)
         if any(self._rounding_matters(c, x, delta) for c, x in probe
                if x == e and math.isfinite(x)):
-            e2 = self._eps_once(d, upper, direction, delta, log_tail, window_tail, info, [])
+            e2 = self._eps_once(d, direction, delta, log_tail, window_tail, upper=upper,
+                                stats=stats, probe=[])
             e = min(e, e2) if upper else max(e, e2)
         return e
 
-    def _eps_once(self, d: float, upper: bool, direction: int, delta: float, log_tail: float,
-                  window_tail: float, info: dict, probe: list) -> float:
+    def _eps_once(self, d: float, direction: Direction, delta: float, log_tail: float,
+                  window_tail: float, *, upper: bool, stats: QueryStats, probe: list
+                  ) -> float:
         """The bound (``upper`` or lower) on eps(delta) of one direction on the grid ``d``;
         each composition used and the bound it gave are appended to ``probe``.
 
@@ -424,17 +312,17 @@ class PLDAccountant(Accountant):
         gives a valid bound (the engine charges the FFT's rounding as amplified by the
         untilt; :meth:`ComposedPLD._noise`); the best of them is kept."""
         if delta >= TILT_BELOW:
-            c = self._composed(d, upper, direction, log_tail, window_tail)
-            info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
-            e = c.epsilon_bound(delta, upper)
+            c = self._composed(d, direction, log_tail, window_tail, upper=upper)
+            stats.saw(c.probs.size)
+            e = c.epsilon_bound(delta, upper=upper)
             probe.append((c, e))
             return e
-        mgf = self._mgf(d, upper, direction, log_tail)
+        mgf = self._mgf(d, direction, log_tail, upper=upper)
         e0, _ = saddle_point_eps(mgf, math.log(delta))
         if not math.isfinite(e0):  # no saddle point: start from the untilted answer
-            c = self._composed(d, upper, direction, log_tail, window_tail)
-            info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
-            e0 = c.epsilon_bound(delta, upper)
+            c = self._composed(d, direction, log_tail, window_tail, upper=upper)
+            stats.saw(c.probs.size)
+            e0 = c.epsilon_bound(delta, upper=upper)
             probe.append((c, e0))
             if not (math.isfinite(e0) and e0 > 0):
                 return e0
@@ -447,15 +335,15 @@ class PLDAccountant(Accountant):
             if lam <= 0 or any(abs(lam - x) <= 0.02 * max(x, 1e-3) for x in tried):
                 break
             tried.append(lam)
-            c, step = self._tilted_within_budget(d, upper, direction, log_tail, window_tail,
-                                                 lam, info)
+            c, step = self._tilted_within_budget(d, direction, log_tail, window_tail, lam,
+                                                 upper=upper, stats=stats)
             squeezed = squeezed or step != d
             if c is None:  # the untilted bound below stands instead
                 break
-            e = c.epsilon_bound(delta, upper)
+            e = c.epsilon_bound(delta, upper=upper)
             probe.append((c, e))
-            info["tilt"] = max(info.get("tilt", 0.0), lam)
-            info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
+            stats.tilted(lam)
+            stats.saw(c.probs.size)
             best = min(best, e) if upper else max(best, e)
             if not (math.isfinite(e) and e > 0):
                 break
@@ -464,14 +352,14 @@ class PLDAccountant(Accountant):
             return best
         # the untilted composition: at or below the law's mean no tilt helps, and with
         # extended transforms it can beat a tilt pushed to a coarser grid by the budget
-        c = self._composed(d, upper, direction, log_tail, window_tail)
-        e = c.epsilon_bound(delta, upper)
+        c = self._composed(d, direction, log_tail, window_tail, upper=upper)
+        e = c.epsilon_bound(delta, upper=upper)
         probe.append((c, e))
         return min(best, e) if upper else max(best, e)
 
-    def _tilted_within_budget(self, d: float, upper: bool, direction: int, log_tail: float,
-                              window_tail: float, lam: float, info: dict
-                              ) -> tuple[ComposedPLD | None, float]:
+    def _tilted_within_budget(self, d: float, direction: Direction, log_tail: float,
+                              window_tail: float, lam: float, *, upper: bool,
+                              stats: QueryStats) -> tuple[ComposedPLD | None, float]:
         """``(composition, step)``: the composition tilted by ``lam`` on the grid ``d``, or,
         if its window is over the budget (a strongly tilted law can need a far wider one:
         the far end of the per-step range dominates it), on a coarser grid (any grid's bound
@@ -489,10 +377,10 @@ class PLDAccountant(Accountant):
             if lam >= fails.get(key, math.inf):
                 continue
             try:
-                return (self._composed(step, upper, direction, log_tail, window_tail, lam),
-                        step)
+                return (self._composed(step, direction, log_tail, window_tail, upper=upper,
+                                       lam=lam), step)
             except BudgetExceeded:
-                info["tilts_over_budget"] = info.get("tilts_over_budget", 0) + 1
+                stats.tilts_over_budget += 1
                 fails[key] = min(lam, fails.get(key, math.inf))
         return None, 0.0
 
@@ -501,7 +389,7 @@ class PLDAccountant(Accountant):
         delta = v.delta_value("delta", delta)
         t0 = time.perf_counter()
         if not self.terms:
-            return EpsilonResult(0.0, delta, 0.0, 0.0, self.name, True)
+            return EpsilonResult(0.0, delta, 0.0, 0.0, self.name, certified=True)
         self._cache["extended"] = False  # each query decides (_rounding_matters)
         self._cache["tilt_fails"] = {}
         k_tot = max(self.total_count, 1)
@@ -512,103 +400,79 @@ class PLDAccountant(Accountant):
         deadline = self.budget.deadline()
         spans = [s for r in dirs for s in self._spans(r, log_tail)]
         pilots = [self._pilot(r, log_tail) for r in dirs]
-        floor = self._budget_floor(pilots, spans, window_tail)
+        floor = budget_floor(pilots, spans, window_tail, self._max_grid_points())
         d = self._grid_step(pilots, None, math.log(delta), spans, window_tail)
-        best_up = {r: math.inf for r in dirs}
-        at_step = {r: math.inf for r in dirs}  # grid step of each direction's best upper
         # a certified upper bound of each direction before any fine grid, its pilot's
         # (_pilot_eps_upper): a direction whose bound is below another's PLD upper bound
         # cannot raise the maximum, and is neither discretized finely nor composed (W1: the
         # add direction's pilot bound 6.05 < 6.19, the remove direction's PLD upper bound)
-        pre = ({r: self._pilot_eps_upper(r, log_tail, delta) for r in dirs}
-               if len(dirs) > 1 else {r: math.inf for r in dirs})
-        tried: set = set()  # the directions bounded on a grid (best_up) at least once
+        q = EpsQuery(dirs, pre=({r: self._pilot_eps_upper(r, log_tail, delta) for r in dirs}
+                                 if len(dirs) > 1 else {r: math.inf for r in dirs}))
 
-        def known(r: int) -> float:  # the direction's certified upper bound so far
-            return best_up[r] if r in tried else pre[r]
-
-        def top_direction() -> int:  # the largest bound; of the bounds on a grid on a tie
-            return max(dirs, key=lambda r: (known(r), r in tried))
-
-        lo, lo_step = 0.0, None
-        info: dict = {}
-        converged, note, steps = False, "", []
-        for _ in range(40):
-            it0 = time.perf_counter()
-            try:
-                order = sorted(dirs, key=lambda r: -known(r) if math.isfinite(known(r))
-                               else -math.inf)
-                for i, r in enumerate(order):
-                    # a direction below the largest upper bound cannot raise the maximum
-                    if i > 0 and known(r) <= max(known(x) for x in order[:i]):
-                        continue
-                    e = self._eps_at(d, True, r, delta, log_tail, window_tail, info)
-                    tried.add(r)
-                    if e < best_up[r]:
-                        best_up[r], at_step[r] = e, d
-                top = top_direction()
-                e_lo = self._eps_at(d, False, top, delta, log_tail, window_tail, info)
-                if e_lo > lo:
-                    lo, lo_step = e_lo, d
-            except BudgetExceeded as err:
-                if not steps and d < 4.0 * max(spans):  # no bracket yet: coarser until it fits
-                    d *= 2.0
-                    continue
-                note = f"stopped refining at grid step {d:.3g}: {err}"
-                break
-            steps.append(d)
-            up = max(known(r) for r in dirs)
-            width = up - lo
+        def measure(d: float) -> float | None:
+            """Bound on the grid ``d``; None if within rtol, else the shrink asked for."""
+            for r in q.worth_bounding():
+                e = self._eps_at(d, r, delta, log_tail, window_tail, upper=True, stats=q.stats)
+                q.bounded(r, e, d)
+            e_lo = self._eps_at(d, q.top(), delta, log_tail, window_tail, upper=False,
+                                stats=q.stats)
+            if e_lo > q.lo:
+                q.lo, q.lo_step = e_lo, d
+            up = q.upper()
+            width = up - q.lo
             if math.isinf(up) or width <= self.rtol * up or width <= 1e-12:
-                converged = True
-                break
-            shrink = math.sqrt(AIM * self.rtol * up / width) if width > 0 else 0.5
-            factor = self._clamped(d, min(max(shrink, 1.0 / 16), 1.0 / 1.25), floor)
-            note = self._over_budget(d * factor, floor, deadline, time.perf_counter() - it0,
-                                     factor)
-            if note:
-                break
-            d *= factor
-        up = max(known(r) for r in dirs)
-        if not steps:
-            return self._fallback(delta, note or "rtol: no grid step fits the memory budget")
+                return None
+            return math.sqrt(AIM * self.rtol * up / width) if width > 0 else 0.5
+
+        run = refine(measure, d, widest=max(spans), floor=floor, budget=self.budget,
+                     deadline=deadline)
+        return self._eps_answer(delta, q, run, t0)
+
+    def _eps_answer(self, delta: float, q: EpsQuery, run: Refinement, t0: float
+                    ) -> EpsilonResult:
+        """The eps query's result from its refinement: the bracket, with the other certified
+        bounds' help where the budget stopped it short of rtol (:func:`tighter_bounds`), or
+        the RDP fallback if not even one grid fitted."""
+        lo, up, note = q.lo, q.upper(), run.note
+        if not run.steps:
+            return rdp_fallback(self.terms, self.budget, delta,
+                                note or "rtol: no grid step fits the memory budget", self.name)
         check_bracket(lo, up, f"eps at delta={delta!r}", self.name)
-        top = top_direction()
+        top = q.top()
         # (a direction never bounded on a grid can be the largest only when the budget
         # stopped its first grid: its pilot's bound is the upper one, the last grid reported)
-        step_up = at_step[top] if top in tried else steps[-1]
+        step_up = q.at_step[top] if top in q.tried else run.steps[-1]
         details = {"grid_step": step_up, "grid_step_upper": step_up,
-                   "grid_step_lower": lo_step, "grid_steps_tried": steps,
-                   "converged": converged, "seconds": time.perf_counter() - t0, **info,
-                   "extended": bool(self._cache.get("extended"))}
-        if not converged and not note:
+                   "grid_step_lower": q.lo_step, "grid_steps_tried": run.steps,
+                   "converged": run.converged, "seconds": time.perf_counter() - t0,
+                   **q.stats.details(), "extended": bool(self._cache.get("extended"))}
+        if not run.converged and not note:
             note = "bracket wider than rtol"
-        if not converged:
-            lo, up, note = self._tighter_bounds(delta, lo, up, note, details)
+        if not run.converged:
+            lo, up, note = tighter_bounds(self.terms, self.budget, delta, (lo, up), note,
+                                          details)
             check_bracket(lo, up, f"eps at delta={delta!r}", self.name)
             if up - lo <= self.rtol * up:
                 details["converged"] = True
                 note += "; with them the bracket is within rtol"
-        return EpsilonResult(up, delta, lo, up, self.name, True, estimate=up, note=note,
-                             details=details)
+        return EpsilonResult(up, delta, lo, up, self.name, certified=True, estimate=up,
+                             note=note, details=details)
 
-    def _delta_at(self, d: float, upper: bool, direction: int, eps: np.ndarray,
-                  log_tail: float, window_tail: float = -80.0, info: dict | None = None
-                  ) -> np.ndarray:
-        info = {} if info is None else info
-        c = self._composed(d, upper, direction, log_tail, window_tail)
-        val = c.delta_bound(eps, upper)
+    def _delta_at(self, d: float, direction: Direction, eps: np.ndarray, log_tail: float,
+                  window_tail: float, *, upper: bool, stats: QueryStats) -> np.ndarray:
+        c = self._composed(d, direction, log_tail, window_tail, upper=upper)
+        val = c.delta_bound(eps, upper=upper)
         ok = (val >= DELTA_FLOOR) & (eps > 0)
         if ok.any() and self._rounding_matters(c, eps[ok], val[ok]):
             # the FFT's rounding is a noticeable part of these values: extended precision
             # (both are bounds: the better one of each is kept)
-            c = self._composed(d, upper, direction, log_tail, window_tail)
-            got = c.delta_bound(eps, upper)
+            c = self._composed(d, direction, log_tail, window_tail, upper=upper)
+            got = c.delta_bound(eps, upper=upper)
             val = np.minimum(val, got) if upper else np.maximum(val, got)
-        info["fft_points"] = max(info.get("fft_points", 0), c.probs.size)
+        stats.saw(c.probs.size)
         # the engine's own charges at these eps (rounding, window): the two bounds of the
         # same composed law differ by them only
-        spread = np.abs(val - c.delta_bound(eps, not upper))
+        spread = np.abs(val - c.delta_bound(eps, upper=not upper))
         # tiny values, and values whose charges are not small beside rtol (the FFT's rounding
         # charge grows with the number of points above eps: on fine grids it reached 1% of
         # delta = 1e-7): recompute from compositions tilted towards them, so that they are
@@ -618,39 +482,33 @@ class PLDAccountant(Accountant):
         todo = np.nonzero(((val < TILT_BELOW) | (spread > 0.1 * self.rtol * val))
                           & (eps > 0))[0]
         if todo.size:
-            mgf = self._mgf(d, upper, direction, log_tail)
+            mgf = self._mgf(d, direction, log_tail, upper=upper)
             reps = np.quantile(eps[todo], np.linspace(0.0, 1.0, min(todo.size, MAX_TILTS)),
                                method="nearest")
             lams = sorted({lam for lam in (mgf.solve_slope(float(r)) for r in np.unique(reps))
                            if lam > 0})
             for lam in lams:
                 try:
-                    ct = self._composed(d, upper, direction, log_tail, -80.0, lam)
+                    ct = self._composed(d, direction, log_tail, -80.0, upper=upper, lam=lam)
                 except BudgetExceeded:
                     # a strongly tilted law can need a far wider window (where the per-step
                     # range's far end dominates): the untilted bound stands for these eps
                     # (retrying on coarser grids as _eps_once does gave the same brackets in
                     # 1.5x the time at q = 1e-5, sigma = 0.5, 10^6 steps)
-                    info["tilts_over_budget"] = info.get("tilts_over_budget", 0) + 1
+                    stats.tilts_over_budget += 1
                     continue
-                info["fft_points"] = max(info["fft_points"], ct.probs.size)
-                info["tilt"] = max(info.get("tilt", 0.0), lam)
-                got = ct.delta_bound(eps[todo], upper)
+                stats.saw(ct.probs.size)
+                stats.tilted(lam)
+                got = ct.delta_bound(eps[todo], upper=upper)
                 val[todo] = np.minimum(val[todo], got) if upper else np.maximum(val[todo], got)
         return val
 
-    def _delta_of(self, eps) -> DeltaResult:
-        """Certified bracket on delta(eps) (eps a number or an array)."""
-        e, scalar = self._eps_array(eps)
-        t0 = time.perf_counter()
-        if not self.terms:
-            out = 0.0 if scalar else np.zeros_like(e)
-            return DeltaResult(out, eps, out, out, self.name, True)
-        self._cache["extended"] = False  # each query decides (_rounding_matters)
-        k_tot = max(self.total_count, 1)
+    def _delta_cuts(self, e: np.ndarray, pilots: list[LogMgf], k_tot: int
+                    ) -> tuple[float, float, float]:
+        """``(emax, log_tail, window_tail)`` of a delta query at ``e``: the largest eps whose
+        delta is asked to relative precision, what each step's range and the window may
+        leave out."""
         log_tail = math.log(1e-40) - math.log(k_tot)
-        dirs = self._directions()
-        pilots = [self._pilot(r, log_tail) for r in dirs]
         # the error model at the largest eps whose delta is asked to relative precision: by
         # the Chernoff estimate K(t) - t K'(t) of log delta at eps = K'(t), decreasing in t
         emax, reach_all = 0.0, 0.0
@@ -674,58 +532,62 @@ class PLDAccountant(Accountant):
         wt = min(max(cut, -80.0), -20.0)
         if not beyond:
             log_tail = min(max(cut - math.log(k_tot), log_tail), -25.0)
+        return emax, log_tail, wt
+
+    def _delta_of(self, eps) -> DeltaResult:
+        """Certified bracket on delta(eps) (eps a number or an array)."""
+        e, scalar = self._eps_array(eps)
+        t0 = time.perf_counter()
+        if not self.terms:
+            out = 0.0 if scalar else np.zeros_like(e)
+            return DeltaResult(out, eps, out, out, self.name, certified=True)
+        self._cache["extended"] = False  # each query decides (_rounding_matters)
+        k_tot = max(self.total_count, 1)
+        dirs = self._directions()
+        pilots = [self._pilot(r, math.log(1e-40) - math.log(k_tot)) for r in dirs]
+        emax, log_tail, wt = self._delta_cuts(e, pilots, k_tot)
         spans = [s for r in dirs for s in self._spans(r, log_tail)]
         deadline = self.budget.deadline()
-        floor = self._budget_floor(pilots, spans, wt)
+        floor = budget_floor(pilots, spans, wt, self._max_grid_points())
         d = self._grid_step(pilots, emax, 0.0, spans, wt)
-        converged, note, best, steps = False, "", None, []
-        for _ in range(40):
-            it0 = time.perf_counter()
-            try:
-                info: dict = {}
-                ups = {r: self._delta_at(d, True, r, e, log_tail, wt, info) for r in dirs}
-                up = np.max(np.array([ups[r] for r in dirs]), axis=0)
-                lo = np.zeros_like(e)
-                for r in dirs:  # the lower bound of every direction that is the largest somewhere
-                    if np.any(ups[r] >= up):
-                        lo = np.maximum(lo, self._delta_at(d, False, r, e, log_tail, wt,
-                                                           info))
-            except BudgetExceeded as err:
-                if best is None and d < 4.0 * max(spans):  # no bracket yet: coarser until it fits
-                    d *= 2.0
-                    continue
-                note = f"stopped refining at grid step {d:.3g}: {err}"
-                break
-            steps.append(d)
+        best: list = []  # the tightest (up, lo, step, stats) of every refinement so far
+
+        def measure(d: float) -> float | None:
+            """Bound on the grid ``d``; None if within rtol, else the shrink asked for."""
+            stats = QueryStats()
+            ups = {r: self._delta_at(d, r, e, log_tail, wt, upper=True, stats=stats)
+                   for r in dirs}
+            up = np.max(np.array([ups[r] for r in dirs]), axis=0)
+            lo = np.zeros_like(e)
+            for r in dirs:  # the lower bound of every direction that is the largest somewhere
+                if np.any(ups[r] >= up):
+                    lo = np.maximum(lo, self._delta_at(d, r, e, log_tail, wt, upper=False,
+                                                       stats=stats))
             check_bracket(lo, up, "delta at the eps asked", self.name)
-            if best is not None:  # keep the tightest bounds of every refinement
+            if best:  # keep the tightest bounds of every refinement
                 up, lo = np.minimum(up, best[0]), np.maximum(lo, best[1])
                 check_bracket(lo, up, "delta at the eps asked", self.name)
-            best = (up, lo, d, info)
+            best[:] = [up, lo, d, stats]
             # relative precision is asked of values >= DELTA_FLOOR; smaller ones are reported
             # with the (still certified) bracket that comes with it
             relw = np.where(up >= DELTA_FLOOR, (up - lo) / np.maximum(up, 1e-300), 0.0)
             rel = float(np.max(relw))
-            if rel <= self.rtol:
-                converged = True
-                break
-            factor = self._clamped(d, min(max(math.sqrt(AIM * self.rtol / rel), 1.0 / 16),
-                                          1.0 / 1.25), floor)
-            note = self._over_budget(d * factor, floor, deadline, time.perf_counter() - it0,
-                                     factor)
-            if note:
-                break
-            d *= factor
-        if best is None:
-            raise BudgetExceeded(note or "rtol: no grid step fits the memory budget")
-        up, lo, step, info = best
+            return None if rel <= self.rtol else math.sqrt(AIM * self.rtol / rel)
+
+        run = refine(measure, d, widest=max(spans), floor=floor, budget=self.budget,
+                     deadline=deadline)
+        if not best:
+            raise BudgetExceeded(run.note or "rtol: no grid step fits the memory budget")
+        up, lo, step, stats = best
         details = {"grid_step": step, "grid_step_upper": step, "grid_step_lower": step,
-                   "grid_steps_tried": steps, "converged": converged,
-                   "seconds": time.perf_counter() - t0, **info,
+                   "grid_steps_tried": run.steps, "converged": run.converged,
+                   "seconds": time.perf_counter() - t0, **stats.details(),
                    "extended": bool(self._cache.get("extended"))}
-        if not converged and not note:
+        note = run.note
+        if not run.converged and not note:
             note = "bracket wider than rtol"
         if scalar:
             up, lo = float(up[0]), float(lo[0])
-        return DeltaResult(up, eps, lo, up, self.name, True, estimate=up, note=note,
+        return DeltaResult(up, eps, lo, up, self.name, certified=True, estimate=up, note=note,
                            details=details)
+

@@ -5,7 +5,7 @@ Pipeline (Gopi et al. 2021, Algorithms 1 and 2, Theorem 5.5):
 1. every privacy loss is truncated and discretized on the grid ``j * h`` by the
    mean-preserving discretizer :func:`tightdp.pld.mean_preserving.mean_preserving`;
 2. the discretized laws are composed by the library's one FFT engine
-   (:func:`tightdp.pld.compose.compose_grid_chernoff`, Algorithm 1's circular convolution:
+   (:func:`tightdp.pld.windows.compose_grid_chernoff`, Algorithm 1's circular convolution:
    each distinct PLD transformed once and raised to its count in the Fourier domain, so
    ``b`` distinct mechanisms cost ``O(b (L/h) log(L/h))``) on a window placed by an exact
    Chernoff bound of the discretized laws, whose value at the window's ends enters the
@@ -75,9 +75,10 @@ import numpy as np
 from .. import _validate as v
 from ..budget import BudgetExceeded, Deadline
 from ..curves.saddle import saddle_point_eps
-from ..pld.compose import MAX_POINTS, ComposedPLD, LogMgf
+from ..pld.compose import MAX_POINTS, ComposedPLD
 from ..pld.discretize import loss_range
 from ..pld.mean_preserving import coupling_log_mgf, mean_preserving
+from ..pld.mgf import LogMgf
 from ..pld.spectral import SpectralPLD, compose_chernoff
 from ..progress import progress_bar
 from ..results import DeltaResult, EpsilonResult, check_bracket
@@ -339,7 +340,7 @@ class PRVAccountant(Accountant):
             i0 = max(int(np.searchsorted(c.ys, 0.0, side="left")) - 1, 0)
 
             def ok(i: int) -> bool:
-                return bool(c.grid_bound(True, i, i + 1)[2][0] <= target)
+                return bool(c.grid_bound(i, i + 1, upper=True)[2][0] <= target)
 
             if ok(i0):
                 i = i0
@@ -354,8 +355,8 @@ class PRVAccountant(Accountant):
             self._cache[key] = (i0, i)
         return self._cache[key]
 
-    def _invert(self, c: ComposedPLD | SpectralPLD, target: float, upper: bool, exact: bool = False
-                ) -> float:
+    def _invert(self, c: ComposedPLD | SpectralPLD, target: float, *, upper: bool,
+                exact: bool = False) -> float:
         """eps at which the engine's bound on the composed curve crosses ``target``, from
         the bound at a few grid points (:meth:`ComposedPLD.grid_bound`).
 
@@ -376,9 +377,9 @@ class PRVAccountant(Accountant):
             if exact:
                 return c.epsilon_estimate(target)
             if upper:
-                return c.epsilon_bound(target, True)
+                return c.epsilon_bound(target, upper=True)
             # searched downwards from the upper bound's crossing (as on the grid below)
-            return c.epsilon_bound(target, False, below=c.epsilon_bound(target, True))
+            return c.epsilon_bound(target, upper=False, below=c.epsilon_bound(target, upper=True))
         i0, i = self._first_at_most(c, target)
         ys = c.ys
         if not upper:
@@ -389,22 +390,22 @@ class PRVAccountant(Accountant):
             stop, block = i, 4096
             while stop > i0:
                 start = max(stop - block, i0)
-                first, _, dg = c.grid_bound(False, start, stop)
+                first, _, dg = c.grid_bound(start, stop, upper=False)
                 above = np.nonzero(dg > target)[0]
                 if above.size:
                     return max(float(ys[first + int(above[-1])]), 0.0)
                 stop, block = start, 4 * block
-            return c.epsilon_bound(target, False) if ys[i0] > 0 else 0.0
+            return c.epsilon_bound(target, upper=False) if ys[i0] > 0 else 0.0
         if i >= ys.size:
             return math.inf
         if i == i0:
             if ys[i0] <= 0:  # the bound is already below target at some eps <= 0
                 return 0.0
-            return c.epsilon_bound(target, upper)  # crossing below the window
+            return c.epsilon_bound(target, upper=upper)  # crossing below the window
         a, b = float(ys[i - 1]), float(ys[i])
         if not exact:
             return max(b, 0.0)
-        d_a, d_b = (float(x) for x in c.grid_bound(True, i - 1, i + 1)[2])
+        d_a, d_b = (float(x) for x in c.grid_bound(i - 1, i + 1, upper=True)[2])
         e = b
         if d_a > d_b and d_a > target:
             frac = (d_a - target) / (d_a - d_b)
@@ -428,10 +429,10 @@ class PRVAccountant(Accountant):
                                          math.log(delta))
                 if not math.isfinite(e0):
                     comps = [self._composed(de, t, direction)[0]]
-                    e0 = self._invert(comps[0], delta, True, exact=True)
+                    e0 = self._invert(comps[0], delta, upper=True, exact=True)
                 if math.isfinite(e0) and e0 > 0:
                     comps = [self._composed_for(de, t, direction, e0)[0]]
-                    e1 = self._invert(comps[0], delta, True, exact=True)
+                    e1 = self._invert(comps[0], delta, upper=True, exact=True)
                     if math.isfinite(e1) and e1 > 0 and abs(e1 - e0) > 1e-3 * e0:
                         comps.append(self._composed_for(de, t, direction, e1)[0])
                     info["tilt"] = max([info.get("tilt", 0.0)] + [x.lam for x in comps])
@@ -441,10 +442,10 @@ class PRVAccountant(Accountant):
                             comps.insert(0, untilted)
             if not comps:
                 comps = [self._composed(de, t, direction)[0]]
-            ups.append(min(self._invert(x, delta - plan["eta_up"], True) for x in comps) + t)
-            los.append(max(max(self._invert(x, delta + plan["eta_low"], False) for x in comps)
+            ups.append(min(self._invert(x, delta - plan["eta_up"], upper=True) for x in comps) + t)
+            los.append(max(max(self._invert(x, delta + plan["eta_low"], upper=False) for x in comps)
                            - t, 0.0))
-            ests.append(self._invert(comps[-1], delta, True, exact=True))
+            ests.append(self._invert(comps[-1], delta, upper=True, exact=True))
             c = comps[-1]
             info["mesh"] = plan["h"]
             info["fft_points"] = max(info.get("fft_points", 0), _points(c))
@@ -472,7 +473,7 @@ class PRVAccountant(Accountant):
         delta = v.delta_value("delta", delta)
         t0 = time.perf_counter()
         if not self.terms:
-            return EpsilonResult(0.0, delta, 0.0, 0.0, self.name, True, estimate=0.0)
+            return EpsilonResult(0.0, delta, 0.0, 0.0, self.name, certified=True, estimate=0.0)
         de = _query_delta_error(self.delta_error, delta)
         t = _T_START * self.eps_error
         self._deadline = self.budget.deadline()
@@ -489,7 +490,8 @@ class PRVAccountant(Accountant):
         check_bracket(lo, up, f"eps at delta={delta!r}", self.name)
         info.update({"delta_error": de, "eps_error": self.eps_error, "coupling_radius": t,
                      "seconds": time.perf_counter() - t0})
-        return EpsilonResult(up, delta, lo, up, self.name, True, estimate=est, details=info)
+        return EpsilonResult(up, delta, lo, up, self.name, certified=True, estimate=est,
+                             details=info)
 
     def _delta_of(self, eps) -> DeltaResult:
         """Certified bracket on ``delta(eps)`` (eps a number or an array; Gopi et al. 2021,
@@ -499,7 +501,7 @@ class PRVAccountant(Accountant):
         t0 = time.perf_counter()
         if not self.terms:
             z = 0.0 if scalar else np.zeros_like(e)
-            return DeltaResult(z, eps, z, z, self.name, True, estimate=z)
+            return DeltaResult(z, eps, z, z, self.name, certified=True, estimate=z)
         de = self.delta_error
         t = self.eps_error
         self._deadline = self.budget.deadline()
@@ -509,9 +511,9 @@ class PRVAccountant(Accountant):
         info: dict = {"delta_error": de, "eps_error": t}
         for direction in self._directions():
             c, plan = self._composed(de, t, direction)
-            u_d = c.delta_bound(e - t, True)
-            l_d = c.delta_bound(e + t, False)
-            e_d = c.delta_bound(e, True)
+            u_d = c.delta_bound(e - t, upper=True)
+            l_d = c.delta_bound(e + t, upper=False)
+            e_d = c.delta_bound(e, upper=True)
             small = np.nonzero(u_d < (_TILT_SPECTRAL if isinstance(c, SpectralPLD)
                                       else _TILT_BELOW))[0]
             if small.size:  # recompute tiny values on compositions tilted towards them
@@ -527,9 +529,9 @@ class PRVAccountant(Accountant):
                     groups.setdefault(id(ct), (ct, []))[1].append(j)
                 for ct, idx in groups.values():
                     idx = np.asarray(idx)
-                    u_d[idx] = ct.delta_bound(e[idx] - t, True)
-                    l_d[idx] = ct.delta_bound(e[idx] + t, False)
-                    e_d[idx] = ct.delta_bound(e[idx], True)
+                    u_d[idx] = ct.delta_bound(e[idx] - t, upper=True)
+                    l_d[idx] = ct.delta_bound(e[idx] + t, upper=False)
+                    e_d[idx] = ct.delta_bound(e[idx], upper=True)
                     info["tilt"] = max(info.get("tilt", 0.0), ct.lam)
             up = np.maximum(up, np.minimum(u_d + plan["eta_up"], 1.0))
             lo = np.maximum(lo, np.maximum(l_d - plan["eta_low"], 0.0))
@@ -541,9 +543,8 @@ class PRVAccountant(Accountant):
         check_bracket(lo, up, "delta at the eps asked", self.name)
         info["seconds"] = time.perf_counter() - t0
         if scalar:
-            return DeltaResult(float(up[0]), eps, float(lo[0]), float(up[0]), self.name,
-                               certified=True, estimate=float(est[0]), details=info)
-        return DeltaResult(up, eps, lo, up, self.name, True, estimate=est, details=info)
+            up, lo, est = float(up[0]), float(lo[0]), float(est[0])
+        return DeltaResult(up, eps, lo, up, self.name, certified=True, estimate=est, details=info)
 
 
 def _query_delta_error(delta_error: float, delta: float) -> float:

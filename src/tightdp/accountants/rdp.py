@@ -85,25 +85,25 @@ class RDPAccountant(Accountant):
         """Certified upper bound on eps at ``delta`` (best conversion, best order)."""
         delta = v.delta_value("delta", delta)
         if not self.terms:
-            return EpsilonResult(0.0, delta, None, 0.0, self.name, True, estimate=0.0)
+            return EpsilonResult(0.0, delta, None, 0.0, self.name, certified=True, estimate=0.0)
         eps, order = eps_from_rdp(self.orders, self.rdp, delta)
         details = {"order": order, "num_orders": int(self.orders.size),
                    "rdp_at_order": float(self.rdp[self.orders == order][0])}
         if order == self.orders.max() or order == self.orders.min():
             details["order_at_grid_edge"] = True
-        return EpsilonResult(eps, delta, None, eps, self.name, True, estimate=eps, note=_NOTE,
-                             details=details)
+        return EpsilonResult(eps, delta, None, eps, self.name, certified=True, estimate=eps,
+                             note=_NOTE, details=details)
 
     def _delta_of(self, eps) -> DeltaResult:
         """Certified upper bound on delta(eps) (eps a number or an array)."""
         e = v.eps_values("eps", eps)
         if not self.terms:
             z = 0.0 if e.ndim == 0 else np.zeros_like(e)
-            return DeltaResult(z, eps, None, z, self.name, True, estimate=z)
+            return DeltaResult(z, eps, None, z, self.name, certified=True, estimate=z)
         d: float | np.ndarray  # floats for a scalar eps
         order: float | np.ndarray
         d, order = delta_from_rdp(self.orders, self.rdp, e)
         if e.ndim == 0:
             d, order = float(d), float(order)
-        return DeltaResult(d, eps, None, d, self.name, True, estimate=d, note=_NOTE,
+        return DeltaResult(d, eps, None, d, self.name, certified=True, estimate=d, note=_NOTE,
                            details={"order": order, "num_orders": int(self.orders.size)})

@@ -462,7 +462,7 @@ class LocationMixtureLoss(PrivacyLoss):
             self.tables["last_inverse"] = (y.copy(), x)
         return y, x
 
-    def _tail(self, y, side: str, upper: bool, atom: float) -> np.ndarray:
+    def _tail(self, y, side: str, *, upper: bool, atom: float) -> np.ndarray:
         """``log P(X <= x*(y))`` (``upper`` False) or ``log P(X > x*(y))`` under the components
         of P (``side="p"``) or Q, the whole mass or none where ``x*(y)`` is infinite, plus an
         ``atom`` of loss mass outside the finite values (P's at +inf, Q's at -inf)."""
@@ -476,13 +476,13 @@ class LocationMixtureLoss(PrivacyLoss):
         return base
 
     def logp_cdf(self, y):
-        return self._tail(y, "p", False, 0.0)
+        return self._tail(y, "p", upper=False, atom=0.0)
 
     def logp_sf(self, y):
-        return self._tail(y, "p", True, self.inf_mass)
+        return self._tail(y, "p", upper=True, atom=self.inf_mass)
 
     def logq_cdf(self, y):
-        return self._tail(y, "q", False, self.neg_inf_mass)
+        return self._tail(y, "q", upper=False, atom=self.neg_inf_mass)
 
     def logq_sf(self, y):
-        return self._tail(y, "q", True, 0.0)
+        return self._tail(y, "q", upper=True, atom=0.0)

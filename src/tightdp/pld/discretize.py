@@ -26,14 +26,14 @@ lowered chords, in :func:`certified_pair` (lower bound)
     neighbouring intervals. How much is enough follows from convexity alone: on an interval
     the true curve's slope runs between ``-Q(Y > g_j)`` and ``-Q(Y > g_{j+1})`` with the
     chord's slope as average, which bounds its distance below the chord by a "tent" whose
-    peak is computed from the bin's two masses (:func:`_lowered_chords`). A convex curve below
-    the true one at every ``alpha >= 0`` is that of a post-processing of the mechanism
+    peak is computed from the bin's two masses (:mod:`tightdp.pld.lowered_chords`). A convex
+    curve below the true one at every ``alpha >= 0`` is that of a post-processing of the mechanism
     (Blackwell's theorem for pairs of distributions), so it stays below under composition.
     With one tent per interval the lowering is about twice the chord's average excess, so per
     step it lowers ``K(t)`` by about ``t (t + 1) d^2 / 6``; on the intervals of the largest
     tents the distance to the chord is bounded more tightly from the curve at sub-nodes
-    (:func:`_refined_gaps`), which brings that to about 0.6 of connect-the-dots' raise on the
-    subsampled Gaussian (q = 0.01, sigma = 1), whose losses concentrate near 0. This is ours;
+    (``_refined_gaps`` there), which brings that to about 0.6 of connect-the-dots' raise on
+    the subsampled Gaussian (q = 0.01, sigma = 1), whose losses concentrate near 0. This is ours;
     the tests check it against exact curves.
 
 ``dominated`` (lower bound, the fallback)
@@ -57,9 +57,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._numerics import UNIT_ROUNDOFF, log_sub_exp
+from .._numerics import log_sub_exp
 from ..losses import PrivacyLoss
-from .grid import DiscretePLD
+from .grid import Bins, DiscretePLD
+from .lowered_chords import lowered_chords
 
 __all__ = ["certified_pair", "certified_pair_lazy", "certified_pairs", "connect_the_dots",
            "dominated", "loss_range"]
@@ -78,7 +79,7 @@ def loss_range(loss: PrivacyLoss, log_tail: float, *, coarse: bool = False
     out. Every discretizer accounts for what lies beyond the range it is given, so the
     bounds stay certified either way; the grid is only a little longer."""
     if coarse:
-        lo, hi = _tail_point(loss, log_tail, False), _tail_point(loss, log_tail, True)
+        lo, hi = _tail_point(loss, log_tail, upper=False), _tail_point(loss, log_tail, upper=True)
     else:
         lo = loss.loss_quantile(log_tail, upper=False)
         hi = loss.loss_quantile(log_tail, upper=True)
@@ -91,7 +92,7 @@ def loss_range(loss: PrivacyLoss, log_tail: float, *, coarse: bool = False
 _OUTWARD = np.concatenate([[0.0], np.exp2(np.arange(-30.0, 997.0))])
 
 
-def _tail_point(loss: PrivacyLoss, log_mass: float, upper: bool) -> float:
+def _tail_point(loss: PrivacyLoss, log_mass: float, *, upper: bool) -> float:
     """A loss value ``y`` with ``P(y < Y < inf) <= e^log_mass`` (upper) or
     ``P(Y <= y) <= e^log_mass`` (lower): the support's end if finite, else the innermost
     of a few vectorized candidates (the coarse :func:`loss_range`; the same safe side as
@@ -139,20 +140,6 @@ def _grid(d: float, lo: float, hi: float, shift: float = 0.0) -> tuple[int, int]
     return j_lo, j_hi
 
 
-class _Bins(NamedTuple):
-    """One evaluation of a loss's CDFs on the grid ``g``: what both certified discretizers
-    are built from."""
-
-    j_lo: int  # grid index of g[0]
-    g: np.ndarray
-    pb: np.ndarray  # P-mass of the bins (g_j, g_{j+1}]
-    qb: np.ndarray  # Q-mass of the bins
-    log_rho: np.ndarray  # log(Q_bin e^{g_j} / P_bin), in [-d, 0]
-    p_low: float  # P(Y <= g_0)
-    q_low: float  # Q(Y <= g_0), Q's mass at -inf included
-    p_top: float  # P(Y > g_top), P's mass at +inf included
-    lq_top: float  # log Q(Y > g_top)
-
 
 class _FineCdfs(NamedTuple):
     """The four log CDFs of a loss (:meth:`~tightdp.losses.PrivacyLoss.log_cdfs`) at the
@@ -195,7 +182,7 @@ def _fine_cdfs(loss: PrivacyLoss, steps: list[float], lo: float, hi: float, shif
 
 
 def _ctd_split(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float,
-               cdfs: _FineCdfs | None = None) -> _Bins:
+               cdfs: _FineCdfs | None = None) -> Bins:
     """Shared part of both certified discretizers: the grid, the bin masses and the masses
     beyond the grid's ends (see the module docstring); the log CDFs at the grid's points
     read from ``cdfs`` where it holds them."""
@@ -223,10 +210,10 @@ def _ctd_split(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float,
         # fine grid assumes; see _FineCdfs), without four more evaluations at one point
         lpc, lps, lqc, lqs = vals
         ends = np.exp(np.array([lpc[0], lqc[0], lps[-1]]))
-        return _Bins(j_lo, g, pb, qb, log_rho, float(ends[0]), float(ends[1]),
+        return Bins(j_lo, g, pb, qb, log_rho, float(ends[0]), float(ends[1]),
                      float(ends[2]), float(lqs[-1]))
     g0, gt = np.asarray(g[0]), np.asarray(g[-1])
-    return _Bins(j_lo, g, pb, qb, log_rho, float(loss.p_cdf(g0)), float(loss.q_cdf(g0)),
+    return Bins(j_lo, g, pb, qb, log_rho, float(loss.p_cdf(g0)), float(loss.q_cdf(g0)),
                  float(loss.p_sf(gt)), float(loss.logq_sf(gt)))
 
 
@@ -244,7 +231,7 @@ def connect_the_dots(loss: PrivacyLoss, d: float, lo: float, hi: float,
     return _ctd(d, _ctd_split(loss, d, lo, hi, shift), shift)
 
 
-def _ctd(d: float, b: _Bins, shift: float) -> DiscretePLD:
+def _ctd(d: float, b: Bins, shift: float) -> DiscretePLD:
     g, pb = b.g, b.pb
     probs = np.zeros(g.size)
     up = _ctd_up(pb, b.log_rho, d)
@@ -304,329 +291,12 @@ def certified_pair_lazy(loss: PrivacyLoss, d: float, lo: float, hi: float, shift
 
     def lower() -> DiscretePLD:
         if "low" not in state:
-            low = _lowered_chords(loss, upper, state.pop("bins"), d)
+            low = lowered_chords(loss, upper, state.pop("bins"), d)
             state["low"] = low if low is not None else dominated(loss, d, lo, hi, shift)
         return state["low"]
 
     return upper, lower
 
-
-def _lowered_chords(loss: PrivacyLoss, upper: DiscretePLD, bins: _Bins, d: float
-                    ) -> DiscretePLD | None:
-    """The dominated pair whose hockey-stick curve ``V`` interpolates the values
-    ``delta(alpha_j) - c_j`` linearly in ``alpha = e^eps`` between the nodes
-    ``alpha_j = e^{g_j}`` (see the module docstring). Returns None if it cannot be built on
-    this grid (the caller then falls back to :func:`dominated`).
-
-    *Below the true curve.* On interval ``j`` the slope of the convex true curve runs from
-    ``-Q(Y > g_j)`` to ``-Q(Y > g_{j+1})`` and averages the chord's slope, so the curve lies
-    above the "tent" whose peak, at the fraction ``theta_j = (1 - rho_j) / (rho_j (e^d - 1))``
-    of the interval, is ``G_j = P_bin (1 - rho_j) (1 - theta_j)`` below the chord
-    (``rho_j = Q_bin e^{g_j} / P_bin``; the extremal convex curve has a single kink there).
-    A function linear in ``alpha`` stays above the tent iff it does at the peak,
-    ``(1 - theta_j) c_j + theta_j c_{j+1} >= G_j``, which ``c_j = max(G_{j-1}, G_j)``
-    satisfies. No curve goes below the line of no information ``L(alpha) = 1 - alpha (1 -
-    Q(Y = -inf))``, nor below its floor ``P(Y = +inf)``: ``V`` follows ``L`` up to the highest
-    node ``J`` at which the true curve is within ``c_J`` of ``L`` (at least the first), and
-    the floor from the lowest node ``K`` at which it is within ``c_K`` of the floor (at most
-    the last); those two nodes are put on ``L`` and on the floor.
-
-    *A pair.* A convex curve through ``(0, 1)`` with slopes in ``[-(1 - Q(Y = -inf)), 0]`` is
-    the hockey-stick curve of a pair, and one below the true curve at every ``alpha >= 0`` is
-    a post-processing of it (Blackwell; so are their compositions). Where the interpolant is
-    not convex (only where the loss density changes on the scale of ``d``, or at the atoms of
-    a discrete loss) it is replaced by its greatest convex minorant, which is lower still and
-    whose kinks are nodes: its slopes are the isotonic regression of the segments' slopes
-    weighted by their lengths (Barlow et al. 1972), computed where it changes anything.
-    The P-masses are ``e^{g_j}`` times the slope increases; where no segment was pooled they
-    are computed as ``pi_j^CTD - [(c_{j+1} - c_j) - e^d (c_j - c_{j-1})] / (e^d - 1)``.
-    """
-    g, pb, qb, log_rho = bins.g, bins.pb, bins.qb, bins.log_rho
-    if d > 700.0 or g[-1] > 700.0 or g[0] < -700.0:  # e^g beyond the float range
-        return None
-    em1 = math.expm1(d)
-    ed = math.exp(d)
-    n = g.size - 1  # nodes 0 .. n-1: the grid's last point is not used
-    if n < 3 or g[n - 1] > 700.0 or g[0] < -700.0:
-        return None
-    lr = log_rho[:n - 1]
-    one_m_rho = -np.expm1(lr)
-    theta = np.clip(one_m_rho / (np.exp(lr) * em1), 0.0, 1.0)
-    gap = pb[:n - 1] * one_m_rho * (1.0 - theta)
-    # a bin whose Q-mass underflowed: its rho is unknown, so take the largest gap any rho
-    # allows, P_bin tanh(d/4)
-    unknown = (pb[:n - 1] > 0) & ~(qb[:n - 1] > 0)
-    gap = np.where(unknown, pb[:n - 1] * math.tanh(d / 4), gap) * (1 + 1e-9)
-    gap, pts = _refined_gaps(loss, g, gap, theta, d)
-    c = np.zeros(n)
-    c[:-1] = gap
-    c[1:] = np.maximum(c[1:], gap)
-    # heights of the true curve above L and above the floor at the nodes
-    inf_true = float(loss.inf_mass)
-    p_cdf = bins.p_low + np.concatenate([[0.0], np.cumsum(pb[:n - 1])])
-    # Q-mass of finite losses up to each node (the curve minus L is alpha Q - P over them)
-    q_cdf = max(bins.q_low - loss.neg_inf_mass, 0.0) \
-        + np.concatenate([[0.0], np.cumsum(qb[:n - 1])])
-    # masses above the top node g_{n-1}: the last bin and what lies above the grid
-    p_tail = max(bins.p_top + pb[-1] - inf_true, 0.0)
-    q_tail = math.exp(bins.lq_top) + qb[-1]
-    p_sf = p_tail + np.concatenate([np.cumsum(pb[n - 2::-1])[::-1], [0.0]])
-    q_sf = q_tail + np.concatenate([np.cumsum(qb[n - 2::-1])[::-1], [0.0]])
-    a = np.exp(g[:n])
-    h = a[:-1] * em1
-    room = np.maximum(a * q_cdf - p_cdf, 0.0)
-    roof = np.maximum(p_sf - a * q_sf, 0.0)
-    for _ in range(n):
-        on_l = np.nonzero(c >= room)[0]
-        on_f = np.nonzero(c >= roof)[0]
-        J = int(on_l[-1]) if on_l.size else 0
-        K = int(on_f[0]) if on_f.size else n - 1
-        if K - J < 1:
-            return None
-        c[J], c[K] = room[J], roof[K]
-        # the tents next to them, now that those two nodes moved
-        i = K - 1
-        sv, gv = pts[i]
-        if np.any((1 - sv) * c[i] + sv * c[K] < gv):
-            if np.any((sv >= 1) & (gv > c[K])):
-                return None
-            inner = sv < 1
-            c[i] = float(np.max((gv[inner] - sv[inner] * c[K]) / (1 - sv[inner]))) * (1 + 1e-12)
-            continue
-        sv, gv = pts[J]
-        if np.any((1 - sv) * c[J] + sv * c[J + 1] < gv):
-            if np.any((sv <= 0) & (gv > c[J])):
-                return None
-            inner = sv > 0
-            c[J + 1] = float(np.max((gv[inner] - (1 - sv[inner]) * c[J]) / sv[inner])) \
-                * (1 + 1e-12)
-            continue
-        break
-    else:
-        return None
-    # P-masses on nodes J..K (accurate form: CTD's masses minus the second difference of c)
-    pi = np.zeros(n)
-    dc = np.diff(c)  # dc[j] = c_{j+1} - c_j
-    mid = slice(J + 1, K)
-    pi[mid] = upper.probs[mid] - dc[J + 1:K] / em1 + ed * dc[J:K - 1] / em1
-    pi[J] = (room[J + 1] - c[J + 1]) / em1  # L's kink into the first segment
-    pi[K] = ed * (roof[K - 1] - c[K - 1]) / em1  # last segment's kink onto the floor
-    bad = np.nonzero(pi[J + 1:K] < 0)[0] + 1  # (node - J) where the interpolant is concave
-    if bad.size:
-        # a convex minorant: the slopes' isotonic regression, by pool-adjacent-violators on
-        # the stretches around the concave nodes (it only pools there; no global pass)
-        iv = slice(J, K)  # intervals J..K-1
-        m = -q_sf[J + 1:K + 1] - pb[iv] * -np.expm1(log_rho[iv]) / h[iv]  # chord slopes
-        s = m - dc[iv] / h[iv]
-        s[0] = -(1.0 - loss.neg_inf_mass) + (room[J + 1] - c[J + 1]) / h[J]
-        s[-1] = -(roof[K - 1] - c[K - 1]) / h[K - 1]
-        sv, pooled = _pool_violators(s, h[iv], bad)
-        # nodes touching a pooled segment: e^{g_j} times the slope increase
-        left = np.concatenate([[-(1.0 - loss.neg_inf_mass)], sv])  # slope left of node J+r
-        right = np.concatenate([sv, [0.0]])
-        touch = np.nonzero(np.concatenate([[False], pooled]) | np.concatenate([pooled, [False]]))[0]
-        pi[J + touch] = a[J + touch] * (right[touch] - left[touch])
-        # inside a pooled run the increase is 0 by construction
-        inner = np.nonzero(np.concatenate([[False], pooled[:-1] & pooled[1:]
-                                           & (sv[:-1] == sv[1:]), [False]]))[0]
-        pi[J + inner] = 0.0
-    neg = pi < 0
-    if neg.any():
-        # what is left is rounding of the slopes' differences (relative 1e-13 or so): it is
-        # put back to 0, like the rounding of every other mass (README, floating point)
-        if np.any(pi[neg] < -1e-12 * max(float(pi.max()), 1e-300)):
-            return None
-        pi[neg] = 0.0
-    # The kink masses at J and K divide differences of O(1) quantities by e^d - 1: on a grid
-    # fine against the loss their rounding (absolute ~u / d) can push the law's total P- or
-    # Q-mass above 1, and a law of mass 1 + 1e-9 composed 1e7 times is 1% too heavy (q=1e-7:
-    # lower above upper). The excess is taken off the lowest node: removing mass only lowers
-    # every composed curve, so the pair stays below the true one.
-    excess_p = float(np.sum(pi)) + inf_true - 1.0
-    excess_q = float(np.sum(pi * np.exp(-g[:n]))) - (1.0 - loss.neg_inf_mass)
-    cut = max(excess_p, excess_q * math.exp(g[J]), 0.0)
-    if cut > 0.0:
-        cut = cut * (1 + 1e-6) + 4 * UNIT_ROUNDOFF * max(float(np.sum(pi)), 1.0)
-        if cut > pi[J]:
-            return None
-        pi[J] -= cut
-    return DiscretePLD(d, upper.offset, pi, inf_true, {"kind": "lowered_chords"}, upper.shift)
-
-
-class _Tents(dict):
-    """Per interval ``j``, the points ``(s, G)`` below which the true curve cannot go: at
-    the fraction ``s`` of the interval (in ``alpha``) it is at most ``G`` below the chord.
-    The single tent (``theta_j``, ``G_j``) unless the interval was refined."""
-
-    def __init__(self, theta: np.ndarray, gap: np.ndarray):
-        super().__init__()
-        self.theta, self.gap = theta, gap
-        self.rows: dict = {}  # refined interval -> its row of s_all, g_all
-        self.s_all = self.g_all = None
-
-    def refine(self, js: np.ndarray, rows: np.ndarray, s_all: np.ndarray,
-               g_all: np.ndarray) -> None:
-        """Intervals ``js`` keep the points of rows ``rows`` of ``(s_all, g_all)`` (looked
-        up when asked: the searches ask for a few intervals)."""
-        self.rows = dict(zip(js.tolist(), rows.tolist(), strict=True))
-        self.s_all, self.g_all = s_all, g_all
-
-    def __missing__(self, j: int) -> tuple[np.ndarray, np.ndarray]:
-        r = self.rows.get(j)
-        if r is not None:
-            return self.s_all[r], self.g_all[r]
-        return np.array([self.theta[j]]), np.array([self.gap[j]])
-
-
-#: intervals refined by :func:`_refined_gaps` (those of the largest tents) and their sub-bins
-_REFINE_INTERVALS = 128
-_REFINE_SUB = 16
-
-
-def _largest_positive(x: np.ndarray, k: int) -> np.ndarray:
-    """Indices, ascending, of the positive entries of ``x`` among the ``k`` that a full
-    descending sort puts first (``argsort(x)[::-1][:k]``). By a partial sort where that set
-    does not depend on how the sort orders equal values: the ``k``-th largest value is not
-    positive (then every positive entry is among the ``k``), or no other entry equals it
-    (then the ``k`` are those at or above it); else, and with NaNs, by the full sort."""
-    n = x.size
-    if n > k and not np.isnan(x).any():
-        v = np.partition(x, n - k)[n - k]  # the k-th largest
-        if v <= 0:
-            return np.nonzero(x > 0)[0]
-        top = x >= v
-        if np.count_nonzero(top) == k:
-            return np.nonzero(top)[0]
-    pick = np.argsort(x)[::-1][:k]
-    return np.sort(pick[x[pick] > 0])
-
-
-def _refined_gaps(loss: PrivacyLoss, g: np.ndarray, gap: np.ndarray, theta: np.ndarray,
-                  d: float) -> tuple[np.ndarray, _Tents]:
-    """Tighter bounds on how far the true curve lies below its chord, on the intervals of
-    the largest tents (at most ``_REFINE_INTERVALS``).
-
-    The single tent of an interval assumes the worst convex curve given only the bin's two
-    masses: a kink at ``theta_j`` ``G_j`` below the chord. Where a loss is concentrated on a
-    scale much smaller than ``d`` (a tiny sampling rate: the bulk of the losses within
-    ``q`` of 0) that is most of the curve's height, and the lowered chords collapse to the
-    trivial pair. Refined, the interval is cut into ``_REFINE_SUB`` sub-intervals at which
-    the true curve is evaluated (``loss.delta``); on each the same convexity argument gives
-    a sub-tent from the sub-bin's masses, so the curve lies above the upper envelope of the
-    sub-tents, and the chord minus that envelope is piecewise linear with kinks at the
-    sub-nodes and the sub-tents' peaks: its values there are the points ``(s, G)``. Each
-    is raised by ``1e-9`` relative and an absolute ``1e-15`` of the curve's values there
-    (their rounding). The refinement is kept where its largest point is below the tent's
-    ``G_j`` (both bound the same distance); an interval with a sub-bin whose Q-mass
-    underflowed keeps its tent."""
-    tents = _Tents(theta, gap)
-    m = _REFINE_SUB
-    pick = _largest_positive(gap, _REFINE_INTERVALS)
-    if not pick.size or d / m > 700.0:
-        return gap, tents
-    frac = np.arange(m + 1) / m
-    ys = g[pick][:, None] + d * frac[None, :]  # sub-nodes of each picked interval (rows)
-    ys[:, -1] = g[pick + 1]  # the interval's own end, exactly
-    flat = ys.reshape(-1)  # non-decreasing: the picked intervals are in order
-    cv = loss.delta(flat).reshape(ys.shape)  # the true curve at the sub-nodes
-    pb, qb = loss.bin_masses(flat)  # the bins between rows are not used
-    keep = (np.arange(flat.size - 1) % (m + 1)) < m
-    pb, qb = pb[keep].reshape(pick.size, m), qb[keep].reshape(pick.size, m)
-    a = np.exp(ys - ys[:, :1])  # alpha / alpha_j: the fraction s is scale-free
-    span = a[:, -1:] - a[:, :1]
-    rise = cv[:, -1:] - cv[:, :1]
-    chord = cv[:, :1] + (a - a[:, :1]) / span * rise
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rho = np.where(pb > 0, qb * np.exp(ys[:, :-1]) / pb, 1.0)
-    rho = np.clip(np.nan_to_num(rho, nan=1.0), math.exp(-d / m), 1.0)
-    th = np.clip((1 - rho) / (rho * math.expm1(d / m)), 0.0, 1.0)
-    tent = pb * (1 - rho) * (1 - th)
-    pk = a[:, :-1] + th * (a[:, 1:] - a[:, :-1])  # the sub-tents' peaks
-    chord_pk = cv[:, :1] + (pk - a[:, :1]) / span * rise
-    env_pk = cv[:, :-1] + th * (cv[:, 1:] - cv[:, :-1]) - tent
-    # the interior sub-nodes (at the interval's own nodes the chord is the curve) and the
-    # sub-tents' peaks
-    s_all = np.concatenate([(a[:, 1:-1] - a[:, :1]) / span, (pk - a[:, :1]) / span], axis=1)
-    g_all = np.concatenate([(chord - cv)[:, 1:-1], chord_pk - env_pk], axis=1)
-    # rounding: 1e-9 relative and 4e-15 of the curve's values absolute, tapered to 0 over
-    # the first and last sub-interval (at the nodes the chord is the curve, and a constant
-    # charge there would force c of the next node to charge / s)
-    taper = np.clip(np.minimum(s_all, 1.0 - s_all) * m, 0.0, 1.0)
-    g_all = np.maximum(g_all, 0.0) * (1 + 1e-9) \
-        + 4e-15 * np.max(cv, axis=1, keepdims=True) * taper
-    g_all = np.where((s_all > 0) & (s_all < 1), g_all, 0.0)  # nodes: nothing to keep
-    best = np.max(g_all, axis=1)
-    usable = ~np.any((pb > 0) & ~(qb > 0), axis=1) & (best < gap[pick]) \
-        & np.all(np.isfinite(g_all), axis=1)
-    gap = gap.copy()
-    rows = np.nonzero(usable)[0]
-    gap[pick[rows]] = best[rows]
-    tents.refine(pick[rows], rows, s_all, g_all)
-    return gap, tents
-
-
-def _pav_push(vals: list[float], wts: list[float], lens: list[int], xs: list[float],
-              ys: list[float]) -> None:
-    """Push the segments ``(xs, ys)`` (slopes, weights) in turn onto the stack of
-    pool-adjacent-violators, pooling the top while it is above the segment pushed (each
-    pooled slope the weighted mean of the two, lower block first)."""
-    for x, y in zip(xs, ys, strict=True):
-        ln = 1
-        while vals and vals[-1] > x:
-            v1 = vals.pop()
-            w1 = wts.pop()
-            tot = w1 + y
-            x = (v1 * w1 + x * y) / tot
-            y = tot
-            ln += lens.pop()
-        vals.append(x)
-        wts.append(y)
-        lens.append(ln)
-
-
-def _pool_violators(s: np.ndarray, w: np.ndarray, bad: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """Make the slopes ``s`` (weights ``w``) non-decreasing by pool-adjacent-violators
-    (Barlow et al. 1972) on stretches around the violations ``s[r - 1] > s[r]`` for ``r`` in
-    ``bad``, each stretch grown until its pooled values join its unchanged neighbours
-    monotonically. Pooling replaces a run of segments by their chord, so the curve only
-    moves down and becomes convex there. Returns the new slopes and the mask of pooled
-    segments.
-
-    A stretch grown only to the right continues from the stack of the previous one (the
-    stack after a prefix does not depend on what follows it, so this is the same sequence
-    of operations as starting over, in time linear in the final stretch); one grown to the
-    left starts over."""
-    s = s.copy()
-    n = s.size
-    pooled = np.zeros(n, dtype=bool)
-    for r in bad:
-        if r <= 0 or r >= n or s[r - 1] <= s[r]:
-            continue  # already fixed by an earlier stretch
-        a, b = max(r - 2, 0), min(r + 2, n)
-        vals: list[float] = []
-        wts: list[float] = []
-        lens: list[int] = []
-        done = a  # s[a:done] is on the stack
-        while True:
-            _pav_push(vals, wts, lens, s[done:b].tolist(), w[done:b].tolist())
-            done = b
-            grow_l = a > 0 and s[a - 1] > vals[0]
-            grow_r = b < n and vals[-1] > s[b]
-            if not (grow_l or grow_r):
-                break
-            width = b - a
-            if grow_l:
-                a = max(a - width, 0)
-                vals, wts, lens = [], [], []
-                done = a
-            if grow_r:
-                b = min(b + width, n)
-        ln = np.array(lens)
-        run = np.repeat(ln > 1, ln)
-        s[a:b] = np.where(run, np.repeat(np.array(vals), ln), s[a:b])
-        pooled[a:b] |= run
-    return s, pooled
 
 
 def dominated(loss: PrivacyLoss, d: float, lo: float, hi: float,

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["DiscretePLD", "atom_cumulants", "atom_log_mgf", "delta_from_pmf", "epsilon_from_pmf",
-           "tail_sums"]
+__all__ = ["Bins", "DiscretePLD", "atom_cumulants", "atom_log_mgf", "delta_from_pmf",
+           "epsilon_from_pmf", "tail_sums"]
 
 
 def _suffix(x: np.ndarray) -> np.ndarray:
@@ -205,3 +206,18 @@ class DiscretePLD:
 
     def epsilon(self, delta: float) -> float:
         return epsilon_from_pmf(self.ys, self.probs, self.inf_mass, delta)
+
+
+class Bins(NamedTuple):
+    """One evaluation of a loss's CDFs on the grid ``g``: what both certified discretizers
+    are built from."""
+
+    j_lo: int  # grid index of g[0]
+    g: np.ndarray
+    pb: np.ndarray  # P-mass of the bins (g_j, g_{j+1}]
+    qb: np.ndarray  # Q-mass of the bins
+    log_rho: np.ndarray  # log(Q_bin e^{g_j} / P_bin), in [-d, 0]
+    p_low: float  # P(Y <= g_0)
+    q_low: float  # Q(Y <= g_0), Q's mass at -inf included
+    p_top: float  # P(Y > g_top), P's mass at +inf included
+    lq_top: float  # log Q(Y > g_top)

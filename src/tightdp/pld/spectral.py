@@ -20,7 +20,7 @@ they are), so that the original finite part of the curve is
     g_eps(y) = e^{-lam (y - eps)} (1 - e^{eps - y})_+,
 
 with ``w`` the composed tilted law. On a circle of ``N`` points (the Chernoff window
-``[i_lo, i_lo + N)`` of :func:`~tightdp.pld.compose.chernoff_window`; ``N`` is free, no
+``[i_lo, i_lo + N)`` of :func:`~tightdp.pld.windows.chernoff_window`; ``N`` is free, no
 FFT is taken at that length) Parseval's identity for the DFT gives
 
     sum_n w_circ(n) g(n) = (1/N) sum_j W_j conj(G_j),
@@ -62,19 +62,17 @@ import numpy as np
 from scipy import fft as sfft
 
 from .._numerics import UNIT_ROUNDOFF, bisect
-from .compose import (
+from .compose import ComposedPLD, composed_inf_mass, round_rel
+from .grid import DiscretePLD
+from .mgf import LogMgf
+from .windows import (
     CHERNOFF_TS,
     ChernoffWindow,
-    ComposedPLD,
-    LogMgf,
     chernoff_window,
     compose_on_window,
-    composed_inf_mass,
     fft_sizer,
     grid_terms,
-    round_rel,
 )
-from .grid import DiscretePLD
 
 __all__ = ["MAX_FREQUENCIES", "SpectralPLD", "compose_chernoff", "compose_spectral", "dtft_low"]
 
@@ -229,13 +227,13 @@ class SpectralPLD:
     def _log_factor(self, eps: float) -> float:
         return self.log_scale - self.lam * eps
 
-    def delta_bound(self, eps, upper: bool) -> np.ndarray:
+    def delta_bound(self, eps, *, upper: bool) -> np.ndarray:
         """Certified upper or lower bound on ``delta(eps)`` of the composition (original
         measure), at every eps of an array."""
         e = np.atleast_1d(np.asarray(eps, dtype=float))
         out = np.empty(e.size)
         for i, x in enumerate(e):
-            out[i] = self._bound(float(x), upper)
+            out[i] = self._bound(float(x), upper=upper)
         return out.reshape(np.shape(eps))
 
     def estimate(self, eps) -> np.ndarray:
@@ -252,7 +250,7 @@ class SpectralPLD:
             return 0.0
         return math.exp(min(self._log_factor(eps) + math.log(v), 700.0))
 
-    def _bound(self, eps: float, upper: bool) -> float:
+    def _bound(self, eps: float, *, upper: bool) -> float:
         c, trunc, rnd, above, fold = self._parts(eps)
         v_rel = self.round_rel * math.exp(self.lam * self.d)  # single-step rounding (below)
         if upper:
@@ -262,7 +260,7 @@ class SpectralPLD:
         val = self._scaled(c - trunc - rnd - fold - v_rel, eps)
         return max(val * (1 - 1e-10), 0.0) + self.inf_mass
 
-    def epsilon_bound(self, delta: float, upper: bool, below: float | None = None) -> float:
+    def epsilon_bound(self, delta: float, *, upper: bool, below: float | None = None) -> float:
         """An eps certified on the asked side of ``eps(delta)`` of the composition: with
         ``upper``, an eps (>= 0) at which the upper bound on the curve is ``<= delta`` (the
         true curve being non-increasing, it stays below from there on; ``inf`` if there is
@@ -274,16 +272,16 @@ class SpectralPLD:
         top = self.y(self.n - 1) + self.d
         if upper:
             if delta not in self._upper_eps:
-                if self._bound(0.0, True) <= delta:
+                if self._bound(0.0, upper=True) <= delta:
                     e = 0.0
-                elif not self._bound(top, True) <= delta:
+                elif not self._bound(top, upper=True) <= delta:
                     e = math.inf
                 else:
-                    e = bisect(lambda m: not self._bound(m, True) <= delta, 0.0, top,
+                    e = bisect(lambda m: not self._bound(m, upper=True) <= delta, 0.0, top,
                                keep="hi", xtol=1e-13, floor=1.0, iters=100)
                 self._upper_eps[delta] = e
             return self._upper_eps[delta]
-        return self._last_above(lambda m: self._bound(m, False) > delta,
+        return self._last_above(lambda m: self._bound(m, upper=False) > delta,
                                 top if below is None else min(below, top))
 
     def _last_above(self, above, hi: float) -> float:
@@ -308,7 +306,7 @@ class SpectralPLD:
     def epsilon_estimate(self, delta: float) -> float:
         """eps at which :meth:`estimate` crosses ``delta``, the crossing nearest below the
         certified upper bound's (an estimate)."""
-        hi = self.epsilon_bound(delta, True)
+        hi = self.epsilon_bound(delta, upper=True)
         if not math.isfinite(hi) or hi <= 0:
             return hi
         return self._last_above(lambda m: float(self.estimate(m)) > delta, hi)
@@ -334,12 +332,12 @@ def compose_chernoff(terms: list[tuple[DiscretePLD, int]], *, log_tail: float,
                      spectral_above: int, max_points: int, refusal: str,
                      workers: int | None = None) -> ComposedPLD | SpectralPLD:
     """The PRV accountant's composition (Gopi, Lee, Wutschitz 2021, Alg. 1) on the Chernoff
-    window of :func:`~tightdp.pld.compose.compose_grid_chernoff`: by FFT when the window has
+    window of :func:`~tightdp.pld.windows.compose_grid_chernoff`: by FFT when the window has
     at most ``spectral_above`` points, else at a few of its frequencies
     (:func:`compose_spectral`), or by FFT after all (within ``max_points``, else
     :class:`~tightdp.budget.BudgetExceeded` with ``refusal``) when the transform's tail cannot
     be bounded. The spectral window is :func:`_window`'s; the FFT window exactly
-    :func:`~tightdp.pld.compose.compose_grid_chernoff`'s (parameters ``ts``)."""
+    :func:`~tightdp.pld.windows.compose_grid_chernoff`'s (parameters ``ts``)."""
     terms, work, log_scale = grid_terms(terms, lam)
     if not terms:
         raise ValueError("nothing to compose")
@@ -354,9 +352,9 @@ def compose_chernoff(terms: list[tuple[DiscretePLD, int]], *, log_tail: float,
 
 
 def _window(terms, work, log_tail: float) -> ChernoffWindow | None:
-    """The few-frequency evaluation's window: :func:`~tightdp.pld.compose.chernoff_window`
+    """The few-frequency evaluation's window: :func:`~tightdp.pld.windows.chernoff_window`
     at the best Chernoff parameter of each tail (Newton on a coarsened copy of the laws,
-    :meth:`~tightdp.pld.compose.LogMgf.quantile`; any parameter gives a valid bound, and it
+    :meth:`~tightdp.pld.mgf.LogMgf.quantile`; any parameter gives a valid bound, and it
     is evaluated exactly): a few exact evaluations of laws of up to millions of atoms instead
     of one per parameter of a grid. None when neither tail needs a parameter."""
     mgf = LogMgf(work)

@@ -1,0 +1,269 @@
+"""The grid refinement of the certified PLD accountant, and what it does when the budget stops it.
+
+Both queries of :class:`~tightdp.accountants.pld.PLDAccountant` refine the same way: bound on
+a grid of step ``d``; if the bracket is wider than ``rtol``, shrink ``d`` by the measured width
+(the error model: the bracket narrows as ``d^2``) and bound again, until the bracket is that
+tight or the memory or time budget allows no finer grid. :func:`refine` is that loop, written
+once; each query gives it one function, the bounds on one grid and the shrink they ask for.
+
+When the budget stopped the bracket short of ``rtol``, other certified bounds of the same
+curve may be tighter (:func:`tighter_bounds`); when not even the coarsest grid fits, the RDP
+accountant's upper bound is reported instead (:func:`rdp_fallback`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..budget import Budget, BudgetExceeded
+from ..results import EpsilonResult
+from .base import Direction
+
+__all__ = ["EpsQuery", "QueryStats", "Refinement", "refine", "clamped", "over_budget",
+           "budget_floor", "tighter_bounds", "rdp_fallback"]
+
+#: the most refinements of one query
+MAX_REFINEMENTS = 40
+
+
+@dataclass
+class QueryStats:
+    """What the compositions of one query used, reported in its details: the most FFT points
+    of a composition read, the strongest tilt applied and how many tilted compositions were
+    over the budget (each reported only once it happened)."""
+
+    fft_points: int | None = None
+    tilt: float | None = None
+    tilts_over_budget: int = 0
+
+    def saw(self, points: int) -> None:
+        """A composition of ``points`` points was read."""
+        self.fft_points = max(self.fft_points or 0, points)
+
+    def tilted(self, lam: float) -> None:
+        """A composition tilted by ``lam`` gave a bound."""
+        self.tilt = max(self.tilt or 0.0, lam)
+
+    def details(self) -> dict:
+        """The entries of the query's details."""
+        out: dict = {}
+        if self.fft_points is not None:
+            out["fft_points"] = self.fft_points
+        if self.tilts_over_budget:
+            out["tilts_over_budget"] = self.tilts_over_budget
+        if self.tilt is not None:
+            out["tilt"] = self.tilt
+        return out
+
+
+class EpsQuery:
+    """The state of one eps query across its refinements: each direction's certified upper
+    bound so far (its pilot's, ``pre``, until it is bounded on a grid) and the grid step of
+    its best one, the best lower bound and its step, and the query's :class:`QueryStats`."""
+
+    def __init__(self, dirs: list[Direction], *, pre: dict) -> None:
+        self.dirs, self.pre = dirs, pre
+        self.best_up = {r: math.inf for r in dirs}
+        self.at_step = {r: math.inf for r in dirs}  # grid step of each direction's best upper
+        self.tried: set = set()  # the directions bounded on a grid (best_up) at least once
+        self.lo, self.lo_step = 0.0, None
+        self.stats = QueryStats()
+
+    def known(self, r: Direction) -> float:
+        """The direction's certified upper bound so far."""
+        return self.best_up[r] if r in self.tried else self.pre[r]
+
+    def upper(self) -> float:
+        """The certified upper bound on the curve (the maximum over directions) so far."""
+        return max(self.known(r) for r in self.dirs)
+
+    def top(self) -> Direction:
+        """The direction of the largest bound; of the bounds on a grid on a tie."""
+        return max(self.dirs, key=lambda r: (self.known(r), r in self.tried))
+
+    def worth_bounding(self):
+        """The directions to bound on the next grid, largest bound first: a direction below
+        the largest upper bound cannot raise the maximum (checked as each is bounded)."""
+        order = sorted(self.dirs, key=lambda r: -self.known(r) if math.isfinite(self.known(r))
+                       else -math.inf)
+        for i, r in enumerate(order):
+            if i > 0 and self.known(r) <= max(self.known(x) for x in order[:i]):
+                continue
+            yield r
+
+    def bounded(self, r: Direction, e: float, d: float) -> None:
+        """Direction ``r`` has the upper bound ``e`` on the grid ``d``."""
+        self.tried.add(r)
+        if e < self.best_up[r]:
+            self.best_up[r], self.at_step[r] = e, d
+
+
+@dataclass
+class Refinement:
+    """The grid steps a refinement bounded on (in order), whether its last bracket was
+    within rtol, and why it stopped otherwise ("" if it ran out of refinements)."""
+
+    steps: list[float] = field(default_factory=list)
+    converged: bool = False
+    note: str = ""
+
+
+def refine(measure: Callable[[float], float | None], d: float, *, widest: float,
+           floor: float, budget: Budget, deadline) -> Refinement:
+    """Bound on grids of step ``d`` and finer until ``measure`` is content.
+
+    ``measure(d)`` bounds on the grid of step ``d`` and returns ``None`` if the bracket is
+    within rtol, else the factor ``sqrt(AIM rtol / relative width)`` by which the error model
+    (bracket ~ ``d^2``) asks the step to shrink. The step shrinks by that factor, kept within
+    ``[1/16, 1/1.25]`` and :func:`clamped` towards the memory budget's ``floor``, until
+    :func:`over_budget` says no finer grid may run. A grid over the budget before any
+    bracket exists is retried twice as coarse (up to 4 times the widest loss range
+    ``widest``); after one, the refinement stops at the last bracket."""
+    run = Refinement()
+    for _ in range(MAX_REFINEMENTS):
+        it0 = time.perf_counter()
+        try:
+            shrink = measure(d)
+        except BudgetExceeded as err:
+            if not run.steps and d < 4.0 * widest:  # no bracket yet: coarser until it fits
+                d *= 2.0
+                continue
+            run.note = f"stopped refining at grid step {d:.3g}: {err}"
+            break
+        run.steps.append(d)
+        if shrink is None:
+            run.converged = True
+            break
+        factor = clamped(d, min(max(shrink, 1.0 / 16), 1.0 / 1.25), floor)
+        run.note = over_budget(budget, d * factor, floor, deadline,
+                               time.perf_counter() - it0, factor)
+        if run.note:
+            break
+        d *= factor
+    return run
+
+
+def over_budget(budget: Budget, d: float, floor: float, deadline, last_seconds: float,
+                shrink: float) -> str:
+    """Why the next refinement (grid step ``d``) may not run, or "" if it may: finer than
+    the memory budget allows, or expected to end past the time budget (the last
+    refinement's time scaled by the growth in points)."""
+    if d < floor:
+        return (f"max_memory={budget.max_memory:.3g} bytes allows no finer grid "
+                f"than {floor:.3g}: the bracket is certified but wider than rtol; raise "
+                "max_memory or rtol")
+    # half the time budget for refinements: the rest is margin for the fallback
+    expected = deadline.elapsed + last_seconds * 1.5 / max(shrink, 1e-3)
+    if expected > 0.5 * deadline.max_seconds:
+        return (f"max_seconds={deadline.max_seconds:g} allows no further refinement: the "
+                "bracket is certified but wider than rtol; raise max_seconds or rtol")
+    return ""
+
+
+def budget_floor(mgfs: list, spans: list[float], window_tail: float, max_points: int
+                 ) -> float:
+    """The finest grid step the memory budget allows, before anything is allocated: every
+    loss's range (``spans``) and the composed window (from the pilots' Chernoff bounds
+    ``mgfs``, which are close to the window :func:`~tightdp.pld.compose.compose` will
+    place) in at most ``max_points`` points."""
+    widest = max(spans)
+    for mgf in mgfs:
+        widest = max(widest, mgf.quantile(window_tail, +1)[0]
+                     - mgf.quantile(window_tail, -1)[0])
+    return 1.25 * widest / max_points
+
+
+def clamped(d: float, factor: float, floor: float) -> float:
+    """The refinement factor, raised so that the next step is not finer than 1.5 times the
+    memory budget's ``floor`` when the current one is still clearly coarser (a grid near
+    the finest affordable one is tried before giving up, instead of stopping at the
+    previous one; at the floor itself the peak RSS came within 10% of max_memory,
+    BYTES_PER_POINT being an average)."""
+    target = 1.5 * floor
+    if d * factor < target and d > 1.2 * target:
+        return target / d
+    return factor
+
+
+def _other(cls, terms: list, budget: Budget):
+    """An accountant of class ``cls`` on the composition ``terms`` and the same budget (one
+    whose certified bounds complement the PLD ones), or None if it cannot take it."""
+    acc = cls(max_memory=budget.max_memory, max_seconds=budget.max_seconds)
+    try:
+        for mech, k in terms:
+            acc.compose(mech, k)
+    except ValueError:
+        return None
+    return acc
+
+
+def _rdp(terms: list, budget: Budget):
+    """The RDP accountant of the composition, or None if it cannot take it."""
+    from .rdp import RDPAccountant
+
+    return _other(RDPAccountant, terms, budget)
+
+
+def _spa(terms: list, budget: Budget):
+    """The saddle-point accountant of the composition (its certified bounds only), or None
+    if it cannot take it."""
+    from .spa import SaddlePointAccountant
+
+    return _other(SaddlePointAccountant, terms, budget)
+
+
+def tighter_bounds(terms: list, budget: Budget, delta: float, bracket: tuple[float, float],
+                   note: str, details: dict) -> tuple[float, float, str]:
+    """When the budget stopped the PLD bracket ``(lo, up)`` short of rtol, other certified
+    bounds of the same curve (milliseconds) may be tighter: the RDP accountant's upper bound
+    (Mironov 2017; Canonne, Kamath, Steinke 2020), the saddle-point accountant's refined
+    moments upper bound (Alghamdi et al., eq. (43)) and its Berry-Esseen lower bound
+    (Thm. 5, where informative). Every one of them bounds the same eps, so the largest
+    lower and the smallest upper bound are reported, and the note says which; a lower
+    bound above an upper one is an inconsistency, reported by
+    :func:`~tightdp.results.check_bracket`, never hidden."""
+    lo, up = bracket
+    details["pld_lower"], details["pld_upper"] = lo, up
+    sources = []
+    rdp = _rdp(terms, budget)
+    if rdp is not None:
+        sources.append(("rdp", "RDP accountant's", None, rdp.epsilon(delta).upper))
+    spa = _spa(terms, budget)
+    if spa is not None:
+        try:
+            r = spa.epsilon(delta)
+        except (ValueError, BudgetExceeded):
+            r = None
+        if r is not None:
+            sources.append(("spa", "saddle-point accountant's", r.lower, r.upper))
+    best_up = best_lo = None
+    for key, who, s_lo, s_up in sources:
+        if s_up is not None and math.isfinite(s_up) and s_up < up:
+            best_up, up = (key, who), s_up
+        if s_lo is not None and math.isfinite(s_lo) and s_lo > lo:
+            best_lo, lo = (key, who), s_lo
+    for side, best, word in (("upper", best_up, "smaller"), ("lower", best_lo, "larger")):
+        if best is not None:
+            details[f"{side}_from"] = best[0]
+            note += (f"; the {side} bound reported is the {best[1]} (certified, {word} "
+                     "than the PLD one on this grid)")
+    return lo, up, note
+
+
+def rdp_fallback(terms: list, budget: Budget, delta: float, why: str, name: str
+                 ) -> EpsilonResult:
+    """When not even the coarsest grid fits the budget: the RDP accountant's certified
+    upper bound (Mironov 2017 with the conversion of Canonne, Kamath, Steinke 2020), with
+    ``lower`` None and a note; or the refusal if RDP cannot take these mechanisms."""
+    rdp = _rdp(terms, budget)
+    if rdp is None:
+        raise BudgetExceeded(why)
+    r = rdp.epsilon(delta)
+    note = (f"over the budget for a PLD bracket ({why}); reported: the RDP accountant's "
+            "certified upper bound, no lower bound")
+    return EpsilonResult(r.epsilon, delta, None, r.upper, name, certified=True,
+                         estimate=r.epsilon, note=note,
+                         details={"fallback": "rdp", "converged": False})
