@@ -199,7 +199,8 @@ class SaddlePointAccountant(Accountant):
         if not self.terms:
             z = np.zeros_like(e)
             return DeltaResult(z[0] if scalar else z, eps, z[0] if scalar else z,
-                               z[0] if scalar else z, self.name, False, note="no mechanism")
+                               z[0] if scalar else z, self.name, certified=False,
+                               note="no mechanism")
         res, n_skip = self._delta_dirs(e)
         ld = np.max([r["log_delta"] for r in res], axis=0)
         lu = np.max([r["log_upper"] for r in res], axis=0)
@@ -235,11 +236,12 @@ class SaddlePointAccountant(Accountant):
             return DeltaResult(float(est[0]), float(e[0]),
                                float(lo[0]) if lo is not None else None,
                                float(up[0]) if up is not None else None,
-                               self.name, False, estimate=float(est[0]), note=note,
+                               self.name, certified=False, estimate=float(est[0]), note=note,
                                details=details)
         shp = eps_arr.shape
         return DeltaResult(est.reshape(shp), eps_arr, None if lo is None else lo.reshape(shp),
-                           None if up is None else up.reshape(shp), self.name, False,
+                           None if up is None else up.reshape(shp), self.name,
+                           certified=False,
                            estimate=est.reshape(shp), note=note, details=details)
 
     # --- eps(delta) --------------------------------------------------------------------------
@@ -277,7 +279,7 @@ class SaddlePointAccountant(Accountant):
                 # a warm query whose last eps needed both solves them together (faster), and
                 # drops b's all the same where it cannot set the answer: which directions an
                 # answer reports does not depend on the queries before it
-                both = self._cache.get("eps_both_needed", False)
+                both = self._cache.get("eps_both_needed") is True
                 if both:
                     rs = self._eps_dirs(dirs, log_delta)
                     ra, rb = (rs[0], rs[1]) if a is dirs[0] else (rs[1], rs[0])
@@ -421,7 +423,8 @@ class SaddlePointAccountant(Accountant):
         delta = v.delta_value("delta", delta)
         t0 = time.perf_counter()
         if not self.terms:
-            return EpsilonResult(0.0, delta, 0.0, 0.0, self.name, True, estimate=0.0)
+            return EpsilonResult(0.0, delta, 0.0, 0.0, self.name, certified=True,
+                                 estimate=0.0)
         ld = math.log(delta)
         res, skipped = self._eps_dirs_pruned(self._dirs(), ld)
         est = max(0.0, max(r["eps"] for r in res))
@@ -451,7 +454,7 @@ class SaddlePointAccountant(Accountant):
         if self.bounds and lower is None:
             details["berry_esseen"] = ("uninformative: its error term exceeds the SP-CLT "
                                        "value, no certified lower bound")
-        return EpsilonResult(est, delta, lower, upper, self.name, False, estimate=est,
+        return EpsilonResult(est, delta, lower, upper, self.name, certified=False, estimate=est,
                              note=note, details=details)
 
     # --- text --------------------------------------------------------------------------------
