@@ -3,12 +3,12 @@ constants and the Python-float forms of a few numpy functions. One home for each
 that needs one of these imports it from here.
 
 The safeguarded solvers live in :mod:`tightdp.roots`; their names are also importable from
-here (the modules that import them from here get the same functions).
+here (the modules that import them from here get the same functions), as are the Python-float
+forms of numpy's functions (``log0``, ``exp0``, ``logaddexp1`` and the namespace ``FLOATS``
+of the formulas written once for floats and arrays; their home is ``tightdp.roots._floats``).
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -33,9 +33,10 @@ from .roots import (  # noqa: F401  (the solvers' names, importable from here)
     table_start,
     walk_out,
 )
+from .roots._floats import FLOATS, exp0, log0, logaddexp1  # noqa: F401  (one home: there)
 
 __all__ = ["lse_last", "log_sub_exp", "MACHINE_EPSILON", "UNIT_ROUNDOFF", "log0", "exp0",
-           "logaddexp1"]
+           "logaddexp1", "FLOATS"]
 
 
 def lse_last(x: np.ndarray) -> np.ndarray:
@@ -69,29 +70,3 @@ MACHINE_EPSILON = 2.0 ** -52
 #: the unit roundoff of round-to-nearest doubles, ``2**-53`` (half the machine epsilon): the
 #: relative error of one correctly rounded operation
 UNIT_ROUNDOFF = 2.0 ** -53
-
-
-# --- numpy's values in Python floats ------------------------------------------------------------
-# The float paths of the solvers and formulas (a few elements, without numpy's per-call costs)
-# need numpy's answers where the math module raises instead.
-
-
-def log0(x: float) -> float:
-    """``math.log`` with numpy's values at 0 (-inf) and below (NaN) instead of an error."""
-    if x > 0.0 or x != x:
-        return math.log(x)
-    return -math.inf if x == 0.0 else math.nan
-
-
-def exp0(x: float) -> float:
-    """``math.exp`` with numpy's value on overflow (inf) instead of an error."""
-    return math.exp(x) if x < 709.0 else (math.inf if x == x else x)
-
-
-def logaddexp1(a: float, b: float) -> float:
-    """``np.logaddexp`` of two floats (-inf, inf and NaN as numpy)."""
-    if a < b:
-        a, b = b, a
-    if b == -math.inf or a == math.inf:
-        return a
-    return a + math.log1p(math.exp(b - a))

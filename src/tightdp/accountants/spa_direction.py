@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .._numerics import exp0, log0, logaddexp1
+from .._numerics import FLOATS
 from ..curves.saddle import (
     T_MAX,
     T_MAX_QUAD,
@@ -45,8 +45,13 @@ REL_MARGIN = 1e-9
 def log_diff(la: np.ndarray, lb: np.ndarray) -> np.ndarray:
     """log(e^la - e^lb) where la > lb, else -inf."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        d = np.minimum(lb - la, -1e-300)
-        return np.where(lb < la, la + np.log(-np.expm1(d)), -np.inf)
+        return _log_diff(np, la, lb)
+
+
+def _log_diff(xp, la, lb):
+    """:func:`log_diff` in the arithmetic ``xp`` (numpy or ``FLOATS``)."""
+    d = xp.minimum(lb - la, -1e-300)
+    return xp.where(lb < la, la + xp.log(-xp.expm1(d)), -math.inf)
 
 
 def be_fixed(t, ks, rho) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -72,13 +77,18 @@ def log_berry_esseen(t, eps, ks, rho, k_margin, slope: bool = False,
     (upper) or subtract it from (lower) the SP-CLT term before combining."""
     k0, k1 = ks[0], ks[1]
     s, ltm, lb = be_fixed(t, ks, rho) if fixed is None else fixed
-    teps = t * eps
-    lpref = k0 + k_margin - teps
-    lerr = lpref + _LOG2 + ltm + lb + REL_MARGIN
+    lpre, lerr = _be_terms(t, eps, k0, ltm, lb, k_margin)
     if not slope:
-        return k0 - teps + log_clt_theta(t, k1 - eps, s), lerr
+        return lpre + log_clt_theta(t, k1 - eps, s), lerr
     lth, dlth = log_clt_theta(t, k1 - eps, s, slope=True)
-    return k0 - teps + lth, lerr, -t - dlth
+    return lpre + lth, lerr, -t - dlth
+
+
+def _be_terms(t, eps, k0, ltm, lb, km) -> tuple:
+    """``(K - t eps, log Berry-Esseen error)`` of :func:`log_berry_esseen` (floats or arrays
+    alike: the same operations in the same order)."""
+    teps = t * eps
+    return k0 - teps, k0 + km - teps + _LOG2 + ltm + lb + REL_MARGIN
 
 
 def be_end1(x: float, t: float, k0: float, k1: float, s: float, ltm: float, lb: float, *,
@@ -87,21 +97,29 @@ def be_end1(x: float, t: float, k0: float, k1: float, s: float, ltm: float, lb: 
     in Python floats, with its slope in eps: ``log(SP-CLT e^{mg} + err)`` (``upper``) or
     ``log(SP-CLT e^{-mg} - err)``, from :func:`log_berry_esseen`'s terms (``s, ltm, lb`` of
     :func:`be_fixed`, ``km`` the CGF margin, ``mg`` it plus the relative margin). The same
-    formulas as the arrays' form in ``delta_dir``; the math module's logarithms may differ
-    from numpy's in the last bit, far inside ``REL_MARGIN``. Raises ZeroDivisionError where
-    the arrays' form would divide by zero."""
-    teps = t * x
-    lerr = k0 + km - teps + _LOG2 + ltm + lb + REL_MARGIN
+    formulas as the arrays' form in :func:`be_roots` (:func:`_be_upper`, :func:`_be_lower`
+    with ``FLOATS``); the math module's logarithms may differ from numpy's in the last bit,
+    far inside ``REL_MARGIN``. Raises ZeroDivisionError where the arrays' form would divide
+    by zero."""
+    lpre, lerr = _be_terms(t, x, k0, ltm, lb, km)
     lth, dlth = log_clt_theta1(t, k1 - x, s)
-    lclt, dl = k0 - teps + lth, -t - dlth
-    if upper:
-        a = lclt + mg
-        v_ = logaddexp1(a, lerr)
-        return v_, exp0(a - v_) * dl - exp0(lerr - v_) * t
+    return (_be_upper if upper else _be_lower)(FLOATS, lpre + lth, lerr, -t - dlth, t, mg)
+
+
+def _be_upper(xp, lclt, lerr, dl, t, mg) -> tuple:
+    """The upper end ``log(e^{lclt + mg} + e^lerr)`` and its slope in eps, from the slope
+    ``dl`` of ``lclt`` (the error term's is ``-t``), in the arithmetic ``xp``."""
+    a = lclt + mg
+    v = xp.logaddexp(a, lerr)
+    return v, xp.exp(a - v) * dl - xp.exp(lerr - v) * t
+
+
+def _be_lower(xp, lclt, lerr, dl, t, mg) -> tuple:
+    """The lower end ``log(e^{lclt - mg} - e^lerr)`` (-inf where not positive) and its slope,
+    as :func:`_be_upper`."""
     a = lclt - mg
-    v_ = a + log0(-math.expm1(min(lerr - a, -1e-300))) if lerr < a else -math.inf
-    rr = exp0(lerr - a)
-    return v_, (dl + rr * t) / (1.0 - rr)
+    rr = xp.exp(lerr - a)
+    return _log_diff(xp, a, lerr), (dl + rr * t) / (1.0 - rr)
 
 
 #: the rows of :meth:`Direction.stats` from those of ``cgf_rows(..., 5, abs3=True)``: K to
@@ -388,11 +406,8 @@ def be_roots(elems: list[tuple], log_delta: float) -> list[float | None]:
                 kme[sel], kinds[sel], None
         lclt, lerr, dl = log_berry_esseen(t0, x, ks_, rho_, km_, slope=True, fixed=fx)
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            lup = np.logaddexp(lclt + mg, lerr)
-            dup = np.exp(lclt + mg - lup) * dl - np.exp(lerr - lup) * t0
-            llo = log_diff(lclt - mg, lerr)
-            rr = np.exp(lerr - (lclt - mg))
-            dlo = (dl + rr * t0) / (1.0 - rr)
+            lup, dup = _be_upper(np, lclt, lerr, dl, t0, mg)
+            llo, dlo = _be_lower(np, lclt, lerr, dl, t0, mg)
         return np.where(kd, lup, llo), np.where(kd, dup, dlo)
 
     # the lower ends only where informative at the start (else NaN)

@@ -28,7 +28,7 @@ from typing import Protocol
 import numpy as np
 from scipy.special import erfcx, log_ndtr
 
-from .._numerics import log0
+from .._numerics import FLOATS, log0
 from ..losses.cgf import node_bucket
 from ..roots import Roots, bisect, solve_few, solve_on_grids
 from ..roots import root_decreasing as root_decreasing  # importable from here
@@ -93,38 +93,47 @@ def log_clt_theta(t: np.ndarray, m: np.ndarray, s: np.ndarray, slope: bool = Fal
     # s = 0 (a tilted law on one atom, e.g. pure DP at a very large tilt) gives -inf/NaN,
     # handled by the callers; no warning for it
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        ms = m / s
-        a1 = t * s - ms
-        a2 = a1 + s
-        if np.shape(a1) != np.shape(a2):
-            a1, a2 = np.broadcast_arrays(a1, a2)
-        l1, l2 = _log_half_erfcx(np.stack([a1, a2]))  # one evaluation for both
-        lr = np.minimum(l2 - l1, 0.0)
-        diff = l1 + np.log(-np.expm1(lr))
-        val = -0.5 * ms ** 2 + diff
+        val, r = _clt_theta(np, _log_half_erfcx2, t, m, s)
         if not slope:
             return val
-        r = np.exp(lr)
         return val, (-t + (t + 1.0) * r) / (1.0 - r)
 
 
 def log_clt_theta1(t: float, m: float, s: float) -> tuple[float, float]:
     """:func:`log_clt_theta` with ``slope=True`` for one ``(t, m, s)`` in Python floats (the
-    same formulas; the logarithms and exponentials by the math module, whose last bit may
-    differ from numpy's): Alghamdi et al., Proposition 6 / eq. (79). Raises
-    ZeroDivisionError where ``s = 0`` or ``B/A = 1`` (the callers use the arrays' form)."""
-    ms = m / s
-    a1 = t * s - ms
-    a2 = a1 + s
-    l1, l2 = _log_half_erfcx1(a1), _log_half_erfcx1(a2)
-    lr = min(l2 - l1, 0.0)
-    val = -0.5 * ms * ms + (l1 + log0(-math.expm1(lr)))
-    r = math.exp(lr)
+    same formulas, :func:`_clt_theta` with ``FLOATS``; the logarithms and exponentials by
+    the math module, whose last bit may differ from numpy's). Raises ZeroDivisionError
+    where ``s = 0`` or ``B/A = 1`` (the callers use the arrays' form)."""
+    val, r = _clt_theta(FLOATS, _log_half_erfcx1, t, m, s)
     return val, (-t + (t + 1.0) * r) / (1.0 - r)
 
 
-def _log_half_erfcx1(a: float) -> float:
-    """:func:`_log_half_erfcx` of one float (scipy's ``erfcx``/``log_ndtr`` on a scalar)."""
+def _clt_theta(xp, log_half_erfcx2: Callable, t, m, s) -> tuple:
+    """``(log E[theta_t(Z)], r = B/A)`` of :func:`log_clt_theta` in the arithmetic ``xp``
+    (numpy or ``FLOATS``), ``log_half_erfcx2(a1, a2)`` giving :func:`_log_half_erfcx` of
+    both arguments."""
+    ms = m / s
+    a1 = t * s - ms
+    a2 = a1 + s
+    l1, l2 = log_half_erfcx2(a1, a2)
+    lr = xp.minimum(l2 - l1, 0.0)
+    val = -0.5 * (ms * ms) + (l1 + xp.log(-xp.expm1(lr)))
+    return val, xp.exp(lr)
+
+
+def _log_half_erfcx2(a1: np.ndarray, a2: np.ndarray) -> np.ndarray:
+    """:func:`_log_half_erfcx` of two arrays (broadcast), in one evaluation."""
+    if np.shape(a1) != np.shape(a2):
+        a1, a2 = np.broadcast_arrays(a1, a2)
+    return _log_half_erfcx(np.stack([a1, a2]))
+
+
+def _log_half_erfcx1(a1: float, a2: float) -> tuple[float, float]:
+    """:func:`_log_half_erfcx` of two floats (scipy's ``erfcx``/``log_ndtr`` on scalars)."""
+    return _log_half_erfcx_float(a1), _log_half_erfcx_float(a2)
+
+
+def _log_half_erfcx_float(a: float) -> float:
     if a >= 0:
         return log0(float(erfcx(a / _SQRT2))) - _LOG2
     return 0.5 * a * a + float(log_ndtr(-a))  # a NaN lands here, as in the arrays' form

@@ -159,12 +159,20 @@ def table_start(tab_x: np.ndarray, tab_l: np.ndarray, y: np.ndarray
 
 
 def secant_start(lo: np.ndarray, hi: np.ndarray, g_lo: np.ndarray, g_hi: np.ndarray,
-                 target, clip: float = 0.05) -> np.ndarray:
+                 target, clip: float = 0.05, *, xp=np) -> np.ndarray:
     """The secant (regula falsi) point of the brackets ``[lo, hi]`` for ``g = target``, kept
     at least ``clip`` of the width away from either end (the midpoint where the secant is
-    undefined): the start of :func:`newton_bracketed`."""
+    undefined): the start of :func:`newton_bracketed`. ``xp``: the arithmetic, numpy or
+    ``FLOATS`` (:mod:`tightdp.roots._floats`) for one bracket in Python floats (which raise
+    ZeroDivisionError where numpy warns)."""
+    if xp is not np:
+        return _secant_point(xp, lo, hi, g_lo, g_hi, target, clip)
     with np.errstate(invalid="ignore", divide="ignore"):
-        frac = (target - g_lo) / (g_hi - g_lo)
-        # np.clip of np.nan_to_num(frac, nan=0.5), with less overhead (infinities clip alike)
-        frac = np.minimum(np.maximum(np.where(np.isnan(frac), 0.5, frac), clip), 1.0 - clip)
+        return _secant_point(np, lo, hi, g_lo, g_hi, target, clip)
+
+
+def _secant_point(xp, lo, hi, g_lo, g_hi, target, clip: float):
+    frac = (target - g_lo) / (g_hi - g_lo)
+    # np.clip of np.nan_to_num(frac, nan=0.5), with less overhead (infinities clip alike)
+    frac = xp.minimum(xp.maximum(xp.where(xp.isnan(frac), 0.5, frac), clip), 1.0 - clip)
     return lo + frac * (hi - lo)

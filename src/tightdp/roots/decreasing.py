@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ._floats import maximum1
 from .bracket import BracketError, walk_out
 from .newton import secant_walk
 
@@ -119,14 +120,6 @@ def _roots_decreasing_arrays(fn: Callable, level: float, x: np.ndarray, slope: n
     return np.where(last["bad"] | none, np.nan, x)
 
 
-def _nan_max(a: float, b: float) -> float:
-    """``np.maximum`` of two floats (NaN if either is NaN; Python's ``max`` keeps the first
-    argument when a comparison with NaN fails)."""
-    if a != a or b != b:
-        return math.nan
-    return a if a >= b else b
-
-
 def _roots_decreasing_floats(fn: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
                              level: float, x0: list, slope0: list, upper: list, iters: int,
                              rtol: float) -> list:
@@ -136,7 +129,7 @@ def _roots_decreasing_floats(fn: Callable[[np.ndarray], tuple[np.ndarray, np.nda
     lists; returns a list (NaN where there is no root on the safe side)."""
     n = len(x0)
     x = [float(v) for v in x0]
-    slope = [-_nan_max(float(v), 1e-3) for v in slope0]
+    slope = [-maximum1(float(v), 1e-3) for v in slope0]
     f, d = (a.tolist() for a in fn(np.array(x)))
     isf = math.isfinite
     none = [not u and not isf(fv) for u, fv in zip(upper, f, strict=True)]
@@ -159,7 +152,7 @@ def _roots_decreasing_floats(fn: Callable[[np.ndarray], tuple[np.ndarray, np.nda
                 for nn, a, u, fv in zip(none, act, upper, f, strict=True)]
     # the walk to the safe side (walk_out's moves: the points where the side is wrong move by
     # the step, which doubles after every round, at most 59 rounds)
-    step = [1e-15 * _nan_max(1.0, abs(xv)) * (1.0 if u else -1.0)
+    step = [1e-15 * maximum1(1.0, abs(xv)) * (1.0 if u else -1.0)
             for xv, u in zip(x, upper, strict=True)]
     unknown = [fv != fv for fv in f]
     known = not any(unknown)

@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ._floats import FLOATS
 from .bracket import secant_start
 
 __all__ = ["newton_bracketed", "newton_scalar", "newton_monotone", "newton_polish",
@@ -304,52 +305,43 @@ def hermite_start(a: np.ndarray, b: np.ndarray, g_a: np.ndarray, g_b: np.ndarray
     point (:func:`secant_start`) where the cubic gives nothing finite. Any
     point inside the bracket is a valid start: this only saves evaluations of ``g``.
 
-    A few brackets (an eps(delta) query's) are done one at a time in Python floats
-    (:func:`_hermite_start1`: the same IEEE operations in the same order, hence the same
-    numbers, without the per-operation overhead of small arrays); the arrays' form where a
-    value there is not finite or a division by zero occurs."""
+    A few brackets (an eps(delta) query's) are done one at a time in Python floats (the
+    same steps, :func:`_hermite_root` with ``FLOATS``: the same IEEE operations in the same
+    order, hence the same numbers, without the per-operation overhead of small arrays); the
+    arrays' form where a value there is not finite or a division by zero occurs."""
     if a.size <= 8:
         try:
-            xs = [_hermite_start1(*v) for v in zip(a.tolist(), b.tolist(), g_a.tolist(),
-                                                   g_b.tolist(), d_a.tolist(), d_b.tolist(),
-                                                   target.tolist(), strict=True)]
+            xs = [_hermite_root(FLOATS, *v) for v in zip(
+                a.tolist(), b.tolist(), g_a.tolist(), g_b.tolist(), d_a.tolist(),
+                d_b.tolist(), target.tolist(), strict=True)]
         except ZeroDivisionError:
             xs = None
         if xs is not None and all(math.isfinite(x) for x in xs):
             return np.array(xs)
-    x0 = secant_start(a, b, g_a, g_b, target)
-    w = b - a
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        s = (x0 - a) / w
-        p, q = d_a * w, d_b * w  # slopes in the unit variable
-        for _ in range(4):
-            val, der = _hermite_cubic(s, g_a, p, g_b, q, target)
-            s = np.minimum(np.maximum(s - val / der, 0.05), 0.95)  # np.clip, less overhead
-        x = a + s * w
+        x0, x = _hermite_root(np, a, b, g_a, g_b, d_a, d_b, target, pair=True)
     return np.where(np.isfinite(x), x, x0)
 
 
-def _hermite_start1(a: float, b: float, g_a: float, g_b: float, d_a: float, d_b: float,
-                    target: float) -> float:
-    """:func:`hermite_start` of one bracket in floats (the secant point of
-    :func:`secant_start`, then the same 4 steps on the cubic); may return
-    a non-finite value or raise ZeroDivisionError, where the caller uses the arrays' form."""
-    frac = (target - g_a) / (g_b - g_a)
-    frac = min(max(0.5 if math.isnan(frac) else frac, 0.05), 0.95)
-    x0 = a + frac * (b - a)
+def _hermite_root(xp, a, b, g_a, g_b, d_a, d_b, target, *, pair: bool = False):
+    """:func:`hermite_start`'s steps in the arithmetic ``xp`` (numpy or ``FLOATS``): the
+    secant point, then 4 Newton steps on the cubic clipped to ``[0.05, 0.95]`` of the
+    width; with ``pair`` also the secant point. Floats may raise ZeroDivisionError."""
+    x0 = secant_start(a, b, g_a, g_b, target, xp=xp)
     w = b - a
     s = (x0 - a) / w
-    p, q = d_a * w, d_b * w
+    p, q = d_a * w, d_b * w  # slopes in the unit variable
     for _ in range(4):
         val, der = _hermite_cubic(s, g_a, p, g_b, q, target)
-        s = min(max(s - val / der, 0.05), 0.95)
-    return a + s * w
+        s = xp.minimum(xp.maximum(s - val / der, 0.05), 0.95)  # np.clip, less overhead
+    x = a + s * w
+    return (x0, x) if pair else x
 
 
 def _hermite_cubic(s, g_a, p, g_b, q, target):
     """The cubic Hermite interpolant of the bracket minus ``target``, and its derivative, at
     ``s`` in the unit variable (floats or arrays alike: the same operations in the same
-    order for :func:`hermite_start` and :func:`_hermite_start1`)."""
+    order for both arithmetics of :func:`_hermite_root`)."""
     s2, s3 = s * s, s * s * s
     val = (g_a * (2 * s3 - 3 * s2 + 1) + p * (s3 - 2 * s2 + s)
            + g_b * (-2 * s3 + 3 * s2) + q * (s3 - s2)) - target
