@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from tightdp._numerics import MACHINE_EPSILON, UNIT_ROUNDOFF, exp0, log0, logaddexp1
+from tightdp._numerics import FLOATS, MACHINE_EPSILON, UNIT_ROUNDOFF, exp0, log0, logaddexp1
 from tightdp.roots import (
     BracketError,
     bisect,
@@ -491,8 +491,9 @@ def test_solve_on_grids_and_few_known_roots():
 
 
 def test_float_forms_of_numpy_functions():
-    """log0, exp0, logaddexp1 give numpy's values (NaN, infinities and zero included; not
-    covered: exp0 of [709, log(max float)), inf there, and logaddexp1 of inf and NaN, inf)."""
+    """log0, exp0, logaddexp1 and FLOATS' minimum, maximum, where give numpy's values (NaN,
+    infinities and zero included; not covered: exp0 of [709, log(max float)), inf there, and
+    logaddexp1 of inf and NaN, inf)."""
     xs = [0.0, -1.0, 1e-300, 2.5, math.inf, -math.inf, math.nan, 708.0, 710.0, -800.0, 1e308]
     with np.errstate(all="ignore"):
         for x in xs:
@@ -501,3 +502,9 @@ def test_float_forms_of_numpy_functions():
             for y in xs:
                 if not (math.inf in (x, y) and math.isnan(x + y)):
                     np.testing.assert_array_equal(logaddexp1(x, y), np.logaddexp(x, y))
+                # the NaN-propagating min/max of the float arithmetic (Python's keep the
+                # first argument when a comparison with NaN fails)
+                np.testing.assert_array_equal(FLOATS.minimum(x, y), np.minimum(x, y))
+                np.testing.assert_array_equal(FLOATS.maximum(x, y), np.maximum(x, y))
+                np.testing.assert_array_equal(FLOATS.where(x < y, x, y),
+                                              np.where(x < y, x, y))
