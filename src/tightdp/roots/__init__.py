@@ -25,7 +25,12 @@ property at every step, and the caller returns the end (or the settled point) wh
 safe for the bound it reports. A solver that serves both one query and arrays of queries
 takes one path by the size of its input; where a second path in Python floats exists (for a
 few elements, to save numpy's per-call costs) it takes the same IEEE operations in the same
-order, hence gives the same numbers, and its unit test checks that.
+order, hence gives the same numbers, and its unit test checks that. Where the two paths are
+one formula, it is written once over an arithmetic argument ``xp`` (``numpy``, or
+``FLOATS`` of :mod:`tightdp.roots._floats`, the one home of numpy's edge semantics on
+floats). Two float paths remain separate programs: ``grids._newton_few`` is a mode of its
+own (it stops at an evaluated point, for callers that read their values there) and
+``decreasing._roots_decreasing_floats`` runs the arrays' masked steps element by element.
 """
 
 from .bracket import (
