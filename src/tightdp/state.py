@@ -37,6 +37,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
+from typing import Any, NoReturn, cast
 
 from . import _validate as v
 from ._defaults import DEFAULT_RTOL
@@ -98,7 +99,7 @@ def _capped(message: str) -> str:
 _BUDGET = ("max_memory", "max_seconds")
 
 #: accountant name -> (class, option names, options of an accountant)
-_ACCOUNTANTS: dict[str, tuple[type, tuple[str, ...], Callable[[Accountant], dict]]] = {
+_ACCOUNTANTS: dict[str, tuple[type, tuple[str, ...], Callable[[Any], dict]]] = {
     "pld": (PLDAccountant, ("rtol", "max_points"),
             lambda a: {"rtol": float(a.rtol), "max_points": int(a.max_points)}),
     "prv": (PRVAccountant, ("eps_error", "delta_error", "max_points", "spectral_above"),
@@ -119,7 +120,7 @@ _ACCOUNTANTS: dict[str, tuple[type, tuple[str, ...], Callable[[Accountant], dict
 def _options_from(name: str, o: dict, path: str) -> dict:
     """The keyword arguments of accountant ``name`` from its ``options`` object: types checked
     here (the constructor checks the ranges)."""
-    kw = {}
+    kw: dict[str, Any] = {}
     for key, x in o.items():
         p = f"{path}.{key}"
         if key in ("error_estimate", "allow_truncation", "bounds"):
@@ -253,6 +254,10 @@ def _no_duplicates(pairs: list) -> dict:
     return out
 
 
+#: :func:`fail` (it always raises ValueError), typed as never returning
+_refuse = cast("Callable[[str], NoReturn]", fail)
+
+
 def read_document(text: str | bytes) -> object:
     """Parse the JSON text of a document (no checks of its fields: see :func:`from_dict`).
     Truncated or corrupt JSON, NaN/Infinity, a repeated field: ValueError, one line."""
@@ -260,17 +265,17 @@ def read_document(text: str | bytes) -> object:
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as err:
-            fail(f"not UTF-8 text (corrupt file?): byte {err.start}")
+            _refuse(f"not UTF-8 text (corrupt file?): byte {err.start}")
     try:
         return json.loads(text, parse_constant=_reject_constant,
                           object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as err:
-        fail(f"not valid JSON (truncated or corrupt?): {err.msg} at line {err.lineno} column "
-              f"{err.colno}")
+        _refuse(f"not valid JSON (truncated or corrupt?): {err.msg} at line {err.lineno} column "
+                 f"{err.colno}")
     except RecursionError:
-        fail("not a valid document: JSON nested too deeply")
+        _refuse("not a valid document: JSON nested too deeply")
     except ValueError as err:
-        fail(f"not a valid document: {err}")
+        _refuse(f"not a valid document: {err}")
 
 
 def dumps(acc: Accountant) -> str:

@@ -437,7 +437,8 @@ def sweep(grid, *, query: str = "epsilon", workers: int | None = None,
 
 
 def _execute(plans: list[tuple[int, str, dict]], shown: list[dict], columns: tuple, *, out,
-             fmt, distributed, dask: tuple, progress: bool | None) -> list[dict | None]:
+             fmt, distributed, dask: tuple[Any, Any, Any, Any, Any],
+             progress: bool | None) -> list[dict | None]:
     """Run every plan (in process, or on Dask with ``dask`` = (workers, scheduler, client,
     batch, retries)); each row recorded as it completes, appended to ``out`` if given."""
     done: list[dict | None] = [None] * len(plans)

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import numpy as np
 
@@ -343,14 +344,16 @@ class SaddlePointAccountant(Accountant):
                              secant=(which % 2 == 0) & (method == "clt"), refine=32,
                              memo=self._cache.setdefault(
                                  ("scan", method, tuple(id(d) for d in dirs)), {}))
-        outs, sts = [], []
+        outs: list[dict[str, Any]] = []
+        sts = []
         for i, d in enumerate(dirs):
             st = d.stats(tt[per * i:per * (i + 1)])
             sts.append(st)
             t, ok, ks = tt[per * i:per * i + 1], oks[per * i:per * i + 1], st[:5, :1]
             eps_t = d.eps_of_t(t, ks)
             try:  # saddle_log_delta's diagnostics at the saddle point
-                fb, cm1 = saddle_terms1(*ks[2:5, 0].tolist(), float(t[0]), method)
+                k2, k3, k4 = ks[2:5, 0].tolist()
+                fb, cm1 = saddle_terms1(k2, k3, k4, float(t[0]), method)
             except ZeroDivisionError:
                 _, _, fbs, cms = d.log_delta_at(t, None, method, ks)
                 fb, cm1 = bool(fbs[0]), float(cms[0])
@@ -376,8 +379,9 @@ class SaddlePointAccountant(Accountant):
                 retry.append(i)
             else:
                 upper = x_up
-            if roots[2 * i + 1] is not None:
-                out["lower"] = max(roots[2 * i + 1], 0.0)
+            x_lo = roots[2 * i + 1]
+            if x_lo is not None:
+                out["lower"] = max(x_lo, 0.0)
             out["upper"] = upper
         self._upper_below_saddle(dirs, outs, retry, log_delta, top)
         for d, out in zip(dirs, outs, strict=True):
@@ -438,6 +442,7 @@ class SaddlePointAccountant(Accountant):
             note += (f"; the {d.name} direction cannot set the answer ({why}, at most the "
                      "other's epsilon and upper bound) and was not solved (no lower bound "
                      "from it)")
+        details: dict[str, Any]
         details = {"method": self.method, "label": LABELS[self.method],
                    "directions": {r["name"]: {"epsilon": r["eps"], "saddle_point": r["t"],
                                               "upper": r["upper"], "lower": r["lower"],

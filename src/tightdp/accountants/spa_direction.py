@@ -27,7 +27,7 @@ from ..curves.saddle import (
     solve_tilt,
     tilt_grids,
 )
-from ..losses import GaussianLoss
+from ..losses import GaussianLoss, PrivacyLoss
 from ..losses.cgf import cgf_rows, loss_sup, max_tilt
 from ..roots import roots_decreasing
 
@@ -130,7 +130,7 @@ _STATS_ORDER = [0, 1, 2, 3, 4, 6, 5]
 class Direction:
     """The composed CGF of one direction (remove or add) of the recorded terms."""
 
-    def __init__(self, parts: list[tuple[object, int]], name: str):
+    def __init__(self, parts: list[tuple[PrivacyLoss, int]], name: str):
         self.parts = parts  # (loss, count)
         self._cols: dict = {}  # tilt -> the rows of stats() there
         self._memo_k: dict = {}
@@ -240,7 +240,7 @@ class Direction:
         ``t > 0`` (``k0 = K(t)``), a certified upper bound on eps(delta)."""
         return rma_eps(k0 + self.k_margin, t, log_delta)
 
-    def log_be(self, t, eps, ks, rho) -> tuple[np.ndarray, np.ndarray]:
+    def log_be(self, t, eps, ks, rho) -> tuple[np.ndarray, ...]:
         """:func:`log_berry_esseen` with this direction's margin."""
         return log_berry_esseen(t, eps, ks, rho, self.k_margin)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from typing import NoReturn, cast
 
 EXAMPLES = """examples:
   tightdp epsilon --sampling-rate 0.01 --noise-multiplier 1.0 --steps 10000 --delta 1e-5
@@ -38,7 +39,7 @@ class Parser(argparse.ArgumentParser):
         kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
 
-    def error(self, message: str) -> None:  # one line, exit status 2
+    def error(self, message: str) -> NoReturn:  # one line, exit status 2
         sys.stderr.write(f"tightdp: error: {one_line(message)}\n")
         raise SystemExit(2)
 
@@ -62,7 +63,7 @@ def _as_flags(message: str) -> str:
     for i, w in enumerate(words):
         core = w.rstrip(",:;.)")
         if core.isidentifier() and (i == 0 or "_" in core) and _flag(core):
-            words[i] = _flag(core) + w[len(core):]
+            words[i] = cast(str, _flag(core)) + w[len(core):]
     return " ".join(words)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
+from typing import cast
 
 from .common import (
     down,
@@ -56,7 +57,8 @@ def run(a) -> dict:
         status = status_of(r)
         results.append({"accountant": name, "epsilon": float(r.epsilon), "delta": delta,
                         **result_row(r, sec), "status": status})
-        rows.append([name, up(r.epsilon) if r.certified else r.epsilon, down(r.lower),
+        eps = cast(float, r.epsilon)  # a scalar delta: a scalar epsilon
+        rows.append([name, up(eps) if r.certified else eps, down(r.lower),
                      up(r.upper), "yes" if r.certified else "no", sec, status])
     if not a.json:
         print(f"eps at delta={delta:g}: q={q}, sigma={a.noise_multiplier}, steps={steps}")

@@ -66,6 +66,7 @@ def run(a) -> dict:
         fail("give --workers (a local cluster) or --scheduler (a running one), not both")
     counts, setting = _load_counts(a)
     kw = {**setting, "workers": a.workers, "scheduler": a.scheduler, "store": a.out}
+    cls: type[IndividualPLDAccountant] | type[IndividualSPAAccountant]
     if a.method == "pld":
         kw.update(rtol=DEFAULT_RTOL if a.rtol is None else a.rtol, **budget_kwargs(a))
         if a.block_rows is not None:

@@ -273,6 +273,7 @@ def group_conversion_epsilon(example_curve, group_size: int, delta: float,
     def phi_of(e: float) -> float:
         return -math.inf if math.isinf(e) else log_delta - _log_geometric_sum(k, e)
 
+    best: tuple[float, float] | None
     if k == 1:
         best = (log_delta, curve(log_delta, example_curve))
     else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 from .. import _validate as v
 from .._defaults import DEFAULT_RTOL
@@ -20,7 +21,7 @@ from ..accountants.base import Accountant
 from ..accountants.registry import CERTIFYING
 from ..budget import BudgetExceeded
 from ..mechanisms.base import Mechanism
-from ..results import Result
+from ..results import EpsilonResult, Result
 from .calibrate import OutOfTime, SearchClock
 
 __all__ = ["ScaleCalibration", "check_scale_query", "scaled_mechanism", "search_scale"]
@@ -119,7 +120,7 @@ def search_scale(acc: Accountant, *, epsilon: float, delta: float,
     clock = SearchClock(acc.budget.max_memory,
                         acc.budget.max_seconds if max_seconds is None else max_seconds)
     t0 = time.perf_counter()
-    cache: dict[float, tuple[object, Accountant | None]] = {}
+    cache: dict[float, tuple[EpsilonResult | None, Accountant | None]] = {}
 
     def build(s: float) -> Accountant:
         out = fresh(clock.options())
@@ -135,9 +136,11 @@ def search_scale(acc: Accountant, *, epsilon: float, delta: float,
             except ValueError:  # refused (budget, range): not known to meet the target
                 cache[s] = (None, None)
         r = cache[s][0]
-        return r is not None and r.epsilon <= target
+        return r is not None and cast(float, r.epsilon) <= target  # a scalar delta
 
     details: dict = {}
+    lo: float | None
+    hi: float | None
     try:
         lo, hi = _scale_search(meets, rtol, scale_max, target, delta)
     except OutOfTime:
@@ -148,7 +151,9 @@ def search_scale(acc: Accountant, *, epsilon: float, delta: float,
                 f"at delta={delta:g} within max_seconds={clock.deadline.max_seconds:g}; raise "
                 "max_seconds") from None
         details = clock.note(lo if lo is not None else 0.0, hi)
-    r, scaled = cache[hi]
+    # hi met the target: its bound was computed (not refused)
+    r, scaled = cast("tuple[EpsilonResult, Accountant]", cache[hi])
     details.setdefault("scale_infeasible_below", lo)
-    return ScaleCalibration(hi, delta, target, float(r.epsilon), r.lower, acc.name,
-                            len(cache), time.perf_counter() - t0, details, document(scaled))
+    return ScaleCalibration(hi, delta, target, float(r.epsilon), cast("float | None", r.lower),
+                            acc.name, len(cache), time.perf_counter() - t0, details,
+                            document(scaled))

@@ -90,7 +90,7 @@ def npy_source(counts) -> tuple[str, int] | None:
     a strided view, another file type)."""
     if not isinstance(counts, np.memmap) or not str(counts.filename or "").endswith(".npy"):
         return None
-    root = counts
+    root: np.ndarray = counts
     while isinstance(root.base, np.ndarray):  # the memmap of the whole mapping
         root = root.base
     if (counts.ndim != 2 or root.ndim != 2 or counts.dtype != root.dtype

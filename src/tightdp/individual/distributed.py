@@ -26,6 +26,7 @@ import uuid
 import warnings
 from collections.abc import Callable
 from concurrent.futures import CancelledError
+from typing import cast
 
 import numpy as np
 
@@ -105,7 +106,8 @@ class DaskBlocks:
             if scheduler is not None:
                 client = connect_scheduler(scheduler, CONNECT_TIMEOUT)
             else:
-                self._cluster = local_cluster(workers, memory_limit=memory_limit)
+                # neither client nor scheduler: the caller gave workers
+                self._cluster = local_cluster(cast(int, workers), memory_limit=memory_limit)
                 client = dask_client(self._cluster)
         self.client = client
         if self._cluster is None:  # a cluster of the user's: is it set up to run us fast?

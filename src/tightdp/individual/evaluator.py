@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 
@@ -64,7 +66,7 @@ def unit_roots(m: np.ndarray, K: int) -> np.ndarray:
 
 
 def horner(qt: np.ndarray, m: np.ndarray, K: int,
-           first: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+           first: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """``Re sum_{k>=1} q_k e^{2 pi i k m / K}`` for the two coefficient sets of ``qt``
     (shape ``(kk, 2, n)``: frequency, set, example), by Horner's scheme (or a direct sum for
     many frequencies).
@@ -81,7 +83,7 @@ def horner(qt: np.ndarray, m: np.ndarray, K: int,
         return z, z
     if kk <= HORNER_MAX:
         w = unit_roots(m, K)
-        acc = np.zeros(qt.shape[1:], dtype=complex)
+        acc: np.ndarray = np.zeros(qt.shape[1:], dtype=complex)
         starts = [0] * kk if first is None else first.tolist()
         for k in range(kk - 1, 0, -1):
             a = starts[k]
@@ -95,11 +97,11 @@ def horner(qt: np.ndarray, m: np.ndarray, K: int,
         acc *= w
         return acc[0].real, (acc[1].real if acc.shape[0] > 1 else None)
     theta = 2.0 * np.pi * (m % K) / K
-    k = np.arange(1, kk)
+    ks = np.arange(1, kk)
     h = np.empty((qt.shape[1], n))
     step = max(1, 1_000_000 // kk)
     for s in range(0, n, step):
-        e = np.exp(1j * np.outer(k, theta[s:s + step]))  # (kk-1, b)
+        e = np.exp(1j * np.outer(ks, theta[s:s + step]))  # (kk-1, b)
         # summed in the order of k (a reduction over the leading axis adds whole rows in
         # turn): an example's value does not depend on the other examples of the chunk, nor
         # on zero coefficients past its own cut-off
@@ -153,7 +155,7 @@ class Evaluator:
                 np.exp(P[k, a:], out=P[k, a:])
         else:
             if kk_rows is not None:
-                P[np.arange(kk)[:, None] >= self.kr[None, :]] = -np.inf
+                P[np.arange(kk)[:, None] >= cast(np.ndarray, self.kr)[None, :]] = -np.inf
             np.exp(P, out=P)  # (kk, n); exp(-inf) = 0
         om = dr.omega[:kk]
         self.p0 = P[0].real.copy()
@@ -180,7 +182,7 @@ class Evaluator:
         """:func:`staircase` of the examples ``rows`` (None: all), for :func:`horner`."""
         if self.first is None or _every(rows, self.p0.size):
             return self.first
-        return staircase(self.kr[rows], self.first.size)
+        return staircase(cast(np.ndarray, self.kr)[rows], self.first.size)
 
     def ab(self, m: np.ndarray, rows=None) -> tuple[np.ndarray, np.ndarray]:
         """``A(m) = sum_{j>=m} p_j`` and ``e^{y_m} B(m)`` with ``B(m) = sum_{j>=m} p_j e^{-y_j}``
@@ -350,9 +352,10 @@ class _Subset:
     """The rows ``mask`` (a boolean mask, or sorted indices) of an evaluator (avoids
     recomputing the transforms)."""
 
-    def __init__(self, ev: Evaluator, mask: np.ndarray):
+    def __init__(self, ev: Evaluator, rows: np.ndarray):
         self.dr, self.K, self.d = ev.dr, ev.K, ev.d
-        if mask.dtype == bool and mask.all():  # every row: the evaluator's own arrays
+        mask: np.ndarray | slice = rows
+        if rows.dtype == bool and rows.all():  # every row: the evaluator's own arrays
             mask = slice(None)
         self._ev, self._mask = ev, mask
         self.p0, self.qh = ev.p0[mask], ev.qh[:, mask]
@@ -392,11 +395,12 @@ class _Rows:
         self.s = ev.s if every else ev.s[ix]
         self.tau = ev.tau if every else ev.tau[ix]
         self.extra = ev.extra if every else ev.extra[ix]
+        self._cur: Evaluator | _Subset
         self._cur, self._cix = ev, (ix if every else np.arange(ev.p0.size))
         if 2 * ix.size < ev.p0.size:
             self._cur, self._cix = _Subset(ev, ix), ix
 
-    y = Evaluator.y
+    y = cast("Callable[[_Rows, np.ndarray], np.ndarray]", Evaluator.y)
 
     def _plan(self, m: np.ndarray, rows) -> tuple:
         """The evaluator-like to run, the positions of the rows asked in it (None: all of

@@ -6,6 +6,7 @@ number of steps."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 
@@ -101,9 +102,10 @@ class NormHistory:
         self._set_setting(sampling_rate, noise_multiplier, clip_norm, n_examples, n_buckets)
         nb = self.grid.size + 1
         self._counts = np.zeros((self.n_examples, nb), dtype=np.int64)
-        self._buf = np.zeros((64, self.n_examples), dtype=index_dtype(nb))  # step-major
+        # step-major; None when attached to counts without recording
+        self._buf: np.ndarray | None = np.zeros((64, self.n_examples), dtype=index_dtype(nb))
         self._nbuf = 0
-        self.n_steps = 0
+        self.n_steps: int | None = 0  # None: attached counts of an unknown number of steps
 
     @classmethod
     def setting_only(cls, *, sampling_rate: float, noise_multiplier: float, clip_norm: float,
@@ -137,7 +139,8 @@ class NormHistory:
         acc = cls(n_examples=1, n_buckets=int(shape[1]) - 1, **kwargs)  # nothing N-sized
         acc.n_examples = int(shape[0])
         acc._counts = counts
-        acc._buf = np.zeros((64, acc.n_examples), dtype=acc._buf.dtype) if recording else None
+        acc._buf = (np.zeros((64, acc.n_examples), dtype=cast(np.ndarray, acc._buf).dtype)
+                    if recording else None)
         acc._nbuf = 0
         acc.n_steps = n_steps
         return acc
@@ -172,7 +175,7 @@ class NormHistory:
             raise ValueError(f"grad_norms must have shape ({self.n_examples},), got {g.shape}")
         self._buf[self._nbuf] = self._buckets(g, self._buf.dtype)
         self._nbuf += 1
-        self.n_steps += 1
+        self.n_steps = cast(int, self.n_steps) + 1
         if self._nbuf == self._buf.shape[0]:
             self._flush()
 

@@ -8,6 +8,7 @@ number is a bound are in the docstring of :mod:`tightdp.individual.pld_individua
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 import numpy as np
 from scipy import fft as sfft
@@ -228,6 +229,8 @@ class Direction:
     """Precomputed transforms of the bucket PLDs for one direction of the pair, on the FFT
     window ``window = (i_lo, i_hi)`` of grid indices (from :meth:`BucketLaws.extent`)."""
 
+    spec: np.ndarray | None  # the bucket spectra; None in a :meth:`trimmed` copy
+
     def __init__(self, plds: list[DiscretePLD], laws: BucketLaws, d: float,
                  window: tuple[int, int], fft_workers: int | None = None,
                  max_bytes: float = math.inf):
@@ -319,7 +322,7 @@ class Direction:
         starts = starts[starts < kh]
         self.starts = starts
         # maxima per block, then from the right
-        block_max = np.maximum.reduceat(np.abs(self.spec), starts, axis=1)
+        block_max = np.maximum.reduceat(np.abs(cast(np.ndarray, self.spec)), starts, axis=1)
         env = np.maximum.accumulate(block_max[:, ::-1], axis=1)[:, ::-1]
         self.log_env = np.log(np.maximum(env, 1e-300))  # (B, nb)
         ends = np.append(starts[1:], kh)
@@ -497,8 +500,11 @@ class Direction:
         at a time); the sums only grow, so each example is within ``tol`` on the blocks from
         the last one down to some block ``b_i`` and keeps ``starts[b_i]`` frequencies and
         that sum as its bound ``tau``."""
-        n = None
-        kk = tau = tail = None
+        # set at the first segment
+        n: Any = None
+        kk: Any = None
+        tau: Any = None
+        tail: Any = None
         for b0, prod, nz, col_max in segs:
             if callable(prod):
                 prod = prod()

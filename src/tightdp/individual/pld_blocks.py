@@ -52,6 +52,7 @@ def bucket_counts(block: np.ndarray, used: np.ndarray,
     C-contiguous, copied 1024 examples at a time (a transposing copy that stays in cache:
     ~3x faster than one copy of the whole block)."""
     b = np.asarray(block)
+    cols: np.ndarray | slice
     cols = used + 1
     if not transposed:
         # one gather of the rows and columns asked (a slice when the columns are
@@ -193,7 +194,7 @@ def extents(block, state, used: np.ndarray, jobs: dict):
     """For each level of ``jobs`` (``lv -> (cols, laws, log_tail, d)``, ``laws`` a list of
     :class:`BucketLaws`): the FFT window each law set needs for this block's examples of that
     level (None if it has none)."""
-    out = {}
+    out: dict = {}
     for lv, (cols, laws, log_tail, d) in jobs.items():
         rows = np.nonzero(state["todo"] & (state["level"] == lv))[0]
         if not rows.size:
@@ -216,7 +217,7 @@ def _chunks(kk: np.ndarray, kl: np.ndarray, size: int) -> list[np.ndarray]:
     neighbours)."""
     cls = (kk > HORNER_MAX).astype(np.int64) * 2 + (kl > HORNER_MAX)
     order = np.lexsort((kk, cls))
-    out = []
+    out: list[np.ndarray] = []
     for c in np.unique(cls):
         sel = order[cls[order] == c]
         out.extend(sel[s:s + size] for s in range(0, sel.size, size))

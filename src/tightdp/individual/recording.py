@@ -100,6 +100,8 @@ class NormRecorder(NormHistory):
     Make one with :meth:`create`; resume one with :meth:`open` (or ``NormRecorder(path)``).
     """
 
+    n_steps: int  # read from the recording's meta.json: always known
+
     def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
         meta = os.path.join(self.path, META)

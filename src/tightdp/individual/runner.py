@@ -6,6 +6,9 @@ privacy depends on its norms only through its bucket counts)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 from .. import _validate as v
 from .blocks import LocalBlocks, is_dask_array
 from .distributed import DaskBlocks
@@ -16,6 +19,10 @@ __all__ = ["BlockRunner"]
 class BlockRunner:
     """Mixin of the individual accountants: ``workers`` / ``scheduler`` / ``client`` choose
     Dask, ``store`` a directory for the per-example arrays."""
+
+    if TYPE_CHECKING:  # provided by the accountant class this is mixed into
+        counts: Any
+        attach: Callable[..., Any]
 
     def _set_where(self, workers: int | None, scheduler: str | None, client, store) -> None:
         self.workers = None if workers is None else v.count("workers", workers, minimum=1)

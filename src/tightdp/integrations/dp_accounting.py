@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -70,7 +71,10 @@ from ..results import DeltaResult, EpsilonResult
 __all__ = ["from_dp_event", "DpEventComposition", "TightdpAccountant", "ZCDP",
            "UnsupportedDpEventError", "NeighboringRelation"]
 
-NeighboringRelation = _pa.NeighboringRelation
+if TYPE_CHECKING:
+    from dp_accounting.privacy_accountant import NeighboringRelation
+else:
+    NeighboringRelation = _pa.NeighboringRelation
 _ADD_REMOVE = NeighboringRelation.ADD_OR_REMOVE_ONE
 _REPLACE = NeighboringRelation.REPLACE_ONE
 _SPECIAL = NeighboringRelation.REPLACE_SPECIAL
@@ -370,17 +374,17 @@ def _convert_noise(event, count: int, rel: NeighboringRelation, out: DpEventComp
             raise _Refused(event, "MixtureOfGaussiansDpEvent is defined for ADD_OR_REMOVE_ONE "
                                   "(or REPLACE_SPECIAL); REPLACE_ONE is not supported")
         c = np.asarray(event.sensitivities, dtype=float).ravel()
-        p = np.asarray(event.sampling_probs, dtype=float).ravel()
-        if c.size == 0 or c.shape != p.shape:
+        probs = np.asarray(event.sampling_probs, dtype=float).ravel()
+        if c.size == 0 or c.shape != probs.shape:
             raise _Refused(event, "MixtureOfGaussiansDpEvent.sensitivities and sampling_probs "
                                   "must be non-empty and of one length")
-        if np.all(c[p > 0] == 0):
+        if np.all(c[probs > 0] == 0):
             return True  # the mixture never moves: no privacy cost
         s = _positive_or_zero(event, "standard_deviation", event.standard_deviation)
         if out.without_noise(s, count):
             return True
         try:
-            out.add(MixtureOfGaussians(c, p, s), count)
+            out.add(MixtureOfGaussians(c, probs, s), count)
         except ValueError as err:
             raise _Refused(event, f"MixtureOfGaussiansDpEvent: {err}") from None
         return True

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -92,7 +93,7 @@ def expand_bracket(go_right: Callable[[float], bool], start: float, step: float,
                     max_moves=max_moves, what=what)
 
 
-def grow_until(bad: Callable[[np.ndarray], np.ndarray], x, factor: float = 2.0, *,
+def grow_until(bad: Callable[[Any], Any], x, factor: float = 2.0, *,
                limit: float | None = None, cap: float | None = None, max_iter: int = 2000,
                what: str = "the root"):
     """Multiply ``x`` by ``factor`` (elementwise, only where ``bad(x)`` holds) until ``bad``
@@ -119,7 +120,7 @@ def grow_until(bad: Callable[[np.ndarray], np.ndarray], x, factor: float = 2.0, 
                        float(np.max(x) if factor > 1 else np.min(x)))
 
 
-def bisect(go_right: Callable[[np.ndarray], np.ndarray], lo, hi, *, keep: str,
+def bisect(go_right: Callable[[Any], Any], lo, hi, *, keep: str,
            xtol: float, floor: float = 1.0, iters: int = 80):
     """Bisection of a monotone predicate, elementwise over arrays: ``go_right(m)`` True means
     the root lies above ``m`` (``lo = m``), else below (``hi = m``). The invariant of the

@@ -97,7 +97,8 @@ def bracket_on_grids(f: Callable, target: np.ndarray, grids: list[np.ndarray], *
         if not todo.size:
             break
         _scan_grid(f, target, todo, grid, out, rows, pieces)
-    return Brackets(*out, below)
+    lo, hi, g_lo, g_hi, d_lo, d_hi = out
+    return Brackets(lo, hi, g_lo, g_hi, d_lo, d_hi, below)
 
 
 def solve_on_grids(f: Callable, target, grids: list[np.ndarray], *, floor: float,
@@ -215,7 +216,7 @@ def _log_objective(f: Callable, target: np.ndarray, idx: np.ndarray, rows: np.nd
     return fu
 
 
-def _scan_grid(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], target: np.ndarray,
+def _scan_grid(f: Callable[..., tuple[np.ndarray, np.ndarray]], target: np.ndarray,
                idx: np.ndarray, grid: np.ndarray, out: tuple[np.ndarray, ...],
                rows: np.ndarray | None = None, pieces: Callable = _whole) -> np.ndarray:
     """Bracket ``g(x) = target[idx]`` on one increasing grid: a target's bracket is the

@@ -137,6 +137,7 @@ def spa_block(block, state, used: np.ndarray, tables: list[Table], log_delta: fl
         # examples: the fast layout for the products with few rows here), ordered by them
         act, brs, cnt = rma_brackets(tables, block, used + 1, -log_delta)
     if act.size:
+        assert cnt is not None  # counts are None only when no example has loss
         best = _directions(solver, tables, brs, cnt, log_delta)
         eps[act] = np.maximum(best.eps, 0.0)
         upper[act] = best.upper

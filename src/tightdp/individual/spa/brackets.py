@@ -7,6 +7,7 @@ CGF at the grid points (matrix products with the counts)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 
@@ -40,7 +41,7 @@ def first_reaching(ge: np.ndarray, j0: int, p0: int) -> tuple[np.ndarray, np.nda
         if (ge[1:] >= ge[:-1]).all():
             jj = p0 - ge.sum(axis=0)
             return jj, jj < p0
-        return np.argmax(ge, axis=0), ge.any(axis=0)
+        return np.argmax(ge, axis=0), cast(np.ndarray, ge.any(axis=0))
     jj = j0 + w - ge.sum(axis=0)
     has = ~ge[0] & ge[-1] & (ge[1:] >= ge[:-1]).all(axis=0)
     return jj, has

@@ -6,6 +6,8 @@ refined-moments bound on exact composed values (Alghamdi et al. 2023, eqs. (43),
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..._numerics import newton_bracketed, secant_start
@@ -31,7 +33,7 @@ FINAL_STEP = 1e-6
 K_MARGIN = 1e-11
 #: numpy's warnings silenced where the formulas meet t = 0, infinite or NaN rows (the results
 #: are checked for finiteness where they matter)
-_QUIET = {"divide": "ignore", "invalid": "ignore", "over": "ignore"}
+_QUIET: dict[str, Any] = {"divide": "ignore", "invalid": "ignore", "over": "ignore"}
 
 
 def _rows_at(u: np.ndarray, cf: np.ndarray, a: np.ndarray,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import cast
 
 import numpy as np
 
@@ -113,7 +114,7 @@ class Table:
         self.check_time(t.size)
         start = time.time()
         b = len(self.losses)
-        rows = []
+        rows: list[np.ndarray] = []
         for a in range(0, b, _STATS_ROWS):
             part = self.losses[a:a + _STATS_ROWS]
             before = self.node_bytes(part)
@@ -215,7 +216,7 @@ class Table:
         if pc.children[side] is None:
             m = pc.m
             pc.children[side] = self._fit(pc.a, m) if side == 0 else self._fit(m, pc.b)
-        return pc.children[side]
+        return cast(Piece, pc.children[side])
 
 
 def grid_cell(tab: Table, t: np.ndarray) -> np.ndarray:
