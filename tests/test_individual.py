@@ -795,3 +795,17 @@ def test_budget_many_buckets_long_run():
     within 60 s and 2 GB; it took 54-222 s and 2.8-4.6 GB before a refusal."""
     from _budget_cases import PLD_CASE
     check_budget_case(PLD_CASE)
+
+
+def test_history_of_counts_records_further_steps():
+    """An accountant attached to counts and a saddle-point accountant sharing them go on
+    recording (the count of steps is the rows' sum, as every step adds one to each row);
+    once a TypeError when the counts came without a step count."""
+    from tightdp.individual import IndividualSPAAccountant
+    counts = np.array([[5, 2, 0], [3, 0, 4]])
+    pld = IndividualPLDAccountant.from_counts(counts, sampling_rate=0.1, noise_multiplier=1.0,
+                                              clip_norm=1.0)
+    spa = IndividualSPAAccountant.from_history(pld)
+    assert spa.n_steps == 7
+    spa.step(np.array([0.1, 0.9]))
+    assert spa.n_steps == 8 and spa.counts.sum(axis=1).tolist() == [8, 8]

@@ -142,6 +142,9 @@ class NormHistory:
         acc._buf = (np.zeros((64, acc.n_examples), dtype=cast(np.ndarray, acc._buf).dtype)
                     if recording else None)
         acc._nbuf = 0
+        if recording and n_steps is None:
+            # every step adds one to exactly one column of every row: a row sums to the steps
+            n_steps = int(np.asarray(counts[0]).sum())
         acc.n_steps = n_steps
         return acc
 
