@@ -546,3 +546,30 @@ def test_closed_pipe_ends_quietly(args):
         proc.stdout.close()  # the reader is gone before anything is written
         err = proc.stderr.read().decode()
         assert proc.wait(timeout=600) == 0 and err == "", err
+
+
+def test_option_tables_name_options_of_the_command():
+    # the option tables name options only (their values read through dest_of): each option is
+    # one the subcommands reading the table take, stored under the attribute dest_of derives,
+    # so renaming a flag without its table entry fails here instead of never being read
+    import argparse
+
+    from tightdp.cli import build_parser
+    from tightdp.cli.common import dest_of
+    from tightdp.cli.options import ACCOUNTANT_FLAGS, SPEC_CONFLICTS, SPEC_OVERRIDES
+    from tightdp.cli.sweep import SWEEP_LISTS
+
+    sub = next(x for x in build_parser()._actions if isinstance(x, argparse._SubParsersAction))
+    dests = {name: {o: x.dest for x in p._actions for o in x.option_strings}
+             for name, p in sub.choices.items()}
+    tables = [([o for o, _ in ACCOUNTANT_FLAGS], ["epsilon", "delta", "compare", "plot"]),
+              ([o for o, _ in SPEC_OVERRIDES], ["epsilon", "delta"]),
+              ([o for o, _, _ in SWEEP_LISTS], ["sweep"])]
+    for options, commands in tables:
+        for command in commands:
+            for o in options:
+                assert dests[command].get(o) == dest_of(o), (command, o)
+    for o in SPEC_CONFLICTS:  # each taken by some subcommand that takes --spec
+        takers = [c for c in ("epsilon", "delta", "calibrate") if o in dests[c]]
+        assert takers and all(dests[c][o] == dest_of(o) for c in takers), o
+    assert dest_of("--L") == "L" and dest_of("--spa-method") == "spa_method"

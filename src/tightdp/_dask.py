@@ -67,8 +67,8 @@ def local_cluster(workers: int, **options):
     ``MALLOC_TRIM_THRESHOLD_=65536`` in the workers' environment (the other pre-spawn
     variables, ``OMP_NUM_THREADS=1`` and the like, are kept). That setting makes glibc hand
     memory back to the system at every large free, so every array of a PLD, PRV or FFT query
-    is page-faulted in afresh: measured on the 200-row sweep of ``benchmarks/bench_sweep.py``,
-    13.3 CPU seconds without it (the same as in-process) and 23.8 with it. The workers hold no
+    is page-faulted in afresh, which costs the workers far more CPU than the same work in
+    one process (figures in docs/scaling.md, section 4). The workers hold no
     data between tasks that this setting would protect. (Dask writes the pre-spawn variables
     into this process's ``os.environ`` when it starts a worker, so a cluster started earlier
     in this process with the default leaves the variable set: it is then inherited.)
@@ -102,7 +102,7 @@ def warn_malloc_trim(client) -> None:
     """Warn (a ``RuntimeWarning``) when workers of ``client``'s cluster run with a small
     ``MALLOC_TRIM_THRESHOLD_`` (Dask's default for the workers its nannies start: 65536):
     glibc then hands memory back at every large free and every array of the accountants is
-    page-faulted in afresh, which measured 1.6-2x the CPU per block or sweep row (see
+    page-faulted in afresh, which costs far more CPU per block or sweep row (see
     :func:`local_cluster`, which starts its workers without it). Says nothing when the
     workers cannot be asked."""
     try:

@@ -17,10 +17,9 @@ single-threaded worker processes, started and closed by the call), ``scheduler="
 in small batches of consecutive rows, one task per batch, each with ``retries``: a batch
 whose worker dies is run again elsewhere (Dask reschedules the tasks of a lost worker;
 ``retries`` also covers an exception on the way). A batch rather than a task per row
-because a row takes from well under a millisecond (GDP) to about 0.1 s (PLD, PRV), while a
-task costs a few milliseconds: 1000 GDP rows on 2 workers took 4.3 s with a task per row,
-0.7 s in batches of 16 (0.4 s in-process); on rows of ~60 ms the batching changes nothing
-measurable (``benchmarks/bench_sweep.py``). Batches are kept small (at most
+because a row can take far less time than Dask spends on a task (a GDP row does), while on
+slow rows (PLD, PRV) batching costs nothing (figures in docs/scaling.md, section 3;
+``benchmarks/bench_sweep.py``). Batches are kept small (at most
 :data:`MAX_BATCH` rows, and at least four tasks per worker thread) so that slow rows still
 spread over the workers and a lost worker costs little. The front doors are deterministic,
 so the table is the same in-process and on Dask, bit for bit (the ``seconds`` column

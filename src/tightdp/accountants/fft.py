@@ -73,10 +73,11 @@ AUTO_MASS_DEFECT = 1e-4
 #: default starting domain [-L, L] and number of points
 DEFAULT_L, DEFAULT_N = 12.0, 10**6
 #: estimated peak bytes per grid point of one run (single-step weights, spectra, composed
-#: law, suffix sums; measured ~70-130 B per point of the 3n of a query with the error estimate)
+#: law, suffix sums), the 3n points of a query with the error estimate included; the
+#: tracemalloc figures behind it are in docs/pld-constants.md
 BYTES_PER_POINT = 100.0
-#: estimated peak bytes per grid point and mixture component of the discretization (measured
-#: ~26 B on sampling with replacement, 52 components)
+#: estimated peak bytes per grid point and mixture component of the discretization, with
+#: room over its tracemalloc peak (docs/pld-constants.md)
 BYTES_PER_COMPONENT = 30.0
 #: the rerun with 2n points of the error estimate (7.4) skips a direction whose n-point delta
 #: stays below the others' 2n-point delta by more than ERR_SKIP_FACTOR times their change
@@ -176,8 +177,8 @@ class FFTAccountant(DomainPlanning, Accountant):
         (default: density, unless the density samples of a mechanism miss more than
         ``AUTO_MASS_DEFECT / k`` of its mass, as for small sigma, then masses; losses with
         atoms always use masses); see :func:`tightdp.pld.riemann.riemann`. ``"published"``
-        reproduces the paper's Tables 1 and 2 to their last digit (measured: within 4.4e-13
-        at every row): the density sampled at the float64 points of
+        reproduces the paper's Tables 1 and 2 to their last digit (tests/test_accountants_fft.py
+        checks every row): the density sampled at the float64 points of
         ``numpy.linspace(-L, L - dx, n)`` -- whose rounding, amplified by the ``k``-fold
         composition, is what the published last digits hold -- and the composition in long
         double (forward transforms and powering), so that no other rounding is added. Not a

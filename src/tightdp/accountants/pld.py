@@ -18,7 +18,7 @@ and the lowered chords lower it by at most about ``t (t + 1) d^2 / 6`` (less whe
 tents are refined); at the saddle point ``t`` of the composed law at the answer a shift of
 ``K`` by ``k dK`` moves ``eps`` by about ``k dK / t``, so the bracket on eps is at most about
 ``k (t + 1) d^2 / 4`` wide, and the model takes ``k (t + 1) d^2 / MODEL_WIDTH`` (the relative
-bracket on delta, measured, ``k (t + 1) (t + 2) d^2 / MODEL_WIDTH``). A coarse
+bracket on delta, fitted, ``k (t + 1) (t + 2) d^2 / MODEL_WIDTH``). A coarse
 discretization gives the saddle point (saddle-point approximation, Alghamdi et al., eq. (60)),
 the model gives ``d``, and the certified bracket decides: if it is wider than ``rtol`` the
 step shrinks by the measured width, until it is that tight or the FFT would exceed
@@ -248,8 +248,8 @@ class PLDAccountant(Accountant):
                     continue
                 width = self.rtol * max(e, 1e-3)
                 d = math.sqrt(AIM * width * MODEL_WIDTH / (k_tot * (t + 1.0)))
-            else:  # delta query at eps: relative width of delta (measured: the tilt of the
-                # Q-tail, t + 1, fits better than t, and stays right where t -> 0)
+            else:  # delta query at eps: relative width of delta (the tilt of the Q-tail,
+                # t + 1, rather than t: it fits the widths and stays right where t -> 0)
                 t = mgf.solve_slope(eps)
                 d = math.sqrt(AIM * self.rtol * MODEL_WIDTH / (k_tot * (t + 1.0) * (t + 2.0)))
             best = min(best, d)
@@ -404,8 +404,8 @@ class PLDAccountant(Accountant):
         d = self._grid_step(pilots, None, math.log(delta), spans, window_tail)
         # a certified upper bound of each direction before any fine grid, its pilot's
         # (_pilot_eps_upper): a direction whose bound is below another's PLD upper bound
-        # cannot raise the maximum, and is neither discretized finely nor composed (W1: the
-        # add direction's pilot bound 6.05 < 6.19, the remove direction's PLD upper bound)
+        # cannot raise the maximum, and is neither discretized finely nor composed (in
+        # DP-SGD the add direction often is: docs/pld-constants.md)
         q = EpsQuery(dirs, pre=({r: self._pilot_eps_upper(r, log_tail, delta) for r in dirs}
                                  if len(dirs) > 1 else {r: math.inf for r in dirs}))
 
@@ -474,8 +474,8 @@ class PLDAccountant(Accountant):
         # same composed law differ by them only
         spread = np.abs(val - c.delta_bound(eps, upper=not upper))
         # tiny values, and values whose charges are not small beside rtol (the FFT's rounding
-        # charge grows with the number of points above eps: on fine grids it reached 1% of
-        # delta = 1e-7): recompute from compositions tilted towards them, so that they are
+        # charge grows with the number of points above eps: on fine grids it can be a visible
+        # part of delta): recompute from compositions tilted towards them, so that they are
         # not read off the FFT's rounding noise. At most MAX_TILTS tilts, at quantiles of the
         # eps asked; every tilt gives a valid bound at every eps (the engine charges the
         # rounding as amplified by the untilt), so each eps keeps the best of them.
@@ -493,8 +493,8 @@ class PLDAccountant(Accountant):
                 except BudgetExceeded:
                     # a strongly tilted law can need a far wider window (where the per-step
                     # range's far end dominates): the untilted bound stands for these eps
-                    # (retrying on coarser grids as _eps_once does gave the same brackets in
-                    # 1.5x the time at q = 1e-5, sigma = 0.5, 10^6 steps)
+                    # (retrying on coarser grids, as _eps_once does, gives the same brackets
+                    # in more time: docs/pld-constants.md)
                     stats.tilts_over_budget += 1
                     continue
                 stats.saw(ct.probs.size)

@@ -180,7 +180,7 @@ def clamped(d: float, factor: float, floor: float) -> float:
     """The refinement factor, raised so that the next step is not finer than 1.5 times the
     memory budget's ``floor`` when the current one is still clearly coarser (a grid near
     the finest affordable one is tried before giving up, instead of stopping at the
-    previous one; at the floor itself the peak RSS came within 10% of max_memory,
+    previous one; not the floor itself, whose peak RSS can come close to max_memory,
     BYTES_PER_POINT being an average)."""
     target = 1.5 * floor
     if d * factor < target and d > 1.2 * target:

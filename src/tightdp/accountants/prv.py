@@ -42,7 +42,7 @@ the per-step truncation from the exact tail of each loss, and the composed windo
 exact Chernoff bound ``P(S >= a) <= exp(sum_i k_i log M_i(t) - t a)`` of the discretized laws,
 whose value at the window's ends is included in the bounds. Neither relies on a fixed
 domain, which is why small ``delta`` is safe (the reference implementation's fixed
-assumptions break there; prv_accountant issue 17).
+assumptions break there).
 
 Small delta: for an ``epsilon(delta)`` query the accountant spends at most
 ``min(delta_error, delta / 1000) / 4`` as its ``delta_error`` (the mesh depends on it only
@@ -52,7 +52,8 @@ exponentially tilted towards the answer (the engine's Esscher tilt, as in the ce
 accountant), so that such values are not computed from the FFT's rounding noise.
 
 Long compositions: when the engine's window would exceed ``spectral_above`` points (2^20 by
-default; at eps_error 0.01 and delta 1e-15 the issue-17 workload needs 3.3e7), the composed
+default; small eps_error and delta on long compositions need windows of tens of millions of
+points: docs/pld-constants.md), the composed
 curve is evaluated at a few hundred frequencies of the same window instead
 (:mod:`tightdp.pld.spectral`: Plancherel with a certified bound on the frequencies left out,
 the same window, fold and tail charges), and every eps(delta) query is then answered on
@@ -110,11 +111,10 @@ _TIME_ADVICE = "use a larger eps_error, a larger max_seconds, or the pld account
 _TIME_SAMPLE = 256
 #: first coupling radius tried, as a fraction of eps_error
 _T_START = 0.95
-#: peak bytes per FFT point of a query (measured with tracemalloc: 77-78 at 2.5e6 and 3e6
-#: points, q=0.3, sigma=0.45, 2000 steps, delta 1e-12 and 1e-15; the per-step laws are
-#: small beside the composition), with room for the interpreter and the libraries. Was the
-#: PLD accountant's 768, sized for its discretizations: a 1 GB budget refused 3e6 points
-#: that take 231 MB.
+#: peak bytes per FFT point of a query (the composition's arrays; the per-step laws are
+#: small beside them), with room for the interpreter and the libraries. Smaller than the
+#: PLD accountant's figure, which is sized for its discretizations: that one would refuse
+#: windows that fit the budget (tracemalloc figures in docs/pld-constants.md).
 BYTES_PER_POINT = 192
 #: compositions whose FFT window would exceed this many points are evaluated at a few
 #: frequencies instead (:mod:`tightdp.pld.spectral`), when its tail bound allows

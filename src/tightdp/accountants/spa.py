@@ -272,7 +272,7 @@ class SaddlePointAccountant(Accountant):
         is uninformative); the one given up is below ``b``'s true eps, so at most the bound
         shown: at most ``a``'s lower bound, or a quarter of the answer. Without ``bounds``
         only the first test is made, and only where ``sup_b`` is at most :data:`_TRY_SKIP`.
-        Solving the two apart costs about 0.2 ms more than together when ``b`` is needed
+        Solving the two apart costs a little more than together when ``b`` is needed
         after all; a warm query after one that needed both solves them together."""
         if len(dirs) == 2:
             a, b = (dirs[0], dirs[1]) if dirs[0].sup >= dirs[1].sup else (dirs[1], dirs[0])

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from .._defaults import DEFAULT_RTOL
 from .common import (
     budget_kwargs,
+    dest_of,
     down,
     fail,
     format_table,
@@ -27,15 +28,13 @@ from .options import (
 
 def _calibrate_flags(a) -> None:
     """The flags --solve-for leaves unknown or unused are errors, and it needs the others."""
-    unknown = {"noise-multiplier": (("noise_multiplier", "--noise-multiplier"),),
-               "steps": (("steps", "--steps"), ("epochs", "--epochs")),
-               "sampling-rate": (("sampling_rate", "--sampling-rate"),
-                                 ("batch_size", "--batch-size"),
-                                 ("dataset_size", "--dataset-size"),
-                                 ("epochs", "--epochs"))}[a.solve_for]
-    for attr, option in unknown:
-        if getattr(a, attr) is not None:
-            if attr == "epochs" and a.solve_for == "sampling-rate":
+    unknown = {"noise-multiplier": ("--noise-multiplier",),
+               "steps": ("--steps", "--epochs"),
+               "sampling-rate": ("--sampling-rate", "--batch-size", "--dataset-size",
+                                 "--epochs")}[a.solve_for]
+    for option in unknown:
+        if getattr(a, dest_of(option)) is not None:
+            if option == "--epochs" and a.solve_for == "sampling-rate":
                 fail("--epochs needs the sampling rate, the unknown of --solve-for "
                       "sampling-rate; give --steps")
             fail(f"{option} is the unknown of --solve-for {a.solve_for}; leave it out")

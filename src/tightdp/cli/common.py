@@ -67,6 +67,20 @@ def _as_flags(message: str) -> str:
     return " ".join(words)
 
 
+def dest_of(option: str) -> str:
+    """The attribute argparse stores ``option`` under (its default ``dest``: the name without
+    the leading dashes, dashes as underscores): the option tables name options only and find
+    their values through this, so a renamed option cannot leave a table reading a stale
+    attribute (tests/test_cli.py checks every table's options against the parser)."""
+    return option.lstrip("-").replace("-", "_")
+
+
+def option_value(a, option: str):
+    """The value of ``option`` in the parsed arguments ``a``; None when not given or when
+    the subcommand does not take it."""
+    return getattr(a, dest_of(option), None)
+
+
 def fail(message: str) -> None:
     msg = one_line(message) or "invalid input"
     sys.stderr.write(f"tightdp: error: {_as_flags(msg)}\n")

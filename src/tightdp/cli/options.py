@@ -13,12 +13,12 @@ from .common import (
     integer,
     memory_size,
     number,
+    option_value,
 )
 
-#: accountant-specific options: (attribute, option, the accountant that uses it)
-ACCOUNTANT_FLAGS = (("rtol", "--rtol", "pld"), ("eps_error", "--eps-error", "prv"),
-                     ("delta_error", "--delta-error", "prv"), ("L", "--L", "fft"),
-                     ("n", "--n", "fft"), ("spa_method", "--spa-method", "spa"))
+#: accountant-specific options: (option, the accountant that uses it)
+ACCOUNTANT_FLAGS = (("--rtol", "pld"), ("--eps-error", "prv"), ("--delta-error", "prv"),
+                    ("--L", "fft"), ("--n", "fft"), ("--spa-method", "spa"))
 
 
 def mechanism_options(p: argparse.ArgumentParser, noise: bool = True, spec: bool = False
@@ -56,11 +56,9 @@ def spec_option(p: argparse.ArgumentParser) -> None:
              "README): instead of the DP-SGD options")
 
 
-#: the DP-SGD options --spec replaces: (attribute, option)
-_SPEC_CONFLICTS = (("sampling_rate", "--sampling-rate"), ("noise_multiplier", "--noise-multiplier"),
-                   ("steps", "--steps"), ("epochs", "--epochs"), ("batch_size", "--batch-size"),
-                   ("dataset_size", "--dataset-size"), ("sampling", "--sampling"),
-                   ("solve_for", "--solve-for"))
+#: the DP-SGD options --spec replaces
+SPEC_CONFLICTS = ("--sampling-rate", "--noise-multiplier", "--steps", "--epochs",
+                  "--batch-size", "--dataset-size", "--sampling", "--solve-for")
 
 
 def _spec_fail(path: str, message: str) -> None:
@@ -76,7 +74,7 @@ def load_spec(a):
     replaces are an error naming them."""
     from ..state import from_dict, read_document
 
-    given = [opt for attr, opt in _SPEC_CONFLICTS if getattr(a, attr, None) is not None]
+    given = [opt for opt in SPEC_CONFLICTS if option_value(a, opt) is not None]
     if given:
         fail(f"--spec gives the whole composition; leave out {', '.join(given)}")
     try:
@@ -91,10 +89,11 @@ def load_spec(a):
         _spec_fail(a.spec, str(err))
 
 
-#: CLI attribute -> the option of a state file's accountant it overrides
-_SPEC_OVERRIDES = (("rtol", "rtol"), ("eps_error", "eps_error"), ("delta_error", "delta_error"),
-                   ("L", "L"), ("n", "n"), ("spa_method", "method"),
-                   ("max_memory", "max_memory"), ("max_seconds", "max_seconds"))
+#: (option, the option of a state file's accountant it overrides)
+SPEC_OVERRIDES = (("--rtol", "rtol"), ("--eps-error", "eps_error"),
+                  ("--delta-error", "delta_error"), ("--L", "L"), ("--n", "n"),
+                  ("--spa-method", "method"), ("--max-memory", "max_memory"),
+                  ("--max-seconds", "max_seconds"))
 
 
 def spec_accountant(a, doc, file_acc):
@@ -114,9 +113,9 @@ def spec_accountant(a, doc, file_acc):
         check_accountant_flags(a, [name], f"the {name} accountant of --spec")
         make_accountant(name, **accountant_kwargs(a))  # the options given, checked by their names
         opts = {**doc["accountant"]["options"], "neighboring": file_acc.neighboring}
-        for attr, key in _SPEC_OVERRIDES:
-            if getattr(a, attr, None) is not None:
-                opts[key] = getattr(a, attr)
+        for option, key in SPEC_OVERRIDES:
+            if option_value(a, option) is not None:
+                opts[key] = option_value(a, option)
         acc = from_dict({**doc, "accountant": {"name": name, "options": opts},
                          "composition": []})
     for mech, k in file_acc.terms:
@@ -160,8 +159,8 @@ def accountant_options(p: argparse.ArgumentParser, accountant_help: str | None =
 
 def check_accountant_flags(a, names: list[str], where: str) -> None:
     """An accountant-specific option is an error unless one of ``names`` uses it."""
-    for attr, option, owner in ACCOUNTANT_FLAGS:
-        if getattr(a, attr, None) is not None and owner not in names:
+    for option, owner in ACCOUNTANT_FLAGS:
+        if option_value(a, option) is not None and owner not in names:
             fail(f"{option} applies only to the {owner} accountant, not to {where}")
 
 

@@ -8,28 +8,30 @@ import sys
 from collections.abc import Callable
 
 from .common import (
+    dest_of,
     fail,
     integer,
     number,
+    option_value,
 )
 from .options import (
     budget_options,
 )
 
-#: ``tightdp sweep``: (attribute, option, element type) of the options taking a
+#: ``tightdp sweep``: (option, element type, grid key) of the options taking a
 #: comma-separated list of values (the grid is their cartesian product); the grid key is the
-#: attribute (the front doors' parameter name), except ``method`` for --spa-method
-_SWEEP_LISTS = (
-    ("sampling_rate", "--sampling-rate", number),
-    ("noise_multiplier", "--noise-multiplier", number), ("steps", "--steps", integer),
-    ("epochs", "--epochs", number),
-    ("batch_size", "--batch-size", integer), ("dataset_size", "--dataset-size", integer),
-    ("sampling", "--sampling", str), ("group_size", "--group-size", integer),
-    ("delta", "--delta", number), ("epsilon", "--epsilon", number),
-    ("solve_for", "--solve-for", str), ("accountant", "--accountant", str),
-    ("rtol", "--rtol", number), ("eps_error", "--eps-error", number),
-    ("delta_error", "--delta-error", number), ("L", "--L", number), ("n", "--n", integer),
-    ("spa_method", "--spa-method", str))
+#: front doors' parameter name
+SWEEP_LISTS = (
+    ("--sampling-rate", number, "sampling_rate"),
+    ("--noise-multiplier", number, "noise_multiplier"), ("--steps", integer, "steps"),
+    ("--epochs", number, "epochs"),
+    ("--batch-size", integer, "batch_size"), ("--dataset-size", integer, "dataset_size"),
+    ("--sampling", str, "sampling"), ("--group-size", integer, "group_size"),
+    ("--delta", number, "delta"), ("--epsilon", number, "epsilon"),
+    ("--solve-for", str, "solve_for"), ("--accountant", str, "accountant"),
+    ("--rtol", number, "rtol"), ("--eps-error", number, "eps_error"),
+    ("--delta-error", number, "delta_error"), ("--L", number, "L"), ("--n", integer, "n"),
+    ("--spa-method", str, "method"))
 
 
 def _values(kind):
@@ -46,15 +48,16 @@ def _sweep_grid(a):
     """The grid of ``tightdp sweep``: --grid FILE (a dict of lists or a list of rows) or the
     list options (their cartesian product); --max-memory / --max-seconds apply to every row
     that does not set its own."""
-    lists = {"method" if attr == "spa_method" else attr: getattr(a, attr)
-             for attr, _, _ in _SWEEP_LISTS if getattr(a, attr) is not None}
-    budget = {k: getattr(a, k) for k in ("max_memory", "max_seconds") if getattr(a, k) is not None}
+    lists = {key: option_value(a, option) for option, _, key in SWEEP_LISTS
+             if option_value(a, option) is not None}
+    budget = {dest_of(o): option_value(a, o) for o in ("--max-memory", "--max-seconds")
+              if option_value(a, o) is not None}
     if a.grid is None:
         if not lists:
             fail("give the settings as options (--sampling-rate 0.01,0.02 ...) or --grid FILE")
         return {**budget, **lists}
     if lists:
-        given = [opt for attr, opt, _ in _SWEEP_LISTS if getattr(a, attr) is not None]
+        given = [opt for opt, _, _ in SWEEP_LISTS if option_value(a, opt) is not None]
         fail(f"--grid gives the settings; leave out {', '.join(given)}")
     try:
         with open(a.grid, encoding="utf-8") as f:
@@ -94,8 +97,8 @@ def register(add: Callable[[str, str], argparse.ArgumentParser]) -> dict:
                      "values (or --grid FILE), one query each, in-process or on Dask")
     g = s.add_argument_group("the grid: each option a comma-separated list of values, as in "
                              "the other subcommands (or --grid FILE)")
-    for attr, option, kind in _SWEEP_LISTS:
-        g.add_argument(option, dest=attr, type=_values(kind), metavar="LIST")
+    for option, kind, _ in SWEEP_LISTS:
+        g.add_argument(option, type=_values(kind), metavar="LIST")
     g.add_argument("--grid", metavar="FILE",
                    help="a JSON file: an object of lists (every combination) or a list of "
                         "objects (one per row), keys named as tightdp.sweep's (sampling_rate, "

@@ -45,7 +45,7 @@ METHODS = ("msd1", "msd0", "clt")
 LABELS = {"msd0": "SP-MSD0 (eq. (7)/(60))", "msd1": "SP-MSD1 (eq. (61))",
           "clt": "SP-CLT (eq. (8)/(66), Prop. 6)"}
 #: above this size of the SP-MSD1 correction terms the approximation is flagged unreliable
-#: (calibrated on DP-SGD against certified PLD brackets: below it the SP-MSD1 error in eps was
+#: (checked on DP-SGD against certified PLD brackets: below it the SP-MSD1 error in eps stays
 #: under 1e-2, above it errors of 1e-2 .. 1e2 occur)
 UNRELIABLE = 0.3
 #: the smallest tilt tried; the largest for quadrature CGFs; the largest for closed forms

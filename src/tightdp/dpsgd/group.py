@@ -67,7 +67,7 @@ __all__ = [
 ]
 
 #: bytes :class:`ChernoffCurve` holds per point of a discretized loss (the connect-the-dots
-#: discretization's arrays and the log-MGF's work rows: ~200 measured)
+#: discretization's arrays and the log-MGF's work rows, with room to spare; docs/pld-constants.md)
 CHERNOFF_BYTES_PER_POINT = 256
 #: tilts of :class:`ChernoffCurve` evaluated between two checks of the time budget
 CHERNOFF_TILTS = 100
@@ -378,7 +378,7 @@ def group_epsilon(*, group_size: int, noise_multiplier: float, delta: float,
         extra work).
     conversion : also compute the Lemma 1.1 conversion baseline (with ``baselines``). Off by
         default: it needs the example-level curve at very small delta, which costs far more
-        than the group query itself (about 0.9 GB and 3 s for k = 8, T = 2000); without it
+        than the group query itself (docs/pld-constants.md gives an example); without it
         ``conversion`` and its two companions are None.
     refine_conversion : tighten the conversion baseline with PLD queries at the small
         example-level delta it needs (slower; without it the example-level curve there is the

@@ -139,7 +139,7 @@ class Sampling:
         if self.kind == "fixed_batch" and k > self._sizes()[0]:
             raise ValueError(f"group_size must be in [1, batch_size={self.batch_size}] for "
                              f"fixed-batch sampling, got {group_size!r}")
-        from scipy.stats import binom, hypergeom  # lazy: scipy.stats takes ~0.3 s to import
+        from scipy.stats import binom, hypergeom  # lazy: scipy.stats is slow to import
 
         j = np.arange(k + 1)
         if self.kind == "poisson":

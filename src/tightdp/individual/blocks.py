@@ -33,8 +33,8 @@ __all__ = ["LocalBlocks", "LostBlocks", "run_with_restarts", "MAX_RESTARTS", "bl
 MAX_RESTARTS = 3
 #: examples per block when the counts are a numpy array (a dask array keeps its own chunks);
 #: the PLD accountant's default (its evaluation sorts a block's examples by cut-off into
-#: chunks: larger blocks give more even chunks; 1e7 examples on 2 workers: 121 s at 65536,
-#: 114 s at 131072, peak 0.85-1.0 GB per worker either way)
+#: chunks: larger blocks give more even chunks, for the same peak memory per worker; see
+#: docs/scaling.md, section 4)
 DEFAULT_BLOCK_ROWS = 1 << 17
 #: histogram bins of a per-example summary: 0, then 10^-6 .. 10^4 in 100 bins per decade, +inf
 SUMMARY_EDGES = np.concatenate([[0.0], np.logspace(-6, 4, 1001), [np.inf]])

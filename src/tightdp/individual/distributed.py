@@ -59,8 +59,8 @@ CONNECT_TIMEOUT = "20s"
 def _own_graph(block):
     """The delayed ``block`` with only the tasks it depends on. ``Array.to_delayed`` gives
     every block the graph of the whole array, so each task of a pass (one per block) would
-    carry, pickle and have the scheduler process the tasks of all blocks: measured with
-    153 blocks of a ``.npy`` file, 1.6 s of the driver's CPU per pass doing nothing else."""
+    carry, pickle and have the scheduler process the tasks of all blocks: driver CPU per
+    pass growing with the square of the number of blocks (docs/scaling.md, section 4)."""
     from dask.delayed import Delayed
 
     try:
@@ -117,8 +117,9 @@ class DaskBlocks:
             # rows of a .npy file on disk (shared file system; a row slice of it reads from
             # its first row's offset): each task reads its rows by path, itself (no read
             # task whose output the scheduler would place elsewhere: a task runs where its
-            # block's state is, and the rows are read there; measured ~1 s per pass over
-            # 153 blocks of 2 GB moving rows or states between workers)
+            # block's state is, and the rows are read there: a separate read task may be
+            # placed apart from the state, and rows or states then move between workers at
+            # every pass; docs/scaling.md, section 4)
             self.bounds = as_blocks(counts, block_rows)
             nb = int(counts.shape[1])
             self.blocks = [functools.partial(read_rows, src[0], src[1], counts.dtype.str, a, b,

@@ -48,8 +48,8 @@ _ROOT_TABLE_MAX = 1 << 18
 def _root_table(K: int) -> np.ndarray:
     """``e^{i theta_j}``, ``theta_j = 2 pi j / K`` for ``j < K`` (read-only; cached: the
     evaluators of a direction share it; eight windows: the upper and lower transforms of
-    four grid levels, which a block's evaluate pass goes through in turn -- with two, every
-    block built the tables of its levels again, at most 4 MB each)."""
+    four grid levels, which a block's evaluate pass goes through in turn -- with fewer, every
+    block would build the tables of its levels again, at most 4 MB each)."""
     t = np.exp(1j * (2.0 * np.pi * np.arange(K) / K))
     t.flags.writeable = False
     return t

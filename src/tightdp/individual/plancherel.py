@@ -45,8 +45,8 @@ _COLUMN_TILE = 16
 
 def row_products(counts: np.ndarray, m: np.ndarray) -> np.ndarray:
     """``counts @ m`` (``m`` a matrix or a vector) with every row's values independent of the
-    other rows. BLAS may sum a product in an order that depends on the shapes: measured with
-    the OpenBLAS numpy ships, a row comes out the same whatever the number of rows and the
+    other rows. BLAS may sum a product in an order that depends on the shapes: with the
+    OpenBLAS numpy ships, a row comes out the same whatever the number of rows and the
     row's position only for at least two rows and a multiple of 16 columns (matrix-vector
     products differ from one row count to another). So vectors go as a column, the columns
     are padded with zeros to a multiple of 16 and a single row to two; an example's numbers

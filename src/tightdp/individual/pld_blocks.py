@@ -49,14 +49,14 @@ def bucket_counts(block: np.ndarray, used: np.ndarray,
                   rows: np.ndarray | None = None, transposed: bool = False) -> np.ndarray:
     """Counts of the buckets ``used`` (grid indices, column ``j + 1`` of the block) of the
     examples ``rows`` (all by default), as floats; ``transposed``: buckets x examples,
-    C-contiguous, copied 1024 examples at a time (a transposing copy that stays in cache:
-    ~3x faster than one copy of the whole block)."""
+    C-contiguous, copied 1024 examples at a time (a transposing copy that stays in cache,
+    cheaper than one copy of the whole block)."""
     b = np.asarray(block)
     cols: np.ndarray | slice
     cols = used + 1
     if not transposed:
         # one gather of the rows and columns asked (a slice when the columns are
-        # consecutive), then the conversion: ~3x faster than a copy of the rows first
+        # consecutive), then the conversion: cheaper than a copy of the rows first
         cols = as_slice(cols)
         if isinstance(cols, slice):
             return (b[:, cols] if rows is None else b[rows, cols]).astype(float)
@@ -75,7 +75,7 @@ def count_pieces(block, used: np.ndarray, ex: np.ndarray
     piece of :data:`PIECE_ROWS` examples at a time: ``(a, counts of ex[a:a + PIECE_ROWS])``.
     Each piece is gathered while the next steps can use it from cache (a gather of all the
     examples is a fresh allocation of 800 bytes per example, page-faulted in, and products
-    reading it from memory: measured ~4x slower than the gather itself); every value the
+    reading it from memory instead of cache); every value the
     passes compute from it is per row, so it does not depend on the pieces."""
     for a in range(0, ex.size, PIECE_ROWS):
         yield a, bucket_counts(block, used, ex[a:a + PIECE_ROWS])

@@ -71,14 +71,13 @@ added to every delta, which is why targets below 1e-9 are refused):
    end by a looseness of its own bound larger than the gap; the tests compare both ways: the
    same numbers.)
    ``details["add_direction_settled"]`` counts them. In DP-SGD the remove direction
-   typically dominates (at q = 0.01, sigma = 1, 1000 steps the add direction's eps is about
-   0.6-0.95x the remove one's, and its bound about 1.09x its eps: about 99% are settled),
-   which saves about 40% of the per-example work.
+   typically dominates, so most examples are settled this way and the add direction's
+   transforms are skipped for them (figures in docs/scaling.md, section 4).
 
 Grid steps. ``d0`` is half the step the certified :class:`~tightdp.PLDAccountant` needs to
 reach ``rtol`` for the worst-case example (every norm at least ``C`` for the largest number of
 steps). The discretization error of an example's eps grows like ``(d / eps_i)^2``, so one
-step sized for the worst case is 1e-3 to 4e-3 loose for the small-eps examples (issue 17).
+step sized for the worst case leaves the small-eps examples' brackets loose.
 Examples are therefore grouped by the CLT scale of their composition relative to the worst
 case (``mu_i / mu_worst``, Dong, Roth, Su 2022, Cor. 5.4; used only for the choice) and a
 group at level ``l`` gets ``d0 / 2^l`` (one level per halving of the scale,

@@ -177,7 +177,7 @@ class PrivacyLoss:
         try:
             inner, outer = expand_bracket(lambda y: tail(y) > log_mass, start, sign,
                                           limit=1e300, what="the loss quantile")
-        except BracketError as e:  # (was 1e7: losses of 5e7 at sigma 1e-4 were cut there)
+        except BracketError as e:  # (the limit is far out: losses reach 5e7 at sigma 1e-4)
             return e.last
         if upper:
             return bisect(lambda y: tail(y) > log_mass, inner, outer, keep="hi", xtol=1e-9)

@@ -362,7 +362,7 @@ class SampledWithReplacement(Mechanism):
         _, c, s = self.base.location_family()
         m, n = self.batch_size, self.dataset_size
         ls = np.arange(m + 1)
-        from scipy.stats import binom  # lazy: scipy.stats takes ~0.3 s to import
+        from scipy.stats import binom  # lazy: scipy.stats is slow to import
 
         w = binom.pmf(ls, m, 1.0 / n)
         if self.pair == "worst_case":

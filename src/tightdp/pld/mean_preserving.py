@@ -107,7 +107,8 @@ def _split_root(u_ctd: np.ndarray, p: np.ndarray, c: float) -> np.ndarray:
 
 
 #: bin masses are computed this many edges at a time when a caller checks its time budget
-#: between blocks (the inversion of a wide mixture's loss costs ~0.1-0.3 ms per edge)
+#: between blocks (the inversion of a wide mixture's loss is the slow part, so the budget is
+#: checked within it; docs/pld-constants.md)
 CHUNK = 1 << 14
 
 

@@ -186,7 +186,7 @@ def riemann(loss: PrivacyLoss, L: float, n: int, method: str = "auto") -> Discre
         centred bins), ``"auto"`` (density where the loss has one, else masses) or
         ``"published"`` (the density sampled at the float64 points that
         ``numpy.linspace(-L, L - dx, n)`` gives instead of at the exact ``x_i``: how the
-        published Tables 1 and 2 of the paper were computed, measured: their last digits are
+        published Tables 1 and 2 of the paper were computed: their last digits are
         the rounding of those points, amplified by the composition; the weights stand at the
         ``x_i`` as always).
 

@@ -56,10 +56,9 @@ def circular_product(terms, n: int, lo_index: int, workers: int | None,
     double; the inverse transform stays in double (its error is not amplified by the
     counts). For long compositions of laws that are nearly a point mass (tiny sampling
     rates, 10^6 steps) the ``k``-fold amplified forward error is the bound's whole content,
-    and it drops about 2000-fold (measured: Binomial(10^6, 2^-17), 6.1e-10 -> 3.0e-13 per
-    point, the true errors 1.8e-12 and 1.3e-15); a long-double rfft takes about three times
-    a double one (10^6 points: 0.094 s, 0.034 s), and the powering is only done where it
-    matters.
+    and the long-double product lowers it by orders of magnitude; a long-double rfft is
+    slower than a double one, so the powering is only done where it matters (figures in
+    docs/pld-constants.md).
     """
     if extended and noise_bound:
         return _circular_product_extended(terms, n, lo_index, workers)
