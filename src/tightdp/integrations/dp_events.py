@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -42,7 +43,10 @@ __all__ = ["from_dp_event", "DpEventComposition", "ZCDP", "NeighboringRelation",
            "SUPPORTED_EVENTS", "Refused", "NON_PRIVATE_NOTE", "as_relation",
            "check_accountant", "convert_event"]
 
-NeighboringRelation = _pa.NeighboringRelation
+if TYPE_CHECKING:  # mypy needs the class as an annotation; the runtime binding is the same
+    from dp_accounting.privacy_accountant import NeighboringRelation
+else:
+    NeighboringRelation = _pa.NeighboringRelation
 _ADD_REMOVE = NeighboringRelation.ADD_OR_REMOVE_ONE
 _REPLACE = NeighboringRelation.REPLACE_ONE
 _SPECIAL = NeighboringRelation.REPLACE_SPECIAL
@@ -338,17 +342,17 @@ def _convert_noise(event, count: int, rel: NeighboringRelation, out: DpEventComp
             raise Refused(event, "MixtureOfGaussiansDpEvent is defined for ADD_OR_REMOVE_ONE "
                                   "(or REPLACE_SPECIAL); REPLACE_ONE is not supported")
         c = np.asarray(event.sensitivities, dtype=float).ravel()
-        p = np.asarray(event.sampling_probs, dtype=float).ravel()
-        if c.size == 0 or c.shape != p.shape:
+        probs = np.asarray(event.sampling_probs, dtype=float).ravel()
+        if c.size == 0 or c.shape != probs.shape:
             raise Refused(event, "MixtureOfGaussiansDpEvent.sensitivities and sampling_probs "
                                   "must be non-empty and of one length")
-        if np.all(c[p > 0] == 0):
+        if np.all(c[probs > 0] == 0):
             return True  # the mixture never moves: no privacy cost
         s = _positive_or_zero(event, "standard_deviation", event.standard_deviation)
         if out.without_noise(s, count):
             return True
         try:
-            out.add(MixtureOfGaussians(c, p, s), count)
+            out.add(MixtureOfGaussians(c, probs, s), count)
         except ValueError as err:
             raise Refused(event, f"MixtureOfGaussiansDpEvent: {err}") from None
         return True
