@@ -13,7 +13,7 @@ own state (``L``, ``n``, the composition, the cache) and its ``_single``/``_curv
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 import numpy as np
 from scipy.fft import next_fast_len
@@ -31,7 +31,11 @@ if TYPE_CHECKING:
     from ..mechanisms.base import Mechanism
     from ..pld.grid import DiscretePLD
     from .base import Direction
-    from .fft import _Curve
+
+    class _Rounding(Protocol):
+        """What this module uses of a composed curve (``fft._Curve``)."""
+
+        def rounding(self, eps: np.ndarray) -> np.ndarray: ...
 
 __all__ = ["DomainPlanning", "MAX_L", "MAX_N", "MIN_RESOLVED_DELTA", "ROUND_REFUSE",
            "TAIL_REFUSE", "TAIL_WIDEN"]
@@ -84,7 +88,7 @@ class DomainPlanning:
         def _directions(self) -> list[Direction]: ...
         def _single(self, mech: Mechanism, direction: int, L: float, n: int
                     ) -> DiscretePLD: ...
-        def _curve(self, direction: int, L: float, n: int) -> _Curve: ...
+        def _curve(self, direction: int, L: float, n: int) -> _Rounding: ...
         def _bytes(self, n: int) -> float: ...
 
     # --- the mass beyond L: Chernoff with the steps' CGFs ---------------------------------------
