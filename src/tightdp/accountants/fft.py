@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -60,7 +61,7 @@ from ..pld.grid import DiscretePLD
 from ..pld.riemann import RIEMANN_METHODS, has_density, riemann
 from ..pld.windows import compose_fixed_window
 from ..results import DeltaResult, EpsilonResult
-from .base import Accountant
+from .base import Accountant, Direction
 from .fft_domain import MAX_L, MAX_N, ROUND_REFUSE, TAIL_REFUSE, TAIL_WIDEN, DomainPlanning
 from .fft_limits import rounding_per_point
 
@@ -293,7 +294,7 @@ class FFTAccountant(DomainPlanning, Accountant):
             self._cache[key] = _Curve(pld)
         return self._cache[key]
 
-    def _delta(self, eps: np.ndarray, L: float, n: int, dirs: list[int] | None = None
+    def _delta(self, eps: np.ndarray, L: float, n: int, dirs: Sequence[int] | None = None
                ) -> tuple[np.ndarray, np.ndarray]:
         """delta(eps) (5.2) and its derivative (5.3): the maximum over the directions
         ``dirs`` (default all composed directions)."""
@@ -308,7 +309,8 @@ class FFTAccountant(DomainPlanning, Accountant):
                 best, slope = np.where(take, dl, best), np.where(take, dd, slope)
         return best, slope
 
-    def _dirs_2n(self, eps: np.ndarray, est: np.ndarray, L: float, n: int) -> list[int]:
+    def _dirs_2n(self, eps: np.ndarray, est: np.ndarray, L: float, n: int
+                 ) -> list[Direction]:
         """The directions rerun with ``2n`` points for the error estimate (7.4), ``est``
         being the maximum over the directions of delta(eps) with ``n`` points.
 
@@ -327,7 +329,7 @@ class FFTAccountant(DomainPlanning, Accountant):
         margin = ERR_SKIP_FACTOR * np.abs(est - est2) + ERR_SKIP_RTOL * np.abs(est2)
         return run + [dr for dr in dirs if dr not in run and np.any(vals[dr] >= est2 - margin)]
 
-    def _newton(self, delta: float, L: float, n: int, dirs: list[int] | None = None
+    def _newton(self, delta: float, L: float, n: int, dirs: Sequence[int] | None = None
                 ) -> tuple[float, float, int]:
         """eps with delta(eps) = ``delta`` by Newton's method from eps_0 = 0 with the
         derivative (5.3) (Sec. 5.4), safeguarded by bisection.

@@ -13,6 +13,7 @@ own state (``L``, ``n``, the composition, the cache) and its ``_single``/``_curv
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Protocol, cast
 
 import numpy as np
 from scipy.fft import next_fast_len
@@ -24,6 +25,17 @@ from ..mechanisms.basic import Gaussian
 from ..mechanisms.subsampling import PoissonSubsampled
 from ..pld.grid import atom_log_mgf
 from .fft_limits import log_tail_lower
+
+if TYPE_CHECKING:
+    from ..budget import Budget
+    from ..mechanisms.base import Mechanism
+    from ..pld.grid import DiscretePLD
+    from .base import Direction
+
+    class _Rounding(Protocol):
+        """What this module uses of a composed curve (``fft._Curve``)."""
+
+        def rounding(self, eps: np.ndarray) -> np.ndarray: ...
 
 __all__ = ["DomainPlanning", "MAX_L", "MAX_N", "MIN_RESOLVED_DELTA", "ROUND_REFUSE",
            "TAIL_REFUSE", "TAIL_WIDEN"]
@@ -62,6 +74,22 @@ def _quad_cap(loss) -> float:
 class DomainPlanning:
     """The domain planning of :class:`~tightdp.accountants.fft.FFTAccountant` (a base class
     of it; see the module docstring)."""
+
+    if TYPE_CHECKING:  # the accountant's state and methods this base class uses
+        L: float
+        n: int
+        auto_L: bool
+        allow_truncation: bool
+        budget: Budget
+        _cache: dict
+
+        @property
+        def terms(self) -> list[tuple[Mechanism, int]]: ...
+        def _directions(self) -> list[Direction]: ...
+        def _single(self, mech: Mechanism, direction: int, L: float, n: int
+                    ) -> DiscretePLD: ...
+        def _curve(self, direction: int, L: float, n: int) -> _Rounding: ...
+        def _bytes(self, n: int) -> float: ...
 
     # --- the mass beyond L: Chernoff with the steps' CGFs ---------------------------------------
     def _chernoff_table(self, direction: int, L: float, n: int) -> tuple[np.ndarray, float]:
@@ -270,7 +298,8 @@ class DomainPlanning:
         if len(pois) == len(self.terms):
             lam = L / 2.0
             log73 = sum(k * m.q ** 2 * (lam + 1.0) * lam
-                        / ((1.0 - m.q) * (m.base.sigma / m.base.sensitivity) ** 2)
+                        / ((1.0 - m.q) * (cast(Gaussian, m.base).sigma
+                                          / cast(Gaussian, m.base).sensitivity) ** 2)
                         for m, k in pois) - lam * L
             out["tail_estimate_73"] = math.exp(min(log73, 0.0))
         out["tail_chernoff"] = math.exp(self._log_tail(L, n, L))

@@ -20,10 +20,14 @@ Two limits of :class:`tightdp.accountants.fft.FFTAccountant` that no choice of `
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._numerics import UNIT_ROUNDOFF
+
+if TYPE_CHECKING:
+    from ..losses.base import PrivacyLoss
 
 __all__ = ["log_tail_lower", "rounding_per_point"]
 
@@ -32,7 +36,7 @@ __all__ = ["log_tail_lower", "rounding_per_point"]
 _LOW_MASS = 1e-3
 
 
-def log_tail_lower(terms: list[tuple[object, int]], at: float) -> float:
+def log_tail_lower(terms: list[tuple[PrivacyLoss, int]], at: float) -> float:
     """log of a lower bound on ``P(Y_1 + ... + Y_K > at)``, the finite part of the composed
     privacy loss under P, for the (loss, count) pairs ``terms`` (``-inf`` if none is found).
 

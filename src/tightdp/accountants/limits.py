@@ -24,6 +24,7 @@ finite eps as sigma -> 0.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -119,7 +120,7 @@ def _note(why: str, source: str, value) -> str:
 def far_epsilon(terms: Terms, delta: float, name: str, why: str) -> EpsilonResult:
     """eps at ``delta`` of ``terms`` from the closed forms of the module docstring
     (accountant ``name``, note starting with ``why``)."""
-    details = {"fallback": "closed_form"}
+    details: dict[str, Any] = {"fallback": "closed_form"}
     mu = _gdp_mu(terms)
     if mu is not None:
         details["mu"] = mu
@@ -144,7 +145,7 @@ def far_delta(terms: Terms, epsilon, name: str, why: str) -> DeltaResult:
     """delta at ``epsilon`` (a number or an array) of ``terms`` from the closed forms of the
     module docstring (accountant ``name``, note starting with ``why``)."""
     e = np.asarray(epsilon, dtype=float)
-    details = {"fallback": "closed_form"}
+    details: dict[str, Any] = {"fallback": "closed_form"}
     mu = _gdp_mu(terms)
     if mu is not None and 0 < mu <= _MU_MAX:
         up, lower = gdp_delta(mu * (1 + _ROUNDING), e), gdp_delta(mu * (1 - _ROUNDING), e)
@@ -158,6 +159,6 @@ def far_delta(terms: Terms, epsilon, name: str, why: str) -> DeltaResult:
         source = "the RDP upper bound (no lower bound)"
     else:
         d, source = np.ones_like(e), "the trivial upper bound delta <= 1"
-    d = float(d) if e.ndim == 0 else np.asarray(d, dtype=float)
-    return DeltaResult(d, epsilon, None, d, name, certified=True, estimate=d,
+    out = float(d) if e.ndim == 0 else np.asarray(d, dtype=float)
+    return DeltaResult(out, epsilon, None, out, name, certified=True, estimate=out,
                        note=f"{why}; reported: {source}", details=details)

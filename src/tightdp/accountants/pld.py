@@ -311,6 +311,7 @@ class PLDAccountant(Accountant):
         grid's own CGF), and once more at the eps that tilt gives if it moved. Every tilt
         gives a valid bound (the engine charges the FFT's rounding as amplified by the
         untilt; :meth:`ComposedPLD._noise`); the best of them is kept."""
+        c: ComposedPLD | None  # None where a tilt does not fit the budget
         if delta >= TILT_BELOW:
             c = self._composed(d, direction, log_tail, window_tail, upper=upper)
             stats.saw(c.probs.size)

@@ -69,7 +69,8 @@ class EpsQuery:
         self.best_up = {r: math.inf for r in dirs}
         self.at_step = {r: math.inf for r in dirs}  # grid step of each direction's best upper
         self.tried: set = set()  # the directions bounded on a grid (best_up) at least once
-        self.lo, self.lo_step = 0.0, None
+        self.lo = 0.0
+        self.lo_step: float | None = None
         self.stats = QueryStats()
 
     def known(self, r: Direction) -> float:

@@ -70,6 +70,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from typing import Any
 
 import numpy as np
 
@@ -505,9 +506,10 @@ class PRVAccountant(Accountant):
         de = self.delta_error
         t = self.eps_error
         self._deadline = self.budget.deadline()
-        up = np.zeros_like(e)
-        lo = np.zeros_like(e)
-        est = np.zeros_like(e)
+        # arrays, floats for a scalar query
+        up: Any = np.zeros_like(e)
+        lo: Any = np.zeros_like(e)
+        est: Any = np.zeros_like(e)
         info: dict = {"delta_error": de, "eps_error": t}
         for direction in self._directions():
             c, plan = self._composed(de, t, direction)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 
@@ -84,7 +85,7 @@ def gauss_nodes(loss: LocationMixtureLoss, t_max: float, t_min: float | None = N
     a, b = loss.a / loss.s, loss.b / loss.s
     ends = np.array([0, n - 1])
     if n > WINDOW_MIN and t_min is not None:
-        sel = _gauss_window(loss, lo, hi, n, t_min, t_max, trim_tests)
+        sel = _gauss_window(loss, lo, hi, n, t_min, t_max, cast(TrimTests, trim_tests))
         u, ends = _linspace_at(lo, hi, n, sel), np.flatnonzero((sel == 0) | (sel == n - 1))
     else:
         u = np.linspace(lo, hi, n)

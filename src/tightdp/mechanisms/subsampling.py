@@ -395,7 +395,7 @@ class SampledWithReplacement(Mechanism):
         n = v.count(f"{path}.dataset_size", params["dataset_size"], minimum=1)
         if b > n:
             raise ValueError(f"{path}.batch_size must be <= dataset_size ({n}), got {b}")
-        return cls(base, b, n, choice(params["pair"], f"{path}.pair", _PAIRS))
+        return cls(cast(Gaussian, base), b, n, choice(params["pair"], f"{path}.pair", _PAIRS))
 
     def scaled(self, factor: float) -> SampledWithReplacement:
         """The mechanism with the base's noise scale multiplied by ``factor`` (a base

@@ -15,7 +15,7 @@ and the rounding excess taken off (:func:`_without_excess`).
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -243,7 +243,8 @@ class _Tents(dict):
         super().__init__()
         self.theta, self.gap = theta, gap
         self.rows: dict = {}  # refined interval -> its row of s_all, g_all
-        self.s_all = self.g_all = None
+        self.s_all: np.ndarray | None = None
+        self.g_all: np.ndarray | None = None
 
     def refine(self, js: np.ndarray, rows: np.ndarray, s_all: np.ndarray,
                g_all: np.ndarray) -> None:
@@ -255,7 +256,7 @@ class _Tents(dict):
     def __missing__(self, j: int) -> tuple[np.ndarray, np.ndarray]:
         r = self.rows.get(j)
         if r is not None:
-            return self.s_all[r], self.g_all[r]
+            return cast(np.ndarray, self.s_all)[r], cast(np.ndarray, self.g_all)[r]
         return np.array([self.theta[j]]), np.array([self.gap[j]])
 
 

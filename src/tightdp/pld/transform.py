@@ -9,6 +9,7 @@ composed bounds carry); in long double where asked (:data:`UNIT_ROUNDOFF_EXTENDE
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 from scipy import fft as sfft
@@ -62,7 +63,8 @@ def circular_product(terms, n: int, lo_index: int, workers: int | None,
     """
     if extended and noise_bound:
         return _circular_product_extended(terms, n, lo_index, workers)
-    acc, logs = None, None
+    acc: np.ndarray | None = None
+    logs: list[np.ndarray] | None = None
     lg2 = math.log2(max(n, 2))
     for p, k in terms:
         f = sfft.rfft(fold(p, n), workers=workers)
@@ -74,8 +76,9 @@ def circular_product(terms, n: int, lo_index: int, workers: int | None,
     if not noise_bound:
         res = sfft.irfft(acc, n=n, workers=workers)
         return np.roll(res, -(lo_index % n)), math.nan
-    return _inverse_with_noise(acc, float(_coefficient_errors(*logs).sum()), n, lo_index,
-                               workers, sum(k for _, k in terms))
+    return _inverse_with_noise(cast(np.ndarray, acc),
+                               float(_coefficient_errors(*cast("list[np.ndarray]", logs)).sum()),
+                               n, lo_index, workers, sum(k for _, k in terms))
 
 
 def _term_logs(a: np.ndarray, k: int, c: float, e: float
@@ -96,7 +99,8 @@ def _term_logs(a: np.ndarray, k: int, c: float, e: float
     return la, dl, lb
 
 
-def _add_logs(acc, logs):
+def _add_logs(acc: list[np.ndarray] | None,
+              logs: tuple[np.ndarray, np.ndarray, np.ndarray]) -> list[np.ndarray]:
     """Sum of :func:`_term_logs` over the laws (``acc`` None for the first)."""
     if acc is None:
         return list(logs)
@@ -152,22 +156,24 @@ def _circular_product_extended(terms, n: int, lo_index: int, workers: int | None
     (at most ``e^-60`` of the largest coefficient, times a little more than 1)."""
     lg2 = math.log2(max(n, 2))
     ux = UNIT_ROUNDOFF_EXTENDED
-    spectra, logs = [], None
+    spectra: list[tuple[np.ndarray, int]] = []
+    logs: list[np.ndarray] | None = None
     for p, k in terms:
         fx = sfft.rfft(fold(p, n).astype(np.longdouble), workers=workers)
         e = (_C_FFT * lg2 + 4.0) * ux * float(np.abs(p.probs).sum())
         logs = _add_logs(logs, _term_logs(np.abs(fx).astype(float), k, 4 * ux, e))
         spectra.append((fx, k))
+    logs = cast("list[np.ndarray]", logs)
     log_a = logs[0]
     keep = log_a >= float(np.max(log_a)) - _EXTENDED_RANGE
     sel = np.nonzero(keep)[0]
-    prod = None
+    prod: np.ndarray | None = None
     for fx, k in spectra:
         g = _int_power(fx[sel], k)
         prod = g if prod is None else np.multiply(prod, g, out=prod)
     del spectra
     acc = np.zeros(log_a.size, dtype=complex)
-    acc[sel] = prod.astype(complex)
+    acc[sel] = cast(np.ndarray, prod).astype(complex)
     err_sum = (float(_coefficient_errors(*(x[sel] for x in logs)).sum())
                + float(np.exp(logs[2][~keep]).sum())
                # rounding the long-double product to double: a relative u of each
@@ -179,14 +185,14 @@ def _int_power(f: np.ndarray, k: int) -> np.ndarray:
     """``f ** k`` for an integer ``k >= 1`` by binary powering (in place, about
     ``2 log2 k`` multiplications; numpy's ``**`` goes through exp/log for large k and is
     several times slower with the same rounding error, of order ``k`` ulps)."""
-    result = None
+    result: np.ndarray | None = None
     base = f if k == 1 else f.copy()
     while True:
         if k & 1:
             result = base.copy() if result is None else np.multiply(result, base, out=result)
         k >>= 1
         if not k:
-            return result
+            return cast(np.ndarray, result)
         np.multiply(base, base, out=base)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from scipy import fft as sfft
@@ -183,8 +184,8 @@ def chernoff_window(terms: list[tuple[DiscretePLD, int]],
     its number of points to the one used (a fast FFT length; it may refuse), the extra
     points spread over both sides. The bounds at the final ends are evaluated for ``work``
     and, when it differs (a tilt), for the original laws ``terms``."""
-    lm_pos = sum(k * p.log_mgf(ts) for p, k in work)
-    lm_neg = sum(k * p.log_mgf(-ts) for p, k in work)
+    lm_pos = cast(np.ndarray, sum(k * p.log_mgf(ts) for p, k in work))
+    lm_neg = cast(np.ndarray, sum(k * p.log_mgf(-ts) for p, k in work))
     d = terms[0][0].d
     S = sum(k * p.shift for p, k in terms)  # total grid shift of the composed law
     a_hi = float(np.min((lm_pos - log_tail) / ts))
@@ -211,7 +212,7 @@ def chernoff_window(terms: list[tuple[DiscretePLD, int]],
     if work is terms:
         log_above, log_below = t_above, t_below
     else:
-        log_above, log_below = edges(sum(k * p.log_mgf(ts) for p, k in terms),
-                                     sum(k * p.log_mgf(-ts) for p, k in terms))
+        log_above, log_below = edges(cast(np.ndarray, sum(k * p.log_mgf(ts) for p, k in terms)),
+                                     cast(np.ndarray, sum(k * p.log_mgf(-ts) for p, k in terms)))
     return ChernoffWindow(i_lo, i_lo + n - 1, t_above, t_below, log_above, log_below)
 
