@@ -124,6 +124,22 @@ class Result:
         return as_dict(self)
 
 
+class _Answered(Result):
+    """What every answer has besides its two values (the fields :data:`_ANSWER_FIELDS`,
+    made by :func:`_answer`), spelled out for the type checker."""
+
+    if TYPE_CHECKING:
+        lower: float | np.ndarray | None
+        upper: float | np.ndarray | None
+        accountant: str
+        certified: bool
+        estimate: float | np.ndarray | None
+        note: str
+        details: dict
+
+        def __float__(self) -> float: ...
+
+
 def _one_float(x, what: str) -> float:
     """``float(result)``: the single value of a result of one query."""
     arr = np.asarray(x, dtype=float)
@@ -171,7 +187,7 @@ def _answer(value: str, at: str) -> Callable[[type[_R]], type[_R]]:
 
 
 @_answer("epsilon", "delta")
-class EpsilonResult(Result):
+class EpsilonResult(_Answered):
     """epsilon at one delta, at many deltas, or per example (arrays in the last two cases).
 
     ``epsilon`` is the number to report: the certified upper bound where the method
@@ -192,13 +208,6 @@ class EpsilonResult(Result):
     if TYPE_CHECKING:  # the fields :func:`_answer` makes, spelled out for the type checker
         epsilon: float | np.ndarray
         delta: float | np.ndarray
-        lower: float | np.ndarray | None
-        upper: float | np.ndarray | None
-        accountant: str
-        certified: bool
-        estimate: float | np.ndarray | None
-        note: str
-        details: dict
 
         def __init__(self, epsilon: float | np.ndarray, delta: float | np.ndarray,
                      lower: float | np.ndarray | None, upper: float | np.ndarray | None,
@@ -206,29 +215,18 @@ class EpsilonResult(Result):
                      estimate: float | np.ndarray | None = None, note: str = "",
                      details: dict | None = None) -> None: ...
 
-        def __float__(self) -> float: ...
-
 
 @_answer("delta", "epsilon")
-class DeltaResult(Result):
+class DeltaResult(_Answered):
     """delta at one or many epsilons (arrays when epsilon was an array, or per example);
     fields as in :class:`EpsilonResult` (``delta`` first, then ``epsilon``)."""
 
     if TYPE_CHECKING:  # the fields :func:`_answer` makes, spelled out for the type checker
         delta: float | np.ndarray
         epsilon: float | np.ndarray
-        lower: float | np.ndarray | None
-        upper: float | np.ndarray | None
-        accountant: str
-        certified: bool
-        estimate: float | np.ndarray | None
-        note: str
-        details: dict
 
         def __init__(self, delta: float | np.ndarray, epsilon: float | np.ndarray,
                      lower: float | np.ndarray | None, upper: float | np.ndarray | None,
                      accountant: str, certified: bool,
                      estimate: float | np.ndarray | None = None, note: str = "",
                      details: dict | None = None) -> None: ...
-
-        def __float__(self) -> float: ...

@@ -134,7 +134,7 @@ def register(add: Callable[[str, str], argparse.ArgumentParser]) -> dict:
     g.add_argument("--dataset-size", type=integer, help="n (with --batch-size)")
     g.add_argument("--batch-size", type=integer, help="B (with --dataset-size)")
     s.add_argument("--epsilon", type=number, required=True, help="target eps > 0")
-    s.add_argument("--delta", type=number, required=True, help="delta in (0, 1)")
+    s.add_argument("--delta", type=number, required=True, help="delta in [1e-300, 1)")
     s.add_argument("--solve-for", default=None,
                    choices=["noise-multiplier", "steps", "sampling-rate"],
                    help="the unknown (default noise-multiplier); do not give it as an option")

@@ -74,7 +74,7 @@ def register(add: Callable[[str, str], argparse.ArgumentParser]) -> dict:
     """The ``compare`` subcommand's parser (from ``add(name, help)``); its handler by name."""
     s = add("compare", "every accountant on one setting: value, bracket, certified, time")
     mechanism_options(s)
-    s.add_argument("--delta", type=number, required=True, help="delta in (0, 1)")
+    s.add_argument("--delta", type=number, required=True, help="delta in [1e-300, 1)")
     accountant_options(s, "the headline row of the JSON output (default pld); every "
                            "accountant runs, each with its own options")
     return {"compare": run}

@@ -87,6 +87,6 @@ def register(add: Callable[[str, str], argparse.ArgumentParser]) -> dict:
     s = add("epsilon", "eps at a given delta for DP-SGD (or any composition: --spec FILE), "
                        "with its certified bracket")
     mechanism_options(s, spec=True)
-    s.add_argument("--delta", type=number, required=True, help="delta in (0, 1)")
+    s.add_argument("--delta", type=number, required=True, help="delta in [1e-300, 1)")
     accountant_options(s)
     return {"epsilon": run}

@@ -49,7 +49,7 @@ def register(add: Callable[[str, str], argparse.ArgumentParser]) -> dict:
     s = add("group", "group-level eps of DP-SGD (Ganesh): groups of up to k examples")
     mechanism_options(s)
     s.add_argument("--group-size", type=integer, required=True, help="k >= 1")
-    s.add_argument("--delta", type=number, required=True, help="delta in (0, 1)")
+    s.add_argument("--delta", type=number, required=True, help="delta in [1e-300, 1)")
     s.add_argument("--rtol", type=number, help=f"relative bracket width (default {DEFAULT_RTOL:g})")
     s.add_argument("--conversion", action="store_true",
                    help="also compute the Lemma 1.1 conversion baseline (costly: it needs "
