@@ -1,6 +1,7 @@
 """The per-example accounting cases that ran past the 2 GB / 60 s budget (the runaway
 reports), as code for a child process (:func:`_guard.run_python`): counts built from a fixed
-seed, one query, and one JSON line on stdout: ``{"status": "ok" | "refused", ...}``. Shared by
+seed, one query, and one JSON line on stdout: ``{"status": "ok" | "refused", ...}``; and
+:func:`check_budget_case`, the check of their budget. Shared by
 ``tests/test_individual.py``, ``tests/test_individual_spa.py`` and
 ``benchmarks/bench_edges.py``."""
 
@@ -66,3 +67,24 @@ def run():
             "reference_lower0": float(acc.epsilon(1e-3).lower)}
 answer(run)
 """
+
+
+def check_budget_case(code: str, *, seconds: float | None = None) -> dict:
+    """Run a runaway case above in a child process and check the budget: it exits normally
+    within ``seconds`` (default the 60 s budget) and 2 GB peak RSS, with an answer or a
+    one-line BudgetExceeded naming n_buckets; an answer's example-0 upper bound is at least
+    the PLD accountant's certified lower bound on the same composition (computed
+    independently in the child)."""
+    import json
+
+    from _guard import MAX_BYTES, MAX_SECONDS, REPORT_RSS, run_python
+    out = run_python(code + REPORT_RSS, timeout=2 * MAX_SECONDS)
+    assert out["returncode"] == 0, out["stderr"][-2000:]
+    assert out["seconds"] < (MAX_SECONDS if seconds is None else seconds), out
+    assert out["max_rss_bytes"] is not None and out["max_rss_bytes"] < MAX_BYTES, out
+    res = json.loads(out["stdout"].strip().splitlines()[-1])
+    if res["status"] == "refused":
+        assert "\n" not in res["error"].strip() and res["error"].startswith("n_buckets"), res
+    else:
+        assert res["upper0"] >= res["reference_lower0"] > 0, res
+    return res

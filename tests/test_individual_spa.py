@@ -116,9 +116,18 @@ def test_budget_many_buckets():
     """3,000 examples x 5,000 buckets (3,895 used, 6e3 steps): the saddle-point accountant
     answers or refuses within 60 s and 2 GB (it had no budget: a MemoryError at 3.7 GB after
     ~100 s under a 4 GB cap); the check is the one of test_individual."""
-    from _budget_cases import SPA_CASE
-    from test_individual import check_budget_case
+    from _budget_cases import SPA_CASE, check_budget_case
     check_budget_case(SPA_CASE)
+
+
+def test_budget_many_buckets_short_budget():
+    """The same runaway under max_seconds=10: the budget holds at a tenth of the default too
+    (the form the default run affords)."""
+    from _budget_cases import SPA_CASE, check_budget_case
+    old = "clip_norm=1.0).epsilon(1e-3)"
+    assert old in SPA_CASE
+    check_budget_case(SPA_CASE.replace(old, "clip_norm=1.0, max_seconds=10).epsilon(1e-3)"),
+                      seconds=20)
 
 
 def test_budget_parameters():
