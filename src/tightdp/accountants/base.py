@@ -3,6 +3,7 @@ number or an array) and the composition bookkeeping."""
 
 from __future__ import annotations
 
+import copy
 import math
 from enum import IntEnum
 from typing import TypeVar, cast
@@ -10,10 +11,11 @@ from typing import TypeVar, cast
 import numpy as np
 
 from .. import _validate as v
-from .._defaults import DELTA_MIN
+from .._defaults import DEFAULT_RTOL, DELTA_MIN
 from ..budget import Budget
 from ..mechanisms.base import Mechanism
 from ..results import DeltaResult, EpsilonResult
+from .bracketed import joined_delta, joined_epsilon
 from .limits import LOSS_SCALE_MAX, far_delta, far_epsilon, out_of_reach
 
 __all__ = ["Accountant", "Queries", "Direction"]
@@ -203,9 +205,12 @@ class Accountant(Queries):
 
     def accepts(self, mechanism: Mechanism) -> None:
         """Raise ValueError unless this accountant can compose ``mechanism``: defined under
-        its relation (:meth:`check_relation`) and handled by its method (:meth:`supports`)."""
+        its relation (:meth:`check_relation`) and handled by its method (:meth:`supports`;
+        for a bracketed mechanism, its upper mechanism: the lower side is answered where the
+        method can, see :mod:`.bracketed`)."""
         self.check_relation(mechanism)
-        self.supports(mechanism)
+        b = mechanism.bracket(DEFAULT_RTOL)
+        self.supports(mechanism if b is None else b.upper)
 
     def check_relation(self, mechanism: Mechanism) -> None:
         """Raise ValueError (one line naming the mechanism and this accountant's relation)
@@ -220,17 +225,59 @@ class Accountant(Queries):
             f"in an accountant built with neighboring={rels[0]!r} (a composition holds one "
             "relation)")
 
+    def _bracket_sides(self) -> tuple[Accountant, Accountant, str] | None:
+        """When the composition holds a mechanism known by a bracket
+        (:meth:`Mechanism.bracket`): a copy of this accountant (settings, budget, relation;
+        a cache of its own) composing every such mechanism's ``upper`` mechanism, one
+        composing the ``lower`` ones, and the gaps' notes (:mod:`.bracketed`). None
+        otherwise. The mechanisms resolve to a quarter of the accountant's ``rtol``."""
+        if "bracket sides" not in self._cache:
+            rtol = float(getattr(self, "rtol", DEFAULT_RTOL)) / 4.0
+            found = [(m, k, m.bracket(rtol)) for m, k in self.terms]
+            out = None
+            if any(b is not None for _, _, b in found):
+                accs = []
+                for side in (0, 1):
+                    acc = copy.copy(self)
+                    acc._terms, acc._cache = {}, {}
+                    for m, k, b in found:
+                        mm = m if b is None else (b.upper, b.lower)[side]
+                        acc._terms[mm] = acc._terms.get(mm, 0) + k
+                    accs.append(acc)
+                gaps = "; ".join(dict.fromkeys(b.gap for _, _, b in found if b and b.gap))
+                out = (accs[0], accs[1], gaps)
+            self._cache["bracket sides"] = out
+        return self._cache["bracket sides"]
+
     def _epsilon_query(self, delta: float) -> EpsilonResult:
         """:meth:`_epsilon_of`, or where the composition is beyond every accountant's
         numerics (vanishing noise, astronomic counts) the closed-form certified answer of
-        :mod:`tightdp.accountants.limits`."""
+        :mod:`tightdp.accountants.limits`; with bracketed mechanisms the two sides' answers
+        joined (:mod:`.bracketed`)."""
+        sides = self._bracket_sides()
+        if sides is not None:
+            up, lo, gap = sides
+            try:
+                low: EpsilonResult | None = lo._epsilon_query(delta)
+            except ValueError:   # this method cannot answer the lower mechanisms
+                low = None
+            return joined_epsilon(up._epsilon_query(delta), low, gap, self.name)
         why = out_of_reach(self.terms)
         if why is None:
             return self._epsilon_of(delta)
         return far_epsilon(self.terms, delta, self.name, why)
 
     def _delta_query(self, epsilon) -> DeltaResult:
-        """:meth:`_delta_of`, or the closed-form answer as in :meth:`_epsilon_at`."""
+        """:meth:`_delta_of`, or the closed-form answer as in :meth:`_epsilon_at` (the
+        sides' answers joined with bracketed mechanisms)."""
+        sides = self._bracket_sides()
+        if sides is not None:
+            up, lo, gap = sides
+            try:
+                low: DeltaResult | None = lo._delta_query(epsilon)
+            except ValueError:
+                low = None
+            return joined_delta(up._delta_query(epsilon), low, gap, self.name)
         why = out_of_reach(self.terms)
         if why is None:
             return self._delta_of(epsilon)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from ..losses import PrivacyLoss
 
-__all__ = ["Mechanism", "location_loss_scale"]
+__all__ = ["Bracket", "Mechanism", "location_loss_scale"]
 
 
 def location_loss_scale(kernel: str, distance: float, scale: float) -> float:
@@ -22,6 +23,25 @@ def location_loss_scale(kernel: str, distance: float, scale: float) -> float:
     value overflows to ``inf`` (no exception, no warning) when the noise vanishes."""
     r = distance / scale
     return r * r / 2.0 + r if kernel == "gaussian" else r
+
+
+class Bracket(NamedTuple):
+    """A mechanism known by two pairs rather than one (:meth:`Mechanism.bracket`).
+
+    ``upper``: a mechanism whose pairs dominate every neighbouring pair of the real one (its
+    curve is above: answers from it are upper bounds). ``lower``: a mechanism whose pairs
+    are dominated by a neighbouring pair of the real one -- the real mechanism run on one
+    pair of neighbouring datasets, or a post-processing of it -- so that its curve is below
+    and stays below under composition (Blackwell's theorem: a post-processing of every
+    composition). Both are ordinary mechanisms (exact, valid pairs of probability
+    distributions), so every accountant answers them. ``gap``: why the two differ by more
+    than the discretization -- "" when they converge to one curve as ``rtol`` shrinks, else
+    a sentence stating what is known (results carry it as their note).
+    """
+
+    upper: Mechanism
+    lower: Mechanism
+    gap: str = ""
 
 
 class Mechanism:
@@ -43,6 +63,16 @@ class Mechanism:
 
     def _build_losses(self) -> tuple[PrivacyLoss, PrivacyLoss]:
         raise NotImplementedError
+
+    def bracket(self, rtol: float) -> Bracket | None:
+        """None for a mechanism whose pair is exact: dominating every neighbouring pair and
+        attained by one (every mechanism with a closed-form pair). A mechanism whose tight
+        pair is not known (or only through a computation with a resolution of its own)
+        returns a :class:`Bracket`: the accountants then answer the upper bound from
+        ``upper`` and the lower bound from ``lower`` (:mod:`tightdp.accountants.bracketed`),
+        and ``privacy_losses()`` is ``upper``'s. ``rtol``: the relative width the answer is
+        asked to (a construction with a resolution of its own resolves that finely)."""
+        return None
 
     @functools.cached_property
     def _losses(self) -> tuple[PrivacyLoss, PrivacyLoss]:
