@@ -61,7 +61,13 @@ def test_mixed_relations_are_refused_in_one_line_naming_both(name):
 @pytest.mark.parametrize("name", sorted(BEFORE))
 def test_replace_one_answers_as_before(name):
     r = _accountant(name, "replace_one").compose(SWOR, 100).epsilon(1e-5)
-    assert (r.epsilon, r.lower, r.upper) == BEFORE[name]
+    # the answers recorded before the relation was plumbed through, to 1e-9 relative:
+    # FFT-based accountants differ in the last bits between numpy releases (pocketfft), and
+    # the root searches move by that much (9e-11 between numpy 2.1 and 2.4)
+    got, want = (r.epsilon, r.lower, r.upper), BEFORE[name]
+    assert [g is None for g in got] == [w is None for w in want]
+    assert [g for g in got if g is not None] == pytest.approx(
+        [w for w in want if w is not None], rel=1e-9, abs=0)
     assert r.details["neighboring"] == "replace_one"
 
 
