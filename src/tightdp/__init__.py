@@ -52,6 +52,7 @@ from .mechanisms import (
     SampledWithoutReplacement,
     SampledWithReplacement,
     Shuffled,
+    ShuffledMaxPair,
 )
 from .progress import set_progress
 from .results import DeltaResult, EpsilonResult, InconsistentBounds, Result, as_dict
@@ -114,6 +115,7 @@ __all__ = [
     "SampledWithoutReplacement",
     "SampledWithReplacement",
     "Shuffled",
+    "ShuffledMaxPair",
     "save",
     "ScaleCalibration",
     "set_progress",
