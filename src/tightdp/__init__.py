@@ -51,6 +51,8 @@ from .mechanisms import (
     RandomizedResponse,
     SampledWithoutReplacement,
     SampledWithReplacement,
+    Shuffled,
+    ShuffledMaxPair,
 )
 from .progress import set_progress
 from .results import DeltaResult, EpsilonResult, InconsistentBounds, Result, as_dict
@@ -112,6 +114,8 @@ __all__ = [
     "SaddlePointAccountant",
     "SampledWithoutReplacement",
     "SampledWithReplacement",
+    "Shuffled",
+    "ShuffledMaxPair",
     "save",
     "ScaleCalibration",
     "set_progress",
