@@ -45,15 +45,15 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for name, cfg in configs:
         acc = DpsgdTrainingAccountant(dp_accountant_config=cfg())
-        e, te = _timed(lambda: acc.compute_epsilon(10_000, p))
-        n, tn = _timed(lambda: calibrate_num_updates(
+        e, te = _timed(lambda acc=acc: acc.compute_epsilon(10_000, p))
+        n, tn = _timed(lambda acc=acc: calibrate_num_updates(
             target_epsilon=3.0, accountant=acc, noise_multipliers=1.0, batch_sizes=600,
             num_samples=60_000, target_delta=1e-5))
         if a.quick:
             u, tu = float("nan"), float("nan")
         else:
             user = DpsgdTrainingUserLevelAccountant(dp_accountant_config=cfg())
-            u, tu = _timed(lambda: user.compute_epsilon(2000, pu))
+            u, tu = _timed(lambda user=user: user.compute_epsilon(2000, pu))
         print(f"| {name} | {e:.6f} | {te:.3f} | {n} | {tn:.2f} | {u:.6f} | {tu:.2f} |")
 
 
