@@ -10,6 +10,7 @@ import importlib.util
 _OPTIONAL = {
     "src/tightdp/integrations/opacus.py": "opacus",
     "src/tightdp/integrations/dp_accounting.py": "dp_accounting",
+    "src/tightdp/integrations/jax_privacy.py": "jax_privacy",
 }
 
 collect_ignore = [path for path, package in _OPTIONAL.items()

@@ -76,3 +76,23 @@ def test_cli_plot(tmp_path):
                         "--rtol", "1e-2"], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     _check_png(out)
+
+
+def test_privacy_curve_data_equals_the_single_queries():
+    # the plot's curve (one array query over the default 200 eps) against separate queries
+    # at single eps: every bracket holds the true delta, so the brackets overlap, and each
+    # upper bound is within rtol of the other
+    def make():
+        return td.PLDAccountant().compose(td.PoissonSubsampled(td.Gaussian(1.0), 0.01), 1000)
+
+    acc = make()
+    ax = plot_privacy_curve(acc)
+    eps, up = (np.asarray(a, dtype=float) for a in ax.lines[0].get_data())
+    plt.close(ax.figure)
+    r = acc.delta(eps)
+    assert np.array_equal(np.asarray(r.upper), up)
+    assert eps.size == 200 and eps[-1] > 4.0  # out to delta ~ 1e-13
+    for i in (0, 40, 100, 160, 199):
+        one = make().delta(float(eps[i]))
+        assert one.lower <= r.upper[i] and r.lower[i] <= one.upper
+        assert abs(one.upper - r.upper[i]) <= td.DEFAULT_RTOL * one.upper

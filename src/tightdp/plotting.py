@@ -10,6 +10,7 @@ import numpy as np
 from .accountants.base import Accountant
 from .accountants.registry import make_accountant
 from .mechanisms.base import Mechanism
+from .progress import progress_bar
 
 __all__ = ["plot_privacy_curve", "plot_tradeoff", "plot_epsilon_vs_steps", "tradeoff_curve",
            "pyplot"]
@@ -34,10 +35,13 @@ def plot_privacy_curve(accountant: Accountant, epsilon: np.ndarray | None = None
     plt = pyplot()
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4))
-    if epsilon is None:
-        e_mid = float(accountant.epsilon(1e-6).epsilon)
-        epsilon = np.linspace(0.0, max(2.0 * e_mid, 1.0), 200)
-    r = accountant.delta(np.asarray(epsilon, dtype=float))
+    with progress_bar(total=2, desc="privacy curve", unit="query") as bar:
+        if epsilon is None:
+            e_mid = float(accountant.epsilon(1e-6).epsilon)
+            epsilon = np.linspace(0.0, max(2.0 * e_mid, 1.0), 200)
+        bar.update(1)
+        r = accountant.delta(np.asarray(epsilon, dtype=float))
+        bar.update(1)
     name = label or accountant.name
     up = np.asarray(r.upper if r.upper is not None else r.delta, dtype=float)
     ax.semilogy(epsilon, up, label=f"{name} upper" if r.certified else f"{name} estimate")
@@ -56,10 +60,14 @@ def tradeoff_curve(accountant: Accountant, alpha: np.ndarray, epsilon: np.ndarra
     """Trade-off function ``beta(alpha)`` implied by the certified upper curve delta(eps):
     ``beta(alpha) = max_eps max(0, 1 - delta(eps) - e^eps alpha, e^-eps (1 - delta(eps) - alpha))``
     (Dong, Roth, Su 2019, Prop. 2.12; a lower bound on the true trade-off, hence safe)."""
-    if epsilon is None:
-        # beyond eps(1e-12) the curve adds nothing visible to beta
-        epsilon = np.linspace(0.0, max(float(accountant.epsilon(1e-12).epsilon), 1.0), 300)
-    r = accountant.delta(epsilon)
+    with progress_bar(total=2, desc="trade-off curve", unit="query") as bar:
+        if epsilon is None:
+            # beyond eps(1e-12) the curve adds nothing visible to beta
+            epsilon = np.linspace(0.0, max(float(accountant.epsilon(1e-12).epsilon), 1.0),
+                                  300)
+        bar.update(1)
+        r = accountant.delta(epsilon)
+        bar.update(1)
     d = np.asarray(r.upper if r.upper is not None else r.delta, dtype=float)
     a = np.asarray(alpha, dtype=float)[:, None]
     e = np.asarray(epsilon, dtype=float)[None, :]
@@ -94,6 +102,8 @@ def plot_epsilon_vs_steps(mechanism_factory: Callable[[], Mechanism], steps: Seq
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4))
     steps = list(steps)
+    bar = progress_bar(total=len(steps) * len(accountants), desc="epsilon against steps",
+                       unit="query")
     for name in accountants:
         ups: list = []
         los: list = []
@@ -102,9 +112,11 @@ def plot_epsilon_vs_steps(mechanism_factory: Callable[[], Mechanism], steps: Seq
             r = acc.epsilon(delta)
             ups.append(r.epsilon)
             los.append(r.lower if r.lower is not None else np.nan)
+            bar.update(1)
         line = ax.plot(steps, ups, label=name)[0]
         if not np.all(np.isnan(los)):
             ax.fill_between(steps, los, ups, color=line.get_color(), alpha=0.25)
+    bar.close()
     ax.set_xlabel("steps")
     ax.set_ylabel(f"epsilon at delta={delta:g}")
     ax.grid(visible=True, alpha=0.3)

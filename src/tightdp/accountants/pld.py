@@ -49,10 +49,12 @@ from ..pld.transform import UNIT_ROUNDOFF_EXTENDED
 from ..results import DeltaResult, EpsilonResult, check_bracket
 from .base import Accountant, Direction
 from .pld_refine import (
+    DELTA_FLOOR,
     EpsQuery,
     QueryStats,
     Refinement,
     budget_floor,
+    delta_cuts,
     rdp_fallback,
     refine,
     tighter_bounds,
@@ -62,10 +64,14 @@ __all__ = ["PLDAccountant"]
 
 #: below this delta the composition is tilted towards the answer
 TILT_BELOW = 1e-9
+#: a delta query's grid step is modelled on the directions whose Chernoff bound at the
+#: largest eps asked precisely is within this log factor of the largest one's
+GRID_SHARE = math.log(1e-3)
 #: the most tilted compositions one delta(eps) query uses per grid and direction
 MAX_TILTS = 12
-#: delta(eps) queries are refined to rtol for values at least this large
-DELTA_FLOOR = 1e-30
+#: the smallest relative spacing of the tilts of one delta(eps) query (the eps of a law
+#: with a heavy upper tail move fast with its tilt: closer tilts centre the same eps)
+TILT_SPACING = 0.02
 #: the bracket the error model aims at, as a fraction of the one asked for
 AIM = 0.75
 #: the error model's bracket is ``k (t + 1) d^2 / MODEL_WIDTH`` wide in eps (module
@@ -460,7 +466,12 @@ class PLDAccountant(Accountant):
                              note=note, details=details)
 
     def _delta_at(self, d: float, direction: Direction, eps: np.ndarray, log_tail: float,
-                  window_tail: float, *, upper: bool, stats: QueryStats) -> np.ndarray:
+                  window_tail: float, *, upper: bool, stats: QueryStats,
+                  below: np.ndarray | None = None) -> np.ndarray:
+        """The direction's bound on delta at ``eps`` on the grid ``d``, tilted towards the
+        values the untilted composition cannot resolve to rtol; not at the eps where the
+        untilted upper bound is already at most ``below`` (another direction's certified
+        lower bound: there this direction cannot raise the maximum, whatever its value)."""
         c = self._composed(d, direction, log_tail, window_tail, upper=upper)
         val = c.delta_bound(eps, upper=upper)
         ok = (val >= DELTA_FLOOR) & (eps > 0)
@@ -480,15 +491,22 @@ class PLDAccountant(Accountant):
         # not read off the FFT's rounding noise. At most MAX_TILTS tilts, at quantiles of the
         # eps asked; every tilt gives a valid bound at every eps (the engine charges the
         # rounding as amplified by the untilt), so each eps keeps the best of them.
-        todo = np.nonzero(((val < TILT_BELOW) | (spread > 0.1 * self.rtol * val))
-                          & (eps > 0))[0]
+        need = ((val < TILT_BELOW) | (spread > 0.1 * self.rtol * val)) & (eps > 0)
+        if below is not None:
+            need &= ~(val <= below)
+        todo = np.nonzero(need)[0]
         if todo.size:
             mgf = self._mgf(d, direction, log_tail, upper=upper)
             reps = np.quantile(eps[todo], np.linspace(0.0, 1.0, min(todo.size, MAX_TILTS)),
                                method="nearest")
-            lams = sorted({lam for lam in (mgf.solve_slope(float(r)) for r in np.unique(reps))
-                           if lam > 0})
+            lams: list[float] = []
+            for lam in sorted(mgf.solve_slope(float(r)) for r in np.unique(reps)):
+                # tilts within TILT_SPACING of one another centre the same eps: one is kept
+                if lam > 0 and not (lams and lam <= lams[-1] * (1 + TILT_SPACING)):
+                    lams.append(lam)
             for lam in lams:
+                if below is not None and not np.any(val[todo] > below[todo]):
+                    break  # the rest cannot raise the maximum
                 try:
                     ct = self._composed(d, direction, log_tail, -80.0, upper=upper, lam=lam)
                 except BudgetExceeded:
@@ -504,37 +522,6 @@ class PLDAccountant(Accountant):
                 val[todo] = np.minimum(val[todo], got) if upper else np.maximum(val[todo], got)
         return val
 
-    def _delta_cuts(self, e: np.ndarray, pilots: list[LogMgf], k_tot: int
-                    ) -> tuple[float, float, float]:
-        """``(emax, log_tail, window_tail)`` of a delta query at ``e``: the largest eps whose
-        delta is asked to relative precision, what each step's range and the window may
-        leave out."""
-        log_tail = math.log(1e-40) - math.log(k_tot)
-        # the error model at the largest eps whose delta is asked to relative precision: by
-        # the Chernoff estimate K(t) - t K'(t) of log delta at eps = K'(t), decreasing in t
-        emax, reach_all = 0.0, 0.0
-        ts = np.geomspace(1e-4, 1e4, 81)
-        for mgf in pilots:
-            kk, k1, _ = mgf.cumulants(ts)
-            ok = kk - ts * k1 >= math.log(DELTA_FLOOR)
-            reach = float(np.max(k1[ok])) if ok.any() else 0.0
-            inside = e[(e > 0) & (e <= reach)]
-            emax = max(emax, float(inside.max()) if inside.size else 0.0)
-            reach_all = max(reach_all, reach)
-        beyond = bool(np.any(e > reach_all))  # the curve is the largest direction's
-        # the smallest delta asked to relative precision, overestimated: the Chernoff bound
-        # of the pilot at emax (on the wide side for the cuts below). The untilted window
-        # leaves out at most 1e-5 rtol of it (values whose bracket that still widens go to
-        # the tilted compositions, which keep the e^-80 window: see _delta_at); each step's
-        # range leaves out at most 1e-5 rtol of it over all steps, unless a value beyond the
-        # reach of relative precision is asked (those keep the 1e-40 cut)
-        log_est = max((mgf.log_bound(emax, +1) for mgf in pilots), default=0.0)
-        cut = log_est + math.log(self.rtol) - math.log(1e5)
-        wt = min(max(cut, -80.0), -20.0)
-        if not beyond:
-            log_tail = min(max(cut - math.log(k_tot), log_tail), -25.0)
-        return emax, log_tail, wt
-
     def _delta_of(self, eps) -> DeltaResult:
         """Certified bracket on delta(eps) (eps a number or an array)."""
         e, scalar = self._eps_array(eps)
@@ -546,24 +533,38 @@ class PLDAccountant(Accountant):
         k_tot = max(self.total_count, 1)
         dirs = self._directions()
         pilots = [self._pilot(r, math.log(1e-40) - math.log(k_tot)) for r in dirs]
-        emax, log_tail, wt = self._delta_cuts(e, pilots, k_tot)
+        emax, log_tail, wt = delta_cuts(e, pilots, k_tot, self.rtol)
         spans = [s for r in dirs for s in self._spans(r, log_tail)]
         deadline = self.budget.deadline()
         floor = budget_floor(pilots, spans, wt, self._max_grid_points())
-        d = self._grid_step(pilots, emax, 0.0, spans, wt)
+        # the directions by their pilots' Chernoff bound at the largest eps asked precisely;
+        # the grid step is modelled on those within a factor GRID_SHARE of the largest there
+        # (a direction far below it is the maximum only at smaller eps, where its tilt and
+        # so the step it asks for are milder; the measured bracket decides in any case)
+        bounds = [mgf.log_bound(emax, +1) for mgf in pilots]
+        order = [dirs[i] for i in sorted(range(len(dirs)), key=lambda i: -bounds[i])]
+        near = [mgf for mgf, b in zip(pilots, bounds, strict=True) if b >= max(bounds) + GRID_SHARE]
+        d = self._grid_step(near, emax, 0.0, spans, wt)
         best: list = []  # the tightest (up, lo, step, stats) of every refinement so far
 
         def measure(d: float) -> float | None:
             """Bound on the grid ``d``; None if within rtol, else the shrink asked for."""
             stats = QueryStats()
-            ups = {r: self._delta_at(d, r, e, log_tail, wt, upper=True, stats=stats)
-                   for r in dirs}
+            # the direction likely the largest first, with its lower bound: the others are
+            # refined only where their upper bound exceeds it (any direction's lower bound
+            # is one of the maximum)
+            ups = {order[0]: self._delta_at(d, order[0], e, log_tail, wt, upper=True,
+                                            stats=stats)}
+            lo = self._delta_at(d, order[0], e, log_tail, wt, upper=False, stats=stats)
+            for r in order[1:]:
+                ups[r] = self._delta_at(d, r, e, log_tail, wt, upper=True, stats=stats,
+                                        below=lo)
             up = np.max(np.array([ups[r] for r in dirs]), axis=0)
-            lo = np.zeros_like(e)
-            for r in dirs:  # the lower bound of every direction that is the largest somewhere
-                if np.any(ups[r] >= up):
-                    lo = np.maximum(lo, self._delta_at(d, r, e, log_tail, wt, upper=False,
-                                                       stats=stats))
+            for r in order[1:]:  # the lower bound of every direction where it is largest
+                top = ups[r] >= up
+                if np.any(top):
+                    lo[top] = np.maximum(lo[top], self._delta_at(
+                        d, r, e[top], log_tail, wt, upper=False, stats=stats))
             check_bracket(lo, up, "delta at the eps asked", self.name)
             if best:  # keep the tightest bounds of every refinement
                 up, lo = np.minimum(up, best[0]), np.maximum(lo, best[1])

@@ -8,4 +8,7 @@ Each integration lives in its own module and imports its peer library only when 
   ``pip install tightdp[dp-accounting]``.
 - :mod:`tightdp.integrations.opacus` -- ``TightAccountant``, registered as Opacus' accountant
   ``"tightdp"`` on import, and ``get_noise_multiplier``; ``pip install tightdp[opacus]``.
+- :mod:`tightdp.integrations.jax_privacy` -- ``TightdpAccountantConfig``, a jax-privacy
+  ``DpAccountantConfig``: ``dp_accountant_config=TightdpAccountantConfig()`` in jax-privacy's
+  training accountants and calibration; ``pip install -e ".[jax]"``.
 """
