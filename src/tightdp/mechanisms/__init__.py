@@ -1,6 +1,7 @@
 """Mechanisms and their privacy loss random variables."""
 
 from ..losses import DiscreteLoss, GaussianLoss, LocationMixtureLoss, PrivacyLoss
+from .allocation import RandomAllocation
 from .base import Mechanism
 from .basic import ApproxDP, Gaussian, Laplace, PureDP, RandomizedResponse
 from .discrete_laplace import DiscreteLaplace
@@ -10,7 +11,8 @@ from .subsampling import PoissonSubsampled, SampledWithoutReplacement, SampledWi
 
 # the mechanisms of state files, in the order their errors list them
 register(Gaussian, Laplace, DiscreteLaplace, RandomizedResponse, PureDP, ApproxDP,
-         PoissonSubsampled, SampledWithoutReplacement, SampledWithReplacement, MixtureOfGaussians)
+         PoissonSubsampled, SampledWithoutReplacement, SampledWithReplacement, MixtureOfGaussians,
+         RandomAllocation)
 
 __all__ = [
     "Mechanism",
@@ -28,4 +30,5 @@ __all__ = [
     "SampledWithoutReplacement",
     "SampledWithReplacement",
     "MixtureOfGaussians",
+    "RandomAllocation",
 ]
