@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from collections.abc import Iterator
 
 import tightdp as td
 
@@ -39,9 +40,9 @@ def _peer_allocation(s: tuple) -> tuple[float, float, float]:
     return lo, up, time.perf_counter() - start
 
 
-def random_allocation_rows(settings: list[tuple], peer: bool) -> list[str]:
-    """One row per setting: our bracket, width and time; the peer's; the time ratio."""
-    rows = []
+def random_allocation_rows(settings: list[tuple], peer: bool) -> Iterator[str]:
+    """One row per setting (yielded as it is measured): our bracket, width and time; the
+    peer's; the time ratio."""
     for s in settings:
         lo, up, sec = _ours_allocation(s)
         plo = pup = psec = math.nan
@@ -51,10 +52,9 @@ def random_allocation_rows(settings: list[tuple], peer: bool) -> list[str]:
             except ImportError:
                 peer = False
         sigma, t, k, e, d = s
-        rows.append(f"| allocation | {sigma:g} | {t} | {k} | {e} | {d:g} | [{lo:.5f}, {up:.5f}] "
+        yield (f"| allocation | {sigma:g} | {t} | {k} | {e} | {d:g} | [{lo:.5f}, {up:.5f}] "
                     f"| {(up - lo) / up:.1e} | {sec:.2f} | [{plo:.5f}, {pup:.5f}] "
                     f"| {(pup - plo) / pup:.1e} | {psec:.1f} | {psec / sec:.0f}x |")
-    return rows
 
 
 def main(argv: list[str] | None = None) -> None:
