@@ -2,8 +2,9 @@
 per scheme.
 
 Random allocation (``RandomAllocation``, k of t steps per epoch, E epochs): eps at delta by a
-fresh ``PLDAccountant`` (default rtol 1e-3; every setting is a new mechanism, so nothing is
-cached) against pld-accounting's ``gaussian_allocation_epsilon_range`` (its default adaptive
+fresh ``PLDAccountant`` (default rtol 1e-3; the lattice of one epoch is cached per
+(sigma, t, k) in the process, so a setting differing from the one before only in E or delta
+reuses it) against pld-accounting's ``gaussian_allocation_epsilon_range`` (its default adaptive
 accuracy), side by side in one process. Prints a markdown table with the widths and the time
 ratio. Single runs (the CPU is shared): times are indicative.
 
