@@ -51,6 +51,7 @@ from .mechanisms import (
     RandomizedResponse,
     SampledWithoutReplacement,
     SampledWithReplacement,
+    Shuffled,
 )
 from .progress import set_progress
 from .results import DeltaResult, EpsilonResult, InconsistentBounds, Result, as_dict
@@ -112,6 +113,7 @@ __all__ = [
     "SaddlePointAccountant",
     "SampledWithoutReplacement",
     "SampledWithReplacement",
+    "Shuffled",
     "save",
     "ScaleCalibration",
     "set_progress",

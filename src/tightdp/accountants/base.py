@@ -257,9 +257,10 @@ class Accountant(Queries):
         sides = self._bracket_sides()
         if sides is not None:
             up, lo, gap = sides
-            try:
-                low: EpsilonResult | None = lo._epsilon_query(delta)
-            except ValueError:   # this method cannot answer the lower mechanisms
+            try:   # None where this method cannot answer the lower mechanisms
+                low: EpsilonResult | None = (lo._epsilon_query(delta) if lo.supports_all()
+                                             else None)
+            except ValueError:
                 low = None
             return joined_epsilon(up._epsilon_query(delta), low, gap, self.name)
         why = out_of_reach(self.terms)
@@ -274,7 +275,8 @@ class Accountant(Queries):
         if sides is not None:
             up, lo, gap = sides
             try:
-                low: DeltaResult | None = lo._delta_query(epsilon)
+                low: DeltaResult | None = (lo._delta_query(epsilon) if lo.supports_all()
+                                           else None)
             except ValueError:
                 low = None
             return joined_delta(up._delta_query(epsilon), low, gap, self.name)
@@ -285,6 +287,17 @@ class Accountant(Queries):
 
     def supports(self, mechanism: Mechanism) -> None:
         """Raise ValueError if this accountant cannot handle ``mechanism``."""
+
+    def supports_all(self) -> bool:
+        """Whether this accountant's method handles every term of its composition
+        (:meth:`supports`): :meth:`compose` checks the terms it is given, the lower side of a
+        bracket (:meth:`_bracket_sides`) is answered only where this holds."""
+        try:
+            for m, _ in self.terms:
+                self.supports(m)
+        except ValueError:
+            return False
+        return True
 
     def _largest_finite_loss(self) -> float:
         """The largest finite privacy loss of the composition, over both directions: the sum

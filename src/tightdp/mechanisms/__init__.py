@@ -6,11 +6,13 @@ from .basic import ApproxDP, Gaussian, Laplace, PureDP, RandomizedResponse
 from .discrete_laplace import DiscreteLaplace
 from .fields import register
 from .mixture import MixtureOfGaussians
+from .shuffling import Shuffled, ShuffledMaxPair
 from .subsampling import PoissonSubsampled, SampledWithoutReplacement, SampledWithReplacement
 
 # the mechanisms of state files, in the order their errors list them
 register(Gaussian, Laplace, DiscreteLaplace, RandomizedResponse, PureDP, ApproxDP,
-         PoissonSubsampled, SampledWithoutReplacement, SampledWithReplacement, MixtureOfGaussians)
+         PoissonSubsampled, SampledWithoutReplacement, SampledWithReplacement, MixtureOfGaussians,
+         Shuffled)
 
 __all__ = [
     "Mechanism",
@@ -28,4 +30,6 @@ __all__ = [
     "SampledWithoutReplacement",
     "SampledWithReplacement",
     "MixtureOfGaussians",
+    "Shuffled",
+    "ShuffledMaxPair",
 ]
