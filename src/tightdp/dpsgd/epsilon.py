@@ -36,18 +36,10 @@ def composed(setting: DPSGDSetting, *, accountant: str = "pld", rtol: float = DE
     naming another relation the sampling allows (:attr:`~tightdp.dpsgd.setting.Sampling.
     relations`: shuffle's ``replace_one``, random allocation's ``replace_special``); any
     other relation is refused: one accountant holds one relation."""
-    relation = setting.sampling.neighboring
-    given = accountant_options.pop("neighboring", None)
-    if given is not None:
-        asked = v.neighboring("neighboring", given)
-        if asked not in setting.sampling.relations:
-            allowed = " or ".join(repr(r) for r in setting.sampling.relations)
-            raise ValueError(f"neighboring: sampling={setting.sampling.kind!r} is accounted "
-                             f"under {allowed} (default {relation!r}), got {given!r}")
-        relation = asked
+    relation = setting.sampling.relation(accountant_options.pop("neighboring", None))
     acc = make_accountant(accountant, rtol=rtol, max_memory=max_memory,
                           max_seconds=max_seconds, neighboring=relation, **accountant_options)
-    return acc.compose(setting.mechanism(), setting.count)
+    return acc.compose(setting.mechanism(relation), setting.count)
 
 
 def _query(want: str, *, accountant, rtol, max_memory, max_seconds, accountant_options,

@@ -92,6 +92,7 @@ from ..mechanisms import (
     PoissonSubsampled,
     SampledWithoutReplacement,
     SampledWithReplacement,
+    Shuffled,
 )
 
 __all__ = ["SAMPLINGS", "EPOCH_SAMPLINGS", "Sampling", "DPSGDSetting", "make_sampling",
@@ -181,15 +182,30 @@ class Sampling:
         with_replacement) or ``"replace_special"`` (shuffle)."""
         return self.relations[0]
 
+    def relation(self, neighboring: str | None = None) -> str:
+        """``neighboring`` checked to be one of :attr:`relations` (None: the default); the
+        one-line refusal names the relations the sampling allows."""
+        if neighboring is None:
+            return self.neighboring
+        asked = v.neighboring("neighboring", neighboring)
+        if asked not in self.relations:
+            allowed = " or ".join(repr(r) for r in self.relations)
+            raise ValueError(f"neighboring: sampling={self.kind!r} is accounted under "
+                             f"{allowed} (default {self.neighboring!r}), got {neighboring!r}")
+        return asked
+
     def _sizes(self) -> tuple[int, int]:
         """``(batch_size, dataset_size)`` of a sampling given by its sizes (both set then)."""
         return cast(int, self.batch_size), cast(int, self.dataset_size)
 
-    def mechanism(self, noise_multiplier: float) -> Mechanism:
+    def mechanism(self, noise_multiplier: float, neighboring: str | None = None
+                  ) -> Mechanism:
         """The mechanism of one round -- of one epoch for the epoch samplings -- with noise
         multiplier ``noise_multiplier`` (see the module docstring for each sampling and its
-        reference)."""
+        reference), stated under ``neighboring`` (one of :attr:`relations`; default
+        :attr:`neighboring`)."""
         sigma = v.positive("noise_multiplier", noise_multiplier)
+        relation = self.relation(neighboring)
         if self.kind == "poisson":
             return PoissonSubsampled(Gaussian(sigma), self.sampling_rate)
         if self.kind == "fixed_batch":
@@ -204,7 +220,7 @@ class Sampling:
         if self.kind == "random_allocation":
             return _scheme("RandomAllocation")(Gaussian(sigma), t, selected=self.selected)
         if self.kind == "shuffle":
-            return _scheme("Shuffled")(Gaussian(sigma), t)
+            return Shuffled(Gaussian(sigma), t, neighboring=relation)
         return _scheme("TruncatedPoisson")(Gaussian(sigma), self.sampling_rate,
                                            cast(int, self.max_batch_size),
                                            cast(int, self.dataset_size))
@@ -441,10 +457,11 @@ class DPSGDSetting:
     steps: int
     epochs: float | None = None
 
-    def mechanism(self) -> Mechanism:
+    def mechanism(self, neighboring: str | None = None) -> Mechanism:
         """The mechanism of one round, or of one epoch for the epoch samplings (see
-        :class:`Sampling`); :attr:`count` of them make the setting."""
-        return self.sampling.mechanism(self.noise_multiplier)
+        :class:`Sampling`; ``neighboring``: one of the sampling's relations, default its
+        own); :attr:`count` of them make the setting."""
+        return self.sampling.mechanism(self.noise_multiplier, neighboring)
 
     @property
     def count(self) -> int:
