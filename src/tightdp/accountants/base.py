@@ -242,7 +242,8 @@ class Accountant(Queries):
                     acc._terms, acc._cache = {}, {}
                     for m, k, b in found:
                         mm = m if b is None else (b.upper, b.lower)[side]
-                        acc._terms[mm] = acc._terms.get(mm, 0) + k
+                        kk = k * (b.upper_count if b is not None and side == 0 else 1)
+                        acc._terms[mm] = acc._terms.get(mm, 0) + kk
                     accs.append(acc)
                 gaps = "; ".join(dict.fromkeys(b.gap for _, _, b in found if b and b.gap))
                 out = (accs[0], accs[1], gaps)

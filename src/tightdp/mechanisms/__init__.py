@@ -1,6 +1,7 @@
 """Mechanisms and their privacy loss random variables."""
 
 from ..losses import DiscreteLoss, GaussianLoss, LocationMixtureLoss, PrivacyLoss
+from .allocation import RandomAllocation
 from .base import Mechanism
 from .basic import ApproxDP, Gaussian, Laplace, PureDP, RandomizedResponse
 from .discrete_laplace import DiscreteLaplace
@@ -12,7 +13,7 @@ from .subsampling import PoissonSubsampled, SampledWithoutReplacement, SampledWi
 # the mechanisms of state files, in the order their errors list them
 register(Gaussian, Laplace, DiscreteLaplace, RandomizedResponse, PureDP, ApproxDP,
          PoissonSubsampled, SampledWithoutReplacement, SampledWithReplacement, MixtureOfGaussians,
-         Shuffled)
+         Shuffled, RandomAllocation)
 
 __all__ = [
     "Mechanism",
@@ -32,4 +33,5 @@ __all__ = [
     "MixtureOfGaussians",
     "Shuffled",
     "ShuffledMaxPair",
+    "RandomAllocation",
 ]

@@ -36,12 +36,16 @@ class Bracket(NamedTuple):
     composition). Both are ordinary mechanisms (exact, valid pairs of probability
     distributions), so every accountant answers them. ``gap``: why the two differ by more
     than the discretization -- "" when they converge to one curve as ``rtol`` shrinks, else
-    a sentence stating what is known (results carry it as their note).
+    a sentence stating what is known (results carry it as their note). ``upper_count``: the
+    number of applications of ``upper`` that dominate one of the real mechanism (a bound by
+    composition, e.g. random allocation of ``k`` of ``t`` steps by ``k`` of one of
+    ``t // k``).
     """
 
     upper: Mechanism
     lower: Mechanism
     gap: str = ""
+    upper_count: int = 1
 
 
 class Mechanism:

@@ -1,0 +1,293 @@
+"""Laws of the sum statistic of random allocation with Gaussian noise, on a lattice.
+
+Random allocation (Feldman & Shenfeld 2025, arXiv 2502.08202; Chua et al. 2025, arXiv
+2412.16802): an example takes part in ``k`` of ``t`` steps chosen uniformly; the output is
+``x in R^t`` with noise ``N(0, sigma^2 I)`` and the example's contribution ``1_S``. With
+``w_i = exp((x_i - 1/2) / sigma^2)`` (the likelihood ratio of coordinate ``i``) the
+coordinates are iid lognormal under Q = N(0, sigma^2 I): ``log w ~ N(-a, 2a)``,
+``a = 1 / (2 sigma^2)``, ``E w = 1``; under P a uniformly chosen k-subset is shifted, and a
+shifted coordinate has ``log w ~ N(a, 2a)``. For ``k = 1`` the likelihood ratio is
+``dP/dQ = S / t`` with ``S = sum_i w_i`` (Feldman & Shenfeld 2025, Sec. 5), so both
+directions of the pair are functions of the law of ``S`` under Q.
+
+Each ``w_i`` is rounded at random to the lattice ``h Z`` keeping its mean (to ``n h`` or
+``(n + 1) h`` with the weights of linear interpolation: the pmf of one coordinate is
+``E[(1 - |w/h - n|)_+]``, in closed form from the lognormal's CDF and partial mean); the
+sum ``T`` of the rounded coordinates has the exact law of a ``t``-fold convolution, computed
+by one FFT. Two pairs follow (:func:`allocation_pairs`):
+
+* upper (dominating): ``E[h T | x] = S``, so by Jensen ``E f(h T) >= E f(S)`` for every
+  convex ``f``; both directions' hockey-stick divergences are ``E_Q f(S)`` with ``f`` convex
+  (``(S/t - e^eps)_+`` and ``(1 - e^eps S/t)_+``), so the pair ``Q' = law_Q(h T)``,
+  ``P' = Q' s / t`` (a probability: ``E_Q[h T] = t``) dominates both directions (convex
+  order, Shaked & Shanthikumar 2007, Sec. 3.A). Its excess is second order in ``h``.
+* lower (dominated): ``T`` itself is a post-processing of the output, with the exact laws
+  ``p^{*t}`` under Q and ``m^{*k} * p^{*(t-k)}`` under P (``p``, ``m``: the rounded laws of
+  a plain and of a shifted coordinate).
+
+The FFT's rounding error is bounded per output value as the engine bounds its own
+(Koskela et al. 2020, Alg. 1; the bound of :mod:`tightdp.pld.transform`), and the mass the
+circular convolution folds into the window by a Chernoff bound; both are taken off the
+upper side's masses before the rest is sent to the atoms at +-inf (a measure below the
+exact law, completed by the extreme spread of the remainder: still above it in convex
+order).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from scipy import fft as sfft
+from scipy.special import logsumexp, ndtr
+
+from .._numerics import UNIT_ROUNDOFF
+from .discrete import DiscreteLoss
+
+__all__ = ["AllocationLattice", "allocation_lattice", "allocation_pairs"]
+
+#: largest FFT length of one lattice (2^20: 16 MB per long-double array)
+MAX_LATTICE = 1 << 20
+#: atoms of a pmf whose MGF the Chernoff bounds take exactly
+_EXACT = 8192
+#: the upper side's target for the P-mass sent to +inf (the heavy lognormal tail)
+_TAIL = 1e-16
+#: constant of the FFT's pointwise error bound ``c u log2(N) sum |x|`` (as pld/transform.py)
+_C_FFT = 4.0
+#: the Chernoff bounds' tilts (per lattice step): both signs, many scales
+_THETAS = np.concatenate([-np.geomspace(1e-9, 3.0, 28), np.geomspace(1e-12, 1.0, 36)])
+#: unit roundoff of numpy's long double (2^-64 on x86-64, double's where they agree)
+_U_LONG = float(np.finfo(np.longdouble).eps) / 2.0
+#: lower side: an atom is kept where its masses exceed their error bound this many times
+_RELIABLE = 1e4
+
+
+class AllocationLattice(NamedTuple):
+    """The laws of the rounded sum on the window ``lo .. lo + len - 1`` of ``h Z``: ``q``
+    under Q, ``p`` under P (None unless asked), each within ``err_q`` / ``err_p`` of the
+    exact law of the rounded statistic at every point (FFT rounding plus folded mass)."""
+
+    h: float
+    lo: int
+    q: np.ndarray
+    p: np.ndarray | None
+    err_q: float
+    err_p: float
+
+
+def _phi_diff(z_lo: np.ndarray, z_hi: np.ndarray) -> np.ndarray:
+    """``Phi(z_hi) - Phi(z_lo)`` on the side where it is small (no cancellation in the upper
+    tail)."""
+    return np.where(z_lo > 0, ndtr(-z_lo) - ndtr(-z_hi), ndtr(z_hi) - ndtr(z_lo))
+
+
+def rounded_lognormal(mean_log: float, var_log: float, h: float, n_top: int) -> np.ndarray:
+    """pmf on ``0 .. n_top`` of ``w`` (``log w ~ N(mean_log, var_log)``) rounded at random to
+    ``h Z`` keeping its mean: cell ``[n h, (n+1) h]`` sends ``A_n - B_n`` to ``n`` and
+    ``B_n = E[w/h - n; cell]`` to ``n + 1``, with ``A_n`` its probability; the partial mean is
+    ``E[w; w <= c] = e^{m + v/2} Phi((log c - m - v)/sqrt v)`` (lognormal). The mass above
+    ``n_top h`` is dropped (the result is below the law of the rounded ``w``)."""
+    s = math.sqrt(var_log)
+    edges = h * np.arange(n_top + 1, dtype=float)
+    with np.errstate(divide="ignore"):
+        z = (np.log(edges) - mean_log) / s
+    a = _phi_diff(z[:-1], z[1:])
+    mom = math.exp(mean_log + var_log / 2.0) / h * _phi_diff(z[:-1] - s, z[1:] - s)
+    b = np.clip(mom - np.arange(n_top, dtype=float) * a, 0.0, a)  # float guard: B in [0, A]
+    pmf = np.zeros(n_top + 1)
+    pmf[:-1] += a - b
+    pmf[1:] += b
+    return pmf
+
+
+def _log_mgf_bounds(pmf: np.ndarray, thetas: np.ndarray) -> np.ndarray:
+    """Upper bounds on ``log sum_n pmf(n) e^{theta n}`` for each theta: exact on the first
+    :data:`_EXACT` atoms (a sum of many variables multiplies any slack by their count),
+    beyond them blocks of atoms each placed at its block's end in the direction of theta."""
+    head = pmf[:_EXACT]
+    tail = pmf[_EXACT:]
+    bs = max(1, -(-tail.size // 4096))
+    nb = -(-tail.size // bs)
+    mass = np.zeros(nb * bs)
+    mass[:tail.size] = tail
+    mass = np.concatenate([head, mass.reshape(nb, bs).sum(axis=1)])
+    starts = np.concatenate([np.arange(head.size, dtype=float),
+                             head.size + bs * np.arange(nb, dtype=float)])
+    width = np.concatenate([np.zeros(head.size), np.full(nb, bs - 1.0)])
+    with np.errstate(divide="ignore"):
+        lm = np.log(mass)
+    pos = starts[None, :] + np.where(thetas > 0, 1.0, 0.0)[:, None] * width[None, :]
+    return logsumexp(lm[None, :] + thetas[:, None] * pos, axis=1)
+
+
+def _chernoff(tables, thetas: np.ndarray, x: float, right: bool) -> float:
+    """log of a bound on ``P(X >= x)`` (right) or ``P(X <= x)`` of the sum ``X`` of
+    independent lattice variables, ``tables`` = [(log-MGF bounds at ``thetas``, count)]:
+    ``min_theta sum_i k_i Lambda_i(theta) - theta x`` over theta of the tail's sign."""
+    sel = thetas > 0 if right else thetas < 0
+    tot = sum(k * lam[sel] for lam, k in tables if k)
+    return float(np.min(tot - thetas[sel] * x))
+
+
+def _fft_error(specs, n: int, u_fwd: float) -> float:
+    """Bound on the floating-point error of every value of ``irfft(prod_i F_i^k_i)``
+    (the bound of :func:`tightdp.pld.transform.circular_product`): forward coefficients
+    within ``e_i = (c log2 n + 4) u sum|x_i|``, a relative ``4u`` per product, so the
+    coefficient error is ``prod_i (a_i (1 + 4u) + e_i)^k_i - prod_i a_i^k_i``; the inverse
+    adds its mean over the spectrum and ``c u log2 n`` times the mean magnitude. The forward
+    transforms and the products run in long double (unit roundoff ``u_fwd``; rounding the
+    product to double adds ``2 u`` of its magnitude), the inverse in double."""
+    u = u_fwd
+    lg2 = math.log2(max(n, 2))
+    la = dl = 0.0
+    for f, k, l1 in specs:
+        if not k:
+            continue
+        a = np.abs(f).astype(float)
+        e = (_C_FFT * lg2 + 4.0) * u * l1
+        with np.errstate(divide="ignore"):
+            la = la + k * np.log(a)
+            dl = dl + k * np.log1p(4.0 * u + e / np.maximum(a, 1e-300))
+    with np.errstate(over="ignore"):
+        err = np.exp(la) * np.expm1(np.minimum(dl, 700.0))
+    err = np.where(dl < 700.0, err, np.exp(np.minimum(la + dl, 700.0)))
+    mag = np.exp(la)
+    # rfft holds half the spectrum: interior frequencies count twice in the mean
+    w = np.full(err.size, 2.0)
+    w[0] = 1.0
+    if n % 2 == 0:
+        w[-1] = 1.0
+    ud = UNIT_ROUNDOFF
+    return float((w @ err) / n + (_C_FFT * ud * lg2 + 2.0 * ud) * (w @ mag) / n)
+
+
+def _plan(sigma: float, steps: int, rtol: float) -> tuple[float, int]:
+    """Lattice step ``h`` and top index: the rounding adds variance at most ``t h^2 / 4`` to
+    ``S`` against ``Var S = t (e^{2a} - 1)``, a relative change of the curve of order
+    ``h^2 / (8 Var w)``, kept below ``rtol / 4``; the top covers the body of ``S``
+    (``t + 40 sd``) and a shifted coordinate's tail to P-mass :data:`_TAIL`; ``h`` grows
+    where that exceeds :data:`MAX_LATTICE` points."""
+    a = 1.0 / (2.0 * sigma * sigma)
+    var_w = math.expm1(min(2.0 * a, 700.0))
+    h = math.sqrt(2.0 * rtol * min(var_w, 1e300))
+    z = 8.3  # Phi(-8.3) < 1e-16
+    w_tail = math.exp(min(a + z * math.sqrt(2.0 * a), 700.0))
+    top = steps + 40.0 * math.sqrt(steps * min(var_w, 1e300)) + w_tail
+    h = max(h, top / (MAX_LATTICE - 1))
+    return h, int(math.ceil(top / h))
+
+
+def allocation_lattice(sigma: float, steps: int, selected: int, rtol: float, *,
+                       with_p: bool) -> AllocationLattice:
+    """The laws of the rounded sum (module docstring) of ``steps`` coordinates, ``selected``
+    of them shifted under P, on the lattice of :func:`_plan`; ``with_p`` also computes the
+    P-law (the lower side's)."""
+    t, k = steps, selected
+    h, n_top = _plan(sigma, t, rtol)
+    a = 1.0 / (2.0 * sigma * sigma)
+    pq = rounded_lognormal(-a, 2.0 * a, h, n_top)
+    pp = rounded_lognormal(a, 2.0 * a, h, n_top) if with_p else None
+    thetas = _THETAS
+    lam_q = _log_mgf_bounds(pq, thetas)
+    # window: from the largest index below which the Q-law holds less than 1e-30
+    # (Chernoff), to the top index
+    lo_idx, hi_idx = 0, max(int(t / h), 1)
+    if _chernoff([(lam_q, t)], thetas, 0.0, right=False) < math.log(1e-30):
+        while hi_idx - lo_idx > 1:
+            mid = (lo_idx + hi_idx) // 2
+            ok = _chernoff([(lam_q, t)], thetas, mid, right=False) < math.log(1e-30)
+            lo_idx, hi_idx = (mid, hi_idx) if ok else (lo_idx, mid)
+    lo = lo_idx
+    n = int(sfft.next_fast_len(max(n_top - lo + 1, 2), real=True))
+    fq = sfft.rfft(_fold(pq, n).astype(np.longdouble))
+    q = np.roll(sfft.irfft((fq ** t).astype(complex), n=n), -(lo % n))
+    err_q = _fft_error([(fq, t, float(pq.sum()))], n, _U_LONG) + _outside([(pq, t)], lo, lo + n)
+    p = None
+    err_p = math.inf
+    if pp is not None:
+        fp = sfft.rfft(_fold(pp, n).astype(np.longdouble))
+        p = np.roll(sfft.irfft((fq ** (t - k) * fp ** k).astype(complex), n=n), -(lo % n))
+        err_p = _fft_error([(fq, t - k, float(pq.sum())), (fp, k, float(pp.sum()))], n,
+                           _U_LONG) + \
+            _outside([(pq, t - k), (pp, k)], lo, lo + n)
+    return AllocationLattice(h, lo, q, p, err_q, err_p)
+
+
+def _outside(pmfs, lo: int, end: int) -> float:
+    """Bound on the mass of the sum of independent lattice variables (``pmfs`` = [(pmf,
+    count)]) outside ``lo .. end - 1``: what the circular convolution folds onto the
+    window's points. Left: Chernoff, ``min_{theta<0} sum_i k_i Lambda_i(theta) - theta x``.
+    Right: a union bound on one variable reaching ``c`` plus Chernoff for the sum of the
+    variables cut at ``c`` (the lognormal's MGF is dominated by its far tail), at the best
+    of a few cuts ``c``."""
+    thetas = _THETAS
+    left = -math.inf
+    if lo > 0:
+        left = _chernoff([(_log_mgf_bounds(p, thetas), k) for p, k in pmfs], thetas,
+                         lo - 1, right=False)
+    right = math.inf
+    for frac in (1.0, 0.5, 0.25, 0.125, 0.0625):
+        c = max(int(end * frac), 1)
+        tail = sum(k * float(p[c:].sum()) for p, k in pmfs)
+        cut = [(_log_mgf_bounds(p[:c], thetas), k) for p, k in pmfs]
+        right = min(right, tail + math.exp(min(_chernoff(cut, thetas, end, right=True), 0.0)))
+    return math.exp(min(left, 0.0)) + right
+
+
+def _fold(pmf: np.ndarray, n: int) -> np.ndarray:
+    """``pmf`` folded modulo ``n`` (atom ``i`` to position ``i mod n``)."""
+    if pmf.size <= n:
+        out = np.zeros(n)
+        out[:pmf.size] = pmf
+        return out
+    pad = -pmf.size % n
+    return np.concatenate([pmf, np.zeros(pad)]).reshape(-1, n).sum(axis=0)
+
+
+def upper_pair(lat: AllocationLattice, steps: int) -> tuple[DiscreteLoss, DiscreteLoss]:
+    """The dominating pair of the module docstring from the Q-law of the rounded sum: ``nu``
+    = the computed law less its error bound (below the exact law), the rest of the mass
+    (``r``) at ``s = 0`` and its first moment ``m`` at ``s = +inf`` (the extreme spread of
+    a measure on ``[0, inf)``). Remove: losses ``log(s/t)``, P ``nu s/t`` + ``m/t`` at +inf,
+    Q ``nu`` + ``r`` at -inf; add: the reversed pair."""
+    t, u = float(steps), UNIT_ROUNDOFF
+    s = lat.h * np.arange(lat.lo, lat.lo + lat.q.size, dtype=float)
+    nu = np.maximum(lat.q - lat.err_q, 0.0)
+    pos = (nu > 0) & (s > 0)
+    nu, s = nu[pos], s[pos]
+    r = max(1.0 - math.fsum(nu), 0.0) + 8.0 * u
+    m = max(t - math.fsum(nu * s), 0.0) + 8.0 * u * t
+    y = np.log(s / t)
+    pm = nu * (s / t)
+    remove = DiscreteLoss(y, pm, nu, inf_mass=m / t, neg_inf_mass=r)
+    add = DiscreteLoss(-y, nu, pm, inf_mass=r, neg_inf_mass=m / t)
+    return remove, add
+
+
+def lower_pair(lat: AllocationLattice) -> tuple[DiscreteLoss, DiscreteLoss]:
+    """The dominated pair of the rounded sum (module docstring): its atoms where both
+    computed masses exceed :data:`_RELIABLE` times their error bounds (relative error below
+    1e-4), every other outcome merged into one atom (merging outcomes is a
+    post-processing). The masses are the FFT's, exact to that relative error: the lower
+    side is a dominated pair up to it (it bounds the lower bound, never the upper)."""
+    assert lat.p is not None
+    keep = (lat.q > _RELIABLE * lat.err_q) & (lat.p > _RELIABLE * lat.err_p)
+    pq, pp = lat.q[keep], lat.p[keep]
+    rest_p, rest_q = max(1.0 - math.fsum(pp), 0.0), max(1.0 - math.fsum(pq), 0.0)
+    y = np.log(pp / pq)
+    if rest_p > 0 and rest_q > 0:
+        y, pp, pq = (np.append(y, math.log(rest_p / rest_q)), np.append(pp, rest_p),
+                     np.append(pq, rest_q))
+        rest_p = rest_q = 0.0
+    remove = DiscreteLoss(y, pp, pq, inf_mass=rest_p, neg_inf_mass=rest_q)
+    add = DiscreteLoss(-y, pq, pp, inf_mass=rest_q, neg_inf_mass=rest_p)
+    return remove, add
+
+
+def allocation_pairs(sigma: float, steps: int, selected: int, rtol: float, *, side: str
+                     ) -> tuple[DiscreteLoss, DiscreteLoss]:
+    """(remove, add) of the ``side`` ("upper": dominating, ``selected`` must be 1; "lower":
+    dominated) pair of random allocation (module docstring)."""
+    lat = allocation_lattice(sigma, steps, selected, rtol, with_p=side == "lower")
+    return upper_pair(lat, steps) if side == "upper" else lower_pair(lat)

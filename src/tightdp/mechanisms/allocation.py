@@ -1,0 +1,144 @@
+"""Random allocation (balls in bins): each example takes part in ``selected`` of ``steps``
+steps chosen uniformly, with the Gaussian mechanism at each step; known by a bracket of two
+pairs (:meth:`RandomAllocation.bracket`)."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+from .. import _validate as v
+from .._defaults import DEFAULT_RTOL
+from ..losses import PrivacyLoss
+from ..losses.allocation import allocation_lattice, lower_pair, upper_pair
+from .base import Bracket, Mechanism, location_loss_scale
+from .basic import Gaussian
+from .fields import base_field, mechanism_to_dict
+
+__all__ = ["RandomAllocation"]
+
+_RELATIONS = ("add_or_remove_one", "replace_special")
+
+
+@functools.lru_cache(maxsize=4)
+def _lattice(sigma: float, steps: int, selected: int, rtol: float):
+    """The lattice laws shared by the two sides of one allocation (computed once)."""
+    return allocation_lattice(sigma, steps, selected, rtol, with_p=True)
+
+
+class _AllocationSide(Mechanism):
+    """One side of :meth:`RandomAllocation.bracket`: an ordinary mechanism whose pair is the
+    dominating (``side="upper"``, one of ``steps`` with ``selected = 1``) or the dominated
+    (``side="lower"``) pair of :mod:`tightdp.losses.allocation`, built on first use of its
+    losses. ``sigma`` is the noise over the sensitivity."""
+
+    relations = _RELATIONS
+
+    def __init__(self, sigma: float, steps: int, selected: int, rtol: float, side: str):
+        self.sigma, self.steps, self.selected = sigma, steps, selected
+        self.rtol, self.side = rtol, side
+
+    @property
+    def loss_scale(self) -> float:
+        """That of the Gaussian pair of sensitivity ``sqrt(selected)`` (which dominates):
+        :func:`location_loss_scale`."""
+        return location_loss_scale("gaussian", math.sqrt(self.selected), self.sigma)
+
+    def _build_losses(self) -> tuple[PrivacyLoss, PrivacyLoss]:
+        lat = _lattice(self.sigma, self.steps, self.selected, self.rtol)
+        return upper_pair(lat, self.steps) if self.side == "upper" else lower_pair(lat)
+
+
+class RandomAllocation(Mechanism):
+    """One epoch of random allocation: every example takes part in exactly ``selected`` of
+    the ``steps`` steps, chosen uniformly and independently across examples (Feldman &
+    Shenfeld 2025, "Privacy amplification by random allocation", arXiv 2502.08202; Chua et
+    al. 2025, "Balls-and-bins sampling for DP-SGD", arXiv 2412.16802; Dong et al. 2025,
+    arXiv 2503.03043), each step the Gaussian mechanism ``base``. Compose it once per
+    epoch.
+
+    Remove direction: ``P = C(t,k)^-1 sum_{|S|=k} N(c 1_S, s^2 I)`` against
+    ``Q = N(0, s^2 I)`` on ``R^t``; add direction: the reversed pair (as
+    :class:`PoissonSubsampled` names them). Defined under add/remove and replace-special.
+
+    Known by a bracket (:meth:`bracket`). For ``selected = 1`` both sides come from the law
+    of the sum of the coordinates' likelihood ratios (:mod:`tightdp.losses.allocation`) and
+    converge to the exact curve. For ``selected > 1`` the upper side is the
+    ``selected``-fold composition of one of ``floor(steps / selected)`` (Feldman & Shenfeld
+    2025, Thm. 4.3 / Cor. 4.4), the lower side the exact mechanism post-processed, and the
+    bracket's ``gap`` says the two need not meet. ``privacy_losses()`` is the upper side's
+    pair for ``selected = 1``, and the Gaussian pair of sensitivity ``sqrt(selected) c``
+    (the worst subset, which dominates the mixture by joint convexity) for ``selected > 1``.
+    """
+
+    relations = _RELATIONS
+
+    def __init__(self, base: Mechanism, steps: int, selected: int = 1):
+        if not isinstance(base, Gaussian):
+            raise ValueError(f"base must be a Gaussian mechanism for RandomAllocation, "
+                             f"got {base!r}")
+        self.base = base
+        self.steps = v.count("steps", steps, minimum=1)
+        self.selected = v.count("selected", selected, minimum=1)
+        if self.selected > self.steps:
+            raise ValueError(f"selected must be an integer in [1, steps={self.steps}], got "
+                             f"{selected!r}")
+
+    @property
+    def _sigma(self) -> float:
+        return self.base.sigma / self.base.sensitivity
+
+    def bracket(self, rtol: float) -> Bracket:
+        """(upper, lower, gap) resolved for relative width ``rtol``; built lazily: the
+        lattice is computed on first use of either side's losses."""
+        s, t, k = self._sigma, self.steps, self.selected
+        if t == k:   # every example in every step: the Gaussian of sensitivity sqrt(k)
+            g = Gaussian(s, math.sqrt(k))
+            return Bracket(g, g, "")
+        lower = _AllocationSide(s, t, k, rtol, "lower")
+        if k == 1:
+            return Bracket(_AllocationSide(s, t, 1, rtol, "upper"), lower, "")
+        gap = (f"the upper side is the {k}-fold composition of one of {t // k} steps (Feldman "
+               f"& Shenfeld 2025), not tight; the lower side is the exact mechanism "
+               f"post-processed")
+        return Bracket(_AllocationSide(s, t // k, 1, rtol, "upper"), lower, gap,
+                       upper_count=k)
+
+    @property
+    def loss_scale(self) -> float:
+        """That of the Gaussian pair of sensitivity ``sqrt(selected) c``
+        (:func:`location_loss_scale`)."""
+        return location_loss_scale("gaussian", math.sqrt(self.selected) * self.base.sensitivity,
+                                   self.base.sigma)
+
+    def _build_losses(self) -> tuple[PrivacyLoss, PrivacyLoss]:
+        if self.selected == 1:
+            return self.bracket(DEFAULT_RTOL / 4.0).upper.privacy_losses()
+        return Gaussian(self._sigma, math.sqrt(self.selected)).privacy_losses()
+
+    def __repr__(self) -> str:
+        return (f"RandomAllocation({self.base!r}, steps={self.steps}, "
+                f"selected={self.selected})")
+
+    FIELDS = ("base", "steps", "selected")
+
+    def to_dict(self) -> dict:
+        """The fields of a state file (:mod:`tightdp.mechanisms.fields`)."""
+        return {"base": mechanism_to_dict(self.base), "steps": self.steps,
+                "selected": self.selected}
+
+    @classmethod
+    def from_dict(cls, params: dict, path: str) -> RandomAllocation:
+        """The mechanism of the fields of :meth:`to_dict`, each checked (an error names
+        the field as ``path.name``)."""
+        base = base_field(params, path, ("Gaussian",), "RandomAllocation")
+        steps = v.count(f"{path}.steps", params["steps"], minimum=1)
+        selected = v.count(f"{path}.selected", params["selected"], minimum=1)
+        if selected > steps:
+            raise ValueError(f"{path}.selected must be an integer in [1, steps={steps}], "
+                             f"got {selected!r}")
+        return cls(base, steps, selected)
+
+    def scaled(self, factor: float) -> RandomAllocation:
+        """The mechanism with the base's noise multiplied by ``factor``."""
+        return RandomAllocation(self.base.scaled(factor), self.steps, self.selected)
