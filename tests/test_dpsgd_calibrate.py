@@ -167,3 +167,20 @@ def test_steps_for_shuffling_are_whole_epochs():
     with pytest.raises(ValueError, match=r"^max_steps must be >= steps_per_epoch \(25\)"):
         calibrate_steps(epsilon=3.0, delta=1e-5, noise_multiplier=2.0, sampling="shuffle",
                         steps_per_epoch=25, max_steps=10)
+
+
+@pytest.mark.parametrize("t, rtol", [(10, 4e-3), pytest.param(100, 1e-3,
+                                                             marks=pytest.mark.slow)])
+def test_noise_for_random_allocation_meets_target_and_is_tight(t, rtol):
+    """The sigma found meets eps 2 by the certified upper bound, and sigma (1 - rtol)
+    provably misses it (a tighter query's lower bound is above the target)."""
+    kw = dict(sampling="random_allocation", steps_per_epoch=t, epochs=2)
+    r = calibrate_noise(epsilon=2.0, delta=1e-5, rtol=rtol, **kw)
+    assert r.epsilon <= 2.0 and r.details["sampling"] == "random_allocation"
+    assert r.steps == 2 * t and r.details["epochs"] == 2
+    assert r.noise_multiplier * (1 - rtol / 4) <= r.details["sigma_infeasible_below"]
+    miss = dpsgd_epsilon(noise_multiplier=r.noise_multiplier * (1 - rtol), delta=1e-5,
+                         rtol=1e-4, **kw)
+    assert miss.lower > 2.0
+    # below the closed form of no amplification (one Gaussian per epoch): sqrt(2)/sigma-GDP
+    assert _gdp_eps(math.sqrt(2) / r.noise_multiplier, 1e-5) > 2.0

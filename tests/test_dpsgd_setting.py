@@ -120,3 +120,23 @@ def test_delta_front_door_and_group_refusal():
         with pytest.raises(ValueError, match=r"^sampling must be poisson or fixed_batch for "
                                              r"group privacy"):
             td.group_epsilon(group_size=2, noise_multiplier=1.0, steps=20, delta=DELTA, **kw)
+
+
+def test_random_allocation_against_closed_forms():
+    """selected = steps_per_epoch: every example in every step, E epochs are the Gaussian of
+    sensitivity sqrt(E k) (mu = sqrt(E k) / sigma); selected = 1: at most one Gaussian per
+    epoch (each example in one step: joint convexity), and the bracket is narrow."""
+    r = td.dpsgd_epsilon(sampling="random_allocation", steps_per_epoch=4, selected=4,
+                         noise_multiplier=3.0, epochs=2, delta=DELTA)
+    exact = _gdp_eps(math.sqrt(8) / 3.0)
+    assert r.lower <= exact <= r.upper <= exact * (1 + 1e-3)
+    assert r.details["neighboring"] == "add_or_remove_one" and r.details["epochs"] == 2
+    r = td.dpsgd_epsilon(sampling="random_allocation", batch_size=20, dataset_size=200,
+                         noise_multiplier=1.0, epochs=2, delta=DELTA)
+    assert r.details["mechanism"]["steps_per_epoch"] == 10 and r.details["steps"] == 20
+    assert r.lower <= r.upper < _gdp_eps(math.sqrt(2) / 1.0)
+    assert r.upper - r.lower < 2e-3 * r.upper
+    r2 = td.dpsgd_epsilon(sampling="random_allocation", steps_per_epoch=10,
+                          noise_multiplier=1.0, epochs=2, delta=DELTA,
+                          neighboring="replace_special")
+    assert r2.details["neighboring"] == "replace_special" and r2.upper <= r.upper * (1 + 1e-3)

@@ -90,6 +90,7 @@ from ..mechanisms import (
     Mechanism,
     MixtureOfGaussians,
     PoissonSubsampled,
+    RandomAllocation,
     SampledWithoutReplacement,
     SampledWithReplacement,
     Shuffled,
@@ -218,7 +219,7 @@ class Sampling:
             return SampledWithReplacement(Gaussian(sigma), *self._sizes())
         t = cast(int, self.steps_per_epoch)
         if self.kind == "random_allocation":
-            return _scheme("RandomAllocation")(Gaussian(sigma), t, selected=self.selected)
+            return RandomAllocation(Gaussian(sigma), t, selected=self.selected)
         if self.kind == "shuffle":
             return Shuffled(Gaussian(sigma), t, neighboring=relation)
         return _scheme("TruncatedPoisson")(Gaussian(sigma), self.sampling_rate,
