@@ -64,7 +64,7 @@ from .._defaults import DEFAULT_RTOL
 from ..accountants.pld import PLDAccountant
 from ..budget import Budget
 from ..dpsgd.calibrate import calibrate_noise
-from ..dpsgd.epsilon import composed
+from ..dpsgd.epsilon import RELATION_NOTE, composed
 from ..dpsgd.setting import dpsgd_setting
 from ..mechanisms import Gaussian, PoissonSubsampled
 from ..results import EpsilonResult
@@ -330,6 +330,8 @@ class TightAccountant(IAccountant):
                 f"taken), noise multiplier {sigma:g}")
         if len({s for s, _, _ in history}) > 1:
             note += " (the smallest of the history, for every step)"
+        if acc.neighboring == "replace_special":
+            note += "; " + RELATION_NOTE
         r.note = "; ".join(x for x in (note, r.note) if x)
         r.details = {**r.details, "epochs": epochs, "steps_per_epoch": t}
         return r
@@ -429,7 +431,7 @@ def register(force: bool = True) -> None:
     module, the wrapping once."""
     register_accountant(MECHANISM, TightAccountant, force=force)
     make_private = PrivacyEngine.make_private
-    if getattr(make_private, "tightdp_attaches", False):
+    if hasattr(make_private, "tightdp_attaches"):
         return
 
     @functools.wraps(make_private)
