@@ -59,6 +59,7 @@ BENCHMARKS = {
     "pld": Bench(quick=("--reps", "1", "--no-tiny")),
     "prv": Bench(quick=("--reps", "1")),
     "recording": Bench(quick=("--sizes", "1e5", "--steps", "16")),
+    "sampling": Bench(quick=("--quick", "--skip-peer"), needs="pld-accounting optional"),
     "scale": Bench(quick=("2e5", "200", "--workers", "2", "--profiles", "2000"),
                    heavy="a Dask LocalCluster of worker processes; 10^7 examples in full",
                    needs="the [dask] extra"),

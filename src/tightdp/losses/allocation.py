@@ -170,7 +170,7 @@ def _plan(sigma: float, steps: int, rtol: float) -> tuple[float, int]:
     where that exceeds :data:`MAX_LATTICE` points."""
     a = 1.0 / (2.0 * sigma * sigma)
     var_w = math.expm1(min(2.0 * a, 700.0))
-    h = math.sqrt(2.0 * rtol * min(var_w, 1e300))
+    h = math.sqrt(rtol * min(var_w, 1e300))
     z = 8.3  # Phi(-8.3) < 1e-16
     w_tail = math.exp(min(a + z * math.sqrt(2.0 * a), 700.0))
     top = steps + 40.0 * math.sqrt(steps * min(var_w, 1e300)) + w_tail

@@ -1,0 +1,166 @@
+"""Random allocation (mechanisms/allocation.py, losses/allocation.py): the bracket against
+closed forms, a Monte Carlo of the real sampler, and pld-accounting's bracket."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pytest
+from scipy import integrate
+from scipy.stats import norm
+
+import tightdp as td
+from tightdp.mechanisms.fields import mechanism_from_dict, mechanism_to_dict
+
+SLOW = os.environ.get("TIGHTDP_SLOW") == "1"
+
+
+def _exact_t2(sigma: float, eps: float) -> tuple[float, float]:
+    """(remove, add) delta(eps) of one of two steps, k = 1: with ``w`` iid lognormal under
+    Q (``log w ~ N(-a, 2a)``, ``a = 1/(2 sigma^2)``), remove is ``E[(S/2 - e^eps)_+]`` and
+    add ``E[(1 - e^eps S/2)_+]``, ``S = w1 + w2``; the inner expectation over ``w2`` in
+    closed form (lognormal partial moments), the outer by quadrature."""
+    a = 1.0 / (2.0 * sigma * sigma)
+    sd = math.sqrt(2.0 * a)
+
+    def rem_inner(w1: float) -> float:
+        c = 2.0 * math.exp(eps) - w1          # E[(w2 - c)_+]
+        if c <= 0:
+            return 1.0 - c
+        lc = math.log(c)
+        return norm.cdf((a - lc) / sd) - c * norm.cdf((-a - lc) / sd)
+
+    def add_inner(w1: float) -> float:
+        c = 2.0 * math.exp(-eps) - w1         # E[(c - w2)_+]
+        if c <= 0:
+            return 0.0
+        lc = math.log(c)
+        return c * norm.cdf((lc + a) / sd) - norm.cdf((lc - a) / sd)
+
+    def outer(f) -> float:
+        g = lambda z: norm.pdf(z) * f(math.exp(-a + sd * z))   # noqa: E731
+        return integrate.quad(g, -12, 12, limit=400, epsabs=1e-13, epsrel=1e-11)[0]
+
+    return outer(rem_inner) / 2.0, math.exp(eps) / 2.0 * outer(add_inner)
+
+
+def _gauss_delta(mu: float, eps: float) -> float:
+    return norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2)
+
+
+@pytest.mark.parametrize("sigma,eps", [(1.0, 0.5), (0.8, 1.0), (2.0, 0.1)])
+def test_two_steps_bracket_the_exact_integral_both_directions(sigma, eps):
+    b = td.RandomAllocation(td.Gaussian(sigma), 2).bracket(2.5e-4)
+    exact = _exact_t2(sigma, eps)
+    up, lo = b.upper.privacy_losses(), b.lower.privacy_losses()
+    for i in (0, 1):
+        d_up, d_lo = float(up[i].delta(eps)), float(lo[i].delta(eps))
+        assert d_lo <= exact[i] <= d_up, (i, d_lo, exact[i], d_up)
+        assert d_up - d_lo < 1e-2 * exact[i]   # the rounding near s = 0 at t = 2
+    r = td.PLDAccountant().compose(td.RandomAllocation(td.Gaussian(sigma), 2)).delta(eps)
+    assert r.lower <= max(exact) <= r.upper
+
+
+def test_one_step_is_the_gaussian():
+    for k, steps in ((1, 1), (3, 3)):
+        r = td.PLDAccountant().compose(td.RandomAllocation(td.Gaussian(1.0), steps, k),
+                                       4).delta(1.0)
+        exact = _gauss_delta(math.sqrt(4 * k) / 1.0, 1.0)
+        assert r.lower <= exact <= r.upper and r.upper - r.lower < 2e-3 * exact
+
+
+#: pld-accounting 2.0's gaussian_allocation_epsilon_range (upper, lower) on these settings
+#: (sigma, steps, selected, epochs, delta): the public example and runs of the peer
+_PEER = {(1.0, 1000, 1, 1, 1e-6): (0.17568649056940722, 0.16865279019689836)}
+
+
+@pytest.mark.parametrize("setting", list(_PEER))
+def test_intersects_the_vendored_peer_bracket(setting):
+    sigma, t, k, e, d = setting
+    r = td.PLDAccountant().compose(td.RandomAllocation(td.Gaussian(sigma), t, k), e).epsilon(d)
+    up, lo = _PEER[setting]
+    assert r.lower <= up and lo <= r.upper and r.lower <= r.upper
+
+
+_PEER_SETTINGS = [(1.0, 1000, 1, 1, 1e-6), (1.0, 100, 1, 3, 1e-5), (2.0, 1000, 2, 1, 1e-6),
+                  (1.0, 500, 1, 5, 1e-6), (1.5, 200, 3, 2, 1e-5)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setting", _PEER_SETTINGS if SLOW else _PEER_SETTINGS[1:2])
+def test_intersects_pld_accounting(setting):
+    pa = pytest.importorskip("PLD_accounting")
+    sigma, t, k, e, d = setting
+    up, lo = pa.gaussian_allocation_epsilon_range(delta=d, sigma=sigma, num_steps=t,
+                                                  num_selected=k, num_epochs=e)
+    r = td.PLDAccountant().compose(td.RandomAllocation(td.Gaussian(sigma), t, k), e).epsilon(d)
+    assert r.lower <= up and lo <= r.upper and r.lower <= r.upper
+
+
+@pytest.mark.parametrize("sigma,t,e,d", [(1.0, 1000, 1, 1e-6), (2.0, 100, 1, 1e-5),
+                                         (3.0, 10000, 3, 1e-6)])
+def test_default_width_for_one_of_t(sigma, t, e, d):
+    r = td.PLDAccountant().compose(td.RandomAllocation(td.Gaussian(sigma), t), e).epsilon(d)
+    assert 0 < r.upper - r.lower <= 1e-3 * r.upper
+    assert r.details["bracket_gap"] is None
+
+
+def _log_ratio(x: np.ndarray, sigma: float, k: int) -> np.ndarray:
+    """The exact loss log(P/Q) of outputs ``x`` (n x t): the log of the mean over k-subsets
+    of ``prod_{i in S} w_i``, ``w_i = exp((x_i - 1/2) / sigma^2)``."""
+    import itertools
+    t = x.shape[1]
+    lw = (x - 0.5) / sigma ** 2
+    subs = list(itertools.combinations(range(t), k))
+    terms = np.stack([lw[:, list(s)].sum(axis=1) for s in subs], axis=1)
+    m = terms.max(axis=1, keepdims=True)
+    return (m[:, 0] + np.log(np.exp(terms - m).mean(axis=1)))
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_monte_carlo_of_the_sampler_meets_the_bracket(k):
+    """Evidence, not proof: the real sampler's delta(eps) by Monte Carlo, both directions,
+    with a 5-standard-error interval, meets the accountant's bracket."""
+    rng = np.random.default_rng(7 + k)
+    sigma, t, eps, n = 1.0, 4, 0.5, 200_000
+    x_q = rng.normal(0.0, sigma, size=(n, t))
+    x_p = rng.normal(0.0, sigma, size=(n, t))
+    for row, s in enumerate(rng.permuted(np.tile(np.arange(t), (n, 1)), axis=1)[:, :k]):
+        x_p[row, s] += 1.0
+    rem = np.maximum(1.0 - np.exp(eps - _log_ratio(x_p, sigma, k)), 0.0)   # E_P, remove
+    add = np.maximum(1.0 - np.exp(eps + _log_ratio(x_q, sigma, k)), 0.0)   # E_Q, add
+    est = [(v.mean(), 5 * v.std() / math.sqrt(n)) for v in (rem, add)]
+    r = td.PLDAccountant().compose(td.RandomAllocation(td.Gaussian(sigma), t, k)).delta(eps)
+    hi = max(m + s for m, s in est)
+    lo = max(m - s for m, s in est)
+    assert r.lower <= hi and lo <= r.upper
+
+
+def test_bad_input_is_one_line():
+    cases = [lambda: td.RandomAllocation(td.Laplace(1.0), 10),
+             lambda: td.RandomAllocation(td.Gaussian(1.0), 3, 4),
+             lambda: td.RandomAllocation(td.Gaussian(1.0), 3, 0),
+             lambda: td.RandomAllocation(td.Gaussian(1.0), 0),
+             lambda: td.RandomAllocation(td.Gaussian(1.0), 2.5)]
+    names = ["base", "selected", "selected", "steps", "steps"]
+    for f, name in zip(cases, names, strict=True):
+        with pytest.raises(ValueError) as err:
+            f()
+        assert "\n" not in str(err.value) and str(err.value).startswith(name)
+
+
+def test_relations_state_and_scaling():
+    m = td.RandomAllocation(td.Gaussian(1.5), 100, 2)
+    assert "\n" not in repr(m) and "steps=100" in repr(m)
+    assert mechanism_from_dict(mechanism_to_dict(m)) == m
+    with pytest.raises(ValueError, match="selected"):
+        mechanism_from_dict({"mechanism": "RandomAllocation", "params": {
+            "base": mechanism_to_dict(td.Gaussian(1.0)), "steps": 3, "selected": 5}})
+    assert m.scaled(2.0) == td.RandomAllocation(td.Gaussian(3.0), 100, 2)
+    with pytest.raises(ValueError):
+        td.PLDAccountant(neighboring="replace_one").compose(m)
+    acc = td.PLDAccountant(neighboring="replace_special").compose(m, 2)
+    d = acc.delta(np.array([0.0, 0.5, 2.0]))
+    assert np.all(d.lower <= d.upper) and "composition" in d.note
