@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from tightdp import Gaussian, GDPAccountant, PLDAccountant, PRVAccountant
+from tightdp import Gaussian, GDPAccountant, Laplace, PLDAccountant, PRVAccountant
 from tightdp.mechanisms import Mechanism
 from tightdp.mechanisms.base import Bracket
 
@@ -62,4 +62,18 @@ def test_ordinary_terms_compose_on_both_sides():
 def test_a_method_without_lower_bounds_reports_none():
     r = GDPAccountant().compose(_Between(1.0, 1.5), 4).epsilon(1e-5)
     assert r.lower is None or r.lower <= r.upper
+    assert r.upper == pytest.approx(_gdp_eps(2.0, 1e-5), rel=1e-6)
+
+
+def test_a_lower_side_the_method_cannot_answer_gives_no_lower_bound():
+    """The GDP accountant has no method for a Laplace pair: the lower side of a bracket made
+    of one is left out (lower None), not a traceback."""
+
+    class _LaplaceBelow(_Between):
+        def bracket(self, rtol: float) -> Bracket:
+            return Bracket(Gaussian(self.sigma_lo), Laplace(self.sigma_hi), "")
+
+    acc = GDPAccountant().compose(_LaplaceBelow(1.0, 2.0), 4)
+    r, d = acc.epsilon(1e-5), acc.delta(1.0)
+    assert r.lower is None and d.lower is None
     assert r.upper == pytest.approx(_gdp_eps(2.0, 1e-5), rel=1e-6)

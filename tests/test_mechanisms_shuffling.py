@@ -167,7 +167,16 @@ def test_other_accountants_answer_both_sides_or_the_upper():
     assert prv.lower >= special(1.0, 1000, 3).epsilon(1e-6).lower * (1 - 1e-2)
     gdp = td.GDPAccountant(neighboring="replace_special").compose(m, 3).epsilon(1e-6)
     assert gdp.upper == pytest.approx(no_amp, rel=1e-6)
-    assert gdp.lower is None or gdp.lower <= gdp.upper
+    assert gdp.lower is None   # no gdp() for the binned pair: the upper side only
+    rdp = td.RDPAccountant(neighboring="replace_special").compose(m, 3).epsilon(1e-6)
+    assert rdp.lower is None and rdp.upper >= no_amp
+
+
+def test_one_batch_closes_the_bracket():
+    """steps = 1: no shuffling, the lower pair is the Gaussian pair (N(2, s^2), N(1, s^2))."""
+    r = special(1.3, 1, 4).epsilon(1e-6)
+    exact = gdp_eps(2.0 / 1.3, 1e-6)
+    assert r.lower <= exact <= r.upper and r.upper - r.lower < 2e-3 * exact
 
 
 @pytest.mark.parametrize("t", [1000, 100_000])

@@ -53,6 +53,7 @@ from .mechanisms import (
     SampledWithoutReplacement,
     SampledWithReplacement,
     Shuffled,
+    ShuffledMaxPair,
 )
 from .progress import set_progress
 from .results import DeltaResult, EpsilonResult, InconsistentBounds, Result, as_dict
@@ -116,6 +117,7 @@ __all__ = [
     "SampledWithoutReplacement",
     "SampledWithReplacement",
     "Shuffled",
+    "ShuffledMaxPair",
     "save",
     "ScaleCalibration",
     "set_progress",
