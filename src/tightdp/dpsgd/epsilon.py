@@ -26,13 +26,18 @@ def composed(setting: DPSGDSetting, *, accountant: str = "pld", rtol: float = DE
              max_memory=None, max_seconds=None, **accountant_options) -> Accountant:
     """The accountant ``accountant`` (see :func:`tightdp.accountants.registry.make_accountant`
     for the options) holding the ``setting.steps`` rounds of ``setting``, under the
-    neighbouring relation of its sampling (:attr:`~tightdp.dpsgd.setting.Sampling.neighboring`;
-    a ``neighboring`` option naming another is refused)."""
+    neighbouring relation of its sampling (:attr:`~tightdp.dpsgd.setting.Sampling.neighboring`),
+    or the ``neighboring`` option where the sampling has a pair under it
+    (:attr:`~tightdp.dpsgd.setting.Sampling.relations`: Poisson also under replace-one);
+    another is refused."""
     relation = setting.sampling.neighboring
     given = accountant_options.pop("neighboring", None)
-    if given is not None and v.neighboring("neighboring", given) != relation:
-        raise ValueError(f"neighboring: sampling={setting.sampling.kind!r} is accounted under "
-                         f"{relation!r}, got {given!r}; leave neighboring out")
+    if given is not None:
+        rels = setting.sampling.relations
+        if v.neighboring("neighboring", given) not in rels:
+            raise ValueError(f"neighboring: sampling={setting.sampling.kind!r} is accounted "
+                             f"under {' or '.join(map(repr, rels))}, got {given!r}")
+        relation = v.neighboring("neighboring", given)
     acc = make_accountant(accountant, rtol=rtol, max_memory=max_memory,
                           max_seconds=max_seconds, neighboring=relation, **accountant_options)
     return acc.compose(setting.mechanism(), setting.steps)

@@ -31,7 +31,9 @@ Samplings (``sampling=``; dashes or underscores):
   (:class:`~tightdp.mechanisms.SampledWithReplacement`, worst-case pair).
 
 The front doors build their accountant with the relation of the sampling
-(:attr:`Sampling.neighboring`), and every answer names it in ``details["neighboring"]``.
+(:attr:`Sampling.neighboring`), and every answer names it in ``details["neighboring"]``;
+Poisson sampling may be asked under ``neighboring="replace_one"`` instead (one record
+replaced by another: the antipodal pair of :class:`~tightdp.PoissonSubsampled`).
 
 Steps: ``steps`` (an integer >= 0) or ``epochs`` (a number > 0), not both. One epoch is
 ``dataset_size / batch_size`` rounds when the sizes are given, else ``1 / sampling_rate``;
@@ -104,6 +106,15 @@ class Sampling:
         ``neighboring``: ``"add_or_remove_one"`` (poisson, fixed_batch) or ``"replace_one"``
         (without_replacement, with_replacement)."""
         return "add_or_remove_one" if self.adjacency == "add_remove" else "replace_one"
+
+    @property
+    def relations(self) -> tuple[str, ...]:
+        """The relations the rounds can be accounted under, :attr:`neighboring` first:
+        Poisson sampling also under ``"replace_one"`` (the antipodal pair of
+        :class:`~tightdp.PoissonSubsampled`), every other sampling under its own only."""
+        if self.kind == "poisson":
+            return ("add_or_remove_one", "replace_one")
+        return (self.neighboring,)
 
     def _sizes(self) -> tuple[int, int]:
         """``(batch_size, dataset_size)`` of a sampling given by its sizes (both set then)."""
