@@ -94,9 +94,9 @@ def test_shuffle_relation_replace_special_by_default_add_remove_refused():
     with pytest.raises(ValueError, match=r"^neighboring: sampling='shuffle' is accounted "
                                          r"under 'replace_special' or 'replace_one'"):
         td.dpsgd_epsilon(**kw, neighboring="add_or_remove_one")
-    with pytest.raises(ValueError, match=r"^neighboring: sampling='poisson'"):
-        td.dpsgd_epsilon(sampling_rate=0.1, noise_multiplier=1.0, steps=3, delta=DELTA,
-                         neighboring="replace_one")
+    with pytest.raises(ValueError, match=r"^neighboring: sampling='fixed_batch'"):
+        td.dpsgd_epsilon(sampling="fixed_batch", batch_size=10, dataset_size=100,
+                         noise_multiplier=1.0, steps=3, delta=DELTA, neighboring="replace_one")
 
 
 def test_a_shuffled_epoch_is_refused_by_an_add_remove_accountant():

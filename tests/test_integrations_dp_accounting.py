@@ -380,7 +380,7 @@ def test_count_equals_self_composition_and_monotone():
 @pytest.mark.parametrize("event,relation", [
     (E.RandomizedResponseDpEvent(0.1, 3), Rel.ADD_OR_REMOVE_ONE),
     (E.RandomizedResponseDpEvent(0.1, 3), Rel.REPLACE_SPECIAL),
-    (E.PoissonSampledDpEvent(0.1, E.GaussianDpEvent(1.0)), Rel.REPLACE_ONE),
+    (E.PoissonSampledDpEvent(0.1, E.LaplaceDpEvent(1.0)), Rel.REPLACE_ONE),
     (E.MixtureOfGaussiansDpEvent(1.0, [1.0], [1.0]), Rel.REPLACE_ONE),
     (E.SampledWithoutReplacementDpEvent(10, 2, E.GaussianDpEvent(1.0)),
      Rel.ADD_OR_REMOVE_ONE),

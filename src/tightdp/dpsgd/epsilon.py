@@ -34,7 +34,8 @@ def composed(setting: DPSGDSetting, *, accountant: str = "pld", rtol: float = DE
     its mechanism: rounds, or epochs), under the neighbouring relation of its sampling
     (:attr:`~tightdp.dpsgd.setting.Sampling.neighboring`), or under a ``neighboring`` option
     naming another relation the sampling allows (:attr:`~tightdp.dpsgd.setting.Sampling.
-    relations`: shuffle's ``replace_one``, random allocation's ``replace_special``); any
+    relations`: Poisson's and shuffle's ``replace_one``, random allocation's
+    ``replace_special``); any
     other relation is refused: one accountant holds one relation."""
     relation = setting.sampling.relation(accountant_options.pop("neighboring", None))
     acc = make_accountant(accountant, rtol=rtol, max_memory=max_memory,

@@ -62,7 +62,9 @@ post-processing of it) or ``steps``, the total number of rounds, a multiple of
 ``steps_per_epoch`` (else refused). ``sampling_rate`` does not apply to them.
 
 The front doors build their accountant with the relation of the sampling
-(:attr:`Sampling.neighboring`), and every answer names it in ``details["neighboring"]``.
+(:attr:`Sampling.neighboring`), and every answer names it in ``details["neighboring"]``;
+Poisson sampling may be asked under ``neighboring="replace_one"`` instead (one record
+replaced by another: the antipodal pair of :class:`~tightdp.PoissonSubsampled`).
 
 Steps: ``steps`` (an integer >= 0) or ``epochs`` (a number > 0), not both. One epoch is
 ``dataset_size / batch_size`` rounds when the sizes are given, else ``1 / sampling_rate``;
@@ -108,7 +110,8 @@ _SIZED = ("fixed_batch", "with_replacement")
 EPOCH_SAMPLINGS = ("random_allocation", "shuffle")
 #: the relations each sampling can be accounted under, its default first (the others take
 #: the one relation their pair is stated for)
-_RELATIONS = {"poisson": ("add_or_remove_one",), "fixed_batch": ("add_or_remove_one",),
+_RELATIONS = {"poisson": ("add_or_remove_one", "replace_one"),
+              "fixed_batch": ("add_or_remove_one",),
               "without_replacement": ("replace_one",), "with_replacement": ("replace_one",),
               "random_allocation": ("add_or_remove_one", "replace_special"),
               "shuffle": ("replace_special", "replace_one"),

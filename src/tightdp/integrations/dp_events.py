@@ -366,10 +366,11 @@ def _convert_sampled(event, count: int, rel: NeighboringRelation, out: DpEventCo
     them."""
     name = type(event).__name__
     if isinstance(event, _ev.PoissonSampledDpEvent):
-        if rel is _REPLACE:
-            raise Refused(event, "PoissonSampledDpEvent under REPLACE_ONE is not supported "
-                                  "(no dominating pair we can certify); use ADD_OR_REMOVE_ONE")
         kind, s = _base_of(event, "PoissonSampledDpEvent")
+        if rel is _REPLACE and kind != "gaussian":
+            raise Refused(event, "PoissonSampledDpEvent under REPLACE_ONE needs a "
+                                  "GaussianDpEvent inside (the antipodal pair is proved for "
+                                  "the Gaussian), got a LaplaceDpEvent")
         q = _positive_or_zero(event, "sampling_probability", event.sampling_probability)
         if q > 1.0:
             raise Refused(event, f"PoissonSampledDpEvent.sampling_probability must be in "
