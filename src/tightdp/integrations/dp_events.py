@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -433,8 +433,8 @@ def _convert_allocation(event, count: int, rel: NeighboringRelation,
     if rel is _REPLACE:
         raise Refused(event, f"{name} is defined under ADD_OR_REMOVE_ONE or REPLACE_SPECIAL, "
                               "not REPLACE_ONE")
-    t = getattr(event, "num_steps", getattr(event, "steps", None))
-    k = getattr(event, "num_selected", getattr(event, "selected", 1))
+    t: Any = getattr(event, "num_steps", getattr(event, "steps", None))
+    k: Any = getattr(event, "num_selected", getattr(event, "selected", 1))
     for fld, x in (("num_steps", t), ("num_selected", k)):
         if isinstance(x, bool) or not isinstance(x, int | float) or not float(x).is_integer() \
                 or x < 1:
