@@ -458,3 +458,22 @@ def test_opacus_shuffled_run_is_accounted_as_shuffling():
             if i == 4:
                 break
     assert engine.accountant.get_epsilon_result(DELTA).details["epochs"] == 3
+
+
+def test_state_dict_keeps_the_sampling():
+    """A checkpoint of an accountant attached to a random-allocation loader resumes with
+    the same scheme and the epochs started; a malformed sampling is refused naming it."""
+    acc = TightAccountant()
+    sampler = RandomAllocationSampler(N_DATA, 20, selected=2)
+    acc.attach(torch.utils.data.DataLoader(_data(), batch_sampler=sampler))
+    list(sampler)
+    list(sampler)
+    state = acc.state_dict()
+    assert state["sampling"] == {"sampling": "random_allocation", "steps_per_epoch": 20,
+                                 "selected": 2} and state["epochs_started"] == 2
+    again = TightAccountant()
+    again.load_state_dict(state)
+    assert again.scheme == acc.scheme and again.epochs_started == 2
+    with pytest.raises(ValueError, match=r"^state_dict sampling: selected must be in"):
+        again.load_state_dict({**state, "sampling": {"sampling": "random_allocation",
+                                                     "steps_per_epoch": 2, "selected": 3}})

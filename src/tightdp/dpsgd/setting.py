@@ -119,11 +119,13 @@ _RELATIONS = {"poisson": ("add_or_remove_one", "replace_one"),
 
 
 def _scheme(name: str):
-    from .. import mechanisms  # TEMPORARY until the bracketed schemes are merged
+    """The mechanism class ``name`` of :mod:`tightdp.mechanisms`, looked up at use: a build
+    without it refuses its sampling in one line rather than failing on import."""
+    from .. import mechanisms
 
     cls = getattr(mechanisms, name, None)
     if cls is None:
-        raise ValueError(f"sampling: {name} is not available")
+        raise ValueError(f"sampling: this build of tightdp has no {name} mechanism")
     return cls
 
 
