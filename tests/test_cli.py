@@ -573,3 +573,36 @@ def test_option_tables_name_options_of_the_command():
         takers = [c for c in ("epsilon", "delta", "calibrate") if o in dests[c]]
         assert takers and all(dests[c][o] == dest_of(o) for c in takers), o
     assert dest_of("--L") == "L" and dest_of("--spa-method") == "spa_method"
+
+
+def test_epoch_samplings_on_the_command_line(capsys):
+    """--sampling shuffle / random-allocation / truncated-poisson with their flags: the JSON
+    names the scheme and matches the library; bad flags exit 2 naming the option."""
+    out = cli_json(capsys, "epsilon", "--sampling", "shuffle", "--batch-size", "10",
+                   "--dataset-size", "200", "--noise-multiplier", "2", "--epochs", "2",
+                   "--delta", "1e-5")
+    lib = td.dpsgd_epsilon(sampling="shuffle", batch_size=10, dataset_size=200,
+                           noise_multiplier=2.0, epochs=2, delta=1e-5)
+    assert out["sampling"] == "shuffle" and out["epsilon"] == lib.epsilon
+    assert out["steps"] == 40 and out["details"]["epochs"] == 2
+    assert out["details"]["neighboring"] == "replace_special"
+    err = cli_error(capsys, "epsilon", "--sampling", "shuffle", "--batch-size", "10",
+                    "--dataset-size", "201", "--noise-multiplier", "2", "--epochs", "2",
+                    "--delta", "1e-5")
+    assert "--dataset-size 201 is not a multiple of --batch-size 10" in err
+    err = cli_error(capsys, "epsilon", "--sampling", "random-allocation", "--steps-per-epoch",
+                    "5", "--selected", "6", "--noise-multiplier", "2", "--steps", "5",
+                    "--delta", "1e-5")
+    assert "--selected must be in [1, steps_per_epoch=5]" in err
+    err = cli_error(capsys, "epsilon", "--sampling", "shuffle", "--steps-per-epoch", "5",
+                    "--noise-multiplier", "2", "--steps", "7", "--delta", "1e-5")
+    assert "--steps 7 is not a multiple of --steps-per-epoch 5" in err
+    err = cli_error(capsys, "epsilon", "--sampling", "truncated-poisson", "--sampling-rate",
+                    "0.1", "--dataset-size", "100", "--max-batch-size", "0",
+                    "--noise-multiplier", "2", "--steps", "7", "--delta", "1e-5")
+    assert "--max-batch-size must be an integer >= 1" in err
+    cal = cli_json(capsys, "calibrate", "--sampling", "shuffle", "--steps-per-epoch", "5",
+                   "--epochs", "2", "--epsilon", "3", "--delta", "1e-5")
+    lib = td.calibrate_noise(sampling="shuffle", steps_per_epoch=5, epochs=2, epsilon=3.0,
+                             delta=1e-5)
+    assert cal["noise_multiplier"] == lib.noise_multiplier and cal["sampling"] == "shuffle"

@@ -125,3 +125,62 @@ def test_out_of_time_returns_a_met_setting_and_its_bracket(monkeypatch):
     with pytest.raises(ValueError, match="max_seconds: the search found no noise multiplier"):
         calibrate_noise(epsilon=1.0, delta=1e-5, sampling_rate=0.02, steps=500,
                         accountant="rdp")
+
+
+def _gdp_eps(mu: float, delta: float) -> float:
+    """eps of mu-GDP at delta (Dong, Roth & Su 2022, Cor. 2.13), by bisection."""
+    from scipy.stats import norm
+    lo, hi = 0.0, 200.0
+    for _ in range(200):
+        e = (lo + hi) / 2
+        d = norm.cdf(-e / mu + mu / 2) - math.exp(e) * norm.cdf(-e / mu - mu / 2)
+        lo, hi = (e, hi) if d > delta else (lo, e)
+    return hi
+
+
+def test_noise_for_shuffling_meets_target_and_matches_closed_form():
+    """Shuffling's certified side is one Gaussian step per epoch (replace_special): the
+    noise is sqrt(E) / mu* with mu*-GDP meeting the target, and sigma (1 - 1e-3) misses."""
+    kw = dict(sampling="shuffle", steps_per_epoch=40, epochs=3)
+    r = calibrate_noise(epsilon=2.0, delta=1e-5, rtol=1e-3, **kw)
+    assert r.epsilon <= 2.0 and r.steps == 120 and r.details["epochs"] == 3
+    assert r.details["sampling"] == "shuffle"
+    lo, hi = 0.01, 10.0  # mu* with eps(mu*) = 2, by bisection
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _gdp_eps(mid, 1e-5) < 2.0 else (lo, mid)
+    exact = math.sqrt(3) / lo
+    assert exact <= r.noise_multiplier <= exact * (1 + 2e-3)
+    miss = dpsgd_epsilon(noise_multiplier=r.noise_multiplier * (1 - 1e-3), delta=1e-5,
+                         rtol=1e-4, **kw)
+    assert miss.upper > 2.0
+
+
+def test_steps_for_shuffling_are_whole_epochs():
+    """The largest number of epochs E with sqrt(E)/2-GDP (one Gaussian per epoch, sigma 2)
+    within eps 3 at 1e-5, in steps of 25 per epoch."""
+    r = calibrate_steps(epsilon=3.0, delta=1e-5, noise_multiplier=2.0, sampling="shuffle",
+                        steps_per_epoch=25)
+    e = max(k for k in range(1, 200) if _gdp_eps(math.sqrt(k) / 2.0, 1e-5) <= 3.0)
+    assert _gdp_eps(math.sqrt(e + 1) / 2.0, 1e-5) > 3.0 * 1.01  # not at the boundary
+    assert r.steps == 25 * e and r.details["epochs"] == e and r.epsilon <= 3.0
+    with pytest.raises(ValueError, match=r"^max_steps must be >= steps_per_epoch \(25\)"):
+        calibrate_steps(epsilon=3.0, delta=1e-5, noise_multiplier=2.0, sampling="shuffle",
+                        steps_per_epoch=25, max_steps=10)
+
+
+@pytest.mark.parametrize("t, rtol", [(10, 4e-3), pytest.param(100, 1e-3,
+                                                             marks=pytest.mark.slow)])
+def test_noise_for_random_allocation_meets_target_and_is_tight(t, rtol):
+    """The sigma found meets eps 2 by the certified upper bound, and sigma (1 - rtol)
+    provably misses it (a tighter query's lower bound is above the target)."""
+    kw = dict(sampling="random_allocation", steps_per_epoch=t, epochs=2)
+    r = calibrate_noise(epsilon=2.0, delta=1e-5, rtol=rtol, **kw)
+    assert r.epsilon <= 2.0 and r.details["sampling"] == "random_allocation"
+    assert r.steps == 2 * t and r.details["epochs"] == 2
+    assert r.noise_multiplier * (1 - rtol / 4) <= r.details["sigma_infeasible_below"]
+    miss = dpsgd_epsilon(noise_multiplier=r.noise_multiplier * (1 - rtol), delta=1e-5,
+                         rtol=1e-4, **kw)
+    assert miss.lower > 2.0
+    # below the closed form of no amplification (one Gaussian per epoch): sqrt(2)/sigma-GDP
+    assert _gdp_eps(math.sqrt(2) / r.noise_multiplier, 1e-5) > 2.0

@@ -380,7 +380,7 @@ def test_count_equals_self_composition_and_monotone():
 @pytest.mark.parametrize("event,relation", [
     (E.RandomizedResponseDpEvent(0.1, 3), Rel.ADD_OR_REMOVE_ONE),
     (E.RandomizedResponseDpEvent(0.1, 3), Rel.REPLACE_SPECIAL),
-    (E.PoissonSampledDpEvent(0.1, E.GaussianDpEvent(1.0)), Rel.REPLACE_ONE),
+    (E.PoissonSampledDpEvent(0.1, E.LaplaceDpEvent(1.0)), Rel.REPLACE_ONE),
     (E.MixtureOfGaussiansDpEvent(1.0, [1.0], [1.0]), Rel.REPLACE_ONE),
     (E.SampledWithoutReplacementDpEvent(10, 2, E.GaussianDpEvent(1.0)),
      Rel.ADD_OR_REMOVE_ONE),
@@ -532,3 +532,46 @@ def test_the_relation_is_the_tightdp_accountants_and_named_in_results():
     special = TightdpAccountant(Rel.REPLACE_SPECIAL)
     assert special.epsilon_result(DELTA).details["neighboring"] == "replace_special"
     assert TightdpAccountant().delta_result(1.0).details["neighboring"] == "add_or_remove_one"
+
+
+def _allocation_event_class():
+    """dp_accounting's RandomAllocationDpEvent where it exists; else a stand-in of the same
+    name and fields (num_steps, num_selected, event), so the conversion path is exercised
+    on this dp_accounting too."""
+    real = getattr(E, "RandomAllocationDpEvent", None)
+    if real is not None:
+        return real, False
+    import attr
+
+    @attr.define(frozen=True)
+    class RandomAllocationDpEvent(E.DpEvent):
+        event: E.DpEvent
+        num_steps: int
+        num_selected: int = 1
+
+    return RandomAllocationDpEvent, True
+
+
+def test_random_allocation_event(monkeypatch):
+    """k = t: every record in every step, so 2 epochs of Gaussian(3) in 4 of 4 steps are
+    the Gaussian of sensitivity sqrt(8): mu = sqrt(8) / 3 (closed form). REPLACE_ONE is
+    refused naming the event."""
+    cls, stand_in = _allocation_event_class()
+    if stand_in:
+        monkeypatch.setattr(E, "RandomAllocationDpEvent", cls, raising=False)
+    event = E.SelfComposedDpEvent(cls(E.GaussianDpEvent(3.0), num_steps=4, num_selected=4), 2)
+    acc = TightdpAccountant()
+    assert acc.supports(event)
+    acc.compose(event)
+    mu = math.sqrt(8) / 3.0
+    r = acc.epsilon_result(1e-5)
+    lo, hi = 0.0, 50.0
+    for _ in range(200):
+        e = (lo + hi) / 2
+        d = (float(mpmath.ncdf(-e / mu + mu / 2))
+             - math.exp(e) * float(mpmath.ncdf(-e / mu - mu / 2)))
+        lo, hi = (e, hi) if d > 1e-5 else (lo, e)
+    assert r.lower <= hi <= r.upper <= hi * (1 + 1e-3)
+    with pytest.raises(ValueError, match="RandomAllocationDpEvent is defined under "
+                                         "ADD_OR_REMOVE_ONE or REPLACE_SPECIAL"):
+        TightdpAccountant(dpa_pa.NeighboringRelation.REPLACE_ONE).compose(event)

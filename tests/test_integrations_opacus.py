@@ -5,9 +5,12 @@ from __future__ import annotations
 import copy
 import re
 import warnings
+from itertools import combinations
 from pathlib import Path
 
+import numpy as np
 import pytest
+from scipy.stats import chisquare, norm
 
 torch = pytest.importorskip("torch")
 opacus = pytest.importorskip("opacus")
@@ -18,6 +21,7 @@ from opacus.accountants.utils import get_noise_multiplier as opacus_noise  # noq
 
 import tightdp  # noqa: E402
 from tightdp.integrations.opacus import (  # noqa: E402
+    RandomAllocationSampler,
     TightAccountant,
     convert_state_dict,
     get_noise_multiplier,
@@ -304,3 +308,172 @@ def test_readme_section_runs(capsys):
     exec(compile(block.group(1), "README.md", "exec"), {})
     out = capsys.readouterr().out.split()
     assert len(out) >= 2
+
+
+# ---- which sampler ran: the data loader tells the accountant ---------------------------
+
+
+
+def _subsets_drawn(n: int, t: int, k: int, epochs: int, seed: int) -> list[list[tuple]]:
+    """For each epoch, the k-subset of steps each index was placed in (checking that every
+    index appears exactly k times, in distinct batches)."""
+    s = RandomAllocationSampler(n, t, selected=k, generator=torch.Generator().manual_seed(seed))
+    assert len(s) == t
+    out = []
+    for _ in range(epochs):
+        where: dict = {i: [] for i in range(n)}
+        batches = list(s)
+        assert len(batches) == t
+        for step, batch in enumerate(batches):
+            for i in batch:
+                where[i].append(step)
+        assert all(len(where[i]) == k == len(set(where[i])) for i in range(n))
+        out.append([tuple(sorted(where[i])) for i in range(n)])
+    assert s.epochs == epochs
+    return out
+
+
+@pytest.mark.parametrize("n, t, k", [(5, 4, 2), (4, 6, 1)])
+def test_random_allocation_sampler_law(n, t, k):
+    """Each index joins exactly k batches per epoch, its k-subset uniform over the C(t, k)
+    subsets (chi-square per index, 3000 seeded epochs) and independent of another index's
+    (chi-square on the joint table of indices 0 and 1)."""
+    draws = _subsets_drawn(n, t, k, 3000, seed=k)
+    subsets = list(combinations(range(t), k))
+    for i in range(n):
+        counts = [sum(d[i] == c for d in draws) for c in subsets]
+        assert chisquare(counts).pvalue > 1e-4, (i, counts)
+    joint = [sum(d[0] == a and d[1] == b for d in draws) for a in subsets for b in subsets]
+    assert chisquare(joint).pvalue > 1e-4
+
+
+def test_random_allocation_sampler_refuses_bad_input():
+    with pytest.raises(ValueError, match=r"^selected must be in \[1, steps=3\]"):
+        RandomAllocationSampler(10, 3, selected=4)
+    for bad in (dict(dataset_size=0, steps=3), dict(dataset_size=5, steps=0),
+                dict(dataset_size=5, steps=3, selected=0)):
+        with pytest.raises(ValueError, match=r"^(dataset_size|steps|selected) must be"):
+            RandomAllocationSampler(**bad)
+
+
+def _data(n: int = N_DATA):
+    torch.manual_seed(0)
+    x = torch.randn(n, 5)
+    return torch.utils.data.TensorDataset(x, (x[:, 0] > 0).long())
+
+
+def test_attach_tells_the_samplers_apart():
+    acc = TightAccountant()
+    with pytest.warns(UserWarning, match="understate"):
+        assert acc.attach(torch.utils.data.DataLoader(_data(), batch_size=10,
+                                                      shuffle=True)) == "shuffle"
+    assert acc.scheme == {"sampling": "shuffle", "steps_per_epoch": 20, "batch_size": 10,
+                          "dataset_size": N_DATA}
+    with pytest.warns(UserWarning):  # drop_last: 19 whole batches of a random subset
+        acc.attach(torch.utils.data.DataLoader(_data(199), batch_size=10, shuffle=True,
+                                               drop_last=True))
+    assert acc.scheme["steps_per_epoch"] == 19
+    with pytest.raises(ValueError, match=r"^data_loader: .*partial batch of 9.*drop_last=True"):
+        acc.attach(torch.utils.data.DataLoader(_data(199), batch_size=10, shuffle=True))
+    ra = torch.utils.data.DataLoader(_data(), batch_sampler=RandomAllocationSampler(N_DATA, 20))
+    assert acc.attach(ra) == "random_allocation"
+    assert acc.scheme == {"sampling": "random_allocation", "steps_per_epoch": 20, "selected": 1}
+    from opacus.data_loader import DPDataLoader
+    poisson = DPDataLoader.from_data_loader(torch.utils.data.DataLoader(_data(), batch_size=10))
+    assert acc.attach(poisson) == "poisson"
+    with pytest.warns(UserWarning, match="cannot tell"):
+        assert acc.attach(torch.utils.data.DataLoader(_data(), batch_size=10)) == "poisson"
+
+
+def _gaussian_epochs_eps(epochs: int, sigma: float) -> float:
+    """eps at DELTA of `epochs` Gaussian mechanisms of noise sigma, sensitivity 1: mu-GDP
+    with mu = sqrt(epochs) / sigma (Dong, Roth & Su 2022, Cor. 2.13), by bisection. Each
+    example is in one batch per epoch of shuffling or random allocation (selected=1), so
+    this bounds both from above (no amplification)."""
+    mu = epochs ** 0.5 / sigma
+    lo, hi = 0.0, 100.0
+    for _ in range(200):
+        e = (lo + hi) / 2
+        d = norm.cdf(-e / mu + mu / 2) - np.exp(e) * norm.cdf(-e / mu - mu / 2)
+        lo, hi = (e, hi) if d > DELTA else (lo, e)
+    return hi
+
+
+def _train_with(loader, sigma: float, epochs: int):
+    torch.manual_seed(3)
+    model = torch.nn.Linear(5, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    engine = PrivacyEngine(accountant="tightdp")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, opt, loader = engine.make_private(
+            module=model, optimizer=opt, data_loader=loader, noise_multiplier=sigma,
+            max_grad_norm=1.0, poisson_sampling=False)
+    steps = _train(model, opt, loader, epochs=epochs)
+    return engine, (model, opt, loader), steps
+
+
+def test_opacus_run_with_random_allocation_sampler():
+    """2 epochs of make_private(poisson_sampling=False) on RandomAllocationSampler: the
+    accountant reports random allocation, the front door's number for that setting, below
+    the closed form of one Gaussian per epoch."""
+    if not hasattr(tightdp, "RandomAllocation"):
+        pytest.skip("tightdp.RandomAllocation is not on this branch")
+    loader = torch.utils.data.DataLoader(
+        _data(), batch_sampler=RandomAllocationSampler(
+            N_DATA, 20, generator=torch.Generator().manual_seed(0)))
+    engine, _, steps = _train_with(loader, 1.0, epochs=2)
+    assert steps == 40 and engine.accountant.scheme["sampling"] == "random_allocation"
+    r = engine.accountant.get_epsilon_result(DELTA)
+    assert r.details["sampling"] == "random_allocation" and r.details["epochs"] == 2
+    ours = tightdp.dpsgd_epsilon(sampling="random_allocation", steps_per_epoch=20, epochs=2,
+                                 noise_multiplier=1.0, delta=DELTA)
+    assert engine.get_epsilon(DELTA) == ours.epsilon == r.upper
+    assert r.lower <= r.upper <= _gaussian_epochs_eps(2, 1.0)
+
+
+def test_opacus_shuffled_run_is_accounted_as_shuffling():
+    """A shuffled loader: warned, accounted as epochs of shuffling under replace_special;
+    a pass broken off early still counts as an epoch (the loader counts its passes)."""
+    if not hasattr(tightdp, "Shuffled"):
+        pytest.skip("tightdp.Shuffled is not on this branch")
+    loader = torch.utils.data.DataLoader(_data(), batch_size=10, shuffle=True)
+    engine, (model, opt, loader), steps = _train_with(loader, 1.0, epochs=1)
+    assert steps == 20 and engine.accountant.scheme["sampling"] == "shuffle"
+    r = engine.accountant.get_epsilon_result(DELTA)
+    assert r.details["neighboring"] == "replace_special" and r.details["epochs"] == 1
+    assert "replace_special" in r.note
+    # Shuffled's certified side is no amplification: one Gaussian per epoch, exactly
+    exact = _gaussian_epochs_eps(1, 1.0)
+    assert r.lower <= r.upper and exact <= r.upper <= exact * (1 + 1e-3)
+    ours = tightdp.dpsgd_epsilon(sampling="shuffle", steps_per_epoch=20, epochs=1,
+                                 noise_multiplier=1.0, delta=DELTA)
+    assert r.upper == ours.epsilon
+    loss_fn = torch.nn.CrossEntropyLoss()
+    for _ in range(2):  # two passes of 5 steps: 30 steps in all, but 3 permutations drawn
+        for i, (xb, yb) in enumerate(loader):
+            opt.zero_grad()
+            loss_fn(model(xb), yb).backward()
+            opt.step()
+            if i == 4:
+                break
+    assert engine.accountant.get_epsilon_result(DELTA).details["epochs"] == 3
+
+
+def test_state_dict_keeps_the_sampling():
+    """A checkpoint of an accountant attached to a random-allocation loader resumes with
+    the same scheme and the epochs started; a malformed sampling is refused naming it."""
+    acc = TightAccountant()
+    sampler = RandomAllocationSampler(N_DATA, 20, selected=2)
+    acc.attach(torch.utils.data.DataLoader(_data(), batch_sampler=sampler))
+    list(sampler)
+    list(sampler)
+    state = acc.state_dict()
+    assert state["sampling"] == {"sampling": "random_allocation", "steps_per_epoch": 20,
+                                 "selected": 2} and state["epochs_started"] == 2
+    again = TightAccountant()
+    again.load_state_dict(state)
+    assert again.scheme == acc.scheme and again.epochs_started == 2
+    with pytest.raises(ValueError, match=r"^state_dict sampling: selected must be in"):
+        again.load_state_dict({**state, "sampling": {"sampling": "random_allocation",
+                                                     "steps_per_epoch": 2, "selected": 3}})

@@ -286,8 +286,8 @@ BAD = {
                          "accountant.options.neighboring",
                          "must be one of add_or_remove_one, replace_one, replace_special"),
     "relation of another composition": (
-        _set("accountant.options.neighboring", "replace_one"), "composition[0]",
-        "PoissonSubsampled is defined under neighboring=add_or_remove_one or replace_special, "
+        _set("accountant.options.neighboring", "replace_one"), "composition[1]",
+        "MixtureOfGaussians is defined under neighboring=add_or_remove_one or replace_special, "
         "not under this pld accountant's neighboring=replace_one"),
     "schema version 2": (_set("schema_version", 2), "schema_version", "must be 1"),
     "schema version a string": (_set("schema_version", "1"), "schema_version", "must be 1"),
@@ -411,8 +411,8 @@ def test_relation_round_trip_and_files_written_before_it():
     assert old.neighboring == "add_or_remove_one" and old.total_count == 25
     # a file mixing both kinds defines no relation: refused, naming the entry and both
     d["composition"].append(state.to_dict(td.PLDAccountant().compose(
-        td.PoissonSubsampled(td.Gaussian(1.0), 0.01), 100))["composition"][0])
-    with pytest.raises(ValueError, match=r"^composition\[1\]: PoissonSubsampled is defined "
+        td.MixtureOfGaussians([0.0, 1.0], [0.9, 0.1], 1.0), 100))["composition"][0])
+    with pytest.raises(ValueError, match=r"^composition\[1\]: MixtureOfGaussians is defined "
                                          r"under .* not under this pld accountant's "
                                          r"neighboring=replace_one"):
         state.from_dict(d)

@@ -81,7 +81,7 @@ _DOOR_SOLVES = {"calibrate_noise": "noise_multiplier", "calibrate_steps": "steps
 _DOORS: dict[str, Callable[..., Any]] = {"epsilon": dpsgd.dpsgd_epsilon, "delta": dpsgd.dpsgd_delta,
           "group": dpsgd.group_epsilon}
 _SETTING = ("sampling_rate", "noise_multiplier", "steps", "epochs", "batch_size",
-            "dataset_size", "sampling")
+            "dataset_size", "sampling", "steps_per_epoch", "selected", "max_batch_size")
 #: the options the accountants of ``dpsgd_epsilon`` / ``dpsgd_delta`` take by keyword
 _ACCOUNTANT_OPTIONS = tuple(sorted({o for opts in OPTIONS.values() for o in opts}))
 #: column order of the parameters (others, if a front door grows some, follow sorted)

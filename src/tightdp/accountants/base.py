@@ -190,6 +190,7 @@ class Accountant(Queries):
         if not isinstance(mechanism, Mechanism):
             raise ValueError(f"mechanism must be a tightdp Mechanism, got {mechanism!r}")
         count = v.count("count", count, minimum=0)
+        mechanism = mechanism.under(self.neighboring)
         if mechanism.loss_scale <= LOSS_SCALE_MAX:
             self.accepts(mechanism)
         else:
@@ -207,7 +208,9 @@ class Accountant(Queries):
         """Raise ValueError unless this accountant can compose ``mechanism``: defined under
         its relation (:meth:`check_relation`) and handled by its method (:meth:`supports`;
         for a bracketed mechanism, its upper mechanism: the lower side is answered where the
-        method can, see :mod:`.bracketed`)."""
+        method can, see :mod:`.bracketed`); the mechanism is taken in its form under this
+        relation (:meth:`Mechanism.under`)."""
+        mechanism = mechanism.under(self.neighboring)
         self.check_relation(mechanism)
         b = mechanism.bracket(DEFAULT_RTOL)
         self.supports(mechanism if b is None else b.upper)

@@ -16,11 +16,13 @@ from .common import (
     format_value,
     integer,
     number,
+    option_value,
     up,
 )
 from .options import (
     budget_options,
     load_spec,
+    sampling_options,
     setting_args,
     spec_option,
 )
@@ -93,6 +95,7 @@ def run(a) -> dict:
     if a.spec is not None:
         return _calibrate_spec(a)
     a.solve_for = a.solve_for or "noise-multiplier"
+    a.sampling = a.sampling or "poisson"
     acc = a.accountant or "pld"
     _calibrate_flags(a)
     common = {"epsilon": a.epsilon, "delta": a.delta, "accountant": acc,
@@ -100,12 +103,18 @@ def run(a) -> dict:
     if a.solve_for == "noise-multiplier":
         r = calibrate_noise(**setting_args(a, noise=False), **common)
     elif a.solve_for == "steps":
-        r = calibrate_steps(noise_multiplier=a.noise_multiplier, sampling_rate=a.sampling_rate,
-                            batch_size=a.batch_size, dataset_size=a.dataset_size, **common)
+        setting = setting_args(a)
+        for unknown in ("steps", "epochs"):
+            setting.pop(unknown)
+        r = calibrate_steps(**setting, **common)
     else:
+        for option in ("--steps-per-epoch", "--selected", "--max-batch-size"):
+            if option_value(a, option) is not None:
+                fail(f"{option} does not apply to --solve-for sampling-rate (poisson or "
+                     "without-replacement sampling)")
         r = calibrate_sampling_rate(noise_multiplier=a.noise_multiplier, steps=a.steps,
-                                    **common)
-    out = {**r.as_dict(), "upper": r.epsilon, "certified": True,
+                                    sampling=a.sampling, **common)
+    out = {**r.as_dict(), "upper": r.epsilon, "certified": True, "sampling": a.sampling,
            "note": f"epsilon is the certified upper bound ({r.accountant} accountant) at the "
                    f"calibrated setting; it meets the target {r.target_epsilon:g}"}
     if not a.json:
@@ -124,7 +133,7 @@ def run(a) -> dict:
 def register(add: Callable[[str, str], argparse.ArgumentParser]) -> dict:
     """The ``calibrate`` subcommand's parser (from ``add(name, help)``); its handler by name."""
     s = add("calibrate", "smallest noise (or most steps, or largest rate) meeting (eps, delta)")
-    g = s.add_argument_group("DP-SGD setting (Poisson sampling)")
+    g = s.add_argument_group("DP-SGD setting")
     g.add_argument("--sampling-rate", type=number,
                    help="q in (0, 1]; or --batch-size and --dataset-size (q = B/n)")
     g.add_argument("--noise-multiplier", type=number, help="sigma (for --solve-for steps/"
@@ -133,6 +142,7 @@ def register(add: Callable[[str, str], argparse.ArgumentParser]) -> dict:
     g.add_argument("--epochs", type=number, help="epochs instead of --steps")
     g.add_argument("--dataset-size", type=integer, help="n (with --batch-size)")
     g.add_argument("--batch-size", type=integer, help="B (with --dataset-size)")
+    sampling_options(g, default=None)
     s.add_argument("--epsilon", type=number, required=True, help="target eps > 0")
     s.add_argument("--delta", type=number, required=True, help="delta in [1e-300, 1)")
     s.add_argument("--solve-for", default=None,

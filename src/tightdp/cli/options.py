@@ -39,14 +39,33 @@ def mechanism_options(p: argparse.ArgumentParser, noise: bool = True, spec: bool
                         "ceil(epochs / sampling rate), in exact arithmetic)")
     g.add_argument("--dataset-size", type=integer, help="n (with --batch-size)")
     g.add_argument("--batch-size", type=integer, help="B (with --dataset-size)")
-    g.add_argument("--sampling", default=None if spec else "poisson",
-                   choices=["poisson", "without-replacement", "with-replacement",
-                            "fixed-batch"],
-                   help="how batches are drawn (default poisson, add/remove adjacency); "
-                        "with-replacement and fixed-batch need --batch-size and "
-                        "--dataset-size")
+    sampling_options(g, default=None if spec else "poisson")
     if spec:
         spec_option(p)
+
+
+#: the --sampling choices (the library's SAMPLINGS with dashes)
+SAMPLING_CHOICES = ["poisson", "without-replacement", "with-replacement", "fixed-batch",
+                    "random-allocation", "shuffle", "truncated-poisson"]
+
+
+def sampling_options(g, default: str | None = "poisson") -> None:
+    """--sampling and the options of the samplings that need more than a rate or sizes."""
+    g.add_argument("--sampling", default=default, choices=SAMPLING_CHOICES,
+                   help="how batches are drawn (default poisson, add/remove adjacency); "
+                        "with-replacement and fixed-batch need --batch-size and "
+                        "--dataset-size; random-allocation and shuffle are accounted per "
+                        "epoch (--steps-per-epoch, or --batch-size and --dataset-size); "
+                        "shuffle under replace-special (zero-out); truncated-poisson needs "
+                        "--dataset-size and --max-batch-size")
+    g.add_argument("--steps-per-epoch", type=integer,
+                   help="random-allocation, shuffle: steps of one epoch (or --batch-size "
+                        "and --dataset-size); --steps must be a multiple of it")
+    g.add_argument("--selected", type=integer,
+                   help="random-allocation: steps of an epoch each example takes part in, "
+                        "in [1, --steps-per-epoch] (default 1)")
+    g.add_argument("--max-batch-size", type=integer,
+                   help="truncated-poisson: largest batch kept, in [1, --dataset-size]")
 
 
 def spec_option(p: argparse.ArgumentParser) -> None:
@@ -58,7 +77,8 @@ def spec_option(p: argparse.ArgumentParser) -> None:
 
 #: the DP-SGD options --spec replaces
 SPEC_CONFLICTS = ("--sampling-rate", "--noise-multiplier", "--steps", "--epochs",
-                  "--batch-size", "--dataset-size", "--sampling", "--solve-for")
+                  "--batch-size", "--dataset-size", "--sampling", "--steps-per-epoch",
+                  "--selected", "--max-batch-size", "--solve-for")
 
 
 def _spec_fail(path: str, message: str) -> None:
@@ -169,7 +189,9 @@ def setting_args(a, noise: bool = True) -> dict:
     names; the library validates them and names the one at fault)."""
     out = {"steps": a.steps, "epochs": a.epochs, "sampling_rate": a.sampling_rate,
            "batch_size": a.batch_size, "dataset_size": a.dataset_size,
-           "sampling": getattr(a, "sampling", None) or "poisson"}
+           "sampling": getattr(a, "sampling", None) or "poisson",
+           "steps_per_epoch": a.steps_per_epoch, "selected": a.selected,
+           "max_batch_size": a.max_batch_size}
     if noise:
         out["noise_multiplier"] = a.noise_multiplier
     return out

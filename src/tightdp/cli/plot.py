@@ -67,6 +67,7 @@ def run(a) -> dict:
     delta = v.delta_value("delta", a.delta if a.delta is not None else 1e-5)
     setting = dpsgd_setting_of(a)
     q, steps, mech = setting.sampling.sampling_rate, setting.steps, setting.mechanism()
+    count = setting.count  # compositions of mech: steps, or epochs (random-allocation, shuffle)
     opts = {**accountant_kwargs(a), "neighboring": setting.sampling.neighboring}
     for name in names:  # the options are checked before the plotting starts
         make_accountant(name, **opts)
@@ -78,11 +79,13 @@ def run(a) -> dict:
         fail(str(err))
     t0 = time.perf_counter()
     if a.kind == "steps":
-        grid = sorted({max(1, int(round(steps * f))) for f in np.linspace(0.05, 1, 12)})
+        grid = sorted({max(1, int(round(count * f))) for f in np.linspace(0.05, 1, 12)})
         ax = plot_epsilon_vs_steps(lambda: mech, grid, delta, accountants=names, **opts)
-        acc = make_accountant(names[0], **opts).compose(mech, steps)
+        if setting.sampling.per_epoch:
+            ax.set_xlabel("epochs")
+        acc = make_accountant(names[0], **opts).compose(mech, count)
     else:
-        acc = make_accountant(names[0], **opts).compose(mech, steps)
+        acc = make_accountant(names[0], **opts).compose(mech, count)
         ax = plot_privacy_curve(acc) if a.kind == "curve" else plot_tradeoff(acc)
     ax.set_title(f"q={q}, sigma={a.noise_multiplier}, steps={steps}")
     ax.figure.tight_layout()

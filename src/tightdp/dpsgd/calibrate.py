@@ -100,8 +100,9 @@ class _Queries:
     (cached), each with the precision ``rtol`` and what is left of the search's clock."""
 
     def __init__(self, setting_of, *, target: float, delta: float, accountant: str,
-                 rtol: float, max_memory, max_seconds):
+                 rtol: float, max_memory, max_seconds, neighboring: str | None = None):
         self.setting_of = setting_of
+        self.relation = {} if neighboring is None else {"neighboring": neighboring}
         self.target, self.delta, self.accountant, self.rtol = target, delta, accountant, rtol
         self.clock = SearchClock(max_memory, max_seconds)
         self.t0 = time.perf_counter()
@@ -110,8 +111,9 @@ class _Queries:
     def __call__(self, x):
         if x not in self.cache:
             self.cache[x] = _bracket(self.setting_of(x), self.delta, self.accountant,
-                                     precision_options(self.accountant, self.target, self.rtol,
-                                                       self.clock.options()))
+                                     {**precision_options(self.accountant, self.target,
+                                                          self.rtol, self.clock.options()),
+                                      **self.relation})
         return self.cache[x]
 
     def meets(self, x) -> bool:
@@ -149,9 +151,11 @@ class _Queries:
 def calibrate_noise(*, epsilon: float, delta: float, sampling_rate: float | None = None,
                     steps: int | None = None, epochs: float | None = None,
                     batch_size: int | None = None, dataset_size: int | None = None,
-                    sampling: str = "poisson", accountant: str = "pld",
-                    rtol: float = DEFAULT_RTOL, sigma_max: float = 1e4, max_memory=None,
-                    max_seconds=None) -> CalibrationResult:
+                    sampling: str = "poisson", steps_per_epoch: int | None = None,
+                    selected: int | None = None, max_batch_size: int | None = None,
+                    accountant: str = "pld", rtol: float = DEFAULT_RTOL,
+                    sigma_max: float = 1e4, max_memory=None, max_seconds=None,
+                    neighboring: str | None = None) -> CalibrationResult:
     """Smallest noise multiplier whose certified eps at ``delta`` is <= ``epsilon`` (the
     target), for the DP-SGD setting of :func:`tightdp.dpsgd.setting.dpsgd_setting` (any
     sampling; ``steps`` or ``epochs``, at least one round).
@@ -160,18 +164,22 @@ def calibrate_noise(*, epsilon: float, delta: float, sampling_rate: float | None
     the upper end (a sigma that provably meets the target) is returned. ``max_memory`` is the
     budget of each accountant query, ``max_seconds`` that of the whole search (see
     :mod:`tightdp.budget`; past it, the smallest sigma found to meet the target is returned
-    with ``details["converged"] = False`` and a note).
+    with ``details["converged"] = False`` and a note). ``neighboring``: the relation, where
+    the sampling allows another than its own (:func:`tightdp.dpsgd.epsilon.composed`).
     """
     target, delta = _check(accountant, epsilon, delta)
     base = dpsgd_setting(noise_multiplier=1.0, steps=steps, epochs=epochs,
                          sampling_rate=sampling_rate, batch_size=batch_size,
-                         dataset_size=dataset_size, sampling=sampling)
+                         dataset_size=dataset_size, sampling=sampling,
+                         steps_per_epoch=steps_per_epoch, selected=selected,
+                         max_batch_size=max_batch_size)
     if base.steps < 1:
         raise ValueError(f"steps must be an integer >= 1, got {base.steps!r}")
     q, steps = base.sampling.sampling_rate, base.steps
     rtol = v.positive("rtol", rtol)
     query = _Queries(base.with_noise, target=target, delta=delta, accountant=accountant,
-                     rtol=rtol / 4, max_memory=max_memory, max_seconds=max_seconds)
+                     rtol=rtol / 4, max_memory=max_memory, max_seconds=max_seconds,
+                     neighboring=neighboring)
     details: dict = {}
     try:
         lo, hi = _noise_search(query, rtol, sigma_max)
@@ -181,7 +189,17 @@ def calibrate_noise(*, epsilon: float, delta: float, sampling_rate: float | None
             raise query.out_of_time("noise multiplier") from None
         lo = 0.0 if lo is None else lo
         details = query.clock.note(lo, hi)
-    return query.result(hi, q, steps, hi, {"sigma_infeasible_below": lo, **details})
+    return query.result(hi, q, steps, hi, {"sigma_infeasible_below": lo, **details,
+                                           **_scheme_details(base)})
+
+
+def _scheme_details(setting: DPSGDSetting) -> dict:
+    """What a calibration's details say of the sampling: its name, and for the epoch
+    samplings the epochs and rounds per epoch."""
+    out: dict = {"sampling": setting.sampling.kind}
+    if setting.sampling.per_epoch:
+        out.update(epochs=setting.count, steps_per_epoch=setting.sampling.steps_per_epoch)
+    return out
 
 
 def _noise_search(query: _Queries, rtol: float, sigma_max: float) -> tuple[float, float]:
@@ -204,7 +222,7 @@ def _noise_search(query: _Queries, rtol: float, sigma_max: float) -> tuple[float
     return bisect_log(query.fails, lo, hi, rtol=rtol / 4)
 
 
-def _rate_query(*, epsilon, delta, accountant, rtol, max_memory, max_seconds,
+def _rate_query(*, epsilon, delta, accountant, rtol, max_memory, max_seconds, neighboring,
                 **setting) -> tuple[_Queries, DPSGDSetting]:
     """The validated setup shared by :func:`calibrate_steps` and
     :func:`calibrate_sampling_rate`: the base setting and the search's queries over the
@@ -213,37 +231,48 @@ def _rate_query(*, epsilon, delta, accountant, rtol, max_memory, max_seconds,
     base = dpsgd_setting(**setting)
     rtol = v.positive("rtol", rtol)
     by_steps = setting["steps"] == 0
-    return _Queries(base.with_steps if by_steps else base.with_rate, target=target,
+    return _Queries(base.with_count if by_steps else base.with_rate, target=target,
                     delta=delta, accountant=accountant, rtol=rtol if by_steps else rtol / 4,
-                    max_memory=max_memory, max_seconds=max_seconds), base
+                    max_memory=max_memory, max_seconds=max_seconds,
+                    neighboring=neighboring), base
 
 
 def calibrate_steps(*, epsilon: float, delta: float, noise_multiplier: float,
                     sampling_rate: float | None = None, batch_size: int | None = None,
                     dataset_size: int | None = None, sampling: str = "poisson",
-                    accountant: str = "pld", rtol: float = DEFAULT_RTOL,
-                    max_steps: int = 10**8, max_memory=None, max_seconds=None
-                    ) -> CalibrationResult:
+                    steps_per_epoch: int | None = None, selected: int | None = None,
+                    max_batch_size: int | None = None, accountant: str = "pld",
+                    rtol: float = DEFAULT_RTOL, max_steps: int = 10**8, max_memory=None,
+                    max_seconds=None, neighboring: str | None = None) -> CalibrationResult:
     """Largest number of steps whose certified eps at ``delta`` is <= ``epsilon`` (the
     target), for the DP-SGD setting of :func:`tightdp.dpsgd.setting.dpsgd_setting` (any
     sampling; doubling, then integer bisection; 0 steps always meets any target; at most
-    ``max_steps``). ``max_memory`` is the budget of each accountant query, ``max_seconds``
-    that of the whole search (past it, the largest count found to meet the target is
-    returned, with ``details["converged"] = False``)."""
+    ``max_steps``; for random_allocation and shuffle the search is over whole epochs, and
+    ``steps`` is a multiple of ``steps_per_epoch``). ``max_memory`` is the budget of each
+    accountant query, ``max_seconds`` that of the whole search (past it, the largest count
+    found to meet the target is returned, with ``details["converged"] = False``)."""
     query, base = _rate_query(
         epsilon=epsilon, delta=delta, accountant=accountant, rtol=rtol, max_memory=max_memory,
-        max_seconds=max_seconds, noise_multiplier=noise_multiplier, steps=0,
+        max_seconds=max_seconds, neighboring=neighboring, noise_multiplier=noise_multiplier,
+        steps=0,
         sampling_rate=sampling_rate, batch_size=batch_size, dataset_size=dataset_size,
-        sampling=sampling)
+        sampling=sampling, steps_per_epoch=steps_per_epoch, selected=selected,
+        max_batch_size=max_batch_size)
     max_steps = v.count("max_steps", max_steps, minimum=1)
+    t = base.sampling.rounds_per_mechanism
+    if max_steps < t:
+        raise ValueError(f"max_steps must be >= steps_per_epoch ({t}) for sampling="
+                         f"{base.sampling.kind!r} (whole epochs), got {max_steps!r}")
     details: dict = {}
     try:
-        lo, _ = _steps_search(query, max_steps)
+        lo, _ = _steps_search(query, max_steps // t)
     except OutOfTime:
         lo, hi = query.bracket(feasible="lo")
         lo = 0 if lo is None else lo
-        details = query.clock.note(lo, max_steps if hi is None else hi)
-    return query.result(base.noise_multiplier, base.sampling.sampling_rate, lo, lo, details)
+        details = query.clock.note(lo * t, max_steps if hi is None else hi * t)
+    found = base.with_count(lo)
+    return query.result(base.noise_multiplier, base.sampling.sampling_rate, found.steps, lo,
+                        {**details, **_scheme_details(found)})
 
 
 def _steps_search(query: _Queries, max_steps: int) -> tuple[int, int]:
@@ -261,8 +290,8 @@ def _steps_search(query: _Queries, max_steps: int) -> tuple[int, int]:
 
 def calibrate_sampling_rate(*, epsilon: float, delta: float, noise_multiplier: float,
                             steps: int, sampling: str = "poisson", accountant: str = "pld",
-                            rtol: float = DEFAULT_RTOL, max_memory=None, max_seconds=None
-                            ) -> CalibrationResult:
+                            rtol: float = DEFAULT_RTOL, max_memory=None, max_seconds=None,
+                            neighboring: str | None = None) -> CalibrationResult:
     """Largest sampling rate whose certified eps at ``delta`` is <= ``epsilon`` (the
     target), for ``sampling`` "poisson" or "without_replacement" (the samplings with a free
     rate; bisection on log q, to ``rtol / 4`` relative). ``max_memory`` is the budget of each
@@ -278,8 +307,8 @@ def calibrate_sampling_rate(*, epsilon: float, delta: float, noise_multiplier: f
     steps = v.count("steps", steps, minimum=1)
     query, base = _rate_query(
         epsilon=epsilon, delta=delta, accountant=accountant, rtol=rtol, max_memory=max_memory,
-        max_seconds=max_seconds, noise_multiplier=noise_multiplier, steps=steps,
-        sampling_rate=1.0, sampling=sampling)
+        max_seconds=max_seconds, neighboring=neighboring, noise_multiplier=noise_multiplier,
+        steps=steps, sampling_rate=1.0, sampling=sampling)
     details: dict = {}
     try:
         lo = 1.0

@@ -1,9 +1,10 @@
 """Example-level (eps, delta) of DP-SGD: the front doors for the common case.
 
 ``dpsgd_epsilon`` (eps at ``delta``) and ``dpsgd_delta`` (delta at ``epsilon``) account the
-rounds of one validated DP-SGD setting (:mod:`tightdp.dpsgd.setting`: Poisson or fixed-batch
-sampling under add/remove adjacency, or sampling without / with replacement under the
-substitute relation), every iterate released, with the named accountant -- by default the
+rounds of one validated DP-SGD setting (:mod:`tightdp.dpsgd.setting`: Poisson, fixed-batch,
+random-allocation or truncated Poisson sampling under add/remove adjacency, sampling without /
+with replacement under the substitute relation, shuffling under replace-special), every
+iterate released, with the named accountant -- by default the
 certified :class:`~tightdp.accountants.PLDAccountant`. Under add/remove adjacency the curve
 is the maximum over both directions.
 """
@@ -19,23 +20,27 @@ from ..accountants.registry import make_accountant
 from ..results import DeltaResult, EpsilonResult
 from .setting import DPSGDSetting, dpsgd_setting
 
-__all__ = ["dpsgd_epsilon", "dpsgd_delta", "composed"]
+__all__ = ["dpsgd_epsilon", "dpsgd_delta", "composed", "RELATION_NOTE"]
+
+#: the note of an answer under replace_special (shuffling's default relation)
+RELATION_NOTE = ("under replace_special (zero-out: neighbouring datasets differ in one "
+                 "example replaced by a null one with a zero gradient), not add/remove")
 
 
 def composed(setting: DPSGDSetting, *, accountant: str = "pld", rtol: float = DEFAULT_RTOL,
              max_memory=None, max_seconds=None, **accountant_options) -> Accountant:
     """The accountant ``accountant`` (see :func:`tightdp.accountants.registry.make_accountant`
-    for the options) holding the ``setting.steps`` rounds of ``setting``, under the
-    neighbouring relation of its sampling (:attr:`~tightdp.dpsgd.setting.Sampling.neighboring`;
-    a ``neighboring`` option naming another is refused)."""
-    relation = setting.sampling.neighboring
-    given = accountant_options.pop("neighboring", None)
-    if given is not None and v.neighboring("neighboring", given) != relation:
-        raise ValueError(f"neighboring: sampling={setting.sampling.kind!r} is accounted under "
-                         f"{relation!r}, got {given!r}; leave neighboring out")
+    for the options) holding the rounds of ``setting`` (``setting.count`` compositions of
+    its mechanism: rounds, or epochs), under the neighbouring relation of its sampling
+    (:attr:`~tightdp.dpsgd.setting.Sampling.neighboring`), or under a ``neighboring`` option
+    naming another relation the sampling allows (:attr:`~tightdp.dpsgd.setting.Sampling.
+    relations`: Poisson's and shuffle's ``replace_one``, random allocation's
+    ``replace_special``); any
+    other relation is refused: one accountant holds one relation."""
+    relation = setting.sampling.relation(accountant_options.pop("neighboring", None))
     acc = make_accountant(accountant, rtol=rtol, max_memory=max_memory,
                           max_seconds=max_seconds, neighboring=relation, **accountant_options)
-    return acc.compose(setting.mechanism(), setting.steps)
+    return acc.compose(setting.mechanism(relation), setting.count)
 
 
 def _query(want: str, *, accountant, rtol, max_memory, max_seconds, accountant_options,
@@ -53,15 +58,21 @@ def _query(want: str, *, accountant, rtol, max_memory, max_seconds, accountant_o
     r = acc.epsilon(x) if want == "epsilon" else acc.delta(x)
     r.details = {**r.details, "mechanism": dpsgd.describe(),
                  "sampling": dpsgd.sampling.kind, "steps": dpsgd.steps}
+    if dpsgd.sampling.per_epoch:
+        r.details["epochs"] = dpsgd.count
+    if acc.neighboring == "replace_special":
+        r.note = "; ".join(p for p in (r.note, RELATION_NOTE) if p)
     return r
+
 
 
 def dpsgd_epsilon(*, noise_multiplier: float, delta: float, sampling_rate: float | None = None,
                   steps: int | None = None, epochs: float | None = None,
                   batch_size: int | None = None, dataset_size: int | None = None,
-                  sampling: str = "poisson", accountant: str = "pld",
-                  rtol: float = DEFAULT_RTOL, max_memory=None, max_seconds=None,
-                  **accountant_options) -> EpsilonResult:
+                  sampling: str = "poisson", steps_per_epoch: int | None = None,
+                  selected: int | None = None, max_batch_size: int | None = None,
+                  accountant: str = "pld", rtol: float = DEFAULT_RTOL, max_memory=None,
+                  max_seconds=None, **accountant_options) -> EpsilonResult:
     """eps of DP-SGD at ``delta``: a certified upper bound with the default PLD accountant
     (Koskela, Jälkö, Honkela 2020, "Computing tight differential privacy guarantees using
     FFT", Sec. 6.1, for Poisson; Ganesh 2024, "Tight group-level DP guarantees for DP-SGD with
@@ -75,16 +86,25 @@ def dpsgd_epsilon(*, noise_multiplier: float, delta: float, sampling_rate: float
     batch_size, dataset_size : B >= 1 and n >= B (needed for fixed_batch, with_replacement).
     steps, epochs : rounds (integer >= 0) or epochs (> 0), exactly one; see
         :func:`tightdp.dpsgd.setting.steps_of_epochs` for the rounding (up).
-    sampling : "poisson" (default), "fixed_batch", "without_replacement", "with_replacement".
+    sampling : "poisson" (default), "fixed_batch", "without_replacement", "with_replacement",
+        "random_allocation", "shuffle" or "truncated_poisson" (see
+        :mod:`tightdp.dpsgd.setting` for each one's reference and relation).
+    steps_per_epoch, selected : random_allocation and shuffle: the rounds of one epoch (or
+        give batch_size and dataset_size), and for random_allocation the rounds each example
+        takes part in (default 1).
+    max_batch_size : truncated_poisson: the largest batch kept.
     accountant : "pld" (default), "prv", "rdp", "fft", "spa" or "gdp".
     rtol : relative width of the certified bracket (pld).
     max_memory, max_seconds : the budget of the query (see :mod:`tightdp.budget`).
     **accountant_options : ``eps_error``, ``delta_error`` (prv), ``L``, ``n`` (fft),
-        ``method`` (spa: "msd1", "msd0" or "clt").
+        ``method`` (spa: "msd1", "msd0" or "clt"); ``neighboring``: another relation the
+        sampling allows (shuffle: "replace_one"; random_allocation: "replace_special").
 
     Returns
     -------
-    EpsilonResult with ``details["mechanism"]`` describing the one-round pair.
+    EpsilonResult with ``details["mechanism"]`` describing the pair of one round (one epoch
+    for random_allocation and shuffle, with ``details["epochs"]``) and
+    ``details["neighboring"]`` the relation.
 
     Examples
     --------
@@ -100,8 +120,10 @@ def dpsgd_delta(*, noise_multiplier: float, epsilon: float,
                 sampling_rate: float | None = None, steps: int | None = None,
                 epochs: float | None = None, batch_size: int | None = None,
                 dataset_size: int | None = None, sampling: str = "poisson",
-                accountant: str = "pld", rtol: float = DEFAULT_RTOL, max_memory=None,
-                max_seconds=None, **accountant_options) -> DeltaResult:
+                steps_per_epoch: int | None = None, selected: int | None = None,
+                max_batch_size: int | None = None, accountant: str = "pld",
+                rtol: float = DEFAULT_RTOL, max_memory=None, max_seconds=None,
+                **accountant_options) -> DeltaResult:
     """delta of DP-SGD at ``epsilon`` (one value or an array): the setting and accountant of
     :func:`dpsgd_epsilon`, queried the other way (a certified upper bound with PLD).
 

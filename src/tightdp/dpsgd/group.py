@@ -356,7 +356,9 @@ def group_epsilon(*, group_size: int, noise_multiplier: float, delta: float,
                   steps: int | None = None, epochs: float | None = None,
                   sampling: str = "poisson", sampling_rate: float | None = None,
                   batch_size: int | None = None, dataset_size: int | None = None,
-                  rtol: float = DEFAULT_RTOL, baselines: bool = True, conversion: bool = False,
+                  steps_per_epoch: int | None = None, selected: int | None = None,
+                  max_batch_size: int | None = None, rtol: float = DEFAULT_RTOL,
+                  baselines: bool = True, conversion: bool = False,
                   refine_conversion: bool = True, max_memory=None,
                   max_seconds=None) -> GroupResult:
     """Certified group-level (eps, delta) of DP-SGD (Ganesh, Thm 3.1 / Thm 3.3), under
@@ -372,7 +374,11 @@ def group_epsilon(*, group_size: int, noise_multiplier: float, delta: float,
     delta : target delta in (0, 1).
     sampling : "poisson" with ``sampling_rate`` q in (0, 1] (or ``batch_size`` and
         ``dataset_size``, q = B / n), or "fixed_batch" with ``batch_size`` B >= k and
-        ``dataset_size`` n >= B (guarantee for every dataset of at least n examples).
+        ``dataset_size`` n >= B (guarantee for every dataset of at least n examples). The
+        other samplings (random_allocation, shuffle, truncated_poisson, and the replace-one
+        ones) have no group analysis here and are refused in one line.
+    steps_per_epoch, selected, max_batch_size : as for :func:`tightdp.dpsgd_epsilon`
+        (validated, then refused with their sampling).
     rtol : relative width of the certified bracket (PLDAccountant).
     baselines : also compute the example-level eps and the linear reference (k = 1 needs no
         extra work).
@@ -401,7 +407,8 @@ def group_epsilon(*, group_size: int, noise_multiplier: float, delta: float,
     return group_epsilons(
         group_sizes=[k], noise_multiplier=noise_multiplier, delta=delta, steps=steps,
         epochs=epochs, sampling=sampling, sampling_rate=sampling_rate, batch_size=batch_size,
-        dataset_size=dataset_size, rtol=rtol, baselines=baselines, conversion=conversion,
+        dataset_size=dataset_size, steps_per_epoch=steps_per_epoch, selected=selected,
+        max_batch_size=max_batch_size, rtol=rtol, baselines=baselines, conversion=conversion,
         refine_conversion=refine_conversion, max_memory=max_memory,
         max_seconds=max_seconds)[0]
 
@@ -435,9 +442,11 @@ def group_epsilons(*, group_sizes, noise_multiplier: float, delta: float,
                    steps: int | None = None, epochs: float | None = None,
                    sampling: str = "poisson", sampling_rate: float | None = None,
                    batch_size: int | None = None, dataset_size: int | None = None,
-                   rtol: float = DEFAULT_RTOL, baselines: bool = True,
-                   conversion: bool = False, refine_conversion: bool = True,
-                   max_memory=None, max_seconds=None) -> list[GroupResult]:
+                   steps_per_epoch: int | None = None, selected: int | None = None,
+                   max_batch_size: int | None = None, rtol: float = DEFAULT_RTOL,
+                   baselines: bool = True, conversion: bool = False,
+                   refine_conversion: bool = True, max_memory=None, max_seconds=None
+                   ) -> list[GroupResult]:
     """:func:`group_epsilon` for several group sizes of one setting, one
     :class:`GroupResult` each (in the order given). The example-level accountant and moment
     curve of the baselines are built once for all of them, which makes a sweep over ``k``
@@ -452,7 +461,9 @@ def group_epsilons(*, group_sizes, noise_multiplier: float, delta: float,
     """
     setting = dpsgd_setting(noise_multiplier=noise_multiplier, steps=steps, epochs=epochs,
                             sampling_rate=sampling_rate, batch_size=batch_size,
-                            dataset_size=dataset_size, sampling=sampling)
+                            dataset_size=dataset_size, sampling=sampling,
+                            steps_per_epoch=steps_per_epoch, selected=selected,
+                            max_batch_size=max_batch_size)
     ks = [v.count("group_sizes", k, minimum=1) for k in np.atleast_1d(group_sizes).tolist()]
     if not ks:
         raise ValueError("group_sizes must hold at least one group size")

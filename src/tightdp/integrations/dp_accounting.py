@@ -19,10 +19,11 @@ the same one as its ``neighboring``, named in lower case, and every result names
   by up to twice the clipping norm, so the Gaussian, Laplace and discrete Laplace mechanisms
   are accounted with twice the sensitivity; randomized response, sampling without and with
   replacement with their substitute pairs (worst case over all datasets, Lebeda, Regehr,
-  Kamath, Steinke 2024). Poisson sampling and mixtures of Gaussians under ``REPLACE_ONE`` are
-  refused: we have no dominating pair we can prove for them (dp_accounting accepts Poisson
-  sampling under REPLACE_ONE with the antipodal pair ``(1-q) N(0) + q N(+-1)``; we have no
-  proof that it dominates every pair of replaced records).
+  Kamath, Steinke 2024). Poisson sampling of a Gaussian with the antipodal pair
+  ``(1-q) N(0) + q N(+-1)`` (as dp_accounting; Schuchardt et al. 2024 for its domination:
+  :class:`~tightdp.PoissonSubsampled`). Poisson sampling of a Laplace and mixtures of
+  Gaussians under ``REPLACE_ONE`` are refused: we have no dominating pair we can prove for
+  them.
 - ``REPLACE_SPECIAL`` (a record replaced by a special "zero" record, Kairouz et al. 2021,
   Def. 1.1): for the additive-noise mechanisms and Poisson sampling this gives exactly the
   pairs of add/remove (the remove pair compares the record's contribution with none, the add

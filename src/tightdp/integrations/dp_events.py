@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from ..mechanisms import (
     Mechanism,
     MixtureOfGaussians,
     PoissonSubsampled,
+    RandomAllocation,
     RandomizedResponse,
     SampledWithoutReplacement,
     SampledWithReplacement,
@@ -365,10 +366,11 @@ def _convert_sampled(event, count: int, rel: NeighboringRelation, out: DpEventCo
     them."""
     name = type(event).__name__
     if isinstance(event, _ev.PoissonSampledDpEvent):
-        if rel is _REPLACE:
-            raise Refused(event, "PoissonSampledDpEvent under REPLACE_ONE is not supported "
-                                  "(no dominating pair we can certify); use ADD_OR_REMOVE_ONE")
         kind, s = _base_of(event, "PoissonSampledDpEvent")
+        if rel is _REPLACE and kind != "gaussian":
+            raise Refused(event, "PoissonSampledDpEvent under REPLACE_ONE needs a "
+                                  "GaussianDpEvent inside (the antipodal pair is proved for "
+                                  "the Gaussian), got a LaplaceDpEvent")
         q = _positive_or_zero(event, "sampling_probability", event.sampling_probability)
         if q > 1.0:
             raise Refused(event, f"PoissonSampledDpEvent.sampling_probability must be in "
@@ -414,7 +416,38 @@ def _convert_sampled(event, count: int, rel: NeighboringRelation, out: DpEventCo
         sens = math.sqrt(depth) * (2.0 if rel is _REPLACE else 1.0)
         out.add(Gaussian(s, sens), count)
         return True
+    allocation = getattr(_ev, "RandomAllocationDpEvent", None)  # in dp_accounting > 0.6
+    if allocation is not None and isinstance(event, allocation):
+        _convert_allocation(event, count, rel, out)
+        return True
     return False
+
+
+def _convert_allocation(event, count: int, rel: NeighboringRelation,
+                        out: DpEventComposition) -> None:
+    """A ``RandomAllocationDpEvent`` (one epoch: each record in ``num_selected`` of
+    ``num_steps`` steps, the Gaussian event inside at each) as :class:`RandomAllocation`,
+    defined under ADD_OR_REMOVE_ONE and REPLACE_SPECIAL; read only on dp_accounting versions
+    that define the event."""
+    name = type(event).__name__
+    if rel is _REPLACE:
+        raise Refused(event, f"{name} is defined under ADD_OR_REMOVE_ONE or REPLACE_SPECIAL, "
+                              "not REPLACE_ONE")
+    t: Any = getattr(event, "num_steps", getattr(event, "steps", None))
+    k: Any = getattr(event, "num_selected", getattr(event, "selected", 1))
+    for fld, x in (("num_steps", t), ("num_selected", k)):
+        if isinstance(x, bool) or not isinstance(x, int | float) or not float(x).is_integer() \
+                or x < 1:
+            raise Refused(event, f"{name}.{fld} must be a whole number >= 1, got {x!r}")
+    kind, s = _base_of(event, name)
+    if kind != "gaussian":
+        raise Refused(event.event, f"{name} supports a Gaussian inside, got a LaplaceDpEvent")
+    if out.without_noise(s, count):
+        return
+    try:
+        out.add(RandomAllocation(Gaussian(s), int(t), selected=int(k)), count)
+    except ValueError as err:
+        raise Refused(event, f"{name}: {err}") from None
 
 
 def check_accountant(accountant: str) -> str:
@@ -469,4 +502,5 @@ SUPPORTED_EVENTS = (
     "RandomizedResponseDpEvent", "MixtureOfGaussiansDpEvent", "PoissonSampledDpEvent",
     "SampledWithoutReplacementDpEvent", "SampledWithReplacementDpEvent",
     "SingleEpochTreeAggregationDpEvent", "ZCDpEvent (rdp accountant only)",
+    "RandomAllocationDpEvent (where dp_accounting defines it)",
 )

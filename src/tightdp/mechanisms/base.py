@@ -68,6 +68,15 @@ class Mechanism:
     def _build_losses(self) -> tuple[PrivacyLoss, PrivacyLoss]:
         raise NotImplementedError
 
+    def under(self, relation: str) -> Mechanism:
+        """The mechanism whose pair is the one of this algorithm under ``relation`` (a name of
+        :data:`tightdp._validate.RELATIONS`): ``self`` for a mechanism with one pair for all
+        its relations. A mechanism whose dominating pair depends on the relation (Poisson
+        sampling: add/remove against replace-one) returns its form for ``relation``, or
+        ``self`` when it has none (the accountant then refuses it by :attr:`relations`).
+        Accountants compose ``mechanism.under(their relation)``."""
+        return self
+
     def bracket(self, rtol: float) -> Bracket | None:
         """None for a mechanism whose pair is exact: dominating every neighbouring pair and
         attained by one (every mechanism with a closed-form pair). A mechanism whose tight

@@ -140,36 +140,87 @@ class _PoissonGaussianInverse:
 
 
 class PoissonSubsampled(Mechanism):
-    """``base`` run on a Poisson sample (each record kept independently w.p. ``q``), under
-    add/remove adjacency.
+    """``base`` run on a Poisson sample (each record kept independently w.p. ``q``).
 
-    Remove direction: ``P = (1-q) B(0) + q B(c)`` against ``Q = B(0)``; add direction: the
-    reverse pair, ``P = B(0)`` against ``Q = (1-q) B(0) + q B(c)`` (Koskela et al. 2020,
-    Sec. 6.1; Zhu, Dong, Wang 2022 for why both directions are needed). The loss of the remove
-    pair is ``log(1 - q + q e^{(2 c x - c^2)/(2 s^2)})`` with the closed-form inverse of
-    Koskela et al. (2020), Sec. 6.1, for the Gaussian base.
+    Under add/remove adjacency (and replace-special: the record replaced by one contributing
+    nothing gives the same two pairs): remove direction ``P = (1-q) B(0) + q B(c)`` against
+    ``Q = B(0)``; add direction the reverse pair, ``P = B(0)`` against
+    ``Q = (1-q) B(0) + q B(c)`` (Koskela et al. 2020, Sec. 6.1; Zhu, Dong, Wang 2022 for why
+    both directions are needed). The loss of the remove pair is
+    ``log(1 - q + q e^{(2 c x - c^2)/(2 s^2)})`` with the closed-form inverse of Koskela et
+    al. (2020), Sec. 6.1, for the Gaussian base.
 
-    Defined under add/remove and replace-special (the record replaced by one contributing
-    nothing: the same two pairs). Not under replace-one: its dominating pair there is not
-    implemented, so a replace-one accountant refuses it.
+    Under replace-one (``neighboring="replace_one"``, Gaussian base only): the pair
+    ``P = (1-q) N(0, s^2) + q N(c, s^2)`` against ``Q = (1-q) N(0, s^2) + q N(-c, s^2)``.
+    It is the mechanism on a pair of datasets (the record's contribution ``+c`` replaced by
+    ``-c``, the others contributing 0), so it is attained; that it dominates the pair of
+    every two records of norm at most ``c`` (with any common contribution of the others,
+    removed by joint convexity of the hockey-stick divergence) is the Poisson / substitution
+    case of Schuchardt, Stoian, Wollschläger, Günnemann (2024), "Unified mechanism-specific
+    amplification by subsampling and group privacy amplification" (NeurIPS 2024), the pair
+    ``dp_accounting`` uses for ``REPLACE_ONE``. It is symmetric (``x -> -x`` swaps P and Q),
+    so one loss serves both directions. The loss is non-decreasing: with
+    ``u = e^{c x / s^2}`` and ``kappa = q e^{-c^2/(2 s^2)}`` it is
+    ``log((1-q) + kappa u) - log((1-q) + kappa / u)``, both terms increasing in ``u``; its
+    inverse is the closed form of Koskela et al. (2020), Sec. 6.2 (the same pair).
+
+    Build it as ``PoissonSubsampled(base, q)``: an accountant takes it in the form of its
+    own relation (:meth:`under`); the state-file form holds ``base`` and ``q`` only (the
+    relation is the accountant's). Under replace-one there is no Rényi-DP or GDP formula
+    here (refused); a Laplace base is not defined under replace-one.
     """
 
-    relations = ("add_or_remove_one", "replace_special")
-
-    def __init__(self, base: Mechanism, q: float):
+    def __init__(self, base: Mechanism, q: float, *, neighboring: str = "add_or_remove_one"):
         self.q = v.probability_open_closed("q", q)
         self.base = base
-        _family(base, "PoissonSubsampled")
+        kern = _family(base, "PoissonSubsampled")[0]
+        rel = v.neighboring("neighboring", neighboring)
+        if rel == "replace_one" and kern != "gaussian":
+            raise ValueError(f"neighboring: PoissonSubsampled is defined under replace_one for "
+                             f"a Gaussian base only, got {base!r}")
+        self.neighboring = "replace_one" if rel == "replace_one" else "add_or_remove_one"
+
+    @property
+    def relations(self) -> tuple[str, ...]:  # type: ignore[override]
+        """``("replace_one",)`` for the replace-one form, else add/remove and
+        replace-special (the same pairs)."""
+        if self.neighboring == "replace_one":
+            return ("replace_one",)
+        return ("add_or_remove_one", "replace_special")
+
+    def under(self, relation: str) -> PoissonSubsampled:
+        """The form of this sampling under ``relation``: the replace-one pair for
+        ``"replace_one"`` (Gaussian base), the add/remove pairs for the other relations;
+        ``self`` when it is that form already or has none (a Laplace base under
+        replace-one, which the accountant then refuses)."""
+        want = "replace_one" if relation == "replace_one" else "add_or_remove_one"
+        if want == self.neighboring or (want == "replace_one" and _family(
+                self.base, "PoissonSubsampled")[0] != "gaussian"):
+            return self
+        return PoissonSubsampled(self.base, self.q, neighboring=want)
+
+    def __repr__(self) -> str:
+        """One line; the relation named only for the replace-one form."""
+        rel = "" if self.neighboring == "add_or_remove_one" else ", neighboring='replace_one'"
+        return f"PoissonSubsampled(q={self.q!r}, base={self.base!r}{rel})"
 
     @property
     def loss_scale(self) -> float:
         """That of the base pair (:func:`location_loss_scale`): with probability ``q`` the
-        loss is the base mechanism's."""
-        return location_loss_scale(*_family(self.base, "PoissonSubsampled"))
+        loss is the base mechanism's (at distance ``2c`` under replace-one)."""
+        kern, c, s = _family(self.base, "PoissonSubsampled")
+        return location_loss_scale(kern, 2.0 * c if self.neighboring == "replace_one" else c,
+                                   s)
 
     def _build_losses(self):
         kern, c, s = _family(self.base, "PoissonSubsampled")
         q = self.q
+        if self.neighboring == "replace_one":
+            if q == 1.0:   # N(c) against N(-c): the Gaussian at distance 2c
+                return Gaussian(s, 2.0 * c).privacy_losses()
+            loss = LocationMixtureLoss(kern, [0.0, c], [1 - q, q], [0.0, -c], [1 - q, q], s,
+                                       inverse=_swor_inverse(q, c, s))
+            return loss, loss
         if q == 1.0:
             return self.base.privacy_losses()
         rem_inv = add_inv = None
@@ -182,11 +233,18 @@ class PoissonSubsampled(Mechanism):
         add = LocationMixtureLoss(kern, [0.0], [1.0], [0.0, -c], [1 - q, q], s, inverse=add_inv)
         return remove, add
 
+    def _no_formula(self, what: str) -> None:
+        if self.neighboring == "replace_one":
+            raise ValueError(f"no {what} formula for PoissonSubsampled under "
+                             "neighboring='replace_one' (the bounds known are for add/remove): "
+                             "use the pld or prv accountant")
+
     def rdp(self, orders) -> np.ndarray:
         """Rényi DP at ``orders`` (> 1), valid for both directions: Gaussian base only
         (Mironov, Talwar, Zhang 2019); see
         :func:`tightdp.curves.rdp.poisson_subsampled_gaussian_rdp`."""
         from ..curves.rdp import poisson_subsampled_gaussian_rdp
+        self._no_formula("Rényi-DP")
         if self.q == 1.0:
             return cast(Any, self.base).rdp(orders)
         kern, c, s = _family(self.base, "PoissonSubsampled")
@@ -198,7 +256,8 @@ class PoissonSubsampled(Mechanism):
         """``(mu, exact)`` per step. For ``q < 1`` the central-limit approximation of Bu, Dong,
         Long, Su (2020), *Deep learning with Gaussian DP* (from Dong, Roth, Su 2022, Sec. 5):
         T steps are approximately ``q sqrt(T (e^{mu^2} - 1))``-GDP. NOT a bound: ``exact`` is
-        False. Gaussian base only."""
+        False. Gaussian base only; add/remove only."""
+        self._no_formula("GDP")
         if self.q == 1.0:
             return cast(Any, self.base).gdp()
         kern, c, s = _family(self.base, "PoissonSubsampled")
@@ -227,7 +286,8 @@ class PoissonSubsampled(Mechanism):
         """The mechanism with the base's noise scale multiplied by ``factor`` (a base
         without one kept)."""
         base = self.base.scaled(factor)
-        return PoissonSubsampled(self.base if base is None else base, self.q)
+        return PoissonSubsampled(self.base if base is None else base, self.q,
+                                 neighboring=self.neighboring)
 
 
 class SampledWithoutReplacement(Mechanism):
