@@ -51,6 +51,7 @@ from .mechanisms import (
     RandomizedResponse,
     SampledWithoutReplacement,
     SampledWithReplacement,
+    TruncatedPoisson,
 )
 from .progress import set_progress
 from .results import DeltaResult, EpsilonResult, InconsistentBounds, Result, as_dict
@@ -102,6 +103,7 @@ __all__ = [
     "MixtureOfGaussians",
     "PLDAccountant",
     "PoissonSubsampled",
+    "TruncatedPoisson",
     "PrivacyLoss",
     "PRVAccountant",
     "PureDP",

@@ -7,10 +7,12 @@ from .discrete_laplace import DiscreteLaplace
 from .fields import register
 from .mixture import MixtureOfGaussians
 from .subsampling import PoissonSubsampled, SampledWithoutReplacement, SampledWithReplacement
+from .truncated import PublicCoinMixture, TruncatedPoisson
 
 # the mechanisms of state files, in the order their errors list them
 register(Gaussian, Laplace, DiscreteLaplace, RandomizedResponse, PureDP, ApproxDP,
-         PoissonSubsampled, SampledWithoutReplacement, SampledWithReplacement, MixtureOfGaussians)
+         PoissonSubsampled, SampledWithoutReplacement, SampledWithReplacement, MixtureOfGaussians,
+         TruncatedPoisson)
 
 __all__ = [
     "Mechanism",
@@ -28,4 +30,6 @@ __all__ = [
     "SampledWithoutReplacement",
     "SampledWithReplacement",
     "MixtureOfGaussians",
+    "TruncatedPoisson",
+    "PublicCoinMixture",
 ]
