@@ -54,6 +54,7 @@ from .mechanisms import (
     SampledWithReplacement,
     Shuffled,
     ShuffledMaxPair,
+    TruncatedPoisson,
 )
 from .progress import set_progress
 from .results import DeltaResult, EpsilonResult, InconsistentBounds, Result, as_dict
@@ -105,6 +106,7 @@ __all__ = [
     "MixtureOfGaussians",
     "PLDAccountant",
     "PoissonSubsampled",
+    "TruncatedPoisson",
     "PrivacyLoss",
     "PRVAccountant",
     "PureDP",

@@ -37,6 +37,7 @@ from ..mechanisms import (
     RandomizedResponse,
     SampledWithoutReplacement,
     SampledWithReplacement,
+    TruncatedPoisson,
 )
 from ..results import DeltaResult, EpsilonResult
 
@@ -294,8 +295,8 @@ def _convert_leaf(event, count: int, rel: NeighboringRelation, rdp_ok: bool,
                               "Papernot & Steinke 2022, is Rényi-DP only and not implemented "
                               "in tightdp); use dp_accounting's RdpAccountant for it")
     if isinstance(event, _ev.TruncatedSubsampledGaussianDpEvent):
-        raise Refused(event, "TruncatedSubsampledGaussianDpEvent is not supported (tightdp has "
-                              "no certified analysis of truncated Poisson sampling)")
+        _convert_truncated(event, count, rel, out)
+        return
     raise Refused(event, f"{name} is not supported by tightdp (unknown or unsupported event)")
 
 
@@ -358,6 +359,29 @@ def _convert_noise(event, count: int, rel: NeighboringRelation, out: DpEventComp
             raise Refused(event, f"MixtureOfGaussiansDpEvent: {err}") from None
         return True
     return False
+
+
+def _convert_truncated(event, count: int, rel: NeighboringRelation, out: DpEventComposition
+                       ) -> None:
+    """Add a TruncatedSubsampledGaussianDpEvent (truncated Poisson sampling of a Gaussian,
+    :class:`~tightdp.TruncatedPoisson`; add/remove and replace-one) to ``out``."""
+    name = "TruncatedSubsampledGaussianDpEvent"
+    if rel is _SPECIAL:
+        raise Refused(event, f"{name} is defined under ADD_OR_REMOVE_ONE or REPLACE_ONE, not "
+                              "REPLACE_SPECIAL (a special record still takes a place in the "
+                              "batch)")
+    for fld in ("dataset_size", "truncated_batch_size"):
+        x = getattr(event, fld)
+        if isinstance(x, bool) or not float(x).is_integer() or x < 1:
+            raise Refused(event, f"{name}.{fld} must be a whole number >= 1, got {x!r}")
+    q = _positive_or_zero(event, "sampling_probability", event.sampling_probability)
+    if q > 1.0:
+        raise Refused(event, f"{name}.sampling_probability must be in [0, 1], got {q!r}")
+    s = _positive_or_zero(event, "noise_multiplier", event.noise_multiplier)
+    if q == 0 or out.without_noise(s, count):  # no-op event, or no noise
+        return
+    out.add(TruncatedPoisson(Gaussian(s), q, int(event.truncated_batch_size),
+                             int(event.dataset_size)), count)
 
 
 def _convert_sampled(event, count: int, rel: NeighboringRelation, out: DpEventComposition
@@ -501,6 +525,7 @@ SUPPORTED_EVENTS = (
     "GaussianDpEvent", "LaplaceDpEvent", "DiscreteLaplaceDpEvent",
     "RandomizedResponseDpEvent", "MixtureOfGaussiansDpEvent", "PoissonSampledDpEvent",
     "SampledWithoutReplacementDpEvent", "SampledWithReplacementDpEvent",
-    "SingleEpochTreeAggregationDpEvent", "ZCDpEvent (rdp accountant only)",
+    "SingleEpochTreeAggregationDpEvent", "TruncatedSubsampledGaussianDpEvent",
+    "ZCDpEvent (rdp accountant only)",
     "RandomAllocationDpEvent (where dp_accounting defines it)",
 )

@@ -9,11 +9,12 @@ from .fields import register
 from .mixture import MixtureOfGaussians
 from .shuffling import Shuffled, ShuffledMaxPair
 from .subsampling import PoissonSubsampled, SampledWithoutReplacement, SampledWithReplacement
+from .truncated import PublicCoinMixture, TruncatedPoisson
 
 # the mechanisms of state files, in the order their errors list them
 register(Gaussian, Laplace, DiscreteLaplace, RandomizedResponse, PureDP, ApproxDP,
          PoissonSubsampled, SampledWithoutReplacement, SampledWithReplacement, MixtureOfGaussians,
-         Shuffled, RandomAllocation)
+         Shuffled, RandomAllocation, TruncatedPoisson)
 
 __all__ = [
     "Mechanism",
@@ -34,4 +35,6 @@ __all__ = [
     "Shuffled",
     "ShuffledMaxPair",
     "RandomAllocation",
+    "TruncatedPoisson",
+    "PublicCoinMixture",
 ]
