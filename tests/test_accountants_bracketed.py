@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from tightdp import GDPAccountant, Gaussian, PLDAccountant, PRVAccountant
+from tightdp import Gaussian, GDPAccountant, PLDAccountant, PRVAccountant
 from tightdp.mechanisms import Mechanism
 from tightdp.mechanisms.base import Bracket
 

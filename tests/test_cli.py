@@ -573,3 +573,62 @@ def test_option_tables_name_options_of_the_command():
         takers = [c for c in ("epsilon", "delta", "calibrate") if o in dests[c]]
         assert takers and all(dests[c][o] == dest_of(o) for c in takers), o
     assert dest_of("--L") == "L" and dest_of("--spa-method") == "spa_method"
+
+
+# --- conveniences: misspelt options, spellings of choices, the unknown of calibrate ---------
+
+@pytest.mark.parametrize("args,typo,meant", [
+    (["epsilon", "--sampling-rate", "0.01", "--noise-multipler", "1", "--steps", "10",
+      "--delta", "1e-5"], "--noise-multipler", "--noise-multiplier"),
+    # compare requires --noise-multiplier: the misspelling is named, not the missing option
+    (["compare", "--sampling-rate", "0.01", "--noise-multipler", "1", "--steps", "10",
+      "--delta", "1e-5"], "--noise-multipler", "--noise-multiplier"),
+    (["group", "--group-sise", "2", *CHEAP, "--delta", "1e-5"], "--group-sise", "--group-size"),
+    (["calibrate", "--sampling-rate", "0.01", "--steps=10", "--delta", "1e-5", "--epsilon",
+      "3", "--solve_for=steps"], "--solve_for", "--solve-for"),
+])
+def test_misspelt_option_gets_a_suggestion(capsys, args, typo, meant):
+    line = cli_error(capsys, *args)
+    assert line == f"tightdp: error: unrecognized arguments: {typo}; did you mean {meant}?"
+
+
+def test_unknown_option_without_a_close_one(capsys):
+    line = cli_error(capsys, "epsilon", *CHEAP, "--delta", "1e-5", "--zzzzzz", "1")
+    assert line == "tightdp: error: unrecognized arguments: --zzzzzz"
+
+
+@pytest.mark.parametrize("spelling", ["fixed_batch", "Fixed_Batch", "fixed-batch"])
+def test_sampling_underscores_or_dashes(capsys, spelling):
+    setting = ["--batch-size", "10", "--dataset-size", "1000", "--noise-multiplier", "1",
+               "--steps", "10", "--delta", "1e-5"]
+    out = cli_json(capsys, "epsilon", "--sampling", spelling, *setting)
+    # the API's answer for the same setting: a fixed batch is the Poisson-subsampled Gaussian
+    # of sensitivity 2 at rate B / (n + 1) (Ganesh 2024, Thm 3.3; dpsgd/setting.py)
+    ref = td.PLDAccountant().compose(
+        td.PoissonSubsampled(td.Gaussian(1.0, 2.0), 10 / 1001), 10).epsilon(1e-5)
+    assert out["epsilon"] == pytest.approx(ref.epsilon, rel=1e-12)
+    assert out["details"]["sampling"] == "fixed_batch"
+
+
+@pytest.mark.parametrize("given,unknown", [
+    (["--sampling-rate", "0.01", "--steps", "10"], "noise-multiplier"),
+    (["--sampling-rate", "0.01", "--noise-multiplier", "1"], "steps"),
+    (["--noise-multiplier", "1", "--steps", "10"], "sampling-rate"),
+    (["--batch-size", "10", "--dataset-size", "1000", "--noise-multiplier", "1"], "steps"),
+])
+def test_calibrate_infers_the_unknown(capsys, given, unknown):
+    target = ["--delta", "1e-5", "--epsilon", "3"]
+    out = cli_json(capsys, "calibrate", *given, *target)
+    ref = cli_json(capsys, "calibrate", *given, *target, "--solve-for", unknown)
+    assert out == {**ref, "seconds": out["seconds"]}
+
+
+@pytest.mark.parametrize("given,words", [
+    (["--steps", "10"], "--noise-multiplier and --sampling-rate are left out"),
+    (["--sampling-rate", "0.01", "--steps", "10", "--noise-multiplier", "1"],
+     "all three are given"),
+])
+def test_calibrate_names_what_to_give(capsys, built, given, words):
+    line = cli_error(capsys, "calibrate", *given, "--delta", "1e-5", "--epsilon", "3")
+    assert words in line and "--solve-for" in line
+    assert not built

@@ -31,7 +31,17 @@ import sys
 from collections.abc import Callable
 
 from . import calibrate, compare, delta, epsilon, group, individual, plot, sweep
-from .common import EXAMPLES, FLAGS, Parser, RoundDown, RoundUp, budget_kwargs, format_value
+from .common import (
+    COMMAND_FLAGS,
+    EXAMPLES,
+    FLAGS,
+    Parser,
+    RoundDown,
+    RoundUp,
+    budget_kwargs,
+    check_flags,
+    format_value,
+)
 from .common import clean as _clean
 from .common import fail as _fail
 
@@ -58,8 +68,10 @@ def _parser_and_handlers() -> tuple[argparse.ArgumentParser, dict[str, Callable]
     handlers: dict[str, Callable] = {}
     for command in _COMMANDS:
         handlers.update(command.register(add))
-    for parser in sub.choices.values():
-        FLAGS.update(o for action in parser._actions for o in action.option_strings)
+    for command_name, parser in sub.choices.items():
+        COMMAND_FLAGS[command_name] = {o for action in parser._actions
+                                       for o in action.option_strings}
+        FLAGS.update(COMMAND_FLAGS[command_name])
     return p, handlers
 
 
@@ -91,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     parser, handlers = _parser_and_handlers()
+    top = {o for action in parser._actions for o in action.option_strings}
+    check_flags(sys.argv[1:] if argv is None else list(argv), top)
     a = parser.parse_args(argv)
     import numpy
 

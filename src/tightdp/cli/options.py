@@ -14,6 +14,7 @@ from .common import (
     memory_size,
     number,
     option_value,
+    spelling,
 )
 
 #: accountant-specific options: (option, the accountant that uses it)
@@ -39,12 +40,12 @@ def mechanism_options(p: argparse.ArgumentParser, noise: bool = True, spec: bool
                         "ceil(epochs / sampling rate), in exact arithmetic)")
     g.add_argument("--dataset-size", type=integer, help="n (with --batch-size)")
     g.add_argument("--batch-size", type=integer, help="B (with --dataset-size)")
-    g.add_argument("--sampling", default=None if spec else "poisson",
+    g.add_argument("--sampling", default=None if spec else "poisson", type=spelling,
                    choices=["poisson", "without-replacement", "with-replacement",
                             "fixed-batch"],
-                   help="how batches are drawn (default poisson, add/remove adjacency); "
-                        "with-replacement and fixed-batch need --batch-size and "
-                        "--dataset-size")
+                   help="how batches are drawn (default poisson, add/remove adjacency; "
+                        "underscores or dashes); with-replacement and fixed-batch need "
+                        "--batch-size and --dataset-size")
     if spec:
         spec_option(p)
 
