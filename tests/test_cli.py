@@ -632,3 +632,30 @@ def test_calibrate_names_what_to_give(capsys, built, given, words):
     line = cli_error(capsys, "calibrate", *given, "--delta", "1e-5", "--epsilon", "3")
     assert words in line and "--solve-for" in line
     assert not built
+
+
+def test_compare_spec_runs_every_accountant_on_the_file(tmp_path, capsys):
+    path = tmp_path / "run.json"
+    mechs = [(td.PoissonSubsampled(td.Gaussian(1.0), 0.02), 200), (td.Laplace(20.0), 3)]
+    acc = td.PLDAccountant()
+    for m, k in mechs:
+        acc.compose(m, k)
+    td.save(acc, path)
+    out = cli_json(capsys, "compare", "--spec", str(path), "--delta", "1e-5", "--n", "200000")
+    rows = {r["accountant"]: r for r in out["results"]}
+    assert out["steps"] == 203 and out["spec"] == str(path)
+    for name in ("pld", "rdp"):  # each as the API answers the same composition
+        ref = td.accountants.registry.make_accountant(name)
+        for m, k in mechs:
+            ref.compose(m, k)
+        assert rows[name]["epsilon"] == pytest.approx(float(ref.epsilon(1e-5).epsilon),
+                                                      rel=1e-12)
+    assert rows["gdp"]["status"].startswith("refused")  # no mu-GDP form of Laplace
+    line = cli_error(capsys, "compare", "--spec", str(path), "--steps", "10", "--delta", "1e-5")
+    assert "leave out --steps" in line
+
+
+def test_group_table_says_the_linear_column_is_no_bound(capsys):
+    assert cli.main(["group", "--group-size", "2", *CHEAP, "--delta", "1e-5"]) == 0
+    head = capsys.readouterr().out.splitlines()[1]
+    assert "k*eps_1 (heuristic, not a bound)" in head

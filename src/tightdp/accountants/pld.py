@@ -163,7 +163,10 @@ class PLDAccountant(Accountant):
                         max_points=self._max_grid_points(), log_tail=window_tail,
                         extended=extended)
         except BudgetExceeded as err:
-            raise BudgetExceeded(f"rtol: {err} (max_memory={self.budget.max_memory:.3g} "
+            # the engine's refusal states the size before its advice; the advice given here
+            # names the options that set the size, once
+            size = str(err).split("; ")[0]
+            raise BudgetExceeded(f"rtol: {size} (max_memory={self.budget.max_memory:.3g} "
                                  "bytes); raise rtol or max_memory") from None
         if lam == 0.0:  # tilted compositions serve one query each: not kept
             self._cache[key] = c
