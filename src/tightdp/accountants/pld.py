@@ -107,6 +107,8 @@ class PLDAccountant(Accountant):
     """
 
     name = "pld"
+    #: the options ``repr`` shows
+    REPR_OPTIONS = ("rtol",)
 
     def __init__(self, rtol: float = DEFAULT_RTOL, *, max_points: int = MAX_POINTS,
                  neighboring="add_or_remove_one", max_memory=None, max_seconds=None):

@@ -15,11 +15,15 @@ import numpy as np
 from .. import _validate as v
 from .._defaults import DEFAULT_RTOL
 from ..accountants.base import Accountant
-from ..accountants.registry import make_accountant
+from ..accountants.registry import OPTIONS, make_accountant
 from ..results import DeltaResult, EpsilonResult
 from .setting import DPSGDSetting, dpsgd_setting
 
 __all__ = ["dpsgd_epsilon", "dpsgd_delta", "composed"]
+
+#: the keyword arguments the front doors pass on to the accountant (``**accountant_options``)
+ACCOUNTANT_OPTIONS = tuple(sorted({o for opts in OPTIONS.values() for o in opts})) + (
+    "neighboring",)
 
 
 def composed(setting: DPSGDSetting, *, accountant: str = "pld", rtol: float = DEFAULT_RTOL,
@@ -56,6 +60,7 @@ def _query(want: str, *, accountant, rtol, max_memory, max_seconds, accountant_o
     return r
 
 
+@v.known_keywords(*ACCOUNTANT_OPTIONS)
 def dpsgd_epsilon(*, noise_multiplier: float, delta: float, sampling_rate: float | None = None,
                   steps: int | None = None, epochs: float | None = None,
                   batch_size: int | None = None, dataset_size: int | None = None,
@@ -96,6 +101,7 @@ def dpsgd_epsilon(*, noise_multiplier: float, delta: float, sampling_rate: float
     return _query("epsilon", **locals())
 
 
+@v.known_keywords(*ACCOUNTANT_OPTIONS)
 def dpsgd_delta(*, noise_multiplier: float, epsilon: float,
                 sampling_rate: float | None = None, steps: int | None = None,
                 epochs: float | None = None, batch_size: int | None = None,
