@@ -659,3 +659,52 @@ def test_group_table_says_the_linear_column_is_no_bound(capsys):
     assert cli.main(["group", "--group-size", "2", *CHEAP, "--delta", "1e-5"]) == 0
     head = capsys.readouterr().out.splitlines()[1]
     assert "k*eps_1 (heuristic, not a bound)" in head
+
+
+# --- spec files written by `tightdp spec`, read back by every --spec subcommand ---------------
+
+@pytest.mark.parametrize("setting", [
+    ["--sampling-rate", "0.02", "--noise-multiplier", "1.0", "--steps", "200"],
+    ["--sampling", "fixed_batch", "--batch-size", "20", "--dataset-size", "1000",
+     "--noise-multiplier", "1.0", "--epochs", "2"],
+    ["--sampling", "without-replacement", "--sampling-rate", "0.02", "--noise-multiplier",
+     "1.0", "--steps", "100"],
+])
+def test_spec_written_then_read_back_gives_the_same_answer(tmp_path, capsys, setting):
+    assert cli.main(["spec", *setting]) == 0
+    text = capsys.readouterr().out
+    path = tmp_path / "run.json"
+    path.write_text(text)
+    # the file is the accountant the front door composes, written as tightdp.save writes it
+    kwargs = {"noise_multiplier": 1.0, **{
+        setting[i].lstrip("-").replace("-", "_"): setting[i + 1]
+        for i in range(0, len(setting), 2) if setting[i] != "--noise-multiplier"}}
+    for key, kind in (("sampling_rate", float), ("steps", int), ("batch_size", int),
+                      ("dataset_size", int), ("epochs", float)):
+        if key in kwargs:
+            kwargs[key] = kind(kwargs[key])
+    assert text == td.state.dumps(td.dpsgd_accountant(**kwargs))
+    for query, x in (("epsilon", ["--delta", "1e-5"]), ("delta", ["--epsilon", "1.0"])):
+        direct = cli_json(capsys, query, *setting, *x)
+        back = cli_json(capsys, query, "--spec", str(path), *x)
+        for key in (query, "lower", "upper", "steps", "certified"):
+            assert back[key] == direct[key], (query, key)
+    compared = cli_json(capsys, "compare", "--spec", str(path), "--delta", "1e-5", "--n",
+                        "200000")
+    assert compared["epsilon"] == cli_json(capsys, "epsilon", *setting, "--delta",
+                                           "1e-5")["epsilon"]
+
+
+def test_spec_read_back_by_calibrate(tmp_path, capsys):
+    # the noise factor of the file, times its sigma, is the noise calibrate finds directly
+    path = tmp_path / "run.json"
+    assert cli.main(["spec", "--sampling-rate", "0.02", "--noise-multiplier", "1.0",
+                     "--steps", "200", "--output", str(path)]) == 0
+    target = ["--delta", "1e-5", "--epsilon", "2"]
+    scaled = cli_json(capsys, "calibrate", "--spec", str(path), *target)
+    direct = cli_json(capsys, "calibrate", "--sampling-rate", "0.02", "--steps", "200",
+                      *target)
+    assert scaled["scale"] * 1.0 == pytest.approx(direct["noise_multiplier"], rel=2e-3)
+    line = cli_error(capsys, "spec", *CHEAP, "--output", str(tmp_path / "no" / "run.json"))
+    assert line.endswith(f"cannot write {tmp_path / 'no' / 'run.json'}: No such file or "
+                         "directory")

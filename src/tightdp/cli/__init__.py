@@ -14,6 +14,7 @@ Examples
   tightdp plot --sampling-rate 0.01 --noise-multiplier 1 --steps 1000 --output curve.png
   tightdp sweep --sampling-rate 0.01,0.02 --noise-multiplier 0.8,1.0 --steps 1000,10000 \\
       --delta 1e-5 --out sweep.csv --workers 2
+  tightdp spec --sampling-rate 0.01 --noise-multiplier 1 --steps 10000 > run.json
 
 Options are strict (an option that does not apply, or conflicts with another, is an error
 naming it; no abbreviations); every computing subcommand takes ``--max-memory`` and
@@ -30,7 +31,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from . import calibrate, compare, delta, epsilon, group, individual, plot, sweep
+from . import calibrate, compare, delta, epsilon, group, individual, plot, spec, sweep
 from .common import (
     COMMAND_FLAGS,
     EXAMPLES,
@@ -48,7 +49,7 @@ from .common import fail as _fail
 __all__ = ["main", "build_parser", "format_value", "RoundUp", "RoundDown"]
 
 #: the subcommands, in the order ``tightdp --help`` lists them
-_COMMANDS = (epsilon, delta, compare, calibrate, group, plot, individual, sweep)
+_COMMANDS = (epsilon, delta, compare, calibrate, group, plot, individual, sweep, spec)
 
 
 def _parser_and_handlers() -> tuple[argparse.ArgumentParser, dict[str, Callable]]:

@@ -25,6 +25,8 @@ EXAMPLES = """examples:
       (per-example eps from a NormRecorder directory or a .npy of counts; docs/scaling.md)
   tightdp sweep --sampling-rate 0.01,0.02 --noise-multiplier 0.8,1.0 --steps 1000,10000 \\
       --delta 1e-5 --out sweep.csv   (a table: every combination; --grid FILE.json)
+  tightdp spec --sampling-rate 0.01 --noise-multiplier 1 --steps 10000 > run.json
+      (the spec file of a setting: then tightdp epsilon --spec run.json --delta 1e-5)
 """
 
 

@@ -19,7 +19,7 @@ from ..accountants.registry import OPTIONS, make_accountant
 from ..results import DeltaResult, EpsilonResult
 from .setting import DPSGDSetting, dpsgd_setting
 
-__all__ = ["dpsgd_epsilon", "dpsgd_delta", "composed"]
+__all__ = ["dpsgd_epsilon", "dpsgd_delta", "dpsgd_accountant", "composed"]
 
 #: the keyword arguments the front doors pass on to the accountant (``**accountant_options``)
 ACCOUNTANT_OPTIONS = tuple(sorted({o for opts in OPTIONS.values() for o in opts})) + (
@@ -119,3 +119,29 @@ def dpsgd_delta(*, noise_multiplier: float, epsilon: float,
     True
     """
     return _query("delta", **locals())
+
+
+@v.known_keywords(*ACCOUNTANT_OPTIONS)
+def dpsgd_accountant(*, noise_multiplier: float, sampling_rate: float | None = None,
+                     steps: int | None = None, epochs: float | None = None,
+                     batch_size: int | None = None, dataset_size: int | None = None,
+                     sampling: str = "poisson", accountant: str = "pld",
+                     rtol: float = DEFAULT_RTOL, max_memory=None, max_seconds=None,
+                     **accountant_options) -> Accountant:
+    """The accountant :func:`dpsgd_epsilon` and :func:`dpsgd_delta` query for the same
+    arguments (less the target): the rounds of the setting composed, under the neighbouring
+    relation of its sampling. Saved (:func:`tightdp.save`), it is the spec file of the
+    setting, which ``tightdp epsilon|delta|compare|calibrate --spec FILE`` read back
+    (``tightdp spec`` writes it from the command line).
+
+    Examples
+    --------
+    >>> acc = dpsgd_accountant(sampling_rate=0.01, noise_multiplier=1.0, steps=100, rtol=1e-2)
+    >>> acc.total_count, acc.neighboring
+    (100, 'add_or_remove_one')
+    """
+    setting = dpsgd_setting(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate,
+                            steps=steps, epochs=epochs, batch_size=batch_size,
+                            dataset_size=dataset_size, sampling=sampling)
+    return composed(setting, accountant=accountant, rtol=rtol, max_memory=max_memory,
+                    max_seconds=max_seconds, **accountant_options)
