@@ -103,7 +103,8 @@ def pytest_collection_modifyitems(config, items):
 def skip_reason(report) -> str:
     """A skipped test's reason, shortened to its kind: a missing optional package (the
     reason of ``pytest.importorskip``) as "peer not installed: NAME", the reduced slow checks
-    as "full size: set TIGHTDP_SLOW=1", any other reason as given (cut at 60 characters)."""
+    as "full size: set TIGHTDP_SLOW=1", the cases of an accountant that does not take a
+    mechanism as one, any other reason as given (cut at 60 characters)."""
     longrepr = report.longrepr
     text = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
     text = " ".join(str(text).split()).removeprefix("Skipped: ")
@@ -113,6 +114,8 @@ def skip_reason(report) -> str:
         return f"peer not installed: {found.group(1).split('.')[0]}"
     if "TIGHTDP_SLOW" in text:
         return "full size: set TIGHTDP_SLOW=1"
+    if re.match(r"\w+ does not support ", text):  # one per (accountant, mechanism) case
+        return "an accountant without the mechanism"
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -99,9 +99,11 @@ def test_skip_summary_counts_skips_by_reason():
                skipped("could not import 'riskcal': No module named 'riskcal'"),
                skipped("full-size check: set TIGHTDP_SLOW=1 to run"),
                skipped("full-size check: set TIGHTDP_SLOW=1 to run"),
-               skipped("dp_accounting is not installed")]
+               skipped("dp_accounting is not installed"),
+               skipped("rdp does not support PureDP"), skipped("gdp does not support Laplace")]
     assert skip_summary(reports) == ("skipped: 3 (full size: set TIGHTDP_SLOW=1), "
                                      "2 (peer not installed: riskcal), "
+                                     "2 (an accountant without the mechanism), "
                                      "1 (peer not installed: opacus), "
                                      "1 (peer not installed: dp_accounting)")
     assert skip_summary([]) == ""
