@@ -546,7 +546,9 @@ def test_readme_replace_one_rdp_takes_sensitivity_one():
     rdp.compose(E.SelfComposedDpEvent(
         E.SampledWithoutReplacementDpEvent(n, b, E.GaussianDpEvent(1.0)), steps))
     assert round(rdp.get_epsilon(1e-5), 2) == 1.45
-    pld = pld_privacy_accountant.PLDAccountant()
+    # a grid 10x coarser than dp_accounting's default: 6.9927 against 6.9925, in a tenth of
+    # the time
+    pld = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-3)
     pld.compose(E.SelfComposedDpEvent(
         E.MixtureOfGaussiansDpEvent(1.0, [0.0, 2.0], [1 - b / n, b / n]), steps))
     ours = dpsgd_epsilon(sampling="fixed_batch", batch_size=b, dataset_size=n,
