@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -96,3 +98,40 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+def skip_reason(report) -> str:
+    """A skipped test's reason, shortened to its kind: a missing optional package (the
+    reason of ``pytest.importorskip``) as "peer not installed: NAME", the reduced slow checks
+    as "full size: set TIGHTDP_SLOW=1", the cases of an accountant that does not take a
+    mechanism as one, any other reason as given (cut at 60 characters)."""
+    longrepr = report.longrepr
+    text = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    text = " ".join(str(text).split()).removeprefix("Skipped: ")
+    found = (re.search(r"could not import '([\w.]+)'", text)
+             or re.fullmatch(r"([\w.-]+) is not installed", text))
+    if found:
+        return f"peer not installed: {found.group(1).split('.')[0]}"
+    if "TIGHTDP_SLOW" in text:
+        return "full size: set TIGHTDP_SLOW=1"
+    if re.match(r"\w+ does not support ", text):  # one per (accountant, mechanism) case
+        return "an accountant without the mechanism"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def skip_summary(reports) -> str:
+    """One line counting skipped tests by reason, most frequent first (empty if none)."""
+    counts = Counter(skip_reason(r) for r in reports)
+    if not counts:
+        return ""
+    return "skipped: " + ", ".join(f"{n} ({why})" for why, n in counts.most_common())
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The run ends with one line saying what was skipped and why (after pytest's own
+    summary, before its count of passed and skipped tests)."""
+    yield
+    line = skip_summary(terminalreporter.stats.get("skipped", []))
+    if line:
+        terminalreporter.write_line(line)

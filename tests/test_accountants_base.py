@@ -122,3 +122,18 @@ def test_what_each_mechanism_is_defined_under():
     r = td.PLDAccountant(rtol=1e-2, neighboring="replace_special").compose(
         POISSON, 10).epsilon([1e-5, 1e-6])
     assert r.details["neighboring"] == ["replace_special"] * 2
+
+
+def test_repr_shows_the_composition():
+    acc = td.PLDAccountant()
+    acc.compose(td.PoissonSubsampled(td.Gaussian(1.0), 0.01), 10_000)
+    assert repr(acc) == (
+        "PLDAccountant(rtol=0.001, neighboring='add_or_remove_one', terms=["
+        "PoissonSubsampled(q=0.01, base=Gaussian(sigma=1.0, sensitivity=1.0)) x 10000])")
+    for s in range(6):  # ten distinct mechanisms: the first three shown, then a count
+        acc.compose(td.Gaussian(2.0 + s), 2)
+    text = repr(acc)
+    assert "\n" not in text and text.count(" x ") == 3
+    assert text.endswith("... 4 more (10012 steps in all)])")
+    assert repr(td.PRVAccountant(eps_error=0.1, neighboring="replace_one")) == (
+        "PRVAccountant(eps_error=0.1, delta_error=1e-09, neighboring='replace_one', terms=[])")

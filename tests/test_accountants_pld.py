@@ -241,3 +241,16 @@ def test_pld_unconverged_reports_the_smallest_certified_upper_bound():
     assert r.details["converged"] is False
     assert r.upper == min(rdp, spa, r.details["pld_upper"])
     assert r.lower >= r.details["pld_lower"]
+
+
+def test_budget_refusal_gives_its_advice_once():
+    # no grid fits 1 MB for a million randomized-response steps, and RDP has no bound for
+    # them: the refusal states the size and what to change, once (before: the engine's
+    # advice, then the accountant's)
+    acc = td.PLDAccountant(max_memory="1MB", neighboring="replace_one")
+    acc.compose(td.RandomizedResponse(0.1, 2), 10**6)
+    with pytest.raises(td.BudgetExceeded) as e:
+        acc.epsilon(1e-10)
+    msg = str(e.value)
+    assert msg.count("; ") == 1 and msg.endswith("; raise rtol or max_memory"), msg
+    assert "\n" not in msg

@@ -606,3 +606,138 @@ def test_epoch_samplings_on_the_command_line(capsys):
     lib = td.calibrate_noise(sampling="shuffle", steps_per_epoch=5, epochs=2, epsilon=3.0,
                              delta=1e-5)
     assert cal["noise_multiplier"] == lib.noise_multiplier and cal["sampling"] == "shuffle"
+
+
+# --- conveniences: misspelt options, spellings of choices, the unknown of calibrate ---------
+
+@pytest.mark.parametrize("args,typo,meant", [
+    (["epsilon", "--sampling-rate", "0.01", "--noise-multipler", "1", "--steps", "10",
+      "--delta", "1e-5"], "--noise-multipler", "--noise-multiplier"),
+    # compare requires --noise-multiplier: the misspelling is named, not the missing option
+    (["compare", "--sampling-rate", "0.01", "--noise-multipler", "1", "--steps", "10",
+      "--delta", "1e-5"], "--noise-multipler", "--noise-multiplier"),
+    (["group", "--group-sise", "2", *CHEAP, "--delta", "1e-5"], "--group-sise", "--group-size"),
+    (["calibrate", "--sampling-rate", "0.01", "--steps=10", "--delta", "1e-5", "--epsilon",
+      "3", "--solve_for=steps"], "--solve_for", "--solve-for"),
+])
+def test_misspelt_option_gets_a_suggestion(capsys, args, typo, meant):
+    line = cli_error(capsys, *args)
+    assert line == f"tightdp: error: unrecognized arguments: {typo}; did you mean {meant}?"
+
+
+def test_unknown_option_without_a_close_one(capsys):
+    line = cli_error(capsys, "epsilon", *CHEAP, "--delta", "1e-5", "--zzzzzz", "1")
+    assert line == "tightdp: error: unrecognized arguments: --zzzzzz"
+
+
+@pytest.mark.parametrize("spelling", ["fixed_batch", "Fixed_Batch", "fixed-batch"])
+def test_sampling_underscores_or_dashes(capsys, spelling):
+    setting = ["--batch-size", "10", "--dataset-size", "1000", "--noise-multiplier", "1",
+               "--steps", "10", "--delta", "1e-5"]
+    out = cli_json(capsys, "epsilon", "--sampling", spelling, *setting)
+    # the API's answer for the same setting: a fixed batch is the Poisson-subsampled Gaussian
+    # of sensitivity 2 at rate B / (n + 1) (Ganesh 2024, Thm 3.3; dpsgd/setting.py)
+    ref = td.PLDAccountant().compose(
+        td.PoissonSubsampled(td.Gaussian(1.0, 2.0), 10 / 1001), 10).epsilon(1e-5)
+    assert out["epsilon"] == pytest.approx(ref.epsilon, rel=1e-12)
+    assert out["details"]["sampling"] == "fixed_batch"
+
+
+@pytest.mark.parametrize("given,unknown", [
+    (["--sampling-rate", "0.01", "--steps", "10"], "noise-multiplier"),
+    (["--sampling-rate", "0.01", "--noise-multiplier", "1"], "steps"),
+    (["--noise-multiplier", "1", "--steps", "10"], "sampling-rate"),
+    (["--batch-size", "10", "--dataset-size", "1000", "--noise-multiplier", "1"], "steps"),
+])
+def test_calibrate_infers_the_unknown(capsys, given, unknown):
+    target = ["--delta", "1e-5", "--epsilon", "3"]
+    out = cli_json(capsys, "calibrate", *given, *target)
+    ref = cli_json(capsys, "calibrate", *given, *target, "--solve-for", unknown)
+    assert out == {**ref, "seconds": out["seconds"]}
+
+
+@pytest.mark.parametrize("given,words", [
+    (["--steps", "10"], "--noise-multiplier and --sampling-rate are left out"),
+    (["--sampling-rate", "0.01", "--steps", "10", "--noise-multiplier", "1"],
+     "all three are given"),
+])
+def test_calibrate_names_what_to_give(capsys, built, given, words):
+    line = cli_error(capsys, "calibrate", *given, "--delta", "1e-5", "--epsilon", "3")
+    assert words in line and "--solve-for" in line
+    assert not built
+
+
+def test_compare_spec_runs_every_accountant_on_the_file(tmp_path, capsys):
+    path = tmp_path / "run.json"
+    mechs = [(td.PoissonSubsampled(td.Gaussian(1.0), 0.02), 200), (td.Laplace(20.0), 3)]
+    acc = td.PLDAccountant()
+    for m, k in mechs:
+        acc.compose(m, k)
+    td.save(acc, path)
+    out = cli_json(capsys, "compare", "--spec", str(path), "--delta", "1e-5", "--n", "200000")
+    rows = {r["accountant"]: r for r in out["results"]}
+    assert out["steps"] == 203 and out["spec"] == str(path)
+    for name in ("pld", "rdp"):  # each as the API answers the same composition
+        ref = td.accountants.registry.make_accountant(name)
+        for m, k in mechs:
+            ref.compose(m, k)
+        assert rows[name]["epsilon"] == pytest.approx(float(ref.epsilon(1e-5).epsilon),
+                                                      rel=1e-12)
+    assert rows["gdp"]["status"].startswith("refused")  # no mu-GDP form of Laplace
+    line = cli_error(capsys, "compare", "--spec", str(path), "--steps", "10", "--delta", "1e-5")
+    assert "leave out --steps" in line
+
+
+def test_group_table_says_the_linear_column_is_no_bound(capsys):
+    assert cli.main(["group", "--group-size", "2", *CHEAP, "--delta", "1e-5"]) == 0
+    head = capsys.readouterr().out.splitlines()[1]
+    assert "k*eps_1 (heuristic, not a bound)" in head
+
+
+# --- spec files written by `tightdp spec`, read back by every --spec subcommand ---------------
+
+@pytest.mark.parametrize("setting", [
+    ["--sampling-rate", "0.02", "--noise-multiplier", "1.0", "--steps", "200"],
+    ["--sampling", "fixed_batch", "--batch-size", "20", "--dataset-size", "1000",
+     "--noise-multiplier", "1.0", "--epochs", "2"],
+    ["--sampling", "without-replacement", "--sampling-rate", "0.02", "--noise-multiplier",
+     "1.0", "--steps", "100"],
+])
+def test_spec_written_then_read_back_gives_the_same_answer(tmp_path, capsys, setting):
+    assert cli.main(["spec", *setting]) == 0
+    text = capsys.readouterr().out
+    path = tmp_path / "run.json"
+    path.write_text(text)
+    # the file is the accountant the front door composes, written as tightdp.save writes it
+    kwargs = {"noise_multiplier": 1.0, **{
+        setting[i].lstrip("-").replace("-", "_"): setting[i + 1]
+        for i in range(0, len(setting), 2) if setting[i] != "--noise-multiplier"}}
+    for key, kind in (("sampling_rate", float), ("steps", int), ("batch_size", int),
+                      ("dataset_size", int), ("epochs", float)):
+        if key in kwargs:
+            kwargs[key] = kind(kwargs[key])
+    assert text == td.state.dumps(td.dpsgd_accountant(**kwargs))
+    for query, x in (("epsilon", ["--delta", "1e-5"]), ("delta", ["--epsilon", "1.0"])):
+        direct = cli_json(capsys, query, *setting, *x)
+        back = cli_json(capsys, query, "--spec", str(path), *x)
+        for key in (query, "lower", "upper", "steps", "certified"):
+            assert back[key] == direct[key], (query, key)
+    compared = cli_json(capsys, "compare", "--spec", str(path), "--delta", "1e-5", "--n",
+                        "200000")
+    assert compared["epsilon"] == cli_json(capsys, "epsilon", *setting, "--delta",
+                                           "1e-5")["epsilon"]
+
+
+def test_spec_read_back_by_calibrate(tmp_path, capsys):
+    # the noise factor of the file, times its sigma, is the noise calibrate finds directly
+    path = tmp_path / "run.json"
+    assert cli.main(["spec", "--sampling-rate", "0.02", "--noise-multiplier", "1.0",
+                     "--steps", "200", "--output", str(path)]) == 0
+    target = ["--delta", "1e-5", "--epsilon", "2"]
+    scaled = cli_json(capsys, "calibrate", "--spec", str(path), *target)
+    direct = cli_json(capsys, "calibrate", "--sampling-rate", "0.02", "--steps", "200",
+                      *target)
+    assert scaled["scale"] * 1.0 == pytest.approx(direct["noise_multiplier"], rel=2e-3)
+    line = cli_error(capsys, "spec", *CHEAP, "--output", str(tmp_path / "no" / "run.json"))
+    assert line.endswith(f"cannot write {tmp_path / 'no' / 'run.json'}: No such file or "
+                         "directory")

@@ -279,3 +279,26 @@ def test_no_module_level_cache_of_accountants():
     from tightdp.dpsgd import group
 
     assert not any(hasattr(obj, "cache_info") for obj in vars(group).values())
+
+
+@pytest.mark.parametrize("front", ["dpsgd_epsilon", "dpsgd_delta", "group_epsilon",
+                                   "group_epsilons", "calibrate_noise", "calibrate_steps"])
+def test_unknown_keyword_names_the_parameter_meant(front):
+    # Opacus' spelling: before, dpsgd_epsilon said "sampling_rate is required" and the others
+    # raised a bare TypeError
+    kwargs = dict(sample_rate=0.01, noise_multiplier=1.0, steps=10, delta=1e-5, epsilon=1.0,
+                  group_size=2, group_sizes=[2])
+    with pytest.raises(ValueError) as e:
+        getattr(td, front)(**kwargs)
+    assert str(e.value) == "unknown parameter sample_rate; did you mean sampling_rate?"
+    assert isinstance(e.value, TypeError)  # as Python's own refusal of a keyword
+
+
+def test_unknown_keyword_without_a_close_one_lists_the_parameters():
+    with pytest.raises(ValueError, match=r"^unknown parameter zzz; the parameters are L, "
+                                         r"accountant, batch_size"):
+        td.dpsgd_epsilon(sampling_rate=0.01, noise_multiplier=1.0, steps=10, delta=1e-5, zzz=1)
+    # the accountant's own options still pass through
+    r = td.dpsgd_epsilon(sampling_rate=0.01, noise_multiplier=1.0, steps=10, delta=1e-5,
+                         accountant="prv", eps_error=0.05)
+    assert r.accountant == "prv"

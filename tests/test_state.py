@@ -560,3 +560,43 @@ def test_readme_state_snippet_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     exec(compile(block.group(1), "README.md", "exec"), {})
     assert (tmp_path / "run.json").exists()
+
+
+def test_several_missing_fields_named_in_one_error(tmp_path, capsys):
+    # a hand-written file missing four fields at four places: one error names them all
+    # (before: one per attempt, the next one showing only once the first was fixed)
+    d = _valid()
+    gone = ["accountant.options.max_points", SIG, "composition[2].params.sensitivity",
+            "composition[1].count"]
+    for p in gone:
+        d = _set(p, ...)(d)
+    with pytest.raises(ValueError) as e:
+        state.from_dict(d)
+    msg = str(e.value)
+    assert msg.startswith(f"{gone[0]} is missing, and so are ") and "\n" not in msg
+    assert all(p in msg for p in gone) and "required" in msg
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(SystemExit):
+        cli.main(["epsilon", "--spec", str(path), "--delta", "1e-5"])
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and all(p in err for p in gone)
+
+
+def test_failed_save_names_the_target_not_the_temporary_file(tmp_path):
+    acc = td.RDPAccountant().compose(td.Gaussian(2.0), 3)
+    for target in (tmp_path / "no-such-folder" / "run.json", tmp_path):  # a folder: replace
+        with pytest.raises(OSError) as e:
+            td.save(acc, target)
+        assert e.value.filename == str(target) and ".tightdp-" not in str(e.value)
+    assert list(tmp_path.iterdir()) == []  # no temporary file left behind
+
+
+def test_json_error_says_where_once():
+    # json's "Unterminated string starting at" is followed by the place, not by a second "at"
+    with pytest.raises(ValueError) as e:
+        state.loads('{"format": "tightdp-comp')
+    assert str(e.value) == ("not valid JSON (truncated or corrupt?): Unterminated string "
+                            "starting at line 1 column 12")
+    with pytest.raises(ValueError, match="Expecting value at line 1 column 1$"):
+        state.loads("")

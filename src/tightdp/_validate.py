@@ -6,10 +6,14 @@ who passes ``q=1.5`` learns at once which argument is wrong and what would be ac
 
 from __future__ import annotations
 
+import difflib
 import enum
+import functools
+import inspect
 import math
 import numbers
-from typing import SupportsInt, cast
+from collections.abc import Callable
+from typing import Any, SupportsInt, TypeVar, cast
 
 import numpy as np
 
@@ -124,3 +128,41 @@ def neighboring(name: str, value: object) -> str:
             return k
     raise ValueError(f"{name} must be one of {', '.join(RELATIONS)} (or "
                      f"{', '.join(RELATION_ALIASES)}), got {value!r}")
+
+
+class UnknownParameter(TypeError, ValueError):
+    """A keyword argument a front door does not take: a ``TypeError`` as Python raises for
+    one, and a ``ValueError`` as every other refusal of bad input (one line)."""
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def known_keywords(*passed_on: str) -> Callable[[_F], _F]:
+    """Decorate a keyword-only front door so that a keyword argument it does not take (its
+    own parameters, and ``passed_on``: the names its ``**options`` accepts) is refused
+    before any other check, with one line naming it and the closest parameter
+    (``unknown parameter sample_rate; did you mean sampling_rate?``) -- rather than with the
+    complaint of a required parameter the misspelt one was meant to give."""
+    def decorate(func: _F) -> _F:
+        own = [n for n, p in inspect.signature(func).parameters.items()
+               if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        names = own + [n for n in passed_on if n not in own]
+
+        @functools.wraps(func)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            for key in kwargs:
+                if key not in names:
+                    raise UnknownParameter(unknown_parameter(key, names))
+            return func(*args, **kwargs)
+
+        return cast(_F, checked)
+    return decorate
+
+
+def unknown_parameter(key: str, names: list[str]) -> str:
+    """The one line refusing keyword ``key``: the closest of ``names``, or all of them."""
+    close = difflib.get_close_matches(key, names, n=1)
+    if close:
+        return f"unknown parameter {key}; did you mean {close[0]}?"
+    return f"unknown parameter {key}; the parameters are {', '.join(sorted(names))}"

@@ -56,10 +56,13 @@ from .mechanisms.fields import (
     check_object,
     choice,
     fail,
+    fail_missing,
     flag,
     kind,
     mechanism_from_dict,
+    mechanism_missing,
     mechanism_to_dict,
+    missing_fields,
     numbers,
     one_line,
 )
@@ -204,7 +207,26 @@ def from_dict(doc: object, *, kind: type[Accountant] | None = None) -> Accountan
     return acc
 
 
+def _missing(doc: object) -> list[str]:
+    """The JSON paths of every required field the document lacks, at every level that is
+    there to look into (``accountant.options.neighboring`` is optional)."""
+    out = missing_fields(doc, "the document", _TOP)
+    if not isinstance(doc, dict):
+        return out
+    a = doc.get("accountant")
+    out += missing_fields(a, "accountant", ("name", "options"))
+    if isinstance(a, dict) and a.get("name") in _ACCOUNTANTS:
+        out += missing_fields(a.get("options"), "accountant.options",
+                              _ACCOUNTANTS[a["name"]][1] + _BUDGET)
+    comp = doc.get("composition")
+    for i, entry in enumerate(comp if isinstance(comp, list) else []):
+        out += mechanism_missing(entry, f"composition[{i}]")
+        out += missing_fields(entry, f"composition[{i}]", ("count",))
+    return out
+
+
 def _from_dict(doc: object) -> Accountant:
+    fail_missing(_missing(doc))  # several missing fields: all named at once
     d = check_object(doc, "the document", _TOP)
     if d["format"] != FORMAT:
         fail(f"format must be {FORMAT!r}, got {kind(d['format'])}")
@@ -270,8 +292,10 @@ def read_document(text: str | bytes) -> object:
         return json.loads(text, parse_constant=_reject_constant,
                           object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as err:
-        _refuse(f"not valid JSON (truncated or corrupt?): {err.msg} at line {err.lineno} column "
-                 f"{err.colno}")
+        # some of json's messages end with "at" ("Unterminated string starting at")
+        where = f"line {err.lineno} column {err.colno}"
+        at = " " if err.msg.endswith(" at") else " at "
+        _refuse(f"not valid JSON (truncated or corrupt?): {err.msg}{at}{where}")
     except RecursionError:
         _refuse("not a valid document: JSON nested too deeply")
     except ValueError as err:
@@ -290,19 +314,29 @@ def loads(text: str | bytes) -> Accountant:
 
 def save(acc: Accountant, path: str | os.PathLike) -> None:
     """Write the accountant to ``path`` as JSON (see :func:`to_dict`). The file is replaced
-    atomically: a crash while writing leaves the previous file intact."""
+    atomically: a crash while writing leaves the previous file intact. A write that fails
+    raises the OSError naming ``path`` (not the temporary file written beside it)."""
     text = dumps(acc)
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tightdp-", suffix=".tmp", dir=folder)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=".tightdp-", suffix=".tmp", dir=folder)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
+    except OSError as err:
+        _remove(tmp)
+        raise type(err)(err.errno, err.strerror, path) from None
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        _remove(tmp)
         raise
+
+
+def _remove(tmp: str | None) -> None:
+    """Remove the temporary file of a failed :func:`save`, if it was created."""
+    if tmp is not None and os.path.exists(tmp):
+        os.unlink(tmp)
 
 
 def load(path: str | os.PathLike) -> Accountant:

@@ -346,6 +346,24 @@ class Accountant(Queries):
     def total_count(self) -> int:
         return sum(self._terms.values())
 
+    #: the most composition terms :meth:`__repr__` shows (then how many more)
+    REPR_TERMS = 4
+    #: the options (attributes) :meth:`__repr__` shows: a subclass names its own
+    REPR_OPTIONS: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        """One line: the class, its options (:attr:`REPR_OPTIONS`), its relation and its
+        composition, each distinct mechanism with its count; past :attr:`REPR_TERMS` terms,
+        how many more."""
+        parts = [f"{k}={getattr(self, k)!r}" for k in self.REPR_OPTIONS]
+        parts.append(f"neighboring={self.neighboring!r}")
+        terms = [f"{m!r} x {k}" for m, k in self.terms]
+        if len(terms) > self.REPR_TERMS:
+            rest = len(terms) - self.REPR_TERMS + 1
+            terms[self.REPR_TERMS - 1:] = [f"... {rest} more ({self.total_count} steps in all)"]
+        parts.append(f"terms=[{', '.join(terms)}]")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
     @staticmethod
     def _eps_array(eps) -> tuple[np.ndarray, bool]:
         """A ``delta(epsilon)`` query's epsilon validated, as a 1-d float array, and whether a

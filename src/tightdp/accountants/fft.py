@@ -212,6 +212,8 @@ class FFTAccountant(DomainPlanning, Accountant):
     """
 
     name = "fft"
+    #: the options ``repr`` shows
+    REPR_OPTIONS = ("L", "n")
 
     def __init__(self, L: float | None = None, n: int | None = None, *,
                  error_estimate: bool = True, method: str = "auto",

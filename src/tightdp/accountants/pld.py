@@ -113,6 +113,8 @@ class PLDAccountant(Accountant):
     """
 
     name = "pld"
+    #: the options ``repr`` shows
+    REPR_OPTIONS = ("rtol",)
 
     def __init__(self, rtol: float = DEFAULT_RTOL, *, max_points: int = MAX_POINTS,
                  neighboring="add_or_remove_one", max_memory=None, max_seconds=None):
@@ -169,7 +171,10 @@ class PLDAccountant(Accountant):
                         max_points=self._max_grid_points(), log_tail=window_tail,
                         extended=extended)
         except BudgetExceeded as err:
-            raise BudgetExceeded(f"rtol: {err} (max_memory={self.budget.max_memory:.3g} "
+            # the engine's refusal states the size before its advice; the advice given here
+            # names the options that set the size, once
+            size = str(err).split("; ")[0]
+            raise BudgetExceeded(f"rtol: {size} (max_memory={self.budget.max_memory:.3g} "
                                  "bytes); raise rtol or max_memory") from None
         if lam == 0.0:  # tilted compositions serve one query each: not kept
             self._cache[key] = c

@@ -161,6 +161,8 @@ class PRVAccountant(Accountant):
     """
 
     name = "prv"
+    #: the options ``repr`` shows
+    REPR_OPTIONS = ("eps_error", "delta_error")
 
     def __init__(self, eps_error: float = 0.01, delta_error: float = 1e-9, *,
                  max_points: int = MAX_POINTS, spectral_above: int = SPECTRAL_ABOVE,

@@ -113,6 +113,8 @@ class SaddlePointAccountant(Accountant):
     """
 
     name = "spa"
+    #: the options ``repr`` shows
+    REPR_OPTIONS = ("method",)
 
     def __init__(self, method: str = "msd1", *, bounds: bool = True,
                  neighboring="add_or_remove_one", max_memory=None, max_seconds=None):

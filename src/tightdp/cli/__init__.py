@@ -14,6 +14,7 @@ Examples
   tightdp plot --sampling-rate 0.01 --noise-multiplier 1 --steps 1000 --output curve.png
   tightdp sweep --sampling-rate 0.01,0.02 --noise-multiplier 0.8,1.0 --steps 1000,10000 \\
       --delta 1e-5 --out sweep.csv --workers 2
+  tightdp spec --sampling-rate 0.01 --noise-multiplier 1 --steps 10000 > run.json
 
 Options are strict (an option that does not apply, or conflicts with another, is an error
 naming it; no abbreviations); every computing subcommand takes ``--max-memory`` and
@@ -30,15 +31,25 @@ import os
 import sys
 from collections.abc import Callable
 
-from . import calibrate, compare, delta, epsilon, group, individual, plot, sweep
-from .common import EXAMPLES, FLAGS, Parser, RoundDown, RoundUp, budget_kwargs, format_value
+from . import calibrate, compare, delta, epsilon, group, individual, plot, spec, sweep
+from .common import (
+    COMMAND_FLAGS,
+    EXAMPLES,
+    FLAGS,
+    Parser,
+    RoundDown,
+    RoundUp,
+    budget_kwargs,
+    check_flags,
+    format_value,
+)
 from .common import clean as _clean
 from .common import fail as _fail
 
 __all__ = ["main", "build_parser", "format_value", "RoundUp", "RoundDown"]
 
 #: the subcommands, in the order ``tightdp --help`` lists them
-_COMMANDS = (epsilon, delta, compare, calibrate, group, plot, individual, sweep)
+_COMMANDS = (epsilon, delta, compare, calibrate, group, plot, individual, sweep, spec)
 
 
 def _parser_and_handlers() -> tuple[argparse.ArgumentParser, dict[str, Callable]]:
@@ -58,8 +69,10 @@ def _parser_and_handlers() -> tuple[argparse.ArgumentParser, dict[str, Callable]
     handlers: dict[str, Callable] = {}
     for command in _COMMANDS:
         handlers.update(command.register(add))
-    for parser in sub.choices.values():
-        FLAGS.update(o for action in parser._actions for o in action.option_strings)
+    for command_name, parser in sub.choices.items():
+        COMMAND_FLAGS[command_name] = {o for action in parser._actions
+                                       for o in action.option_strings}
+        FLAGS.update(COMMAND_FLAGS[command_name])
     return p, handlers
 
 
@@ -91,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     parser, handlers = _parser_and_handlers()
+    top = {o for action in parser._actions for o in action.option_strings}
+    check_flags(sys.argv[1:] if argv is None else list(argv), top)
     a = parser.parse_args(argv)
     import numpy
 

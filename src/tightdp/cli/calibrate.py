@@ -17,6 +17,7 @@ from .common import (
     integer,
     number,
     option_value,
+    spelling,
     up,
 )
 from .options import (
@@ -27,13 +28,32 @@ from .options import (
     spec_option,
 )
 
+#: the unknowns of ``calibrate`` (its --solve-for choices) and the options giving each
+UNKNOWNS = {"noise-multiplier": ("--noise-multiplier",),
+            "steps": ("--steps", "--epochs"),
+            "sampling-rate": ("--sampling-rate", "--batch-size", "--dataset-size")}
+
+
+def _inferred_unknown(a) -> str:
+    """The unknown of ``calibrate`` without --solve-for: the one of noise multiplier, steps
+    and sampling rate that no option gives; none or several left out is an error saying
+    what to give (or which --solve-for fits)."""
+    missing = [u for u, options in UNKNOWNS.items()
+               if all(getattr(a, dest_of(o)) is None for o in options)]
+    if len(missing) == 1:
+        return missing[0]
+    if not missing:
+        fail("calibrate solves for the one of --noise-multiplier, --steps and --sampling-rate "
+             "that is left out; all three are given: leave out the unknown (or name it with "
+             "--solve-for noise-multiplier|steps|sampling-rate)")
+    fail(f"calibrate solves for one unknown; {' and '.join('--' + u for u in missing)} are "
+         f"left out: give all but the unknown (--solve-for {'|'.join(missing)})")
+
 
 def _calibrate_flags(a) -> None:
     """The flags --solve-for leaves unknown or unused are errors, and it needs the others."""
-    unknown = {"noise-multiplier": ("--noise-multiplier",),
-               "steps": ("--steps", "--epochs"),
-               "sampling-rate": ("--sampling-rate", "--batch-size", "--dataset-size",
-                                 "--epochs")}[a.solve_for]
+    unknown = UNKNOWNS[a.solve_for] + (("--epochs",) if a.solve_for == "sampling-rate"
+                                       else ())
     for option in unknown:
         if getattr(a, dest_of(option)) is not None:
             if option == "--epochs" and a.solve_for == "sampling-rate":
@@ -94,7 +114,7 @@ def run(a) -> dict:
 
     if a.spec is not None:
         return _calibrate_spec(a)
-    a.solve_for = a.solve_for or "noise-multiplier"
+    a.solve_for = a.solve_for or _inferred_unknown(a)
     a.sampling = a.sampling or "poisson"
     acc = a.accountant or "pld"
     _calibrate_flags(a)
@@ -145,9 +165,9 @@ def register(add: Callable[[str, str], argparse.ArgumentParser]) -> dict:
     sampling_options(g, default=None)
     s.add_argument("--epsilon", type=number, required=True, help="target eps > 0")
     s.add_argument("--delta", type=number, required=True, help="delta in [1e-300, 1)")
-    s.add_argument("--solve-for", default=None,
-                   choices=["noise-multiplier", "steps", "sampling-rate"],
-                   help="the unknown (default noise-multiplier); do not give it as an option")
+    s.add_argument("--solve-for", default=None, type=spelling, choices=list(UNKNOWNS),
+                   help="the unknown (default: the one of --noise-multiplier, --steps, "
+                        "--sampling-rate left out); do not give it as an option")
     spec_option(s)
     s.add_argument("--accountant", choices=["pld", "prv", "rdp"],
                    help="a certifying accountant (default pld)")

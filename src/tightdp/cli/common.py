@@ -4,6 +4,7 @@ argparse types, and the formatting of numbers and tables (bounds rounded outward
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import sys
 from typing import NoReturn, cast
@@ -24,6 +25,8 @@ EXAMPLES = """examples:
       (per-example eps from a NormRecorder directory or a .npy of counts; docs/scaling.md)
   tightdp sweep --sampling-rate 0.01,0.02 --noise-multiplier 0.8,1.0 --steps 1000,10000 \\
       --delta 1e-5 --out sweep.csv   (a table: every combination; --grid FILE.json)
+  tightdp spec --sampling-rate 0.01 --noise-multiplier 1 --steps 10000 > run.json
+      (the spec file of a setting: then tightdp epsilon --spec run.json --delta 1e-5)
 """
 
 
@@ -31,6 +34,10 @@ EXAMPLES = """examples:
 #: parameter ``name`` is shown as the option ``--name`` (dashes for underscores) when there is
 #: one -- the library names its public parameters as the command's flags
 FLAGS: set[str] = set()
+
+#: the option strings of each subcommand (filled by :func:`build_parser`), for
+#: :func:`check_flags`
+COMMAND_FLAGS: dict[str, set[str]] = {}
 
 
 class Parser(argparse.ArgumentParser):
@@ -48,6 +55,33 @@ def one_line(message: str) -> str:
     """``message`` on one line: every run of whitespace, line breaks included, as one space
     (a multi-line message, e.g. one quoting an array, is never cut in the middle)."""
     return " ".join(str(message).split())
+
+
+def check_flags(argv: list[str], top: set[str]) -> None:
+    """Refuse an option the subcommand of ``argv`` does not have, before argparse parses
+    (which would first complain of a required option the misspelt one was meant to give):
+    one line naming it and, when one of the subcommand's options is close to it
+    (:func:`difflib.get_close_matches`), that option. ``top`` holds the options of the
+    command itself; tokens after ``--`` are values, not options."""
+    command = next((t for t in argv if not t.startswith("-")), None)
+    if command not in COMMAND_FLAGS:
+        return  # no subcommand, or an unknown one: argparse says so
+    options = sorted(COMMAND_FLAGS[command] | top)
+    for token in argv:
+        if token == "--":
+            return
+        name = token.split("=", 1)[0]
+        if token.startswith("--") and name not in options:
+            close = difflib.get_close_matches(name, options, n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            sys.stderr.write(f"tightdp: error: unrecognized arguments: {name}{hint}\n")
+            raise SystemExit(2)
+
+
+def spelling(text: str) -> str:
+    """An argparse type for options whose choices are words joined by dashes: underscores
+    are accepted for dashes, as the library accepts both (``--sampling fixed_batch``)."""
+    return text.strip().lower().replace("_", "-")
 
 
 def _flag(word: str) -> str | None:
@@ -81,7 +115,7 @@ def option_value(a, option: str):
     return getattr(a, dest_of(option), None)
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     msg = one_line(message) or "invalid input"
     sys.stderr.write(f"tightdp: error: {_as_flags(msg)}\n")
     raise SystemExit(2)

@@ -34,7 +34,7 @@ def run(a) -> dict:
               "bound)")
         row = [down(r.lower), up(r.epsilon), r.linear_reference, up(r.example_epsilon),
                r.seconds]
-        head = ["lower", "epsilon", "k * eps_1", "eps_1", "seconds"]
+        head = ["lower", "epsilon", "k*eps_1 (heuristic, not a bound)", "eps_1", "seconds"]
         if a.conversion:
             row.insert(2, up(r.conversion))
             head.insert(2, "conversion (Lemma 1.1)")

@@ -14,6 +14,7 @@ from .common import (
     memory_size,
     number,
     option_value,
+    spelling,
 )
 
 #: accountant-specific options: (option, the accountant that uses it)
@@ -51,8 +52,9 @@ SAMPLING_CHOICES = ["poisson", "without-replacement", "with-replacement", "fixed
 
 def sampling_options(g, default: str | None = "poisson") -> None:
     """--sampling and the options of the samplings that need more than a rate or sizes."""
-    g.add_argument("--sampling", default=default, choices=SAMPLING_CHOICES,
-                   help="how batches are drawn (default poisson, add/remove adjacency); "
+    g.add_argument("--sampling", default=default, choices=SAMPLING_CHOICES, type=spelling,
+                   help="how batches are drawn (default poisson, add/remove adjacency; "
+                        "underscores or dashes); "
                         "with-replacement and fixed-batch need --batch-size and "
                         "--dataset-size; random-allocation and shuffle are accounted per "
                         "epoch (--steps-per-epoch, or --batch-size and --dataset-size); "

@@ -7,11 +7,11 @@ from .calibrate import (
     calibrate_sampling_rate,
     calibrate_steps,
 )
-from .epsilon import dpsgd_delta, dpsgd_epsilon
+from .epsilon import dpsgd_accountant, dpsgd_delta, dpsgd_epsilon
 from .group import GroupResult, group_epsilon, group_epsilons
 from .setting import DPSGDSetting, dpsgd_setting
 
-__all__ = ["dpsgd_epsilon", "dpsgd_delta", "group_epsilon", "group_epsilons", "GroupResult",
-           "calibrate_noise",
+__all__ = ["dpsgd_epsilon", "dpsgd_delta", "dpsgd_accountant", "group_epsilon",
+           "group_epsilons", "GroupResult", "calibrate_noise",
            "calibrate_steps", "calibrate_sampling_rate", "CalibrationResult", "DPSGDSetting",
            "dpsgd_setting"]

@@ -148,6 +148,7 @@ class _Queries:
             "raise max_seconds or rtol")
 
 
+@v.known_keywords()
 def calibrate_noise(*, epsilon: float, delta: float, sampling_rate: float | None = None,
                     steps: int | None = None, epochs: float | None = None,
                     batch_size: int | None = None, dataset_size: int | None = None,
@@ -237,6 +238,7 @@ def _rate_query(*, epsilon, delta, accountant, rtol, max_memory, max_seconds, ne
                     neighboring=neighboring), base
 
 
+@v.known_keywords()
 def calibrate_steps(*, epsilon: float, delta: float, noise_multiplier: float,
                     sampling_rate: float | None = None, batch_size: int | None = None,
                     dataset_size: int | None = None, sampling: str = "poisson",
@@ -288,6 +290,7 @@ def _steps_search(query: _Queries, max_steps: int) -> tuple[int, int]:
     return bisect_int(query.meets, cast(int, lo), cast(int, hi))  # counts: integers
 
 
+@v.known_keywords()
 def calibrate_sampling_rate(*, epsilon: float, delta: float, noise_multiplier: float,
                             steps: int, sampling: str = "poisson", accountant: str = "pld",
                             rtol: float = DEFAULT_RTOL, max_memory=None, max_seconds=None,

@@ -16,15 +16,19 @@ import numpy as np
 from .. import _validate as v
 from .._defaults import DEFAULT_RTOL
 from ..accountants.base import Accountant
-from ..accountants.registry import make_accountant
+from ..accountants.registry import OPTIONS, make_accountant
 from ..results import DeltaResult, EpsilonResult
 from .setting import DPSGDSetting, dpsgd_setting
 
-__all__ = ["dpsgd_epsilon", "dpsgd_delta", "composed", "RELATION_NOTE"]
+__all__ = ["dpsgd_epsilon", "dpsgd_delta", "dpsgd_accountant", "composed", "RELATION_NOTE"]
 
 #: the note of an answer under replace_special (shuffling's default relation)
 RELATION_NOTE = ("under replace_special (zero-out: neighbouring datasets differ in one "
                  "example replaced by a null one with a zero gradient), not add/remove")
+
+#: the keyword arguments the front doors pass on to the accountant (``**accountant_options``)
+ACCOUNTANT_OPTIONS = tuple(sorted({o for opts in OPTIONS.values() for o in opts})) + (
+    "neighboring",)
 
 
 def composed(setting: DPSGDSetting, *, accountant: str = "pld", rtol: float = DEFAULT_RTOL,
@@ -65,7 +69,7 @@ def _query(want: str, *, accountant, rtol, max_memory, max_seconds, accountant_o
     return r
 
 
-
+@v.known_keywords(*ACCOUNTANT_OPTIONS)
 def dpsgd_epsilon(*, noise_multiplier: float, delta: float, sampling_rate: float | None = None,
                   steps: int | None = None, epochs: float | None = None,
                   batch_size: int | None = None, dataset_size: int | None = None,
@@ -116,6 +120,7 @@ def dpsgd_epsilon(*, noise_multiplier: float, delta: float, sampling_rate: float
     return _query("epsilon", **locals())
 
 
+@v.known_keywords(*ACCOUNTANT_OPTIONS)
 def dpsgd_delta(*, noise_multiplier: float, epsilon: float,
                 sampling_rate: float | None = None, steps: int | None = None,
                 epochs: float | None = None, batch_size: int | None = None,
@@ -135,3 +140,32 @@ def dpsgd_delta(*, noise_multiplier: float, epsilon: float,
     True
     """
     return _query("delta", **locals())
+
+
+@v.known_keywords(*ACCOUNTANT_OPTIONS)
+def dpsgd_accountant(*, noise_multiplier: float, sampling_rate: float | None = None,
+                     steps: int | None = None, epochs: float | None = None,
+                     batch_size: int | None = None, dataset_size: int | None = None,
+                     sampling: str = "poisson", steps_per_epoch: int | None = None,
+                     selected: int | None = None, max_batch_size: int | None = None,
+                     accountant: str = "pld", rtol: float = DEFAULT_RTOL, max_memory=None,
+                     max_seconds=None, **accountant_options) -> Accountant:
+    """The accountant :func:`dpsgd_epsilon` and :func:`dpsgd_delta` query for the same
+    arguments (less the target): the rounds of the setting composed, under the neighbouring
+    relation of its sampling. Saved (:func:`tightdp.save`), it is the spec file of the
+    setting, which ``tightdp epsilon|delta|compare|calibrate --spec FILE`` read back
+    (``tightdp spec`` writes it from the command line).
+
+    Examples
+    --------
+    >>> acc = dpsgd_accountant(sampling_rate=0.01, noise_multiplier=1.0, steps=100, rtol=1e-2)
+    >>> acc.total_count, acc.neighboring
+    (100, 'add_or_remove_one')
+    """
+    setting = dpsgd_setting(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate,
+                            steps=steps, epochs=epochs, batch_size=batch_size,
+                            dataset_size=dataset_size, sampling=sampling,
+                            steps_per_epoch=steps_per_epoch, selected=selected,
+                            max_batch_size=max_batch_size)
+    return composed(setting, accountant=accountant, rtol=rtol, max_memory=max_memory,
+                    max_seconds=max_seconds, **accountant_options)

@@ -352,6 +352,7 @@ def _refined(best: tuple[float, float], curve: Callable, phi_of: Callable[[float
     return best
 
 
+@v.known_keywords()
 def group_epsilon(*, group_size: int, noise_multiplier: float, delta: float,
                   steps: int | None = None, epochs: float | None = None,
                   sampling: str = "poisson", sampling_rate: float | None = None,
@@ -438,6 +439,7 @@ class _ExampleLevel:
         return self._chernoff
 
 
+@v.known_keywords()
 def group_epsilons(*, group_sizes, noise_multiplier: float, delta: float,
                    steps: int | None = None, epochs: float | None = None,
                    sampling: str = "poisson", sampling_rate: float | None = None,

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from .base import Mechanism
 
 __all__ = ["REGISTRY", "register", "mechanism_to_dict", "mechanism_from_dict", "base_field",
-           "one_line", "fail", "kind", "check_object", "choice", "flag", "numbers"]
+           "one_line", "fail", "kind", "check_object", "choice", "flag", "numbers",
+           "missing_fields", "mechanism_missing", "fail_missing"]
 
 #: class name -> mechanism class, in the order errors list them (filled by :func:`register`)
 REGISTRY: dict[str, type[Mechanism]] = {}
@@ -68,6 +69,36 @@ def check_object(value, path: str, fields: tuple[str, ...], optional: tuple[str,
         fail(f"{_join(path, extra[0])} is not a field of {path} (the fields are "
              f"{', '.join(fields + optional)})")
     return value
+
+
+def missing_fields(value, path: str, fields: tuple[str, ...]) -> list[str]:
+    """The JSON paths of the ``fields`` a JSON object ``value`` lacks (none if it is not an
+    object: :func:`check_object` says so)."""
+    if not isinstance(value, dict):
+        return []
+    return [_join(path, f) for f in fields if f not in value]
+
+
+def mechanism_missing(d, path: str) -> list[str]:
+    """The JSON paths of every field missing from the mechanism object ``d``, nested base
+    mechanisms included (a mechanism of unknown name is checked later, naming it)."""
+    out = missing_fields(d, path, ("mechanism", "params"))
+    if out or not isinstance(d, dict) or d["mechanism"] not in REGISTRY:
+        return out
+    params = d["params"]
+    out = missing_fields(params, f"{path}.params", REGISTRY[d["mechanism"]].FIELDS)
+    if isinstance(params, dict):
+        for key, x in params.items():
+            if isinstance(x, dict):  # a nested mechanism (a subsampled one's base)
+                out += mechanism_missing(x, f"{path}.params.{key}")
+    return out
+
+
+def fail_missing(paths: list[str]) -> None:
+    """One error naming every missing field (none: nothing to say)."""
+    if len(paths) > 1:
+        fail(f"{paths[0]} is missing, and so are {', '.join(paths[1:])} (required: every "
+             "field is given, none is filled in with a default)")
 
 
 def choice(value, path: str, choices: tuple[str, ...]) -> str:
