@@ -31,7 +31,9 @@ from .options import (
 #: the unknowns of ``calibrate`` (its --solve-for choices) and the options giving each
 UNKNOWNS = {"noise-multiplier": ("--noise-multiplier",),
             "steps": ("--steps", "--epochs"),
-            "sampling-rate": ("--sampling-rate", "--batch-size", "--dataset-size")}
+            # the epoch schemes fix their rate by their steps per epoch
+            "sampling-rate": ("--sampling-rate", "--batch-size", "--dataset-size",
+                              "--steps-per-epoch")}
 
 
 def _inferred_unknown(a) -> str:
