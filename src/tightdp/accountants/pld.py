@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import cast
 
 import numpy as np
 
@@ -48,11 +49,13 @@ from ..pld.mgf import LogMgf
 from ..pld.transform import UNIT_ROUNDOFF_EXTENDED
 from ..results import DeltaResult, EpsilonResult, check_bracket
 from .base import Accountant, Direction
+from .limits import out_of_reach
 from .pld_refine import (
     EpsQuery,
     QueryStats,
     Refinement,
     budget_floor,
+    delta_cuts,
     rdp_fallback,
     refine,
     tighter_bounds,
@@ -267,6 +270,22 @@ class PLDAccountant(Accountant):
     def _spans(self, direction: Direction, log_tail: float) -> list[float]:
         return [max(hi - lo, 1e-12) for lo, hi in
                 (self._range(loss, log_tail) for loss, _ in self._ordered(direction))]
+
+    def composed_laws(self, grid_step: float, *, log_tail: float, window_tail: float
+                      ) -> list[tuple[ComposedPLD, ComposedPLD]]:
+        """Per direction (remove; add unless every mechanism is symmetric) the untilted
+        compositions ``(upper, lower)`` of the dominating and dominated laws on the grid
+        ``grid_step`` (those of the eps and delta queries; bracketed mechanisms: the upper
+        side's and the lower side's), each loss cut at ``e^log_tail``, the window at
+        ``e^window_tail``; ValueError beyond the doubles, BudgetExceeded over the budget."""
+        if out_of_reach(self.terms) is not None:
+            raise ValueError("noise_multiplier: the composition is beyond floating point "
+                             f"({out_of_reach(self.terms)}); no discretized curve exists")
+        sides = self._bracket_sides()
+        ups, los = (self, self) if sides is None else cast(tuple[PLDAccountant, ...], sides[:2])
+        return [(ups._composed(grid_step, r, log_tail, window_tail, upper=True),
+                 los._composed(grid_step, r, log_tail, window_tail, upper=False))
+                for r in sorted({*ups._directions(), *los._directions()})]
 
     # --- queries ---------------------------------------------------------------------------
     def _rounding_matters(self, c: ComposedPLD, eps, delta) -> bool:
@@ -504,37 +523,6 @@ class PLDAccountant(Accountant):
                 val[todo] = np.minimum(val[todo], got) if upper else np.maximum(val[todo], got)
         return val
 
-    def _delta_cuts(self, e: np.ndarray, pilots: list[LogMgf], k_tot: int
-                    ) -> tuple[float, float, float]:
-        """``(emax, log_tail, window_tail)`` of a delta query at ``e``: the largest eps whose
-        delta is asked to relative precision, what each step's range and the window may
-        leave out."""
-        log_tail = math.log(1e-40) - math.log(k_tot)
-        # the error model at the largest eps whose delta is asked to relative precision: by
-        # the Chernoff estimate K(t) - t K'(t) of log delta at eps = K'(t), decreasing in t
-        emax, reach_all = 0.0, 0.0
-        ts = np.geomspace(1e-4, 1e4, 81)
-        for mgf in pilots:
-            kk, k1, _ = mgf.cumulants(ts)
-            ok = kk - ts * k1 >= math.log(DELTA_FLOOR)
-            reach = float(np.max(k1[ok])) if ok.any() else 0.0
-            inside = e[(e > 0) & (e <= reach)]
-            emax = max(emax, float(inside.max()) if inside.size else 0.0)
-            reach_all = max(reach_all, reach)
-        beyond = bool(np.any(e > reach_all))  # the curve is the largest direction's
-        # the smallest delta asked to relative precision, overestimated: the Chernoff bound
-        # of the pilot at emax (on the wide side for the cuts below). The untilted window
-        # leaves out at most 1e-5 rtol of it (values whose bracket that still widens go to
-        # the tilted compositions, which keep the e^-80 window: see _delta_at); each step's
-        # range leaves out at most 1e-5 rtol of it over all steps, unless a value beyond the
-        # reach of relative precision is asked (those keep the 1e-40 cut)
-        log_est = max((mgf.log_bound(emax, +1) for mgf in pilots), default=0.0)
-        cut = log_est + math.log(self.rtol) - math.log(1e5)
-        wt = min(max(cut, -80.0), -20.0)
-        if not beyond:
-            log_tail = min(max(cut - math.log(k_tot), log_tail), -25.0)
-        return emax, log_tail, wt
-
     def _delta_of(self, eps) -> DeltaResult:
         """Certified bracket on delta(eps) (eps a number or an array)."""
         e, scalar = self._eps_array(eps)
@@ -546,7 +534,7 @@ class PLDAccountant(Accountant):
         k_tot = max(self.total_count, 1)
         dirs = self._directions()
         pilots = [self._pilot(r, math.log(1e-40) - math.log(k_tot)) for r in dirs]
-        emax, log_tail, wt = self._delta_cuts(e, pilots, k_tot)
+        emax, log_tail, wt = delta_cuts(e, pilots, k_tot, self.rtol, DELTA_FLOOR)
         spans = [s for r in dirs for s in self._spans(r, log_tail)]
         deadline = self.budget.deadline()
         floor = budget_floor(pilots, spans, wt, self._max_grid_points())

@@ -18,12 +18,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..budget import Budget, BudgetExceeded
+from ..pld.mgf import LogMgf
 from ..results import EpsilonResult
 from .base import Direction
 
-__all__ = ["EpsQuery", "QueryStats", "Refinement", "refine", "clamped", "over_budget",
-           "budget_floor", "tighter_bounds", "rdp_fallback"]
+__all__ = ["delta_cuts", "EpsQuery", "QueryStats", "Refinement", "refine", "clamped",
+           "over_budget", "budget_floor", "tighter_bounds", "rdp_fallback"]
 
 #: the most refinements of one query
 MAX_REFINEMENTS = 40
@@ -268,3 +271,35 @@ def rdp_fallback(terms: list, budget: Budget, delta: float, why: str, name: str
     return EpsilonResult(r.epsilon, delta, None, r.upper, name, certified=True,
                          estimate=r.epsilon, note=note,
                          details={"fallback": "rdp", "converged": False})
+
+
+def delta_cuts(e: np.ndarray, pilots: list[LogMgf], k_tot: int, rtol: float, floor: float
+               ) -> tuple[float, float, float]:
+    """``(emax, log_tail, window_tail)`` of a delta query at ``e``: the largest eps whose
+    delta is asked to relative precision, what each step's range and the window may
+    leave out (``floor``: the smallest delta asked to relative precision ``rtol``)."""
+    log_tail = math.log(1e-40) - math.log(k_tot)
+    # the error model at the largest eps whose delta is asked to relative precision: by
+    # the Chernoff estimate K(t) - t K'(t) of log delta at eps = K'(t), decreasing in t
+    emax, reach_all = 0.0, 0.0
+    ts = np.geomspace(1e-4, 1e4, 81)
+    for mgf in pilots:
+        kk, k1, _ = mgf.cumulants(ts)
+        ok = kk - ts * k1 >= math.log(floor)
+        reach = float(np.max(k1[ok])) if ok.any() else 0.0
+        inside = e[(e > 0) & (e <= reach)]
+        emax = max(emax, float(inside.max()) if inside.size else 0.0)
+        reach_all = max(reach_all, reach)
+    beyond = bool(np.any(e > reach_all))  # the curve is the largest direction's
+    # the smallest delta asked to relative precision, overestimated: the Chernoff bound
+    # of the pilot at emax (on the wide side for the cuts below). The untilted window
+    # leaves out at most 1e-5 rtol of it (values whose bracket that still widens go to
+    # the tilted compositions, which keep the e^-80 window: see _delta_at); each step's
+    # range leaves out at most 1e-5 rtol of it over all steps, unless a value beyond the
+    # reach of relative precision is asked (those keep the 1e-40 cut)
+    log_est = max((mgf.log_bound(emax, +1) for mgf in pilots), default=0.0)
+    cut = log_est + math.log(rtol) - math.log(1e5)
+    wt = min(max(cut, -80.0), -20.0)
+    if not beyond:
+        log_tail = min(max(cut - math.log(k_tot), log_tail), -25.0)
+    return emax, log_tail, wt

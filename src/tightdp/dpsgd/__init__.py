@@ -9,9 +9,10 @@ from .calibrate import (
 )
 from .epsilon import dpsgd_delta, dpsgd_epsilon
 from .group import GroupResult, group_epsilon, group_epsilons
+from .risk import calibrate_noise_risk, dpsgd_risk
 from .setting import DPSGDSetting, dpsgd_setting
 
 __all__ = ["dpsgd_epsilon", "dpsgd_delta", "group_epsilon", "group_epsilons", "GroupResult",
            "calibrate_noise",
            "calibrate_steps", "calibrate_sampling_rate", "CalibrationResult", "DPSGDSetting",
-           "dpsgd_setting"]
+           "dpsgd_setting", "dpsgd_risk", "calibrate_noise_risk"]

@@ -146,15 +146,20 @@ class _Queries:
             "raise max_seconds or rtol")
 
 
-def calibrate_noise(*, epsilon: float, delta: float, sampling_rate: float | None = None,
+def calibrate_noise(*, epsilon: float | None = None, delta: float | None = None,
+                    sampling_rate: float | None = None,
                     steps: int | None = None, epochs: float | None = None,
                     batch_size: int | None = None, dataset_size: int | None = None,
                     sampling: str = "poisson", accountant: str = "pld",
                     rtol: float = DEFAULT_RTOL, sigma_max: float = 1e4, max_memory=None,
-                    max_seconds=None) -> CalibrationResult:
+                    max_seconds=None, tpr: float | None = None, fpr: float | None = None,
+                    advantage: float | None = None) -> CalibrationResult:
     """Smallest noise multiplier whose certified eps at ``delta`` is <= ``epsilon`` (the
     target), for the DP-SGD setting of :func:`tightdp.dpsgd.setting.dpsgd_setting` (any
-    sampling; ``steps`` or ``epochs``, at least one round).
+    sampling; ``steps`` or ``epochs``, at least one round); or, given ``tpr`` and ``fpr``
+    (or ``advantage``) instead of ``epsilon`` and ``delta``, whose certified trade-off curve
+    keeps the best attack's TPR at FPR ``fpr`` at most ``tpr`` (its advantage at most
+    ``advantage``): see :func:`tightdp.dpsgd.risk.calibrate_noise_risk`.
 
     Bisection on ``log sigma`` until the bracket of sigma is within ``rtol / 4`` relative;
     the upper end (a sigma that provably meets the target) is returned. ``max_memory`` is the
@@ -162,6 +167,19 @@ def calibrate_noise(*, epsilon: float, delta: float, sampling_rate: float | None
     :mod:`tightdp.budget`; past it, the smallest sigma found to meet the target is returned
     with ``details["converged"] = False`` and a note).
     """
+    if tpr is not None or fpr is not None or advantage is not None:
+        if epsilon is not None or delta is not None:
+            raise ValueError("epsilon, delta: give a privacy budget (epsilon with delta) or a "
+                             "risk target (tpr with fpr, or advantage), not both")
+        from .risk import calibrate_noise_risk
+        return calibrate_noise_risk(
+            tpr=tpr, fpr=fpr, advantage=advantage, sampling_rate=sampling_rate, steps=steps,
+            epochs=epochs, batch_size=batch_size, dataset_size=dataset_size,
+            sampling=sampling, accountant=accountant, sigma_max=sigma_max,
+            max_memory=max_memory, max_seconds=max_seconds)
+    if epsilon is None or delta is None:
+        raise ValueError("epsilon and delta are required (or a risk target: tpr with fpr, "
+                         "or advantage)")
     target, delta = _check(accountant, epsilon, delta)
     base = dpsgd_setting(noise_multiplier=1.0, steps=steps, epochs=epochs,
                          sampling_rate=sampling_rate, batch_size=batch_size,

@@ -1,0 +1,100 @@
+"""Calibration to a risk target: the noise multiplier whose certified trade-off curve meets
+"TPR <= tpr at FPR fpr" or "advantage <= advantage".
+
+Generic over the setting: the caller gives ``accountant_of(sigma)``, the accountant holding
+the composition at noise multiplier ``sigma`` (the DP-SGD front door builds it from
+:mod:`tightdp.dpsgd.setting`, so every sampling scheme there is calibrated the same way). The
+certified TPR upper bound and advantage upper bound decrease as sigma grows (more noise is a
+post-processing: Blackwell order), which makes a bisection on ``log sigma`` valid; the end
+returned meets the target by the certified bound (Kulynych et al. 2024, "Attack-aware noise
+calibration for differential privacy", Sec. 4, calibrate to the same targets from one-sided
+curves).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..accountants.base import Accountant
+from ..roots import BracketError, bisect_log, grow_bracket
+from .tradeoff import TradeoffResult, risk_values, tradeoff
+
+__all__ = ["RiskTarget", "calibrate_noise_to_risk"]
+
+
+@dataclass(frozen=True)
+class RiskTarget:
+    """``tpr`` at ``fpr`` (TPR <= tpr at every FPR <= fpr), or ``advantage``."""
+
+    tpr: float | None = None
+    fpr: float | None = None
+    advantage: float | None = None
+
+    @classmethod
+    def make(cls, *, tpr=None, fpr=None, advantage=None) -> RiskTarget:
+        """Validated target; one-line ValueError naming the parameter otherwise."""
+        if advantage is not None:
+            if tpr is not None or fpr is not None:
+                raise ValueError("advantage: give advantage alone, or tpr with fpr")
+            return cls(advantage=float(risk_values("advantage", advantage, closed=False)))
+        if tpr is None or fpr is None:
+            raise ValueError("tpr and fpr: give both (TPR <= tpr at FPR fpr), or advantage")
+        f = float(risk_values("fpr", fpr, closed=False))
+        t = float(risk_values("tpr", tpr, closed=False))
+        if t <= f:
+            raise ValueError(f"tpr must be above fpr={f!r} (every attack reaches TPR = FPR by "
+                             f"guessing), got {tpr!r}")
+        return cls(tpr=t, fpr=f)
+
+    def met(self, r: TradeoffResult) -> bool:
+        """Whether the certified upper bound of ``r`` meets the target."""
+        if self.advantage is not None:
+            return r.advantage_upper <= self.advantage
+        return float(r.tpr_upper[0]) <= float(self.tpr)  # type: ignore[arg-type]
+
+    def missed_surely(self, r: TradeoffResult) -> bool:
+        """Whether the certified lower bound of ``r`` exceeds the target (the true curve
+        misses it)."""
+        if self.advantage is not None:
+            return r.advantage_lower > self.advantage
+        return float(r.tpr_lower[0]) > float(self.tpr)  # type: ignore[arg-type]
+
+    def describe(self) -> str:
+        if self.advantage is not None:
+            return f"advantage <= {self.advantage:g}"
+        return f"TPR <= {self.tpr:g} at FPR {self.fpr:g}"
+
+
+def calibrate_noise_to_risk(accountant_of: Callable[[float], Accountant], target: RiskTarget,
+                            *, rtol: float = 2e-3, tol: float = 2e-4, sigma_max: float = 1e4,
+                            queries: dict | None = None) -> tuple[float, float, TradeoffResult]:
+    """``(lo, hi, result)``: ``hi`` a noise multiplier whose certified curve meets ``target``
+    (``result`` its curve), ``lo < hi`` one whose certified curve does not, ``hi / lo <= 1 +
+    rtol``. Each curve is computed to TPR width ``tol``. ``queries`` (if given) receives
+    every sigma's result."""
+    seen: dict = {} if queries is None else queries
+    fpr = target.fpr if target.fpr is not None else 0.5
+
+    def curve(sigma: float) -> TradeoffResult:
+        if sigma not in seen:
+            seen[sigma] = tradeoff(accountant_of(sigma), fpr=fpr, tol=tol)
+        return seen[sigma]
+
+    def fails(sigma: float) -> bool:
+        return not target.met(curve(sigma))
+
+    try:
+        lo, hi = grow_bracket(fails, 1.0, 2.0, limit=sigma_max, what="the noise multiplier")
+    except BracketError:
+        raise ValueError(f"no noise multiplier up to {sigma_max:g} meets {target.describe()}; "
+                         "relax the target") from None
+    if lo is None:
+        met, lo = grow_bracket(lambda s: not fails(s), 0.5, 0.5, limit=1e-3,
+                               on_limit="return")
+        hi = hi if met is None else met
+    lo, hi = bisect_log(fails, lo, hi, rtol=rtol)
+    if not math.isfinite(hi):
+        raise ValueError(f"noise_multiplier: no value meets {target.describe()}")
+    return lo, hi, curve(hi)
