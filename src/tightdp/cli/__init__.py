@@ -8,6 +8,8 @@ Examples
   tightdp epsilon ... --accountant fft --sampling without-replacement
   tightdp compare --sampling-rate 0.01 --noise-multiplier 1.0 --steps 10000 --delta 1e-5
   tightdp calibrate --sampling-rate 0.01 --steps 10000 --delta 1e-5 --epsilon 3
+  tightdp risk --sampling-rate 0.01 --noise-multiplier 1 --steps 10000 --fpr 0.01 0.001
+  tightdp calibrate --sampling-rate 0.01 --steps 10000 --tpr 0.05 --fpr 0.01
   tightdp epsilon --spec composition.json --delta 1e-5
   tightdp group --group-size 8 --sampling-rate 0.01 --noise-multiplier 1 --steps 2000 \\
       --delta 1e-6
@@ -30,7 +32,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from . import calibrate, compare, delta, epsilon, group, individual, plot, sweep
+from . import calibrate, compare, delta, epsilon, group, individual, plot, risk, sweep
 from .common import EXAMPLES, FLAGS, Parser, RoundDown, RoundUp, budget_kwargs, format_value
 from .common import clean as _clean
 from .common import fail as _fail
@@ -38,7 +40,7 @@ from .common import fail as _fail
 __all__ = ["main", "build_parser", "format_value", "RoundUp", "RoundDown"]
 
 #: the subcommands, in the order ``tightdp --help`` lists them
-_COMMANDS = (epsilon, delta, compare, calibrate, group, plot, individual, sweep)
+_COMMANDS = (epsilon, delta, compare, calibrate, group, plot, individual, sweep, risk)
 
 
 def _parser_and_handlers() -> tuple[argparse.ArgumentParser, dict[str, Callable]]:

@@ -73,7 +73,7 @@ def calibrate_noise_risk(*, tpr: float | None = None, fpr: float | None = None,
                         max_seconds=max_seconds)
 
     lo, hi, r = calibrate_noise_to_risk(accountant_of, goal, sigma_max=sigma_max,
-                                        queries=seen)
+                                        start=_clt_sigma(goal.gdp_mu(), base), queries=seen)
     return CalibrationResult(
         hi, base.sampling.sampling_rate, base.steps, math.nan, math.nan, math.nan, None,
         "pld", len(seen), time.perf_counter() - t0,
@@ -81,3 +81,12 @@ def calibrate_noise_risk(*, tpr: float | None = None, fpr: float | None = None,
          "tpr_lower": float(r.tpr_lower[0]), "tpr_upper": float(r.tpr_upper[0]),
          "advantage_lower": r.advantage_lower, "advantage_upper": r.advantage_upper,
          "fpr": goal.fpr, "tpr": goal.tpr, "advantage": goal.advantage})
+
+
+def _clt_sigma(mu: float, setting) -> float:
+    """A starting guess: the sigma at which the central limit theorem's mu of ``steps``
+    Poisson-subsampled Gaussian steps, ``q sqrt(T (e^{1/sigma^2} - 1))``, is ``mu`` (Dong,
+    Roth & Su, Cor. 5.4), within [0.05, 100]."""
+    q, t = setting.sampling.sampling_rate, setting.steps
+    ratio = (mu / (q * math.sqrt(t))) ** 2 if q > 0 and mu > 0 else 1.0
+    return min(max(1 / math.sqrt(math.log1p(ratio)), 0.05), 100.0)

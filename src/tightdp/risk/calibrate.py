@@ -17,8 +17,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from scipy.special import ndtri
+
 from ..accountants.base import Accountant
-from ..roots import BracketError, bisect_log, grow_bracket
+from ..roots import BracketError, bisect_until, grow_bracket
 from .tradeoff import TradeoffResult, risk_values, tradeoff
 
 __all__ = ["RiskTarget", "calibrate_noise_to_risk"]
@@ -61,6 +63,20 @@ class RiskTarget:
             return r.advantage_lower > self.advantage
         return float(r.tpr_lower[0]) > float(self.tpr)  # type: ignore[arg-type]
 
+    def excess(self, r: TradeoffResult) -> float:
+        """The certified upper bound of ``r`` minus the target (<= 0: met)."""
+        if self.advantage is not None:
+            return r.advantage_upper - self.advantage
+        return float(r.tpr_upper[0]) - float(self.tpr)  # type: ignore[arg-type]
+
+    def gdp_mu(self) -> float:
+        """The mu of the Gaussian-DP curve on the target (a starting guess): ``Phi^-1(1 -
+        fpr) - Phi^-1(1 - tpr)``, or ``2 Phi^-1((1 + advantage) / 2)`` (Dong, Roth & Su,
+        eq. (2.4) and Cor. 2.13)."""
+        if self.advantage is not None:
+            return float(2 * ndtri((1 + self.advantage) / 2))
+        return float(ndtri(1 - float(self.fpr)) - ndtri(1 - float(self.tpr)))  # type: ignore[arg-type]
+
     def describe(self) -> str:
         if self.advantage is not None:
             return f"advantage <= {self.advantage:g}"
@@ -68,12 +84,19 @@ class RiskTarget:
 
 
 def calibrate_noise_to_risk(accountant_of: Callable[[float], Accountant], target: RiskTarget,
-                            *, rtol: float = 2e-3, tol: float = 2e-4, sigma_max: float = 1e4,
-                            queries: dict | None = None) -> tuple[float, float, TradeoffResult]:
+                            *, start: float = 1.0, rtol: float = 2e-3, tol: float = 2e-4,
+                            sigma_max: float = 1e4, queries: dict | None = None
+                            ) -> tuple[float, float, TradeoffResult]:
     """``(lo, hi, result)``: ``hi`` a noise multiplier whose certified curve meets ``target``
     (``result`` its curve), ``lo < hi`` one whose certified curve does not, ``hi / lo <= 1 +
-    rtol``. Each curve is computed to TPR width ``tol``. ``queries`` (if given) receives
-    every sigma's result."""
+    rtol``. Each curve is computed to TPR width ``tol``; ``queries`` (if given) receives
+    every sigma's result.
+
+    The bracket grows geometrically (factor 1.25) from ``start`` (a guess), then shrinks by
+    :func:`tightdp.roots.bisect_until` at points placed by the secant of the certified
+    value (TPR or advantage upper bound, minus the target) in ``log sigma``, moved 0.45
+    ``rtol`` towards the end it is farther from, inside the bracket (so that the bracket's
+    ends keep their sides: the search is a bisection with better split points)."""
     seen: dict = {} if queries is None else queries
     fpr = target.fpr if target.fpr is not None else 0.5
 
@@ -86,15 +109,23 @@ def calibrate_noise_to_risk(accountant_of: Callable[[float], Accountant], target
         return not target.met(curve(sigma))
 
     try:
-        lo, hi = grow_bracket(fails, 1.0, 2.0, limit=sigma_max, what="the noise multiplier")
+        lo, hi = grow_bracket(fails, start, 1.25, limit=sigma_max, what="the noise multiplier")
     except BracketError:
         raise ValueError(f"no noise multiplier up to {sigma_max:g} meets {target.describe()}; "
                          "relax the target") from None
     if lo is None:
-        met, lo = grow_bracket(lambda s: not fails(s), 0.5, 0.5, limit=1e-3,
+        met, lo = grow_bracket(lambda s: not fails(s), start / 1.25, 1 / 1.25, limit=1e-3,
                                on_limit="return")
         hi = hi if met is None else met
-    lo, hi = bisect_log(fails, lo, hi, rtol=rtol)
-    if not math.isfinite(hi):
-        raise ValueError(f"noise_multiplier: no value meets {target.describe()}")
+    step = math.log1p(rtol)
+
+    def split(a: float, b: float) -> float:
+        ga, gb = target.excess(curve(a)), target.excess(curve(b))
+        la, lb = math.log(a), math.log(b)
+        x = la + (lb - la) * ga / (ga - gb) if ga > gb else 0.5 * (la + lb)
+        x += 0.45 * step if lb - x < x - la else -0.45 * step
+        margin = min(0.45 * step, 0.25 * (lb - la))
+        return math.exp(min(max(x, la + margin), lb - margin))
+
+    lo, hi = bisect_until(fails, lo, hi, lambda a, b: b / a - 1 <= rtol, mid=split, iters=200)
     return lo, hi, curve(hi)
