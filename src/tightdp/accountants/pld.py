@@ -285,7 +285,7 @@ class PLDAccountant(Accountant):
         ups, los = (self, self) if sides is None else cast(tuple[PLDAccountant, ...], sides[:2])
         return [(ups._composed(grid_step, r, log_tail, window_tail, upper=True),
                  los._composed(grid_step, r, log_tail, window_tail, upper=False))
-                for r in sorted({*ups._directions(), *los._directions()})]
+                for r in (self._directions() if sides is None else list(Direction))]
 
     # --- queries ---------------------------------------------------------------------------
     def _rounding_matters(self, c: ComposedPLD, eps, delta) -> bool:

@@ -4,12 +4,13 @@ group privacy and calibration are built on it."""
 from .calibrate import (
     CalibrationResult,
     calibrate_noise,
+    calibrate_noise_risk,
     calibrate_sampling_rate,
     calibrate_steps,
 )
 from .epsilon import dpsgd_delta, dpsgd_epsilon
 from .group import GroupResult, group_epsilon, group_epsilons
-from .risk import calibrate_noise_risk, dpsgd_risk
+from .risk import dpsgd_risk
 from .setting import DPSGDSetting, dpsgd_setting
 
 __all__ = ["dpsgd_epsilon", "dpsgd_delta", "group_epsilon", "group_epsilons", "GroupResult",

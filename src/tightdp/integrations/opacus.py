@@ -23,6 +23,7 @@ import numbers
 from collections import OrderedDict
 from typing import Any, cast
 
+import numpy as np
 from opacus.accountants import IAccountant, register_accountant
 
 from .. import _validate as v
@@ -32,6 +33,7 @@ from ..budget import Budget
 from ..dpsgd.calibrate import calibrate_noise
 from ..mechanisms import Gaussian, PoissonSubsampled
 from ..results import EpsilonResult
+from ..risk import TradeoffResult, risk_values, tradeoff
 
 __all__ = ["TightAccountant", "convert_state_dict", "get_noise_multiplier", "register",
            "MECHANISM"]
@@ -131,6 +133,31 @@ class TightAccountant(IAccountant):
         r.details = {**r.details, "history": [list(e) for e in history]}
         self._cache = {key: r}
         return r
+
+    def tradeoff_result(self, fpr) -> TradeoffResult:
+        """Certified TPR of the best membership attack at ``fpr`` and its advantage for the
+        steps taken so far (:func:`tightdp.risk.tradeoff` of the same PLD composition)."""
+        history = _check_history(self.history)
+        acc = PLDAccountant(self.rtol, max_memory=self.budget.max_memory,
+                            max_seconds=self.budget.max_seconds)
+        if any(sigma == 0 for sigma, _, _ in history):
+            a = risk_values("fpr", fpr).reshape(-1)
+            return TradeoffResult(a, np.ones(a.size), np.ones(a.size), 1.0, 1.0, "pld",
+                                  acc.neighboring, 0.0, "a step with noise_multiplier=0 "
+                                  "releases an unnoised gradient", certified=True)
+        for sigma, q, n in history:
+            acc.compose(PoissonSubsampled(Gaussian(sigma), q), n)
+        return tradeoff(acc, fpr=fpr)
+
+    def get_tpr(self, fpr) -> float | np.ndarray:
+        """Certified upper bound on the TPR of the best membership attack at false-positive
+        rate ``fpr`` (a number or an array) after the steps taken so far."""
+        r = self.tradeoff_result(fpr)
+        return float(r.tpr_upper[0]) if np.ndim(fpr) == 0 else r.tpr_upper
+
+    def get_advantage(self) -> float:
+        """Certified upper bound on the best attack's advantage (largest TPR - FPR)."""
+        return float(self.tradeoff_result(0.5).advantage_upper)
 
     def get_epsilon(self, delta: float, **kwargs) -> float:
         """Certified upper bound of eps at ``delta`` for the steps taken so far (0 before the

@@ -65,10 +65,10 @@ class TradeoffResult(Result):
     advantage_lower: float
     advantage_upper: float
     accountant: str
-    certified: bool
     neighboring: str
     seconds: float
     note: str = ""
+    certified: bool = True
     details: dict = field(default_factory=dict)
 
     def attach(self, relation: Profile, directions: list[Profile]) -> TradeoffResult:
@@ -249,8 +249,8 @@ def tradeoff(accountant: Accountant, *, fpr=DEFAULT_FPR, tol: float = DEFAULT_TO
     lo, hi = rel.beta(a)
     alo, ahi = rel.advantage()
     out = TradeoffResult(a, 1.0 - hi, 1.0 - lo, alo, ahi, accountant.name,
-                         bool(info.pop("certified", True)), accountant.neighboring,
-                         time.perf_counter() - t0, info.pop("note"), info)
+                         accountant.neighboring, time.perf_counter() - t0, info.pop("note"),
+                         certified=info.pop("certified", None) is not False, details=info)
     out.details["directions"] = [
         {"direction": ("remove", "add")[i], "tpr_lower": (1 - p.beta(a)[1]).tolist(),
          "tpr_upper": (1 - p.beta(a)[0]).tolist()} for i, p in enumerate(dirs)]
