@@ -532,3 +532,18 @@ def test_the_relation_is_the_tightdp_accountants_and_named_in_results():
     special = TightdpAccountant(Rel.REPLACE_SPECIAL)
     assert special.epsilon_result(DELTA).details["neighboring"] == "replace_special"
     assert TightdpAccountant().delta_result(1.0).details["neighboring"] == "add_or_remove_one"
+
+
+def test_get_tpr_and_advantage():
+    from tightdp import dpsgd_risk
+    from tightdp.integrations.dp_accounting import TightdpAccountant
+
+    acc = TightdpAccountant()
+    assert acc.get_tpr(0.01) == pytest.approx(0.01, abs=1e-12)   # nothing composed
+    acc.compose(E.PoissonSampledDpEvent(0.02, E.GaussianDpEvent(1.0)), 300)
+    r = dpsgd_risk(sampling_rate=0.02, noise_multiplier=1.0, steps=300, fpr=[0.01])
+    assert acc.get_tpr(0.01) == pytest.approx(r.tpr_upper[0], rel=1e-12)
+    default = dpsgd_risk(sampling_rate=0.02, noise_multiplier=1.0, steps=300)
+    assert acc.get_advantage() == pytest.approx(default.advantage_upper, rel=1e-12)
+    np_ = TightdpAccountant().compose(E.NonPrivateDpEvent())
+    assert np_.get_tpr(0.01) == 1.0 and np_.get_advantage() == 1.0

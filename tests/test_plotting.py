@@ -76,3 +76,17 @@ def test_cli_plot(tmp_path):
                         "--rtol", "1e-2"], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     _check_png(out)
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_plot_roc_renders(tmp_path, log):
+    from tightdp.plotting import plot_roc
+
+    r = td.dpsgd_risk(sampling_rate=0.02, noise_multiplier=1.0, steps=200, fpr=0.01)
+    ax = plot_roc(r, log=log)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("GDP" in t for t in labels) and any("band" in t for t in labels)
+    out = tmp_path / "roc.png"
+    ax.figure.savefig(out)
+    plt.close(ax.figure)
+    assert mpimg.imread(out).std() > 0

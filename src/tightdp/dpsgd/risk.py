@@ -5,14 +5,14 @@ DP-SGD setting (:func:`tightdp.risk.tradeoff`; calibration to a risk target:
 from __future__ import annotations
 
 from .._defaults import DEFAULT_RTOL
-from ..risk import DEFAULT_TOL, TradeoffResult, tradeoff
+from ..risk import DEFAULT_FPR, DEFAULT_TOL, TradeoffResult, tradeoff
 from .epsilon import composed
 from .setting import dpsgd_setting
 
 __all__ = ["dpsgd_risk"]
 
 
-def dpsgd_risk(*, noise_multiplier: float, fpr=(1e-3, 1e-2, 1e-1),
+def dpsgd_risk(*, noise_multiplier: float, fpr=DEFAULT_FPR,
                sampling_rate: float | None = None, steps: int | None = None,
                epochs: float | None = None, batch_size: int | None = None,
                dataset_size: int | None = None, sampling: str = "poisson",

@@ -52,7 +52,7 @@ from .. import _validate as v
 from ..accountants.base import Accountant
 from ..accountants.registry import make_accountant
 from ..results import DeltaResult, EpsilonResult
-from ..risk import TradeoffResult, risk_values, tradeoff
+from ..risk import DEFAULT_FPR, TradeoffResult, risk_values, tradeoff
 from .dp_events import (
     NON_PRIVATE_NOTE,
     SUPPORTED_EVENTS,
@@ -196,7 +196,7 @@ class TightdpAccountant(_pa.PrivacyAccountant):
 
     def get_advantage(self) -> float:
         """Certified upper bound on the best attack's advantage (largest TPR - FPR)."""
-        return float(self.tradeoff_result(0.5).advantage_upper)
+        return float(self.tradeoff_result(DEFAULT_FPR).advantage_upper)
 
     def get_epsilon(self, target_delta: float) -> float:
         """Certified upper bound on epsilon at ``target_delta`` (inf if non-private; at

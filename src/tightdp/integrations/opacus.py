@@ -33,7 +33,7 @@ from ..budget import Budget
 from ..dpsgd.calibrate import calibrate_noise
 from ..mechanisms import Gaussian, PoissonSubsampled
 from ..results import EpsilonResult
-from ..risk import TradeoffResult, risk_values, tradeoff
+from ..risk import DEFAULT_FPR, TradeoffResult, risk_values, tradeoff
 
 __all__ = ["TightAccountant", "convert_state_dict", "get_noise_multiplier", "register",
            "MECHANISM"]
@@ -157,7 +157,7 @@ class TightAccountant(IAccountant):
 
     def get_advantage(self) -> float:
         """Certified upper bound on the best attack's advantage (largest TPR - FPR)."""
-        return float(self.tradeoff_result(0.5).advantage_upper)
+        return float(self.tradeoff_result(DEFAULT_FPR).advantage_upper)
 
     def get_epsilon(self, delta: float, **kwargs) -> float:
         """Certified upper bound of eps at ``delta`` for the steps taken so far (0 before the

@@ -9,7 +9,7 @@ certified curve meets a risk target.
 
 from .calibrate import RiskTarget, calibrate_noise_to_risk
 from .curve import Profile
-from .tradeoff import DEFAULT_TOL, TradeoffResult, risk_values, tradeoff
+from .tradeoff import DEFAULT_FPR, DEFAULT_TOL, TradeoffResult, risk_values, tradeoff
 
-__all__ = ["tradeoff", "TradeoffResult", "Profile", "risk_values", "DEFAULT_TOL",
+__all__ = ["tradeoff", "TradeoffResult", "Profile", "risk_values", "DEFAULT_TOL", "DEFAULT_FPR",
            "RiskTarget", "calibrate_noise_to_risk"]

@@ -31,7 +31,7 @@ from ..budget import BudgetExceeded
 from ..results import Result, check_bracket
 from .curve import Profile, profile_samples
 
-__all__ = ["TradeoffResult", "tradeoff", "risk_values", "DEFAULT_TOL"]
+__all__ = ["TradeoffResult", "tradeoff", "risk_values", "DEFAULT_TOL", "DEFAULT_FPR"]
 
 #: the default largest width of the TPR bracket at the FPRs asked (absolute)
 DEFAULT_TOL = 1e-3
