@@ -58,6 +58,7 @@ BENCHMARKS = {
                     needs="the [opacus] extra (torch)"),
     "pld": Bench(quick=("--reps", "1", "--no-tiny")),
     "prv": Bench(quick=("--reps", "1")),
+    "risk": Bench(quick=("--quick",), needs="riskcal, dp_accounting optional"),
     "recording": Bench(quick=("--sizes", "1e5", "--steps", "16")),
     "scale": Bench(quick=("2e5", "200", "--workers", "2", "--profiles", "2000"),
                    heavy="a Dask LocalCluster of worker processes; 10^7 examples in full",

@@ -55,8 +55,8 @@ __all__ = ["Profile", "profile_samples", "GDP_MU_MAX"]
 
 #: rounding allowance of a line's value (terms of magnitude <= 1, a few operations)
 ROUND = 1e-14
-#: the most (alpha, sample) pairs evaluated at once (memory of one chunk: 8 bytes each)
-CHUNK = 1 << 21
+#: the most (alpha, sample) pairs evaluated at once (a chunk stays in the CPU caches)
+CHUNK = 1 << 16
 #: the largest mu the GDP fit considers (beyond it, the curve is 0 above alpha = 1e-300)
 GDP_MU_MAX = 80.0
 
@@ -77,25 +77,27 @@ class Profile:
         """max over the lines of the module's bounds at each ``alpha`` (the upper or the
         lower bound on beta), before the rounding allowance."""
         z = self.eps
-        if upper:
-            a = 1.0 - np.append(self.lower[1:], self.lower_inf)
-        else:
-            a = 1.0 - self.upper
-        la = np.log(np.where(alpha > 0, alpha, 1.0))
+        a = 1.0 - (np.append(self.lower[1:], self.lower_inf) if upper else self.upper)
+        with np.errstate(over="ignore"):
+            ez, emz = np.exp(np.minimum(z, 709.0)), np.exp(-z)
         out = np.zeros(alpha.shape)
+        pos = np.flatnonzero(alpha > 0)
+        out[alpha == 0] = np.max(a)  # e^z * 0 is 0 (not inf * 0)
         step = max(1, CHUNK // max(z.size, 1))
-        for s in range(0, alpha.size, step):
-            al, lg = alpha[s:s + step, None], la[s:s + step, None]
+        for s in range(0, pos.size, step):
+            idx = pos[s:s + step]
+            al = alpha[idx, None]
             with np.errstate(over="ignore", invalid="ignore"):
-                slope = np.where(al > 0, np.exp(np.minimum(z[None, :] + lg, 700.0)), 0.0)
-                best = np.max(a[None, :] - slope, axis=1)
+                best = np.max(a - ez * al, axis=1)
                 if self.symmetric:
-                    gap = a[None, :] - al
+                    gap = a - al
                     if upper:
-                        gap = np.maximum(gap, 0.0)
-                    best = np.maximum(best, np.max(np.exp(-z)[None, :] * gap, axis=1))
-            out[s:s + step] = best
-        if not self.symmetric:
+                        np.maximum(gap, 0.0, out=gap)
+                    best = np.maximum(best, np.max(emz * gap, axis=1))
+            out[idx] = best
+        if self.symmetric:
+            out[alpha == 0] = np.maximum(out[alpha == 0], np.max(emz * np.maximum(a, 0.0)))
+        else:
             floor = math.exp(min(z[0], 700.0)) * (1 - alpha)
             below = (np.minimum(1.0 - float(self.lower[0]), floor) if upper
                      else np.zeros(alpha.shape))

@@ -156,6 +156,9 @@ def _profiles(acc: PLDAccountant, d: float, *, log_tail: float, window_tail: flo
     z = z[z >= 0]
     du = np.max([up.delta_bound(z, upper=True) for up, _ in laws], axis=0)
     dl = np.max([lo.delta_bound(z, upper=False) for _, lo in laws], axis=0)
+    # the union of the directions' samples, thinned again on the relation's own profile
+    keep = profile_samples(z, du, dl, eta=eta, step=SKELETON)
+    z, du, dl = z[keep], du[keep], dl[keep]
     inf_lo = max(lo.inf_mass for _, lo in laws) * (1 - 1e-12)
     return Profile(z, du, dl, inf_lo, symmetric=True), dirs
 
