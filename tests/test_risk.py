@@ -178,3 +178,17 @@ def test_other_accountants_through_delta():
     r = tradeoff(acc, fpr=[0.01, 0.1])
     exact = 1 - gdp_beta(r.fpr, 2.0)   # 4 steps of sigma 1: mu = 2
     assert np.all(r.tpr_lower <= exact) and np.all(exact <= r.tpr_upper)
+
+
+def test_readme_risk_section_runs(capsys):
+    import re
+
+    from conftest import ROOT
+
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"## What eps means.*?```python\n(.*?)```", text, re.S)
+    assert block, "README has no risk section"
+    exec(compile(block.group(1), "README.md", "exec"), {})
+    out = capsys.readouterr().out.split("\n")
+    lo = [float(x) for x in re.findall(r"[\d.]+", out[0])]
+    assert lo[0] <= 0.038014 <= lo[4]   # tpr_lower[0], tpr_upper[0] (NP test, recorded)
