@@ -71,6 +71,9 @@ def test_posterior_gdp_and_conversions():
     lo, hi = r.delta(np.abs(e))
     exact = gdp_delta(np.abs(e), mu)
     assert np.all(lo <= exact) and np.all(exact <= hi)
+    elo, eup = r.epsilon([1e-5, 1e-2])
+    for j, dl in enumerate((1e-5, 1e-2)):
+        assert elo[j] <= td.gdp_epsilon(mu, dl) <= eup[j] and eup[j] - elo[j] < 0.1
     mlo, mhi = r.gdp_mu()
     assert mlo <= mu <= mhi and mhi - mlo < 0.01
 

@@ -135,6 +135,24 @@ class Profile:
         up = np.where(j >= 0, self.upper[np.maximum(j, 0)], 1.0)
         return low, up
 
+    def epsilon(self, delta) -> tuple[np.ndarray, np.ndarray]:
+        """``(lower, upper)`` bounds on ``eps(delta)``, the smallest eps with ``delta(eps) <=
+        delta`` (the conversion from the curve's samples to eps(delta)): ``upper`` the first
+        sample whose upper bound is at most ``delta`` (inf if none), ``lower`` the last
+        sample whose lower bound exceeds ``delta`` (``delta`` is non-increasing; the first
+        sample, 0 for the relation, if none)."""
+        d = np.asarray(delta, dtype=float).reshape(-1)
+        ok = self.upper[None, :] <= d[:, None]
+        first = np.argmax(ok, axis=1)
+        up = np.where(ok.any(axis=1), self.eps[first], math.inf)
+        above = self.lower[None, :] > d[:, None]
+        last = self.eps.size - 1 - np.argmax(above[:, ::-1], axis=1)
+        lo = np.where(above.any(axis=1), self.eps[last], self.eps[0])
+        if self.symmetric:
+            lo = np.maximum(lo, 0.0)
+        check_bracket(lo, up, "eps(delta) from the curve", "risk")
+        return lo, up
+
     def advantage(self) -> tuple[float, float]:
         """Bounds on the largest TPR - FPR, the total variation distance ``delta(0)``
         (Kairouz, Oh & Viswanath 2015, Thm. 2.1 at eps = 0)."""

@@ -122,6 +122,14 @@ class TradeoffResult(Result):
         e = np.asarray(v.eps_values("epsilon", epsilon), dtype=float)
         return self._profile(None).delta(e)
 
+    def epsilon(self, delta) -> tuple[np.ndarray, np.ndarray]:
+        """``(lower, upper)`` bounds on eps(delta) from the curve's samples (the conversion
+        from the curve to eps(delta); a sample grid's precision, coarser than the
+        accountant's own ``epsilon``)."""
+        d = v.delta_value("delta", delta) if np.ndim(delta) == 0 else np.asarray(
+            [v.delta_value("delta", x) for x in np.ravel(delta)])
+        return self._profile(None).epsilon(d)
+
     def _repr_html_(self) -> str:
         from .._html import result_html
         rows = [(f"{a:.3g}", f"{lo:.4g}", f"{hi:.4g}")
