@@ -60,6 +60,7 @@ BENCHMARKS = {
     "pld": Bench(quick=("--reps", "1", "--no-tiny")),
     "plot": Bench(quick=("--quick",)),
     "prv": Bench(quick=("--reps", "1")),
+    "risk": Bench(quick=("--quick",), needs="riskcal, dp_accounting optional"),
     "recording": Bench(quick=("--sizes", "1e5", "--steps", "16")),
     "sampling": Bench(quick=("--quick", "--skip-peer"), needs="pld-accounting optional"),
     "scale": Bench(quick=("2e5", "200", "--workers", "2", "--profiles", "2000"),

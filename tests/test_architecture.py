@@ -20,12 +20,13 @@ SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "tightdp"
 LAYERS = {
     "_numerics": 0, "roots": 0, "_validate": 0, "_version": 0, "_dask": 0, "budget": 0,
     "_defaults": 0,
-    "progress": 0, "results": 0,
+    "progress": 0, "results": 0, "_html": 0,
     "losses": 1,
     "curves": 2,
     "mechanisms": 3,
     "pld": 4,
     "accountants": 5,
+    "risk": 5.5,
     "dpsgd": 6, "individual": 6,
     "state": 7, "sweep": 7,
     "__init__": 7.5,  # the package root: the public names, built on everything above

@@ -741,3 +741,41 @@ def test_spec_read_back_by_calibrate(tmp_path, capsys):
     line = cli_error(capsys, "spec", *CHEAP, "--output", str(tmp_path / "no" / "run.json"))
     assert line.endswith(f"cannot write {tmp_path / 'no' / 'run.json'}: No such file or "
                          "directory")
+
+
+def test_risk_json_matches_api():
+    p = run("risk", *BASE, "--fpr", "0.01", "0.001", "--prior", "0.5", "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    r = td.dpsgd_risk(sampling_rate=0.02, noise_multiplier=1.0, steps=200, fpr=[0.01, 0.001])
+    assert out["tpr_upper"] == pytest.approx(r.tpr_upper.tolist(), rel=1e-12)
+    assert out["tpr_lower"] == pytest.approx(r.tpr_lower.tolist(), rel=1e-12)
+    assert out["advantage_upper"] == pytest.approx(r.advantage_upper, rel=1e-12)
+    lo, hi = r.posterior(0.5)
+    assert out["posterior_lower"][0] <= out["posterior_upper"][0]
+    assert out["posterior_upper"] == pytest.approx(hi.tolist(), rel=1e-12)
+    p = run("risk", *BASE, "--fpr", "0.01", "--advantage")
+    assert p.returncode == 0 and "advantage in [" in p.stdout
+
+
+@pytest.mark.parametrize("args,option", [
+    (["risk", *BASE, "--fpr", "1.5"], "--fpr"),
+    (["risk", *BASE, "--prior", "1"], "--prior"),
+    (["calibrate", "--sampling-rate", "0.01", "--steps", "100", "--tpr", "0.005", "--fpr",
+      "0.01"], "--tpr"),
+    (["calibrate", "--sampling-rate", "0.01", "--steps", "100", "--tpr", "0.1", "--fpr",
+      "0.01", "--epsilon", "1"], "--epsilon"),
+])
+def test_risk_bad_options_exit_2_one_line(args, option):
+    p = run(*args)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and option in p.stderr, p.stderr
+
+
+def test_calibrate_tpr_fpr():
+    p = run("calibrate", "--sampling-rate", "0.02", "--steps", "200", "--tpr", "0.1", "--fpr",
+            "0.01", "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    r = td.dpsgd_risk(sampling_rate=0.02, noise_multiplier=out["noise_multiplier"], steps=200,
+                      fpr=0.01)
+    assert r.tpr_upper[0] <= 0.1 and out["certified"] is True

@@ -184,3 +184,65 @@ def test_noise_for_random_allocation_meets_target_and_is_tight(t, rtol):
     assert miss.lower > 2.0
     # below the closed form of no amplification (one Gaussian per epoch): sqrt(2)/sigma-GDP
     assert _gdp_eps(math.sqrt(2) / r.noise_multiplier, 1e-5) > 2.0
+
+
+# --- calibration to a risk target (tightdp.risk) ---------------------------------------------
+def test_calibrate_noise_to_tpr_meets_target_and_is_within_half_percent():
+    import tightdp as td
+
+    setting = {"sampling_rate": 0.01, "steps": 10_000}
+    r = td.calibrate_noise(tpr=0.05, fpr=0.01, **setting)
+    sigma = r.noise_multiplier
+    # re-checked with the certified curve: the target is met by the upper bound
+    at = td.dpsgd_risk(noise_multiplier=sigma, fpr=0.01, **setting)
+    assert at.tpr_upper[0] <= 0.05
+    # 0.5% less noise provably misses it: the certified LOWER bound exceeds the target
+    below = td.dpsgd_risk(noise_multiplier=sigma * (1 - 0.005), fpr=0.01, **setting)
+    assert below.tpr_lower[0] > 0.05
+    assert r.seconds < 30
+    # riskcal 1.5.1 output, recorded (find_noise_multiplier_for_err_rates(alpha=0.01,
+    # beta=0.95, sample_rate=0.01, num_steps=10_000): 619 s here): 1.62283, within its
+    # tolerance (beta_tol 1e-3, about 0.5% of sigma here) of ours
+    assert sigma == pytest.approx(1.62283, rel=5e-3)
+
+
+def test_calibrate_noise_to_advantage_against_riskcal():
+    import tightdp as td
+
+    # riskcal 1.5.1 output, recorded (find_noise_multiplier_for_advantage(advantage=0.2,
+    # sample_rate=0.01, num_steps=1000): 90 s here, so not rerun; its search stops within
+    # about 1% of sigma): 0.8697891235351562
+    ref = 0.8697891235351562
+    r = td.calibrate_noise(advantage=0.2, sampling_rate=0.01, steps=1000)
+    assert r.noise_multiplier == pytest.approx(ref, rel=0.01)
+    at = td.dpsgd_risk(noise_multiplier=r.noise_multiplier, sampling_rate=0.01, steps=1000)
+    assert at.advantage_upper <= 0.2
+    below = td.dpsgd_risk(noise_multiplier=r.noise_multiplier * 0.995, sampling_rate=0.01,
+                          steps=1000)
+    assert below.advantage_lower > 0.2
+
+
+@pytest.mark.parametrize("kw,name", [
+    ({"tpr": 0.01, "fpr": 0.05}, "tpr"),
+    ({"tpr": 0.5, "fpr": 1.5}, "fpr"),
+    ({"tpr": 0.5}, "tpr and fpr"),
+    ({"advantage": 1.2}, "advantage"),
+    ({"advantage": 0.1, "epsilon": 1.0}, "epsilon, delta"),
+])
+def test_calibrate_noise_risk_bad_input(kw, name):
+    import tightdp as td
+
+    with pytest.raises(ValueError, match=f"^{name}") as err:
+        td.calibrate_noise(sampling_rate=0.01, steps=100, **kw)
+    assert "\n" not in str(err.value)
+
+
+def test_calibrate_noise_risk_other_samplings():
+    import tightdp as td
+
+    # the search only changes sigma of the validated setting: any sampling scheme
+    r = td.calibrate_noise(advantage=0.3, sampling="fixed_batch", batch_size=100,
+                           dataset_size=10_000, steps=200)
+    at = td.dpsgd_risk(noise_multiplier=r.noise_multiplier, sampling="fixed_batch",
+                       batch_size=100, dataset_size=10_000, steps=200, fpr=0.5)
+    assert at.advantage_upper <= 0.3

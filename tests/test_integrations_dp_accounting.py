@@ -598,3 +598,18 @@ def test_readme_replace_one_rdp_takes_sensitivity_one():
     ours = dpsgd_epsilon(sampling="fixed_batch", batch_size=b, dataset_size=n,
                          noise_multiplier=1.0, steps=steps, delta=1e-5)
     assert round(pld.get_epsilon(1e-5), 2) == round(ours.epsilon, 2) == 6.99
+
+
+def test_get_tpr_and_advantage():
+    from tightdp import dpsgd_risk
+    from tightdp.integrations.dp_accounting import TightdpAccountant
+
+    acc = TightdpAccountant()
+    assert acc.get_tpr(0.01) == pytest.approx(0.01, abs=1e-12)   # nothing composed
+    acc.compose(E.PoissonSampledDpEvent(0.02, E.GaussianDpEvent(1.0)), 300)
+    r = dpsgd_risk(sampling_rate=0.02, noise_multiplier=1.0, steps=300, fpr=[0.01])
+    assert acc.get_tpr(0.01) == pytest.approx(r.tpr_upper[0], rel=1e-12)
+    default = dpsgd_risk(sampling_rate=0.02, noise_multiplier=1.0, steps=300)
+    assert acc.get_advantage() == pytest.approx(default.advantage_upper, rel=1e-12)
+    np_ = TightdpAccountant().compose(E.NonPrivateDpEvent())
+    assert np_.get_tpr(0.01) == 1.0 and np_.get_advantage() == 1.0

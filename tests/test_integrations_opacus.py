@@ -477,3 +477,19 @@ def test_state_dict_keeps_the_sampling():
     with pytest.raises(ValueError, match=r"^state_dict sampling: selected must be in"):
         again.load_state_dict({**state, "sampling": {"sampling": "random_allocation",
                                                      "steps_per_epoch": 2, "selected": 3}})
+
+
+def test_get_tpr_and_advantage_match_dpsgd_risk():
+    import numpy as np
+
+    acc = TightAccountant()
+    for _ in range(300):
+        acc.step(noise_multiplier=1.0, sample_rate=0.02)
+    r = tightdp.dpsgd_risk(sampling_rate=0.02, noise_multiplier=1.0, steps=300,
+                           fpr=[0.001, 0.01])
+    assert acc.get_tpr(0.01) == pytest.approx(r.tpr_upper[1], rel=1e-12)
+    assert np.allclose(acc.get_tpr([0.001, 0.01]), r.tpr_upper, rtol=1e-12)
+    default = tightdp.dpsgd_risk(sampling_rate=0.02, noise_multiplier=1.0, steps=300)
+    assert acc.get_advantage() == pytest.approx(default.advantage_upper, rel=1e-12)
+    with pytest.raises(ValueError, match=r"^fpr must be in \[0, 1\]"):
+        acc.get_tpr(2.0)

@@ -96,3 +96,17 @@ def test_privacy_curve_data_equals_the_single_queries():
         one = make().delta(float(eps[i]))
         assert one.lower <= r.upper[i] and r.lower[i] <= one.upper
         assert abs(one.upper - r.upper[i]) <= td.DEFAULT_RTOL * one.upper
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_plot_roc_renders(tmp_path, log):
+    from tightdp.plotting import plot_roc
+
+    r = td.dpsgd_risk(sampling_rate=0.02, noise_multiplier=1.0, steps=200, fpr=0.01)
+    ax = plot_roc(r, log=log)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("GDP" in t for t in labels) and any("band" in t for t in labels)
+    out = tmp_path / "roc.png"
+    ax.figure.savefig(out)
+    plt.close(ax.figure)
+    assert mpimg.imread(out).std() > 0

@@ -276,3 +276,17 @@ def test_as_dict_of_real_results():
     dr = RDPAccountant().compose(Gaussian(1.0), 10).delta(np.array([0.0, 1.0]))
     dd = dr.as_dict()
     assert _roundtrip(dd) == dd and dd["delta"] == dr.delta.tolist() and dd["lower"] is None
+
+
+def test_repr_html_shows_bracket_and_table():
+    import tightdp as td
+
+    acc = td.PLDAccountant().compose(td.Gaussian(1.0), 4)
+    r = acc.epsilon(1e-5)
+    h = r._repr_html_()
+    assert "<table>" in h and f"{r.upper:.6g}" in h and "certified upper bound" in h
+    d = acc.delta(np.linspace(0.5, 4, 30))
+    h = d._repr_html_()
+    assert h.count("<tr>") == 21 and "10 more rows" in h  # header + 20 rows
+    pytest.importorskip("matplotlib")
+    assert "<svg" in h

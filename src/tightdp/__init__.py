@@ -1,5 +1,6 @@
 """tightdp: tight differential-privacy accounting with certified bounds."""
 
+from . import risk as risk
 from ._defaults import DEFAULT_RTOL, DELTA_MIN
 from ._version import __version__ as __version__
 from .accountants import (
@@ -25,6 +26,7 @@ from .dpsgd import (
     group_epsilons,
 )
 from .dpsgd.calibrate import CalibrationResult
+from .dpsgd.risk import dpsgd_risk
 from .dpsgd.setting import DPSGDSetting, dpsgd_setting
 from .individual import (
     GDPFilter,
@@ -80,6 +82,8 @@ __all__ = [
     "dpsgd_delta",
     "dpsgd_accountant",
     "dpsgd_epsilon",
+    "dpsgd_risk",
+    "risk",
     "dpsgd_setting",
     "DPSGDSetting",
     "EpsilonResult",

@@ -11,9 +11,10 @@ from .accountants.base import Accountant
 from .accountants.registry import make_accountant
 from .mechanisms.base import Mechanism
 from .progress import progress_bar
+from .risk import TradeoffResult
 
 __all__ = ["plot_privacy_curve", "plot_tradeoff", "plot_epsilon_vs_steps", "tradeoff_curve",
-           "pyplot"]
+           "plot_roc", "pyplot"]
 
 
 def pyplot():
@@ -121,4 +122,42 @@ def plot_epsilon_vs_steps(mechanism_factory: Callable[[], Mechanism], steps: Seq
     ax.set_ylabel(f"epsilon at delta={delta:g}")
     ax.grid(visible=True, alpha=0.3)
     ax.legend()
+    return ax
+
+
+def plot_roc(result: TradeoffResult, ax=None, *, log: bool = False, gdp: bool = True,
+             label: str | None = None):
+    """The ROC view of a trade-off result (:func:`tightdp.risk.tradeoff`,
+    :func:`tightdp.dpsgd_risk`): the best attack's TPR against FPR, the certified band
+    between ``tpr_lower`` and ``tpr_upper``, and (``gdp``) the TPR ``1 - G_mu(FPR)`` of the
+    nearest Gaussian-DP curve certified to lie below the true one, ``mu = mu_upper`` of
+    :meth:`TradeoffResult.gdp_mu` (Dong, Roth & Su 2022, eq. (2.4)); ``log`` puts both axes
+    on log scales (the small FPRs of membership inference)."""
+    from scipy.stats import norm
+
+    plt = pyplot()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 5))
+    fpr = np.geomspace(1e-6, 1.0, 300) if log else np.linspace(0.0, 1.0, 301)
+    lo, hi = result.tpr(fpr)
+    name = label or result.accountant
+    line = ax.plot(fpr, hi, lw=1, label=f"{name} TPR upper (certified)")[0]
+    ax.fill_between(fpr, lo, hi, color=line.get_color(), alpha=0.35,
+                    label=f"{name} certified band")
+    if gdp:
+        _, mu = result.gdp_mu()
+        if np.isfinite(mu):
+            ax.plot(fpr, norm.sf(norm.isf(fpr) - mu), "--", lw=0.8, color="0.3",
+                    label=f"{mu:.3g}-GDP")
+    ax.plot(fpr, fpr, "k:", lw=0.8, label="random guess")
+    ax.set_xlabel("false-positive rate (FPR)")
+    ax.set_ylabel("true-positive rate (TPR)")
+    if log:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_ylim(max(1e-6, float(np.min(lo[lo > 0])) if np.any(lo > 0) else 1e-6), 1.0)
+    else:
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+    ax.legend(fontsize=8)
     return ax

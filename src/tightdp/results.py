@@ -140,6 +140,30 @@ class _Answered(Result):
         def __float__(self) -> float: ...
 
 
+def _answer_html(r: _Answered, value: str, at: str) -> str:
+    """``_repr_html_`` of an answer: the bracket, a table of at most 20 of its values, and
+    (for many values, matplotlib importable) a small plot of the band."""
+    from ._html import result_html
+
+    vals = np.atleast_1d(np.asarray(getattr(r, value), dtype=float))
+    ats = np.broadcast_to(np.atleast_1d(np.asarray(getattr(r, at), dtype=float)), vals.shape)
+    lo = (np.full(vals.shape, np.nan) if r.lower is None
+          else np.atleast_1d(np.asarray(r.lower, dtype=float)))
+    hi = (np.full(vals.shape, np.nan) if r.upper is None
+          else np.atleast_1d(np.asarray(r.upper, dtype=float)))
+    kind = "certified upper bound" if r.certified else "approximation (not a bound)"
+    head = (f"{value} = {vals[0]:.6g} at {at} = {ats[0]:.6g}" if vals.size == 1
+            else f"{value} at {vals.size} values of {at}") + f" ({kind}; {r.accountant})"
+    rows = [(f"{a:.6g}", f"{x:.6g}", f"{y:.6g}", f"{z:.6g}")
+            for a, x, y, z in zip(ats.ravel(), lo.ravel(), vals.ravel(), hi.ravel(),
+                                  strict=True)]
+    band = None
+    if 1 < vals.size and ats.ndim == 1 and np.all(np.diff(ats) > 0):
+        band = (ats, np.where(np.isnan(lo), vals, lo), np.where(np.isnan(hi), vals, hi))
+    return result_html(head + (f". {r.note}" if r.note else ""),
+                       (at, "lower", value, "upper"), rows, band)
+
+
 def _one_float(x, what: str) -> float:
     """``float(result)``: the single value of a result of one query."""
     arr = np.asarray(x, dtype=float)
@@ -181,6 +205,7 @@ def _answer(value: str, at: str) -> Callable[[type[_R]], type[_R]]:
                 setattr(cls, name, default)
         cls.__annotations__ = ann
         cls.__float__ = lambda self: _one_float(getattr(self, value), value)
+        cls._repr_html_ = lambda self: _answer_html(self, value, at)
         return dataclass(cls)
 
     return make

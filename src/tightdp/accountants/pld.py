@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import cast
 
 import numpy as np
 
@@ -48,6 +49,7 @@ from ..pld.mgf import LogMgf
 from ..pld.transform import UNIT_ROUNDOFF_EXTENDED
 from ..results import DeltaResult, EpsilonResult, check_bracket
 from .base import Accountant, Direction
+from .limits import out_of_reach
 from .pld_refine import (
     DELTA_FLOOR,
     EpsQuery,
@@ -278,6 +280,22 @@ class PLDAccountant(Accountant):
     def _spans(self, direction: Direction, log_tail: float) -> list[float]:
         return [max(hi - lo, 1e-12) for lo, hi in
                 (self._range(loss, log_tail) for loss, _ in self._ordered(direction))]
+
+    def composed_laws(self, grid_step: float, *, log_tail: float, window_tail: float
+                      ) -> list[tuple[ComposedPLD, ComposedPLD]]:
+        """Per direction (remove; add unless every mechanism is symmetric) the untilted
+        compositions ``(upper, lower)`` of the dominating and dominated laws on the grid
+        ``grid_step`` (those of the eps and delta queries; bracketed mechanisms: the upper
+        side's and the lower side's), each loss cut at ``e^log_tail``, the window at
+        ``e^window_tail``; ValueError beyond the doubles, BudgetExceeded over the budget."""
+        if out_of_reach(self.terms) is not None:
+            raise ValueError("noise_multiplier: the composition is beyond floating point "
+                             f"({out_of_reach(self.terms)}); no discretized curve exists")
+        sides = self._bracket_sides()
+        ups, los = (self, self) if sides is None else cast(tuple[PLDAccountant, ...], sides[:2])
+        return [(ups._composed(grid_step, r, log_tail, window_tail, upper=True),
+                 los._composed(grid_step, r, log_tail, window_tail, upper=False))
+                for r in (self._directions() if sides is None else list(Direction))]
 
     # --- queries ---------------------------------------------------------------------------
     def _rounding_matters(self, c: ComposedPLD, eps, delta) -> bool:

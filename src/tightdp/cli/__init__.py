@@ -8,6 +8,8 @@ Examples
   tightdp epsilon ... --accountant fft --sampling without-replacement
   tightdp compare --sampling-rate 0.01 --noise-multiplier 1.0 --steps 10000 --delta 1e-5
   tightdp calibrate --sampling-rate 0.01 --steps 10000 --delta 1e-5 --epsilon 3
+  tightdp risk --sampling-rate 0.01 --noise-multiplier 1 --steps 10000 --fpr 0.01 0.001
+  tightdp calibrate --sampling-rate 0.01 --steps 10000 --tpr 0.05 --fpr 0.01
   tightdp epsilon --spec composition.json --delta 1e-5
   tightdp group --group-size 8 --sampling-rate 0.01 --noise-multiplier 1 --steps 2000 \\
       --delta 1e-6
@@ -31,7 +33,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from . import calibrate, compare, delta, epsilon, group, individual, plot, spec, sweep
+from . import calibrate, compare, delta, epsilon, group, individual, plot, risk, spec, sweep
 from .common import (
     COMMAND_FLAGS,
     EXAMPLES,
@@ -49,7 +51,7 @@ from .common import fail as _fail
 __all__ = ["main", "build_parser", "format_value", "RoundUp", "RoundDown"]
 
 #: the subcommands, in the order ``tightdp --help`` lists them
-_COMMANDS = (epsilon, delta, compare, calibrate, group, plot, individual, sweep, spec)
+_COMMANDS = (epsilon, delta, compare, calibrate, group, plot, individual, sweep, spec, risk)
 
 
 def _parser_and_handlers() -> tuple[argparse.ArgumentParser, dict[str, Callable]]:

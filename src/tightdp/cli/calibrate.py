@@ -111,9 +111,43 @@ def _calibrate_spec(a) -> dict:
     return out
 
 
+def _calibrate_risk(a) -> dict:
+    """``calibrate --tpr X --fpr Y`` / ``--advantage A``: the smallest noise multiplier whose
+    certified trade-off curve meets the risk target (:func:`tightdp.calibrate_noise`)."""
+    from ..dpsgd import calibrate_noise
+
+    for option in ("--epsilon", "--delta", "--spec", "--solve-for", "--rtol"):
+        if getattr(a, dest_of(option)) is not None:
+            fail(f"{option} does not apply to a risk target (--tpr/--fpr/--advantage); "
+                 "leave it out")
+    if a.accountant not in (None, "pld"):
+        fail("--accountant: a risk target is calibrated with pld (its two-sided curve)")
+    r = calibrate_noise(**setting_args(a, noise=False), tpr=a.tpr, fpr=a.fpr,
+                        advantage=a.advantage, **budget_kwargs(a))
+    d = r.details
+    out = {**r.as_dict(), "upper": d["tpr_upper"] if a.advantage is None else
+           d["advantage_upper"], "certified": True,
+           "note": f"the curve at the calibrated noise meets {d['target']} by its certified "
+                   "upper bound"}
+    if not a.json:
+        sigma = up(r.noise_multiplier)
+        print(f"noise-multiplier: {format_value(sigma)}  ({d['target']}, certified)")
+        print(format_table([[sigma, r.sampling_rate, r.steps, d["tpr_lower"], d["tpr_upper"],
+                             d["advantage_lower"], d["advantage_upper"], r.seconds]],
+                           ["noise_multiplier", "sampling_rate", "steps", "tpr lower",
+                            "tpr upper", "adv lower", "adv upper", "seconds"]))
+    return out
+
+
 def run(a) -> dict:
     from ..dpsgd import calibrate_noise, calibrate_sampling_rate, calibrate_steps
 
+    risk = a.tpr is not None or a.fpr is not None or a.advantage is not None
+    if risk:
+        return _calibrate_risk(a)
+    if a.epsilon is None or a.delta is None:
+        fail("the following arguments are required: --epsilon and --delta (or a risk "
+             "target: --tpr with --fpr, or --advantage)")
     if a.spec is not None:
         return _calibrate_spec(a)
     a.solve_for = a.solve_for or _inferred_unknown(a)
@@ -165,8 +199,12 @@ def register(add: Callable[[str, str], argparse.ArgumentParser]) -> dict:
     g.add_argument("--dataset-size", type=integer, help="n (with --batch-size)")
     g.add_argument("--batch-size", type=integer, help="B (with --dataset-size)")
     sampling_options(g, default=None)
-    s.add_argument("--epsilon", type=number, required=True, help="target eps > 0")
-    s.add_argument("--delta", type=number, required=True, help="delta in [1e-300, 1)")
+    s.add_argument("--epsilon", type=number, help="target eps > 0 (with --delta)")
+    s.add_argument("--delta", type=number, help="delta in [1e-300, 1)")
+    r = s.add_argument_group("risk target (instead of --epsilon/--delta; noise only)")
+    r.add_argument("--tpr", type=number, help="TPR of the best attack at --fpr at most this")
+    r.add_argument("--fpr", type=number, help="false-positive rate in (0, 1) of --tpr")
+    r.add_argument("--advantage", type=number, help="advantage (TPR - FPR) at most this")
     s.add_argument("--solve-for", default=None, type=spelling, choices=list(UNKNOWNS),
                    help="the unknown (default: the one of --noise-multiplier, --steps, "
                         "--sampling-rate left out); do not give it as an option")

@@ -9,6 +9,7 @@ eps is decreasing in the noise multiplier and increasing in steps and in the sam
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import cast
@@ -20,11 +21,12 @@ from ..accountants.registry import CERTIFYING
 from ..budget import Budget, BudgetExceeded
 from ..progress import progress_bar
 from ..results import Result
+from ..risk import RiskTarget, calibrate_noise_to_risk
 from .epsilon import composed
 from .setting import DPSGDSetting, dpsgd_setting
 
 __all__ = ["CalibrationResult", "calibrate_noise", "calibrate_steps", "calibrate_sampling_rate",
-           "precision_options", "SearchClock", "OutOfTime"]
+           "precision_options", "SearchClock", "OutOfTime", "calibrate_noise_risk"]
 
 
 @dataclass
@@ -149,17 +151,23 @@ class _Queries:
 
 
 @v.known_keywords()
-def calibrate_noise(*, epsilon: float, delta: float, sampling_rate: float | None = None,
+def calibrate_noise(*, epsilon: float | None = None, delta: float | None = None,
+                    sampling_rate: float | None = None,
                     steps: int | None = None, epochs: float | None = None,
                     batch_size: int | None = None, dataset_size: int | None = None,
                     sampling: str = "poisson", steps_per_epoch: int | None = None,
                     selected: int | None = None, max_batch_size: int | None = None,
                     accountant: str = "pld", rtol: float = DEFAULT_RTOL,
                     sigma_max: float = 1e4, max_memory=None, max_seconds=None,
-                    neighboring: str | None = None) -> CalibrationResult:
+                    neighboring: str | None = None, tpr: float | None = None,
+                    fpr: float | None = None, advantage: float | None = None
+                    ) -> CalibrationResult:
     """Smallest noise multiplier whose certified eps at ``delta`` is <= ``epsilon`` (the
     target), for the DP-SGD setting of :func:`tightdp.dpsgd.setting.dpsgd_setting` (any
-    sampling; ``steps`` or ``epochs``, at least one round).
+    sampling; ``steps`` or ``epochs``, at least one round); or, given ``tpr`` and ``fpr``
+    (or ``advantage``) instead of ``epsilon`` and ``delta``, whose certified trade-off curve
+    keeps the best attack's TPR at FPR ``fpr`` at most ``tpr`` (its advantage at most
+    ``advantage``): see :func:`calibrate_noise_risk`.
 
     Bisection on ``log sigma`` until the bracket of sigma is within ``rtol / 4`` relative;
     the upper end (a sigma that provably meets the target) is returned. ``max_memory`` is the
@@ -168,6 +176,19 @@ def calibrate_noise(*, epsilon: float, delta: float, sampling_rate: float | None
     with ``details["converged"] = False`` and a note). ``neighboring``: the relation, where
     the sampling allows another than its own (:func:`tightdp.dpsgd.epsilon.composed`).
     """
+    if tpr is not None or fpr is not None or advantage is not None:
+        if epsilon is not None or delta is not None:
+            raise ValueError("epsilon, delta: give a privacy budget (epsilon with delta) or a "
+                             "risk target (tpr with fpr, or advantage), not both")
+        return calibrate_noise_risk(
+            tpr=tpr, fpr=fpr, advantage=advantage, sampling_rate=sampling_rate, steps=steps,
+            epochs=epochs, batch_size=batch_size, dataset_size=dataset_size,
+            sampling=sampling, steps_per_epoch=steps_per_epoch, selected=selected,
+            max_batch_size=max_batch_size, accountant=accountant, sigma_max=sigma_max,
+            max_memory=max_memory, max_seconds=max_seconds, neighboring=neighboring)
+    if epsilon is None or delta is None:
+        raise ValueError("epsilon and delta are required (or a risk target: tpr with fpr, "
+                         "or advantage)")
     target, delta = _check(accountant, epsilon, delta)
     base = dpsgd_setting(noise_multiplier=1.0, steps=steps, epochs=epochs,
                          sampling_rate=sampling_rate, batch_size=batch_size,
@@ -327,3 +348,56 @@ def calibrate_sampling_rate(*, epsilon: float, delta: float, noise_multiplier: f
             raise query.out_of_time("sampling rate") from None
         details = query.clock.note(lo, 1.0 if hi is None else hi)
     return query.result(base.noise_multiplier, lo, base.steps, lo, details)
+
+
+def calibrate_noise_risk(*, tpr: float | None = None, fpr: float | None = None,
+                         advantage: float | None = None, sampling_rate: float | None = None,
+                         steps: int | None = None, epochs: float | None = None,
+                         batch_size: int | None = None, dataset_size: int | None = None,
+                         sampling: str = "poisson", steps_per_epoch: int | None = None,
+                         selected: int | None = None, max_batch_size: int | None = None,
+                         accountant: str = "pld", sigma_max: float = 1e4, max_memory=None,
+                         max_seconds=None, neighboring: str | None = None
+                         ) -> CalibrationResult:
+    """Smallest noise multiplier (to 0.2% relative) whose certified trade-off curve meets
+    "TPR <= ``tpr`` at FPR ``fpr``" or "advantage <= ``advantage``", for the DP-SGD setting
+    of :func:`tightdp.dpsgd.setting.dpsgd_setting` (any sampling scheme: the search only
+    changes the noise multiplier, :meth:`DPSGDSetting.with_noise`). The sigma returned meets
+    the target by the certified upper bound; ``details["sigma_infeasible_below"]`` is a sigma
+    whose certified curve misses it (see :func:`tightdp.risk.calibrate_noise_to_risk`)."""
+    if str(accountant).lower() != "pld":
+        raise ValueError(f"accountant must be pld to calibrate to a risk target (its certified "
+                         f"two-sided curve), got {accountant!r}")
+    goal = RiskTarget.make(tpr=tpr, fpr=fpr, advantage=advantage)
+    base = dpsgd_setting(noise_multiplier=1.0, steps=steps, epochs=epochs,
+                         sampling_rate=sampling_rate, batch_size=batch_size,
+                         dataset_size=dataset_size, sampling=sampling,
+                         steps_per_epoch=steps_per_epoch, selected=selected,
+                         max_batch_size=max_batch_size)
+    if base.steps < 1:
+        raise ValueError(f"steps must be an integer >= 1, got {base.steps!r}")
+    t0 = time.perf_counter()
+    seen: dict = {}
+
+    def accountant_of(sigma: float):
+        return composed(base.with_noise(sigma), accountant="pld", max_memory=max_memory,
+                        max_seconds=max_seconds, neighboring=neighboring)
+
+    lo, hi, r = calibrate_noise_to_risk(accountant_of, goal, sigma_max=sigma_max,
+                                        start=_clt_sigma(goal.gdp_mu(), base), queries=seen)
+    return CalibrationResult(
+        hi, base.sampling.sampling_rate, base.steps, math.nan, math.nan, math.nan, None,
+        "pld", len(seen), time.perf_counter() - t0,
+        {"sigma_infeasible_below": lo, "target": goal.describe(),
+         "tpr_lower": float(r.tpr_lower[0]), "tpr_upper": float(r.tpr_upper[0]),
+         "advantage_lower": r.advantage_lower, "advantage_upper": r.advantage_upper,
+         "fpr": goal.fpr, "tpr": goal.tpr, "advantage": goal.advantage})
+
+
+def _clt_sigma(mu: float, setting) -> float:
+    """A starting guess: the sigma at which the central limit theorem's mu of ``steps``
+    Poisson-subsampled Gaussian steps, ``q sqrt(T (e^{1/sigma^2} - 1))``, is ``mu`` (Dong,
+    Roth & Su, Cor. 5.4), within [0.05, 100]."""
+    q, t = setting.sampling.sampling_rate, setting.steps
+    ratio = (mu / (q * math.sqrt(t))) ** 2 if q > 0 and mu > 0 else 1.0
+    return min(max(1 / math.sqrt(math.log1p(ratio)), 0.05), 100.0)

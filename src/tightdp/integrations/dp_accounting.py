@@ -53,6 +53,7 @@ from .. import _validate as v
 from ..accountants.base import Accountant
 from ..accountants.registry import make_accountant
 from ..results import DeltaResult, EpsilonResult
+from ..risk import DEFAULT_FPR, TradeoffResult, risk_values, tradeoff
 from .dp_events import (
     NON_PRIVATE_NOTE,
     SUPPORTED_EVENTS,
@@ -178,6 +179,25 @@ class TightdpAccountant(_pa.PrivacyAccountant):
             return DeltaResult(0.0, target_epsilon, 0.0, 0.0, self._name, certified=True,
                                estimate=0.0, note="nothing composed", details=rel)
         return self._acc.delta(target_epsilon)
+
+    def tradeoff_result(self, fpr) -> TradeoffResult:
+        """Certified TPR of the best membership attack at ``fpr`` and its advantage
+        (:func:`tightdp.risk.tradeoff` of the composition; TPR 1 if non-private)."""
+        if self._non_private:
+            a = risk_values("fpr", fpr).reshape(-1)
+            return TradeoffResult(a, np.ones(a.size), np.ones(a.size), 1.0, 1.0, self._name,
+                                  self._acc.neighboring, 0.0, NON_PRIVATE_NOTE, certified=True)
+        return tradeoff(self._acc, fpr=fpr)
+
+    def get_tpr(self, fpr) -> float | np.ndarray:
+        """Certified upper bound on the TPR of the best membership attack at false-positive
+        rate ``fpr`` (a number or an array)."""
+        r = self.tradeoff_result(fpr)
+        return float(r.tpr_upper[0]) if np.ndim(fpr) == 0 else r.tpr_upper
+
+    def get_advantage(self) -> float:
+        """Certified upper bound on the best attack's advantage (largest TPR - FPR)."""
+        return float(self.tradeoff_result(DEFAULT_FPR).advantage_upper)
 
     def get_epsilon(self, target_delta: float) -> float:
         """Certified upper bound on epsilon at ``target_delta`` (inf if non-private; at

@@ -51,6 +51,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any, cast
 
+import numpy as np
 import torch
 from opacus import PrivacyEngine
 from opacus.accountants import IAccountant, register_accountant
@@ -68,6 +69,7 @@ from ..dpsgd.epsilon import RELATION_NOTE, composed
 from ..dpsgd.setting import dpsgd_setting
 from ..mechanisms import Gaussian, PoissonSubsampled
 from ..results import EpsilonResult
+from ..risk import DEFAULT_FPR, TradeoffResult, risk_values, tradeoff
 
 __all__ = ["TightAccountant", "RandomAllocationSampler", "convert_state_dict",
            "get_noise_multiplier", "register", "MECHANISM"]
@@ -293,23 +295,27 @@ class TightAccountant(IAccountant):
             r = EpsilonResult(math.inf, delta, None, math.inf, "pld", certified=True,
                               note="a step with noise_multiplier=0 releases an unnoised "
                                    "gradient: no finite epsilon bound")
-        elif self.scheme["sampling"] != "poisson":
-            r = self._epochs_result(history, delta)
         else:
-            acc = PLDAccountant(self.rtol, max_memory=self.budget.max_memory,
-                                max_seconds=self.budget.max_seconds)
-            for sigma, q, n in history:
-                acc.compose(PoissonSubsampled(Gaussian(sigma), q), n)
+            acc, note, extra = self._composed(history)
             r = acc.epsilon(delta)
+            r.note = "; ".join(x for x in (note, r.note) if x)
+            r.details = {**r.details, **extra}
         r.details = {**r.details, "history": [list(e) for e in history],
                      "sampling": self.scheme["sampling"]}
         self._cache = {key: r}
         return r
 
-    def _epochs_result(self, history: list[tuple[float, float, int]], delta: float
-                       ) -> EpsilonResult:
-        """eps of the steps taken as epochs of the attached epoch sampling (module
-        docstring): whole epochs, each with the history's smallest noise multiplier."""
+    def _composed(self, history: list[tuple[float, float, int]]
+                  ) -> tuple[PLDAccountant, str, dict]:
+        """The PLD accountant of the steps taken, with a note and details: Poisson steps as
+        taken, or for an attached epoch sampling (module docstring) whole epochs, each with
+        the history's smallest noise multiplier."""
+        if self.scheme["sampling"] == "poisson":
+            acc = PLDAccountant(self.rtol, max_memory=self.budget.max_memory,
+                                max_seconds=self.budget.max_seconds)
+            for sigma, q, n in history:
+                acc.compose(PoissonSubsampled(Gaussian(sigma), q), n)
+            return acc, "", {}
         scheme = {k: x for k, x in self.scheme.items() if k not in ("batch_size",
                                                                     "dataset_size")}
         t = scheme["steps_per_epoch"]
@@ -323,18 +329,38 @@ class TightAccountant(IAccountant):
         epochs = max(math.ceil(steps / t), self.epochs_started)
         sigma = min(s for s, _, _ in history)
         setting = dpsgd_setting(noise_multiplier=sigma, steps=epochs * t, **scheme)
-        acc = composed(setting, rtol=self.rtol, max_memory=self.budget.max_memory,
-                       max_seconds=self.budget.max_seconds)
-        r = acc.epsilon(delta)
+        acc = cast(PLDAccountant, composed(setting, rtol=self.rtol,
+                                           max_memory=self.budget.max_memory,
+                                           max_seconds=self.budget.max_seconds))
         note = (f"{epochs} epoch(s) of {scheme['sampling']} ({t} steps each; {steps} steps "
                 f"taken), noise multiplier {sigma:g}")
         if len({s for s, _, _ in history}) > 1:
             note += " (the smallest of the history, for every step)"
         if acc.neighboring == "replace_special":
             note += "; " + RELATION_NOTE
-        r.note = "; ".join(x for x in (note, r.note) if x)
-        r.details = {**r.details, "epochs": epochs, "steps_per_epoch": t}
-        return r
+        return acc, note, {"epochs": epochs, "steps_per_epoch": t}
+
+    def tradeoff_result(self, fpr) -> TradeoffResult:
+        """Certified TPR of the best membership attack at ``fpr`` and its advantage for the
+        steps taken so far (:func:`tightdp.risk.tradeoff` of the accountant of
+        :meth:`get_epsilon_result`: Poisson steps, or the epochs of an attached sampling)."""
+        history = _check_history(self.history)
+        if any(sigma == 0 for sigma, _, _ in history):
+            a = risk_values("fpr", fpr).reshape(-1)
+            return TradeoffResult(a, np.ones(a.size), np.ones(a.size), 1.0, 1.0, "pld",
+                                  "add_or_remove_one", 0.0, "a step with noise_multiplier=0 "
+                                  "releases an unnoised gradient", certified=True)
+        return tradeoff(self._composed(history)[0], fpr=fpr)
+
+    def get_tpr(self, fpr) -> float | np.ndarray:
+        """Certified upper bound on the TPR of the best membership attack at false-positive
+        rate ``fpr`` (a number or an array) after the steps taken so far."""
+        r = self.tradeoff_result(fpr)
+        return float(r.tpr_upper[0]) if np.ndim(fpr) == 0 else r.tpr_upper
+
+    def get_advantage(self) -> float:
+        """Certified upper bound on the best attack's advantage (largest TPR - FPR)."""
+        return float(self.tradeoff_result(DEFAULT_FPR).advantage_upper)
 
     def get_epsilon(self, delta: float, **kwargs) -> float:
         """Certified upper bound of eps at ``delta`` for the steps taken so far (0 before the
