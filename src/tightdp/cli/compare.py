@@ -21,6 +21,7 @@ from .options import (
     accountant_options,
     dpsgd_setting_of,
     mechanism_options,
+    relation_kwargs,
     setting_args,
 )
 
@@ -33,6 +34,7 @@ def run(a) -> dict:
     head = a.accountant or "pld"
     delta = v.delta_value("delta", a.delta)
     setting = dpsgd_setting_of(a)  # a bad setting is an error, not a refusing row
+    relation = setting.sampling.relation(getattr(a, "neighboring", None))  # and a bad relation
     q, steps = setting.sampling.sampling_rate, setting.steps
     # every accountant built first: a bad option is an error, not one refusing row
     for name in ACCOUNTANTS:
@@ -43,7 +45,7 @@ def run(a) -> dict:
         t0 = time.perf_counter()
         try:
             r = dpsgd_epsilon(**setting_args(a), delta=delta, accountant=name,
-                              **accountant_kwargs(a))
+                              **accountant_kwargs(a), **relation_kwargs(a))
         except ValueError as err:  # the accountant refuses this setting (or its budget)
             sec = time.perf_counter() - t0
             status = "refused: " + short(str(err), 60)
@@ -67,7 +69,8 @@ def run(a) -> dict:
     headline = next(row for row in results if row["accountant"] == head)
     return {**headline, "steps": steps, "sampling_rate": q,
             "noise_multiplier": a.noise_multiplier, "sampling": a.sampling,
-            "total_seconds": time.perf_counter() - t_all, "results": results}
+            "neighboring": relation, "total_seconds": time.perf_counter() - t_all,
+            "results": results}
 
 
 def register(add: Callable[[str, str], argparse.ArgumentParser]) -> dict:
