@@ -55,6 +55,7 @@ from .mechanisms import (
     Shuffled,
     ShuffledMaxPair,
     TruncatedPoisson,
+    TruncatedPoissonLowerPair,
 )
 from .progress import set_progress
 from .results import DeltaResult, EpsilonResult, InconsistentBounds, Result, as_dict
@@ -120,6 +121,7 @@ __all__ = [
     "SampledWithReplacement",
     "Shuffled",
     "ShuffledMaxPair",
+    "TruncatedPoissonLowerPair",
     "save",
     "ScaleCalibration",
     "set_progress",
