@@ -1,14 +1,23 @@
-"""Benchmark: sampling schemes known by a bracket -- tightdp vs their peers, one row group
-per scheme.
+"""Benchmark: sampling schemes beyond Poisson -- tightdp against the peers that answer them,
+one table per row group, each row printed as it is measured.
 
-Random allocation (``RandomAllocation``, k of t steps per epoch, E epochs): eps at delta by a
-fresh ``PLDAccountant`` (default rtol 1e-3; the lattice of one epoch is cached per
-(sigma, t, k) in the process, so a setting differing from the one before only in E or delta
-reuses it) against pld-accounting's ``gaussian_allocation_epsilon_range`` (its default adaptive
-accuracy), side by side in one process. Prints a markdown table with the widths and the time
-ratio. Single runs (the CPU is shared): times are indicative.
+* ``allocation``: random allocation (``RandomAllocation``, k of t steps per epoch, E epochs),
+  eps at delta by a fresh ``PLDAccountant`` (default rtol 1e-3; the lattice of one epoch is
+  cached per (sigma, t, k) in the process, so a setting differing from the one before only
+  in E or delta reuses it) against pld-accounting's ``gaussian_allocation_epsilon_range``
+  (its default adaptive accuracy).
+* ``shuffle``: shuffled fixed batches (``Shuffled``, t batches per epoch, E epochs), ours
+  only: no peer certifies shuffling; the bracket is [the attack of Chua et al., no
+  amplification].
+* ``truncated``: truncated Poisson (n = 1000, q = 0.01, at most 12 per batch, sigma = 1),
+  add/remove and replace-one, against dp_accounting's PLD of
+  ``TruncatedSubsampledGaussianDpEvent`` (default discretization 1e-4).
+* ``replace_one``: the Poisson-subsampled Gaussian (q = 0.01, sigma = 1) under replace-one,
+  against dp_accounting's PLD.
 
-``python benchmarks/bench_sampling.py [--skip-peer] [--quick]``
+Single runs on a shared CPU: times are indicative.
+
+``python benchmarks/bench_sampling.py [--skip-peer] [--quick] [--only GROUP,...]``
 """
 
 from __future__ import annotations
@@ -16,20 +25,26 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import tightdp as td
 
 #: (sigma, steps t, selected k, epochs E, delta)
 ALLOCATION = [(1.0, 1000, 1, 1, 1e-6), (1.0, 1000, 1, 10, 1e-6), (2.0, 10000, 1, 10, 1e-6),
               (1.0, 1000, 2, 5, 1e-6), (1.0, 10000, 10, 10, 1e-6), (0.8, 1000, 1, 10, 1e-8)]
+#: (sigma, batches per epoch t, epochs E, delta, relation)
+SHUFFLE = [(1.0, 100, 10, 1e-5, "replace_special"), (2.0, 1000, 10, 1e-5, "replace_special"),
+           (1.0, 100, 10, 1e-5, "replace_one"), (4.0, 10000, 50, 1e-6, "replace_special")]
+#: the steps of the truncated Poisson and replace-one rows
+STEPS = [1000, 10000]
+DELTA = 1e-5
 
 
-def _ours_allocation(s: tuple) -> tuple[float, float, float]:
-    sigma, t, k, e, d = s
+def _ours(mech: td.Mechanism, count: int, delta: float, relation: str
+          ) -> tuple[float, float, float]:
     start = time.perf_counter()
-    r = td.PLDAccountant().compose(td.RandomAllocation(td.Gaussian(sigma), t, k), e).epsilon(d)
-    return r.lower, r.upper, time.perf_counter() - start
+    r = td.PLDAccountant(neighboring=relation).compose(mech, count).epsilon(delta)
+    return float(r.lower), float(r.upper), time.perf_counter() - start
 
 
 def _peer_allocation(s: tuple) -> tuple[float, float, float]:
@@ -42,33 +57,118 @@ def _peer_allocation(s: tuple) -> tuple[float, float, float]:
 
 
 def random_allocation_rows(settings: list[tuple], peer: bool) -> Iterator[str]:
-    """One row per setting (yielded as it is measured): our bracket, width and time; the
-    peer's; the time ratio."""
+    """One row per setting: our bracket, width and time; the peer's; the time ratio."""
+    yield ("| sigma | t | k | E | delta | tightdp [lower, upper] | rel. width | s "
+           "| peer [lower, upper] | rel. width | peer s | speed-up |")
+    yield "|---|---|---|---|---|---|---|---|---|---|---|---|"
     for s in settings:
-        lo, up, sec = _ours_allocation(s)
+        sigma, t, k, e, d = s
+        lo, up, sec = _ours(td.RandomAllocation(td.Gaussian(sigma), t, k), e, d,
+                            "add_or_remove_one")
         plo = pup = psec = math.nan
         if peer:
             try:
                 plo, pup, psec = _peer_allocation(s)
             except ImportError:
                 peer = False
-        sigma, t, k, e, d = s
-        yield (f"| allocation | {sigma:g} | {t} | {k} | {e} | {d:g} | [{lo:.5f}, {up:.5f}] "
-                    f"| {(up - lo) / up:.1e} | {sec:.2f} | [{plo:.5f}, {pup:.5f}] "
-                    f"| {(pup - plo) / pup:.1e} | {psec:.1f} | {psec / sec:.0f}x |")
+        yield (f"| {sigma:g} | {t} | {k} | {e} | {d:g} | [{lo:.5f}, {up:.5f}] "
+               f"| {(up - lo) / up:.1e} | {sec:.2f} | [{plo:.5f}, {pup:.5f}] "
+               f"| {(pup - plo) / pup:.1e} | {psec:.1f} | {psec / sec:.0f}x |")
+
+
+def shuffling_rows(settings: list[tuple]) -> Iterator[str]:
+    """One row per setting: our bracket (no amplification above, the attack below) and time."""
+    yield "| sigma | t | E | delta | relation | tightdp lower | tightdp upper | s |"
+    yield "|---|---|---|---|---|---|---|---|"
+    for sigma, t, e, d, rel in settings:
+        lo, up, sec = _ours(td.Shuffled(td.Gaussian(sigma), t, neighboring=rel), e, d, rel)
+        yield f"| {sigma:g} | {t} | {e} | {d:g} | {rel} | {lo:.5f} | {up:.5f} | {sec:.3f} |"
+
+
+def _theirs(build: Callable, steps: int) -> tuple[float, float]:
+    start = time.perf_counter()
+    e = build().self_compose(steps).get_epsilon_for_delta(DELTA)
+    return float(e), time.perf_counter() - start
+
+
+def _dp_row(case: str, steps: int, ours: tuple, theirs: tuple | None) -> str:
+    lo, up, t1 = ours
+    e, t2 = theirs if theirs is not None else (math.nan, math.nan)
+    return (f"| {case} | {steps} | {lo:.5f} | {up:.5f} | {t1:.3f} | {e:.5f} | {t2:.3f} | "
+            f"{t2 / t1:.1f} |")
+
+
+_DP_HEAD = ("| case | steps | our lower | our upper | our s | dp_accounting eps | their s "
+            "| ratio |", "|---|---|---|---|---|---|---|---|")
+
+
+def truncated_rows(steps_list: list[int], peer: bool) -> Iterator[str]:
+    """Truncated Poisson, both relations, against dp_accounting's PLD."""
+    yield from _DP_HEAD
+    pld = _dp_accounting() if peer else None
+    mech = td.TruncatedPoisson(td.Gaussian(1.0), 0.01, 12, 1000)
+    for relation in ("add_or_remove_one", "replace_one"):
+        for steps in steps_list:
+            theirs = None
+            if pld is not None:
+                rel = getattr(pld.NeighborRel, relation.upper())
+                theirs = _theirs(lambda rel=rel: pld.from_truncated_subsampled_gaussian_mechanism(
+                    1000, 0.01, 12, 1.0, neighboring_relation=rel), steps)
+            yield _dp_row(f"truncated {relation}", steps, _ours(mech, steps, DELTA, relation),
+                          theirs)
+
+
+def replace_one_rows(steps_list: list[int], peer: bool) -> Iterator[str]:
+    """Poisson sampling under replace-one against dp_accounting's PLD."""
+    yield from _DP_HEAD
+    pld = _dp_accounting() if peer else None
+    mech = td.PoissonSubsampled(td.Gaussian(1.0), 0.01)
+    for steps in steps_list:
+        theirs = None if pld is None else _theirs(lambda: pld.from_gaussian_mechanism(
+            1.0, sampling_prob=0.01, neighboring_relation=pld.NeighborRel.REPLACE_ONE), steps)
+        yield _dp_row("poisson replace_one", steps, _ours(mech, steps, DELTA, "replace_one"),
+                      theirs)
+
+
+def _dp_accounting():
+    """dp_accounting's PLD module, or None where it is not installed."""
+    try:
+        from dp_accounting.pld import privacy_loss_distribution
+    except ImportError:
+        return None
+    return privacy_loss_distribution
+
+
+GROUPS = ("allocation", "shuffle", "truncated", "replace_one")
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--skip-peer", action="store_true")
-    ap.add_argument("--quick", action="store_true", help="the first two settings only")
+    ap.add_argument("--quick", action="store_true",
+                    help="two allocation and shuffling settings, 1000 steps")
+    ap.add_argument("--only", default=",".join(GROUPS),
+                    help=f"comma list of the row groups to run, of {', '.join(GROUPS)}")
     a = ap.parse_args(argv)
-    print("| scheme | sigma | t | k | E | delta | tightdp [lower, upper] | rel. width | s "
-          "| peer [lower, upper] | rel. width | peer s | speed-up |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for row in random_allocation_rows(ALLOCATION[:2] if a.quick else ALLOCATION,
-                                      not a.skip_peer):
-        print(row, flush=True)
+    only = [g.strip() for g in a.only.split(",") if g.strip()]
+    if not only or any(g not in GROUPS for g in only):
+        ap.error(f"--only takes a comma list of {', '.join(GROUPS)}, got {a.only!r}")
+    peer, steps = not a.skip_peer, STEPS[:1] if a.quick else STEPS
+    groups = {
+        "allocation": ("random allocation vs pld-accounting", lambda: random_allocation_rows(
+            ALLOCATION[:2] if a.quick else ALLOCATION, peer)),
+        "shuffle": ("shuffling (ours only: no peer certifies it)",
+                    lambda: shuffling_rows(SHUFFLE[:2] if a.quick else SHUFFLE)),
+        "truncated": ("truncated Poisson (n=1000, q=0.01, B=12, sigma=1, delta=1e-5) vs "
+                      "dp_accounting", lambda: truncated_rows(steps, peer)),
+        "replace_one": ("Poisson (q=0.01, sigma=1, delta=1e-5) under replace-one vs "
+                        "dp_accounting", lambda: replace_one_rows(steps, peer)),
+    }
+    for g in only:
+        title, rows = groups[g]
+        print(f"\n{title}\n")
+        for row in rows():
+            print(row, flush=True)
 
 
 if __name__ == "__main__":

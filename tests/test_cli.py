@@ -779,3 +779,43 @@ def test_calibrate_tpr_fpr():
     r = td.dpsgd_risk(sampling_rate=0.02, noise_multiplier=out["noise_multiplier"], steps=200,
                       fpr=0.01)
     assert r.tpr_upper[0] <= 0.1 and out["certified"] is True
+
+
+def test_neighboring_option_is_the_front_doors(capsys, tmp_path):
+    """--neighboring reaches each front door: the numbers are the library's under that
+    relation (replace-one Poisson is above add/remove: the pair of sensitivity 2 c at rate q),
+    --json names the relation, aliases are the library's, shuffle says its default."""
+    args = ["--sampling-rate", "0.01", "--noise-multiplier", "1", "--steps", "20"]
+    out = cli_json(capsys, "epsilon", *args, "--delta", "1e-5", "--neighboring", "replace_one")
+    lib = td.dpsgd_epsilon(sampling_rate=0.01, noise_multiplier=1.0, steps=20, delta=1e-5,
+                           neighboring="replace_one")
+    plain = td.dpsgd_epsilon(sampling_rate=0.01, noise_multiplier=1.0, steps=20, delta=1e-5)
+    assert out["epsilon"] == lib.epsilon > plain.epsilon and out["neighboring"] == "replace_one"
+    out = cli_json(capsys, "delta", *args, "--epsilon", "1", "--neighboring", "replace")
+    assert out["delta"] == td.dpsgd_delta(sampling_rate=0.01, noise_multiplier=1.0, steps=20,
+                                          epsilon=1.0, neighboring="replace_one").delta
+    out = cli_json(capsys, "compare", *args, "--delta", "1e-5", "--neighboring", "replace_one")
+    assert out["neighboring"] == "replace_one" and out["epsilon"] == lib.epsilon
+    cal = cli_json(capsys, "calibrate", "--sampling-rate", "0.01", "--steps", "20", "--delta",
+                   "1e-5", "--epsilon", "1", "--neighboring", "replace_one")
+    ref = td.calibrate_noise(sampling_rate=0.01, steps=20, delta=1e-5, epsilon=1.0,
+                             neighboring="replace_one")
+    assert cal["noise_multiplier"] == ref.noise_multiplier and cal["neighboring"] == "replace_one"
+    shuffle = ["--sampling", "shuffle", "--steps-per-epoch", "5", "--noise-multiplier", "2",
+               "--epochs", "1", "--delta", "1e-5"]
+    assert cli_json(capsys, "epsilon", *shuffle)["neighboring"] == "replace_special"
+    assert cli.main(["epsilon", *shuffle]) == 0
+    assert "neighboring replace_special" in capsys.readouterr().out
+    err = cli_error(capsys, "epsilon", *args, "--delta", "1e-5", "--neighboring",
+                    "replace_special")
+    assert "--neighboring" in err and "'add_or_remove_one' or 'replace_one'" in err
+    err = cli_error(capsys, "epsilon", *args, "--delta", "1e-5", "--neighboring", "nope")
+    assert "--neighboring must be one of" in err
+    err = cli_error(capsys, "group", "--group-size", "2", *args, "--delta", "1e-5",
+                    "--neighboring", "replace_one")
+    assert "--neighboring" in err
+    plot = pytest.importorskip("matplotlib") and tmp_path / "c.png"
+    out = cli_json(capsys, "plot", *args, "--neighboring", "replace_one", "--output",
+                   str(plot))
+    assert out["neighboring"] == "replace_one" and out["epsilon"] == pytest.approx(
+        lib.epsilon, rel=1e-12)

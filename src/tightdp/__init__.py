@@ -58,6 +58,7 @@ from .mechanisms import (
     Shuffled,
     ShuffledMaxPair,
     TruncatedPoisson,
+    TruncatedPoissonLowerPair,
 )
 from .progress import set_progress
 from .results import DeltaResult, EpsilonResult, InconsistentBounds, Result, as_dict
@@ -126,6 +127,7 @@ __all__ = [
     "SampledWithReplacement",
     "Shuffled",
     "ShuffledMaxPair",
+    "TruncatedPoissonLowerPair",
     "save",
     "ScaleCalibration",
     "set_progress",

@@ -23,6 +23,7 @@ from .common import (
 from .options import (
     budget_options,
     load_spec,
+    relation_kwargs,
     sampling_options,
     setting_args,
     spec_option,
@@ -155,7 +156,8 @@ def run(a) -> dict:
     acc = a.accountant or "pld"
     _calibrate_flags(a)
     common = {"epsilon": a.epsilon, "delta": a.delta, "accountant": acc,
-              "rtol": DEFAULT_RTOL if a.rtol is None else a.rtol, **budget_kwargs(a)}
+              "rtol": DEFAULT_RTOL if a.rtol is None else a.rtol, **budget_kwargs(a),
+              **relation_kwargs(a)}
     if a.solve_for == "noise-multiplier":
         r = calibrate_noise(**setting_args(a, noise=False), **common)
     elif a.solve_for == "steps":
@@ -171,6 +173,7 @@ def run(a) -> dict:
         r = calibrate_sampling_rate(noise_multiplier=a.noise_multiplier, steps=a.steps,
                                     sampling=a.sampling, **common)
     out = {**r.as_dict(), "upper": r.epsilon, "certified": True, "sampling": a.sampling,
+           "neighboring": r.details.get("neighboring"),
            "note": f"epsilon is the certified upper bound ({r.accountant} accountant) at the "
                    f"calibrated setting; it meets the target {r.target_epsilon:g}"}
     if not a.json:

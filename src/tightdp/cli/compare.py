@@ -25,14 +25,17 @@ from .options import (
     dpsgd_setting_of,
     load_spec,
     mechanism_options,
+    relation_kwargs,
     setting_args,
 )
 
 
-def _queries(a, delta: float) -> tuple[Callable[[str], EpsilonResult], float | None, int]:
-    """(eps at ``delta`` by accountant name, sampling rate, steps): of the DP-SGD setting of
-    the options, or of the composition of ``--spec FILE`` (each accountant with the options
-    of the command line, under the file's neighbouring relation)."""
+def _queries(a, delta: float
+             ) -> tuple[Callable[[str], EpsilonResult], float | None, int, str]:
+    """(eps at ``delta`` by accountant name, sampling rate, steps, neighbouring relation):
+    of the DP-SGD setting of the options (under --neighboring where given), or of the
+    composition of ``--spec FILE`` (each accountant with the options of the command line,
+    under the file's neighbouring relation)."""
     from ..accountants.registry import make_accountant
     from ..dpsgd import dpsgd_epsilon
 
@@ -46,17 +49,19 @@ def _queries(a, delta: float) -> tuple[Callable[[str], EpsilonResult], float | N
                 acc.compose(mech, k)  # an accountant refusing a mechanism: a refused row
             return cast(EpsilonResult, acc.epsilon(delta))
 
-        return of_file, None, file_acc.total_count
+        return of_file, None, file_acc.total_count, file_acc.neighboring
     if a.noise_multiplier is None:
         fail("the following arguments are required: --noise-multiplier (or give --spec FILE)")
     a.sampling = a.sampling or "poisson"
     setting = dpsgd_setting_of(a)  # a bad setting is an error, not a refusing row
+    relation = setting.sampling.relation(getattr(a, "neighboring", None))  # and a bad relation
 
     def of_setting(name: str) -> EpsilonResult:
         return cast(EpsilonResult, dpsgd_epsilon(**setting_args(a), delta=delta,
-                                                 accountant=name, **accountant_kwargs(a)))
+                                                 accountant=name, **accountant_kwargs(a),
+                                                 **relation_kwargs(a)))
 
-    return of_setting, setting.sampling.sampling_rate, setting.steps
+    return of_setting, setting.sampling.sampling_rate, setting.steps, relation
 
 
 def run(a) -> dict:
@@ -65,7 +70,7 @@ def run(a) -> dict:
 
     head = a.accountant or "pld"
     delta = v.delta_value("delta", a.delta)
-    query, q, steps = _queries(a, delta)
+    query, q, steps, relation = _queries(a, delta)
     # every accountant built first: a bad option is an error, not one refusing row
     for name in ACCOUNTANTS:
         make_accountant(name, **accountant_kwargs(a))
@@ -100,7 +105,8 @@ def run(a) -> dict:
     headline = next(row for row in results if row["accountant"] == head)
     out = {**headline, "steps": steps, "sampling_rate": q,
            "noise_multiplier": a.noise_multiplier, "sampling": a.sampling,
-           "total_seconds": time.perf_counter() - t_all, "results": results}
+           "neighboring": relation, "total_seconds": time.perf_counter() - t_all,
+           "results": results}
     return out if a.spec is None else {**out, "spec": a.spec}
 
 

@@ -22,6 +22,7 @@ from .options import (
     dpsgd_setting_of,
     load_spec,
     mechanism_options,
+    relation_kwargs,
     setting_args,
     spec_accountant,
 )
@@ -55,22 +56,25 @@ def query(a, want: str) -> dict:
         t0 = time.perf_counter()
         if want == "epsilon":
             r = dpsgd_epsilon(**setting_args(a), delta=a.delta, accountant=name,
-                              **accountant_kwargs(a))
+                              **accountant_kwargs(a), **relation_kwargs(a))
         else:
             r = dpsgd_delta(**setting_args(a), epsilon=a.epsilon, accountant=name,
-                            **accountant_kwargs(a))
+                            **accountant_kwargs(a), **relation_kwargs(a))
         x = r.delta if want == "epsilon" else r.epsilon
     value = float(r.epsilon) if want == "epsilon" else float(r.delta)
     sec = time.perf_counter() - t0
     out = {want: value, given: x, **result_row(r, sec), "estimate": r.estimate,
            "steps": steps, "sampling_rate": q, "noise_multiplier": a.noise_multiplier,
-           "sampling": a.sampling, "details": r.details}
+           "sampling": a.sampling, "neighboring": r.details.get("neighboring"),
+           "details": r.details}
     if a.spec is not None:  # the composition is the file's: its total count of steps
         out.update(steps=acc.total_count, spec=a.spec)
     if not a.json:
         kind = "certified upper bound" if r.certified else "approximation (not a bound)"
         shown = up(value) if r.certified else value
-        print(f"{want} = {format_value(shown)}  ({kind}; accountant {r.accountant})")
+        rel = r.details.get("neighboring")   # said where it is not add/remove
+        said = "" if rel in (None, "add_or_remove_one") else f"; neighboring {rel}"
+        print(f"{want} = {format_value(shown)}  ({kind}; accountant {r.accountant}{said})")
         print(format_table([[down(r.lower), shown, up(r.upper), x, sec]],
                      ["lower", want, "upper", given, "seconds"]))
         if r.note:

@@ -47,7 +47,7 @@ def run(a) -> dict:
 def register(add: Callable[[str, str], argparse.ArgumentParser]) -> dict:
     """The ``group`` subcommand's parser (from ``add(name, help)``); its handler by name."""
     s = add("group", "group-level eps of DP-SGD (Ganesh): groups of up to k examples")
-    mechanism_options(s)
+    mechanism_options(s, neighboring=False)
     s.add_argument("--group-size", type=integer, required=True, help="k >= 1")
     s.add_argument("--delta", type=number, required=True, help="delta in [1e-300, 1)")
     s.add_argument("--rtol", type=number, help=f"relative bracket width (default {DEFAULT_RTOL:g})")

@@ -22,11 +22,12 @@ ACCOUNTANT_FLAGS = (("--rtol", "pld"), ("--eps-error", "prv"), ("--delta-error",
                     ("--L", "fft"), ("--n", "fft"), ("--spa-method", "spa"))
 
 
-def mechanism_options(p: argparse.ArgumentParser, noise: bool = True, spec: bool = False
-                       ) -> None:
+def mechanism_options(p: argparse.ArgumentParser, noise: bool = True, spec: bool = False, *,
+                      neighboring: bool = True) -> None:
     """The DP-SGD options; with ``spec``, also ``--spec FILE`` as their alternative (then
     --noise-multiplier is checked as required by the command, and --sampling defaults to None
-    so that giving it with --spec is seen)."""
+    so that giving it with --spec is seen); ``neighboring``: with --neighboring (for a front
+    door that takes the relation)."""
     g = p.add_argument_group("DP-SGD setting" + (" (or --spec FILE)" if spec else ""))
     g.add_argument("--sampling-rate", type=number,
                    help="q in (0, 1] (Poisson rate); or give --batch-size and --dataset-size "
@@ -40,7 +41,7 @@ def mechanism_options(p: argparse.ArgumentParser, noise: bool = True, spec: bool
                         "ceil(epochs / sampling rate), in exact arithmetic)")
     g.add_argument("--dataset-size", type=integer, help="n (with --batch-size)")
     g.add_argument("--batch-size", type=integer, help="B (with --dataset-size)")
-    sampling_options(g, default=None if spec else "poisson")
+    sampling_options(g, default=None if spec else "poisson", neighboring=neighboring)
     if spec:
         spec_option(p)
 
@@ -50,8 +51,10 @@ SAMPLING_CHOICES = ["poisson", "without-replacement", "with-replacement", "fixed
                     "random-allocation", "shuffle", "truncated-poisson"]
 
 
-def sampling_options(g, default: str | None = "poisson") -> None:
-    """--sampling and the options of the samplings that need more than a rate or sizes."""
+def sampling_options(g, default: str | None = "poisson", *, neighboring: bool = True) -> None:
+    """--sampling and the options of the samplings that need more than a rate or sizes;
+    with ``neighboring``, --neighboring (the relation, checked by the front door against the
+    ones the sampling is accounted under)."""
     g.add_argument("--sampling", default=default, choices=SAMPLING_CHOICES, type=spelling,
                    help="how batches are drawn (default poisson, add/remove adjacency; "
                         "underscores or dashes); "
@@ -68,6 +71,13 @@ def sampling_options(g, default: str | None = "poisson") -> None:
                         "in [1, --steps-per-epoch] (default 1)")
     g.add_argument("--max-batch-size", type=integer,
                    help="truncated-poisson: largest batch kept, in [1, --dataset-size]")
+    if neighboring:
+        g.add_argument("--neighboring", metavar="RELATION",
+                       help="the neighbouring relation: add_or_remove_one (default of poisson, "
+                            "fixed-batch, truncated-poisson), replace_one (default of "
+                            "without-replacement, with-replacement; also poisson, "
+                            "truncated-poisson, shuffle) or replace_special (default of "
+                            "shuffle, random-allocation); aliases add_remove, replace")
 
 
 def spec_option(p: argparse.ArgumentParser) -> None:
@@ -80,7 +90,7 @@ def spec_option(p: argparse.ArgumentParser) -> None:
 #: the DP-SGD options --spec replaces
 SPEC_CONFLICTS = ("--sampling-rate", "--noise-multiplier", "--steps", "--epochs",
                   "--batch-size", "--dataset-size", "--sampling", "--steps-per-epoch",
-                  "--selected", "--max-batch-size", "--solve-for")
+                  "--selected", "--max-batch-size", "--neighboring", "--solve-for")
 
 
 def _spec_fail(path: str, message: str) -> None:
@@ -197,6 +207,12 @@ def setting_args(a, noise: bool = True) -> dict:
     if noise:
         out["noise_multiplier"] = a.noise_multiplier
     return out
+
+
+def relation_kwargs(a) -> dict:
+    """``{"neighboring": --neighboring}`` when given (the front doors check it), else {}."""
+    rel = getattr(a, "neighboring", None)
+    return {} if rel is None else {"neighboring": rel}
 
 
 def dpsgd_setting_of(a):

@@ -66,9 +66,10 @@ def run(a) -> dict:
         check_accountant_flags(a, names, f"--accountant {names[0]}")
     delta = v.delta_value("delta", a.delta if a.delta is not None else 1e-5)
     setting = dpsgd_setting_of(a)
-    q, steps, mech = setting.sampling.sampling_rate, setting.steps, setting.mechanism()
+    relation = setting.sampling.relation(a.neighboring)
+    q, steps, mech = setting.sampling.sampling_rate, setting.steps, setting.mechanism(relation)
     count = setting.count  # compositions of mech: steps, or epochs (random-allocation, shuffle)
-    opts = {**accountant_kwargs(a), "neighboring": setting.sampling.neighboring}
+    opts = {**accountant_kwargs(a), "neighboring": relation}
     for name in names:  # the options are checked before the plotting starts
         make_accountant(name, **opts)
     try:
@@ -101,7 +102,8 @@ def run(a) -> dict:
               f"{r.accountant})")
     return {"epsilon": float(r.epsilon), "delta": delta, **result_row(r, sec),
             "steps": steps, "sampling_rate": q, "noise_multiplier": a.noise_multiplier,
-            "sampling": a.sampling, "output": a.output, "kind": a.kind}
+            "sampling": a.sampling, "neighboring": relation, "output": a.output,
+            "kind": a.kind}
 
 
 def register(add: Callable[[str, str], argparse.ArgumentParser]) -> dict:

@@ -136,8 +136,11 @@ class _Queries:
     def result(self, noise_multiplier: float, sampling_rate: float, steps: int, at,
                details: dict) -> CalibrationResult:
         """The result for the setting found, with the certified bracket of the query at
-        ``at`` (its searched value; a count of 0 steps, never queried, has eps 0)."""
+        ``at`` (its searched value; a count of 0 steps, never queried, has eps 0), and
+        ``details["neighboring"]`` the relation it was accounted under."""
         r = self.cache.get(at)
+        if r is not None and "neighboring" in r.details:
+            details = {"neighboring": r.details["neighboring"], **details}
         return CalibrationResult(noise_multiplier, sampling_rate, steps, self.delta,
                                  self.target, r.epsilon if r is not None else 0.0,
                                  r.lower if r is not None else 0.0, self.accountant,

@@ -10,6 +10,7 @@ from .mixture import MixtureOfGaussians
 from .shuffling import Shuffled, ShuffledMaxPair
 from .subsampling import PoissonSubsampled, SampledWithoutReplacement, SampledWithReplacement
 from .truncated import PublicCoinMixture, TruncatedPoisson
+from .truncated_lower import TruncatedPoissonLowerPair
 
 # the mechanisms of state files, in the order their errors list them
 register(Gaussian, Laplace, DiscreteLaplace, RandomizedResponse, PureDP, ApproxDP,
@@ -36,5 +37,6 @@ __all__ = [
     "ShuffledMaxPair",
     "RandomAllocation",
     "TruncatedPoisson",
+    "TruncatedPoissonLowerPair",
     "PublicCoinMixture",
 ]

@@ -28,8 +28,8 @@ import numpy as np
 from scipy.special import log_ndtr, ndtri
 
 from .. import _validate as v
-from .._numerics import log_sub_exp
-from ..losses import DiscreteLoss, PrivacyLoss
+from ..losses import PrivacyLoss
+from ..losses.binned import bin_log_masses, binned_losses, merged_bins
 from .base import Bracket, Mechanism, location_loss_scale
 from .basic import Gaussian
 from .fields import base_field, choice, mechanism_to_dict
@@ -39,9 +39,6 @@ __all__ = ["Shuffled", "ShuffledMaxPair", "max_law_log_cdfs"]
 #: the relations a shuffled epoch is accounted under (adding or removing a record moves the
 #: batch boundaries of every record after it: no bound is known there)
 _RELATIONS = ("replace_special", "replace_one")
-#: every bin of the lower pair holds at least e^-700 under both laws (normal doubles, so
-#: that the masses and the losses ``log p - log q`` agree), bins merged until it does
-_LOG_TINY = -700.0
 #: the grid of the largest batch sum spans the laws but for tails of this mass (they stay in
 #: the two end bins, so no mass is lost)
 _LOG_TAIL = math.log(1e-30)
@@ -66,35 +63,6 @@ def max_law_log_cdfs(m: np.ndarray, shift: float, sigma: float, steps: int
     with np.errstate(divide="ignore"):
         ls = np.log(-np.expm1(lc))
     return lc, ls
-
-
-def _bin_log_masses(lc: np.ndarray, ls: np.ndarray) -> np.ndarray:
-    """Log masses of the bins ``(-inf, e_0], (e_0, e_1], ..., (e_K, inf)`` from the log CDF
-    ``lc`` and log survival function ``ls`` at the edges, each difference taken on the side
-    where it is small (relative accuracy in both tails)."""
-    use_sf = ls[:-1] < math.log(0.5)
-    mid = np.where(use_sf, log_sub_exp(ls[:-1], ls[1:]), log_sub_exp(lc[1:], lc[:-1]))
-    return np.concatenate([lc[:1], mid, ls[-1:]])
-
-
-def _merged(lp: np.ndarray, lq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Consecutive bins merged (a post-processing) until each holds at least
-    ``e^_LOG_TINY`` under both laws; a short remainder joins the last bin."""
-    if lp.min() >= _LOG_TINY and lq.min() >= _LOG_TINY:
-        return lp, lq
-    out_p: list[float] = []
-    out_q: list[float] = []
-    ap = aq = -math.inf
-    for a, b in zip(lp.tolist(), lq.tolist(), strict=True):
-        ap, aq = np.logaddexp(ap, a), np.logaddexp(aq, b)
-        if ap >= _LOG_TINY and aq >= _LOG_TINY:
-            out_p.append(float(ap))
-            out_q.append(float(aq))
-            ap = aq = -math.inf
-    if not out_p:
-        return np.array([0.0]), np.array([0.0])
-    out_p[-1], out_q[-1] = float(np.logaddexp(out_p[-1], ap)), float(np.logaddexp(out_q[-1], aq))
-    return np.array(out_p), np.array(out_q)
 
 
 class ShuffledMaxPair(Mechanism):
@@ -138,14 +106,14 @@ class ShuffledMaxPair(Mechanism):
     def log_masses(self) -> tuple[np.ndarray, np.ndarray]:
         """Log masses of the bins under D and D' (merged where one underflows)."""
         e = self.edges()
-        lp = _bin_log_masses(*max_law_log_cdfs(e, self.shift_p, self.sigma, self.steps))
-        lq = _bin_log_masses(*max_law_log_cdfs(e, self.shift_q, self.sigma, self.steps))
-        return _merged(lp, lq)
+        lp = bin_log_masses(*max_law_log_cdfs(e, self.shift_p, self.sigma, self.steps))
+        lq = bin_log_masses(*max_law_log_cdfs(e, self.shift_q, self.sigma, self.steps))
+        return merged_bins(lp, lq)
 
     def _build_losses(self) -> tuple[PrivacyLoss, PrivacyLoss]:
-        lp, lq = self.log_masses()
-        p, q = np.exp(lp), np.exp(lq)
-        return DiscreteLoss(lp - lq, p, q), DiscreteLoss(lq - lp, q, p)
+        e = self.edges()
+        return binned_losses(max_law_log_cdfs(e, self.shift_p, self.sigma, self.steps),
+                             max_law_log_cdfs(e, self.shift_q, self.sigma, self.steps))
 
 
 class Shuffled(Mechanism):

@@ -16,6 +16,7 @@ from .base import Bracket, Mechanism
 from .basic import Gaussian
 from .fields import base_field, mechanism_to_dict
 from .subsampling import PoissonSubsampled
+from .truncated_lower import lower_pair
 
 __all__ = ["TruncatedPoisson", "PublicCoinMixture"]
 
@@ -118,10 +119,11 @@ class TruncatedPoisson(Mechanism):
       :class:`PublicCoinMixture`: revealing the coin is a finer output, so it dominates.
       Under add/remove this is below dp_accounting's (which takes the replace-one pair for
       the cut batches, "slightly loose" in its words).
-    * lower: the mechanism on the datasets whose other records contribute 0 and the record
-      ``+c`` (under replace-one against ``-c``): the output depends only on whether the record
-      is kept, with probability ``q_eff``, so the pair is exactly :class:`PoissonSubsampled` at
-      rate ``q_eff``.
+    * lower: the mechanism on the datasets whose ``n - 1`` other records contribute ``-c``
+      and the record ``+c`` (under replace-one against ``-c``), its output binned:
+      :class:`TruncatedPoissonLowerPair`. Cut batches pile up at ``-c B``, where the record,
+      when kept, displaces a record at ``-c``: the sum moves by ``2 c``, as in the upper
+      pair's cut component.
 
     With ``B >= n`` (no batch is ever cut) both are the Poisson pair at ``q``: no bracket.
     Defined under add/remove and replace-one (a "special" record would still fill a place in
@@ -167,21 +169,39 @@ class TruncatedPoisson(Mechanism):
         s, c = self.base.sigma, self.base.sensitivity
         return PoissonSubsampled(Gaussian(s, factor * c), q, neighboring=self.neighboring)
 
+    def lower(self, rtol: float, q_eff: float) -> Mechanism:
+        """The dominated mechanism: :func:`~tightdp.mechanisms.truncated_lower.lower_pair`
+        (cells resolving a loss step of about ``8 rtol``), or where its grids exceed their
+        bounds (a count of tens of thousands of likely values below the maximum batch) the
+        Poisson pair at the record's inclusion probability ``q_eff``, the mechanism on the
+        datasets whose other records contribute 0."""
+        pair = lower_pair(self.base.sigma, self.base.sensitivity, self.sampling_rate,
+                          self.max_batch_size, self.dataset_size, v.positive("rtol", rtol),
+                          neighboring=self.neighboring)
+        return self._poisson(q_eff) if pair is None else pair
+
+    def upper(self) -> Mechanism:
+        """The dominating mechanism of the class docstring (the Poisson pair at ``q`` when no
+        batch is ever cut)."""
+        p_t, q_t, _ = truncation_probabilities(self.sampling_rate, self.max_batch_size,
+                                               self.dataset_size)
+        if p_t == 0.0:
+            return self._poisson(self.sampling_rate)
+        return PublicCoinMixture([self._poisson(self.sampling_rate), self._poisson(q_t, 2.0)],
+                                 [1.0 - p_t, p_t])
+
     def bracket(self, rtol: float) -> Bracket | None:
         """The two pairs of the class docstring; None when no batch is ever cut."""
-        p_t, q_t, q_eff = truncation_probabilities(self.sampling_rate, self.max_batch_size,
-                                                   self.dataset_size)
+        p_t, _, q_eff = truncation_probabilities(self.sampling_rate, self.max_batch_size,
+                                                 self.dataset_size)
         if p_t == 0.0:
             return None
-        upper = PublicCoinMixture([self._poisson(self.sampling_rate), self._poisson(q_t, 2.0)],
-                                  [1.0 - p_t, p_t])
-        return Bracket(upper, self._poisson(q_eff),
+        return Bracket(self.upper(), self.lower(rtol, q_eff),
                        "truncated Poisson: the upper pair reveals whether a batch may be cut, "
                        "the lower one is the mechanism on one pair of datasets")
 
     def _side(self) -> Mechanism:
-        b = self.bracket(0.0)
-        return self._poisson(self.sampling_rate) if b is None else b.upper
+        return self.upper()
 
     @property
     def loss_scale(self) -> float:
