@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 from .common import budget_kwargs, down, fail, format_table, format_value, number, up
-from .options import budget_options, mechanism_options, setting_args
+from .options import budget_options, mechanism_options, relation_kwargs, setting_args
 
 
 def run(a) -> dict:
@@ -19,7 +19,7 @@ def run(a) -> dict:
         fail("the following arguments are required: --noise-multiplier")
     t0 = time.perf_counter()
     r = dpsgd_risk(**setting_args(a), fpr=a.fpr, tol=DEFAULT_TOL if a.tol is None else a.tol,
-                   rtol=1e-3, **budget_kwargs(a))
+                   rtol=1e-3, **budget_kwargs(a), **relation_kwargs(a))
     out = {**r.as_dict(), "seconds": time.perf_counter() - t0}
     if a.prior is not None:
         lo, hi = r.posterior(a.prior)
