@@ -4,9 +4,9 @@ DP-SGD setting (:func:`tightdp.risk.tradeoff`; calibration to a risk target:
 
 from __future__ import annotations
 
+from .. import _validate as v
 from .._defaults import DEFAULT_RTOL
 from ..risk import DEFAULT_FPR, DEFAULT_TOL, TradeoffResult, tradeoff
-from .. import _validate as v
 from .epsilon import ACCOUNTANT_OPTIONS, composed
 from .setting import dpsgd_setting
 
