@@ -144,9 +144,19 @@ def test_user_level_against_jax_privacys_pld():
     assert abs(ours - theirs) <= 2e-3 * theirs
 
 
-def test_truncated_batch_is_refused_in_one_line():
+def test_truncated_batch_is_accounted_as_truncated_poisson():
+    """jax-privacy's truncated batches (TruncatedSubsampledGaussianDpEvent) are
+    tightdp.TruncatedPoisson: the same answer as the front door, and at most jax-privacy's
+    own PLD (dp_accounting analyses the cut batches under replace-one, "slightly loose" in
+    its own words; ours under add/remove: see tightdp.mechanisms.truncated)."""
     p = DpParams(noise_multipliers=1.0, num_samples=N, batch_size=10, delta=1e-5,
-                 truncated_batch_size=20)
-    with pytest.raises(ValueError, match="TruncatedSubsampledGaussianDpEvent") as info:
-        _tight().compute_epsilon(10, p)
-    assert "\n" not in str(info.value)
+                 truncated_batch_size=12)
+    ours = _tight().compute_epsilon(100, p)
+    lib = tightdp.dpsgd_epsilon(sampling="truncated_poisson", sampling_rate=10 / N,
+                                max_batch_size=12, dataset_size=N, noise_multiplier=1.0,
+                                steps=100, delta=1e-5)
+    assert ours == pytest.approx(lib.upper, rel=1e-12)
+    theirs = DpsgdTrainingAccountant(
+        dp_accountant_config=PldAccountantConfig(value_discretization_interval=1e-3)
+    ).compute_epsilon(100, p)
+    assert lib.lower <= theirs and ours <= theirs * (1 + 1e-3)

@@ -21,8 +21,9 @@ the analysis composes ``MixtureOfGaussiansDpEvent``, which only a PLD accountant
 method of the dp_accounting interface (``compose``, ``supports``, ``get_epsilon``,
 ``get_delta``) is tightdp's (``TightdpAccountant`` comes first in the method resolution
 order); the inherited ``value_discretization_interval`` is not used (tightdp chooses its grid
-to reach ``rtol``). An event tightdp cannot certify (``TruncatedSubsampledGaussianDpEvent``)
-is refused with a one-line ``ValueError`` naming it, never accounted approximately.
+to reach ``rtol``). Truncated batches (``TruncatedSubsampledGaussianDpEvent``) are
+:class:`tightdp.TruncatedPoisson`; an event tightdp cannot certify is refused with a one-line
+``ValueError`` naming it, never accounted approximately.
 """
 
 from __future__ import annotations
