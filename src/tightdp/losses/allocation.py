@@ -21,9 +21,11 @@ by one FFT. Two pairs follow (:func:`allocation_pairs`):
   (``(S/t - e^eps)_+`` and ``(1 - e^eps S/t)_+``), so the pair ``Q' = law_Q(h T)``,
   ``P' = Q' s / t`` (a probability: ``E_Q[h T] = t``) dominates both directions (convex
   order, Shaked & Shanthikumar 2007, Sec. 3.A). Its excess is second order in ``h``.
-* lower (dominated): ``T`` itself is a post-processing of the output, with the exact laws
-  ``p^{*t}`` under Q and ``m^{*k} * p^{*(t-k)}`` under P (``p``, ``m``: the rounded laws of
-  a plain and of a shifted coordinate).
+* lower (dominated up to a slack): ``T`` itself is a post-processing of the output, with the
+  exact laws ``p^{*t}`` under Q and ``m^{*k} * p^{*(t-k)}`` under P (``p``, ``m``: the
+  rounded laws of a plain and of a shifted coordinate); the computed laws are within a
+  bounded total-variation distance of them (:func:`lower_pair`), which the answers
+  subtract.
 
 The FFT's rounding error is bounded per output value as the engine bounds its own
 (Koskela et al. 2020, Alg. 1; the bound of :mod:`tightdp.pld.transform`), and the mass the
@@ -65,15 +67,29 @@ _RELIABLE = 1e4
 
 class AllocationLattice(NamedTuple):
     """The laws of the rounded sum on the window ``lo .. lo + len - 1`` of ``h Z``: ``q``
-    under Q, ``p`` under P (None unless asked), each within ``err_q`` / ``err_p`` of the
-    exact law of the rounded statistic at every point (FFT rounding plus folded mass)."""
+    under Q, ``p`` under P (None unless asked). At every point the computed value is within
+    ``fft_q`` (``fft_p``) of the circular convolution's exact value, which exceeds the exact
+    law there by at most the mass outside the window, ``out_q`` (``out_p``), folded onto
+    the window in total."""
 
     h: float
     lo: int
     q: np.ndarray
     p: np.ndarray | None
-    err_q: float
-    err_p: float
+    fft_q: float
+    fft_p: float
+    out_q: float
+    out_p: float
+
+    @property
+    def err_q(self) -> float:
+        """A bound on the error of every point of ``q`` (FFT rounding plus folded mass)."""
+        return self.fft_q + self.out_q
+
+    @property
+    def err_p(self) -> float:
+        """A bound on the error of every point of ``p``."""
+        return self.fft_p + self.out_p
 
 
 def _phi_diff(z_lo: np.ndarray, z_hi: np.ndarray) -> np.ndarray:
@@ -202,16 +218,17 @@ def allocation_lattice(sigma: float, steps: int, selected: int, rtol: float, *,
     n = int(sfft.next_fast_len(max(n_top - lo + 1, 2), real=True))
     fq = sfft.rfft(_fold(pq, n).astype(np.longdouble))
     q = np.roll(sfft.irfft((fq ** t).astype(complex), n=n), -(lo % n))
-    err_q = _fft_error([(fq, t, float(pq.sum()))], n, _U_LONG) + _outside([(pq, t)], lo, lo + n)
+    fft_q = _fft_error([(fq, t, float(pq.sum()))], n, _U_LONG)
+    out_q = _outside([(pq, t)], lo, lo + n)
     p = None
-    err_p = math.inf
+    fft_p = out_p = math.inf
     if pp is not None:
         fp = sfft.rfft(_fold(pp, n).astype(np.longdouble))
         p = np.roll(sfft.irfft((fq ** (t - k) * fp ** k).astype(complex), n=n), -(lo % n))
-        err_p = _fft_error([(fq, t - k, float(pq.sum())), (fp, k, float(pp.sum()))], n,
-                           _U_LONG) + \
-            _outside([(pq, t - k), (pp, k)], lo, lo + n)
-    return AllocationLattice(h, lo, q, p, err_q, err_p)
+        fft_p = _fft_error([(fq, t - k, float(pq.sum())), (fp, k, float(pp.sum()))], n,
+                           _U_LONG)
+        out_p = _outside([(pq, t - k), (pp, k)], lo, lo + n)
+    return AllocationLattice(h, lo, q, p, fft_q, fft_p, out_q, out_p)
 
 
 def _outside(pmfs, lo: int, end: int) -> float:
@@ -265,15 +282,30 @@ def upper_pair(lat: AllocationLattice, steps: int) -> tuple[DiscreteLoss, Discre
     return remove, add
 
 
-def lower_pair(lat: AllocationLattice) -> tuple[DiscreteLoss, DiscreteLoss]:
-    """The dominated pair of the rounded sum (module docstring): its atoms where both
-    computed masses exceed :data:`_RELIABLE` times their error bounds (relative error below
-    1e-4), every other outcome merged into one atom (merging outcomes is a
-    post-processing). The masses are the FFT's, exact to that relative error: the lower
-    side is a dominated pair up to it (it bounds the lower bound, never the upper)."""
+def lower_pair(lat: AllocationLattice) -> tuple[tuple[DiscreteLoss, DiscreteLoss],
+                                                  tuple[float, float]]:
+    """The pair of the rounded sum ``T`` as computed, and how far it may be from exact.
+
+    The exact pair is a post-processing of the output: ``g(T)``, with ``g`` keeping the
+    atoms where both computed masses exceed :data:`_RELIABLE` times their error bounds and
+    sending every other outcome to one atom (merging outcomes is a post-processing). The
+    computed masses of a kept atom are within ``fft`` of the circular convolution's, which
+    exceeds the exact law by the folded mass (``out`` in total), so the kept atoms differ
+    from the exact ones by at most ``B = n_kept fft + out`` in sum and the merged atom (one
+    minus their sum) by at most ``B`` too: the total-variation distance (half the L1) is at
+    most ``B`` plus the rounding of the sums and of the losses (``8u``).
+
+    Returns ``((remove, add), (eta_P, eta_Q))``: the pair and those bounds under P and Q.
+    The hockey-stick divergence ``sup_A P(A) - e^eps Q(A)`` moves by at most
+    ``eta_P + e^eps eta_Q`` (and ``E`` compositions by at most ``E`` times that, as
+    ``TV(P^E, P'^E) <= E TV(P, P')``), which the joined answer subtracts
+    (:mod:`tightdp.accountants.bracketed`)."""
     assert lat.p is not None
     keep = (lat.q > _RELIABLE * lat.err_q) & (lat.p > _RELIABLE * lat.err_p)
     pq, pp = lat.q[keep], lat.p[keep]
+    n_kept = int(np.count_nonzero(keep))
+    slack = (n_kept * lat.fft_p + lat.out_p + 8.0 * UNIT_ROUNDOFF,
+             n_kept * lat.fft_q + lat.out_q + 8.0 * UNIT_ROUNDOFF)
     rest_p, rest_q = max(1.0 - math.fsum(pp), 0.0), max(1.0 - math.fsum(pq), 0.0)
     y = np.log(pp / pq)
     if rest_p > 0 and rest_q > 0:
@@ -282,7 +314,7 @@ def lower_pair(lat: AllocationLattice) -> tuple[DiscreteLoss, DiscreteLoss]:
         rest_p = rest_q = 0.0
     remove = DiscreteLoss(y, pp, pq, inf_mass=rest_p, neg_inf_mass=rest_q)
     add = DiscreteLoss(-y, pq, pp, inf_mass=rest_q, neg_inf_mass=rest_p)
-    return remove, add
+    return (remove, add), slack
 
 
 def allocation_pairs(sigma: float, steps: int, selected: int, rtol: float, *, side: str
@@ -290,4 +322,4 @@ def allocation_pairs(sigma: float, steps: int, selected: int, rtol: float, *, si
     """(remove, add) of the ``side`` ("upper": dominating, ``selected`` must be 1; "lower":
     dominated) pair of random allocation (module docstring)."""
     lat = allocation_lattice(sigma, steps, selected, rtol, with_p=side == "lower")
-    return upper_pair(lat, steps) if side == "upper" else lower_pair(lat)
+    return upper_pair(lat, steps) if side == "upper" else lower_pair(lat)[0]

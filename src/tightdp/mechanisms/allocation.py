@@ -46,7 +46,19 @@ class _AllocationSide(Mechanism):
 
     def _build_losses(self) -> tuple[PrivacyLoss, PrivacyLoss]:
         lat = _lattice(self.sigma, self.steps, self.selected, self.rtol)
-        return upper_pair(lat, self.steps) if self.side == "upper" else lower_pair(lat)
+        if self.side == "upper":
+            return upper_pair(lat, self.steps)
+        losses, self._slack = lower_pair(lat)
+        return losses
+
+    def tv_slack(self) -> tuple[float, float]:
+        """The lower side's ``(eta_P, eta_Q)``: bounds on the total-variation distance,
+        under P and under Q, of its pair from an exact post-processing
+        (:func:`tightdp.losses.allocation.lower_pair`); (0, 0) for the upper side."""
+        if self.side == "upper":
+            return 0.0, 0.0
+        self.privacy_losses()
+        return self._slack
 
 
 class RandomAllocation(Mechanism):
@@ -97,12 +109,13 @@ class RandomAllocation(Mechanism):
             return Bracket(g, g, "")
         lower = _AllocationSide(s, t, k, rtol, "lower")
         if k == 1:
-            return Bracket(_AllocationSide(s, t, 1, rtol, "upper"), lower, "")
+            return Bracket(_AllocationSide(s, t, 1, rtol, "upper"), lower, "",
+                           lower_slack=lower.tv_slack)
         gap = (f"the upper side is the {k}-fold composition of one of {t // k} steps (Feldman "
                f"& Shenfeld 2025), not tight; the lower side is the exact mechanism "
                f"post-processed")
         return Bracket(_AllocationSide(s, t // k, 1, rtol, "upper"), lower, gap,
-                       upper_count=k)
+                       upper_count=k, lower_slack=lower.tv_slack)
 
     @property
     def loss_scale(self) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -39,13 +40,20 @@ class Bracket(NamedTuple):
     a sentence stating what is known (results carry it as their note). ``upper_count``: the
     number of applications of ``upper`` that dominate one of the real mechanism (a bound by
     composition, e.g. random allocation of ``k`` of ``t`` steps by ``k`` of one of
-    ``t // k``).
+    ``t // k``). ``lower_slack``: None when ``lower`` is exactly dominated; else a function
+    returning ``(eta_P, eta_Q)``, bounds on the total-variation distance under P and under
+    Q between one application of ``lower``'s pair (either direction) and a pair that is
+    dominated (a numerically computed post-processing); it is called after ``lower``'s
+    losses are built, and the answers subtract ``sum count (eta_P + e^eps eta_Q)`` (the
+    larger over both directions) from the lower side's delta
+    (:mod:`tightdp.accountants.bracketed`).
     """
 
     upper: Mechanism
     lower: Mechanism
     gap: str = ""
     upper_count: int = 1
+    lower_slack: Callable[[], tuple[float, float]] | None = None
 
 
 class Mechanism:
