@@ -15,7 +15,7 @@ from .._defaults import DEFAULT_RTOL, DELTA_MIN
 from ..budget import Budget
 from ..mechanisms.base import Mechanism
 from ..results import DeltaResult, EpsilonResult
-from .bracketed import Slacks, joined_delta, joined_epsilon, lower_slack
+from .bracketed import Slacks, joined_delta, joined_epsilon, tv_slack, upper_with_slack
 from .limits import LOSS_SCALE_MAX, far_delta, far_epsilon, out_of_reach
 
 __all__ = ["Accountant", "Queries", "Direction"]
@@ -228,13 +228,14 @@ class Accountant(Queries):
             f"in an accountant built with neighboring={rels[0]!r} (a composition holds one "
             "relation)")
 
-    def _bracket_sides(self) -> tuple[Accountant, Accountant, str, Slacks] | None:
+    def _bracket_sides(self) -> tuple[Accountant, Accountant, str,
+                                      tuple[Slacks, Slacks]] | None:
         """When the composition holds a mechanism known by a bracket
         (:meth:`Mechanism.bracket`): a copy of this accountant (settings, budget, relation;
         a cache of its own) composing every such mechanism's ``upper`` mechanism, one
-        composing the ``lower`` ones, the gaps' notes and the lower sides' slacks with their
-        counts (:mod:`.bracketed`). None otherwise. The mechanisms resolve to a quarter of
-        the accountant's ``rtol``."""
+        composing the ``lower`` ones, the gaps' notes and the (upper, lower) sides' slacks
+        with their counts (:mod:`.bracketed`). None otherwise. The mechanisms resolve to a
+        quarter of the accountant's ``rtol``."""
         if "bracket sides" not in self._cache:
             rtol = float(getattr(self, "rtol", DEFAULT_RTOL)) / 4.0
             found = [(m, k, m.bracket(rtol)) for m, k in self.terms]
@@ -250,8 +251,10 @@ class Accountant(Queries):
                         acc._terms[mm] = acc._terms.get(mm, 0) + kk
                     accs.append(acc)
                 gaps = "; ".join(dict.fromkeys(b.gap for _, _, b in found if b and b.gap))
-                slacks = [(k, b.lower_slack) for _, k, b in found
-                          if b is not None and b.lower_slack is not None]
+                slacks = ([(k * b.upper_count, b.upper_slack) for _, k, b in found
+                           if b is not None and b.upper_slack is not None],
+                          [(k, b.lower_slack) for _, k, b in found
+                           if b is not None and b.lower_slack is not None])
                 out = (accs[0], accs[1], gaps, slacks)
             self._cache["bracket sides"] = out
         return self._cache["bracket sides"]
@@ -263,19 +266,19 @@ class Accountant(Queries):
         joined (:mod:`.bracketed`)."""
         sides = self._bracket_sides()
         if sides is not None:
-            up, lo, gap, slacks = sides
-            high = up._epsilon_query(delta)
+            up, lo, gap, (up_slacks, slacks) = sides
+            high, high_slack = upper_with_slack(up._epsilon_query, up_slacks, delta)
             low: EpsilonResult | None = None
             slack = 0.0
             # None where this method cannot answer the lower mechanisms; else asked at delta
             # plus its slack at the upper bound (the slack grows with epsilon: conservative)
             if lo.supports_all():
                 try:
-                    slack = lower_slack(slacks, math.inf if high.upper is None else high.upper)
+                    slack = tv_slack(slacks, math.inf if high.upper is None else high.upper)
                     low = lo._epsilon_query(delta + slack) if delta + slack < 1.0 else None
                 except ValueError:
                     low = None
-            return joined_epsilon(high, low, gap, self.name, slack)
+            return joined_epsilon(high, low, gap, self.name, (high_slack, slack))
         why = out_of_reach(self.terms)
         if why is None:
             return self._epsilon_of(delta)
@@ -286,16 +289,17 @@ class Accountant(Queries):
         sides' answers joined with bracketed mechanisms)."""
         sides = self._bracket_sides()
         if sides is not None:
-            up, lo, gap, slacks = sides
+            up, lo, gap, (up_slacks, slacks) = sides
             low: DeltaResult | None = None
             slack = 0.0
             if lo.supports_all():
                 try:
                     low = lo._delta_query(epsilon)
-                    slack = lower_slack(slacks, epsilon)
+                    slack = tv_slack(slacks, epsilon)
                 except ValueError:
                     low = None
-            return joined_delta(up._delta_query(epsilon), low, gap, self.name, slack)
+            return joined_delta(up._delta_query(epsilon), low, gap, self.name,
+                                (tv_slack(up_slacks, epsilon), slack))
         why = out_of_reach(self.terms)
         if why is None:
             return self._delta_of(epsilon)

@@ -10,62 +10,87 @@ lower bound comes from there). Composition keeps both orders (domination is pres
 composition, Dong, Roth & Su 2022, Lemma C.3 / Blackwell), so the bracket of the composition
 is [lower bound of the lower composition, upper bound of the upper one].
 
-A lower mechanism computed numerically may be a post-processing only up to a bounded
-total-variation distance (``Bracket.lower_slack``); the lower bound then subtracts its effect
-on delta (:func:`lower_slack`), and an epsilon query asks the lower side at ``delta`` plus
-that amount evaluated at the upper bound of epsilon (the slack grows with epsilon, so this
-over-states it: conservative).
+A side computed numerically may be dominating (dominated) only up to a bounded
+total-variation distance (``Bracket.upper_slack`` / ``lower_slack``); its delta then moves
+by at most :func:`tv_slack`, which the upper bound adds and the lower bound subtracts. An
+epsilon query asks the lower side at ``delta`` plus its slack at the upper bound of epsilon,
+and the upper side at ``delta`` less its slack at a larger epsilon than it then answers (the
+slack grows with epsilon: both conservative).
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 
 import numpy as np
 
+from .._defaults import DELTA_MIN
 from ..results import DeltaResult, EpsilonResult, check_bracket
 
-__all__ = ["joined_epsilon", "joined_delta", "lower_slack"]
+__all__ = ["joined_epsilon", "joined_delta", "tv_slack", "upper_with_slack"]
 
-#: the bracketed terms with a slack: (applications, function returning (eta_P, eta_Q))
-Slacks = list[tuple[int, Callable[[], tuple[float, float]]]]
+#: the bracketed terms with a slack: (applications, the slack per application as a function
+#: of epsilon: ``Bracket.upper_slack`` / ``lower_slack``)
+Slacks = list[tuple[int, Callable]]
 
 
-def lower_slack(slacks: Slacks, epsilon):
-    """How much the lower composition's delta(epsilon) may exceed that of a dominated one:
-    with ``(eta_P, eta_Q)`` per application of each term, the products are within
-    ``sum count eta_P`` (under P) and ``sum count eta_Q`` (under Q) in total variation
-    (``TV(prod P_i, prod P'_i) <= sum TV(P_i, P'_i)``), and the hockey-stick divergence
-    ``sup_A P(A) - e^eps Q(A)`` is 1-Lipschitz in P's and ``e^eps``-Lipschitz in Q's total
-    variation; the larger over the two directions (P and Q swap roles). 0 without slacks,
-    inf at an infinite ``epsilon`` with one."""
+def tv_slack(slacks: Slacks, epsilon):
+    """How much a composition's delta(epsilon) may differ from that of the pairs its sides
+    stand for: the sum over terms of count times the term's slack per application (each
+    a bound whatever the other factors are: replacing the factors one at a time, each
+    step moves delta by at most that factor's slack; the larger over both directions per
+    term bounds their larger sum). 0 without slacks."""
     if not slacks:
         return 0.0
-    e_p = math.fsum(k * f()[0] for k, f in slacks)
-    e_q = math.fsum(k * f()[1] for k, f in slacks)
-    if e_p == 0.0 and e_q == 0.0:
-        return 0.0
-    with np.errstate(over="ignore"):
-        g = np.exp(np.asarray(epsilon, dtype=float))
-    out = np.maximum(e_p + g * e_q, e_q + g * e_p) * (1.0 + 4.0 * np.finfo(float).eps)
+    out = sum(k * np.asarray(f(np.asarray(epsilon, dtype=float)), dtype=float)
+              for k, f in slacks) * (1.0 + 4.0 * np.finfo(float).eps)
+    out = np.asarray(out, dtype=float)
     return float(out) if out.ndim == 0 else out
+
+
+def upper_with_slack(query: Callable[[float], EpsilonResult], slacks: Slacks,
+                     delta: float) -> tuple[EpsilonResult, float]:
+    """The upper side's answer at ``delta`` for sides with a slack, and the slack used:
+    asked first at ``delta`` (epsilon ``e1``), then at ``delta - s`` with ``s`` the slack at
+    ``2 e1 + 1``; its upper bound ``e2`` is certified when ``e2 <= 2 e1 + 1`` (the slack at
+    ``e2`` is then at most ``s``). One line naming delta where that fails or ``s`` reaches
+    ``delta``."""
+    first = query(delta)
+    if not slacks or first.upper is None or not math.isfinite(float(first.upper)):
+        return first, 0.0
+    cap = 2.0 * float(first.upper) + 1.0
+    s = float(tv_slack(slacks, cap))
+    if s == 0.0:
+        return first, 0.0
+    if not delta - s >= DELTA_MIN:
+        raise ValueError(f"delta must be above {s:.3g} for this composition (the numerical "
+                         f"slack of its bracketed mechanisms' upper side), got {delta!r}")
+    second = copy.copy(query(delta - s))
+    if second.upper is not None and not float(second.upper) <= cap:
+        raise ValueError(f"delta={delta!r} is too close to the numerical slack {s:.3g} of "
+                         f"this composition's bracketed mechanisms; ask at a larger delta")
+    second.delta = delta
+    return second, s
 
 
 def _note(*parts: str) -> str:
     return "; ".join(dict.fromkeys(p for p in parts if p))
 
 
-def _slack_details(slack) -> dict:
-    return {} if np.all(np.asarray(slack) == 0) else {"lower_slack": slack}
+def _slack_details(slack: tuple) -> dict:
+    names = ("upper_slack", "lower_slack")
+    return {n: s for n, s in zip(names, slack, strict=True) if not np.all(np.asarray(s) == 0)}
 
 
 def joined_epsilon(up: EpsilonResult, lo: EpsilonResult | None, gap: str, name: str,
-                   slack: float = 0.0) -> EpsilonResult:
+                   slack: tuple = (0.0, 0.0)) -> EpsilonResult:
     """The answer of a composition with bracketed mechanisms from the upper side's answer
     ``up`` and the lower side's ``lo`` (None where the accountant cannot answer the lower
     mechanisms: no lower bound then, as for a method without one), asked at ``up.delta``
-    plus ``slack`` (:func:`lower_slack` at the upper bound); see the module."""
+    less and plus the (upper, lower) ``slack`` (:func:`upper_with_slack`); see the
+    module."""
     lower = None if lo is None else lo.lower
     if lower is not None and up.upper is not None:
         check_bracket(lower, up.upper, f"epsilon at delta={up.delta!r} (bracketed)", name)
@@ -77,18 +102,27 @@ def joined_epsilon(up: EpsilonResult, lo: EpsilonResult | None, gap: str, name: 
 
 
 def joined_delta(up: DeltaResult, lo: DeltaResult | None, gap: str, name: str,
-                 slack=0.0) -> DeltaResult:
-    """:func:`joined_epsilon` for delta(epsilon): the lower bound is the lower side's less
-    ``slack`` (:func:`lower_slack` at the epsilons), and at least 0."""
+                 slack: tuple = (0.0, 0.0)) -> DeltaResult:
+    """:func:`joined_epsilon` for delta(epsilon): the upper bound is the upper side's plus
+    the upper ``slack`` (at most 1), the lower bound the lower side's less the lower
+    ``slack`` (at least 0), each :func:`tv_slack` at the epsilons."""
     lower = None if lo is None else lo.lower
-    if lower is not None and not np.all(np.asarray(slack) == 0):
-        lower = np.maximum(np.asarray(lower, dtype=float) - slack, 0.0)
-        lower = float(lower) if lower.ndim == 0 else lower
-    if lower is not None and up.upper is not None:
-        check_bracket(lower, up.upper, f"delta at epsilon={np.asarray(up.epsilon)!r} "
+    s_up, s_lo = slack
+    if lower is not None and not np.all(np.asarray(s_lo) == 0):
+        lower = _num(np.maximum(np.asarray(lower, dtype=float) - s_lo, 0.0))
+    upper, delta = up.upper, up.delta
+    if upper is not None and not np.all(np.asarray(s_up) == 0):
+        upper = _num(np.minimum(np.asarray(upper, dtype=float) + s_up, 1.0))
+        delta = upper if up.certified else delta
+    if lower is not None and upper is not None:
+        check_bracket(lower, upper, f"delta at epsilon={np.asarray(up.epsilon)!r} "
                       "(bracketed)", name)
-    return DeltaResult(up.delta, up.epsilon, lower, up.upper, up.accountant,
+    return DeltaResult(delta, up.epsilon, lower, upper, up.accountant,
                        certified=up.certified, estimate=up.estimate,
                        note=_note(up.note, "" if lo is None else lo.note, gap),
                        details={**up.details, "bracket_gap": gap or None,
                                 **_slack_details(slack)})
+
+
+def _num(x: np.ndarray):
+    return float(x) if x.ndim == 0 else x

@@ -61,16 +61,19 @@ _C_FFT = 4.0
 _THETAS = np.concatenate([-np.geomspace(1e-9, 3.0, 28), np.geomspace(1e-12, 1.0, 36)])
 #: unit roundoff of numpy's long double (2^-64 on x86-64, double's where they agree)
 _U_LONG = float(np.finfo(np.longdouble).eps) / 2.0
-#: lower side: an atom is kept where its masses exceed their error bound this many times
-_RELIABLE = 1e4
+#: lower side: an atom is kept where its masses exceed their FFT rounding bound this many
+#: times (the loss values of the others would be noise: they are merged)
+_RELIABLE = 1e2
 
 
 class AllocationLattice(NamedTuple):
     """The laws of the rounded sum on the window ``lo .. lo + len - 1`` of ``h Z``: ``q``
-    under Q, ``p`` under P (None unless asked). At every point the computed value is within
-    ``fft_q`` (``fft_p``) of the circular convolution's exact value, which exceeds the exact
-    law there by at most the mass outside the window, ``out_q`` (``out_p``), folded onto
-    the window in total."""
+    under Q, ``p`` under P (None unless asked). The computed values differ from the
+    circular convolution's exact ones by at most ``fft_q`` (``fft_p``) at every point and
+    by a vector of Euclidean norm at most ``l2_q`` (``l2_p``), up to a relative ``u`` each
+    (the rounding to double); the circular convolution differs from the exact law on the
+    window by a measure of total mass at most ``out_q`` (``out_p``): the mass outside the
+    window, folded onto it, and the coordinates' mass above the lattice's top, dropped."""
 
     h: float
     lo: int
@@ -78,6 +81,8 @@ class AllocationLattice(NamedTuple):
     p: np.ndarray | None
     fft_q: float
     fft_p: float
+    l2_q: float
+    l2_p: float
     out_q: float
     out_p: float
 
@@ -146,15 +151,19 @@ def _chernoff(tables, thetas: np.ndarray, x: float, right: bool) -> float:
     return float(np.min(tot - thetas[sel] * x))
 
 
-def _fft_error(specs, n: int, u_fwd: float) -> float:
+def _fft_error(specs, n: int, u: float) -> tuple[float, float]:
     """Bound on the floating-point error of every value of ``irfft(prod_i F_i^k_i)``
     (the bound of :func:`tightdp.pld.transform.circular_product`): forward coefficients
     within ``e_i = (c log2 n + 4) u sum|x_i|``, a relative ``4u`` per product, so the
     coefficient error is ``prod_i (a_i (1 + 4u) + e_i)^k_i - prod_i a_i^k_i``; the inverse
-    adds its mean over the spectrum and ``c u log2 n`` times the mean magnitude. The forward
-    transforms and the products run in long double (unit roundoff ``u_fwd``; rounding the
-    product to double adds ``2 u`` of its magnitude), the inverse in double."""
-    u = u_fwd
+    adds its mean over the spectrum and ``c u log2 n`` times the mean magnitude. The
+    transforms and the products run in long double (unit roundoff ``u``); rounding the
+    result to double is a relative error of each value, which the callers charge.
+
+    Returns ``(pointwise, l2)``: the bound at every value, and a bound on the Euclidean norm
+    of the error vector, ``(||dY||_2 + (c log2 n + 4) u ||Y||_2) / sqrt(n)`` (Parseval, and
+    the normwise error of the inverse transform, Higham 2002, Thm. 24.2), the norms over
+    the whole spectrum."""
     lg2 = math.log2(max(n, 2))
     la = dl = 0.0
     for f, k, l1 in specs:
@@ -174,8 +183,10 @@ def _fft_error(specs, n: int, u_fwd: float) -> float:
     w[0] = 1.0
     if n % 2 == 0:
         w[-1] = 1.0
-    ud = UNIT_ROUNDOFF
-    return float((w @ err) / n + (_C_FFT * ud * lg2 + 2.0 * ud) * (w @ mag) / n)
+    pointwise = float((w @ err) / n + (_C_FFT * u * lg2 + 2.0 * u) * (w @ mag) / n)
+    l2 = float((math.sqrt(w @ (err * err)) + (_C_FFT * lg2 + 4.0) * u
+                * math.sqrt(w @ (mag * mag))) / math.sqrt(n))
+    return pointwise, l2
 
 
 def _plan(sigma: float, steps: int, rtol: float) -> tuple[float, int]:
@@ -217,18 +228,30 @@ def allocation_lattice(sigma: float, steps: int, selected: int, rtol: float, *,
     lo = lo_idx
     n = int(sfft.next_fast_len(max(n_top - lo + 1, 2), real=True))
     fq = sfft.rfft(_fold(pq, n).astype(np.longdouble))
-    q = np.roll(sfft.irfft((fq ** t).astype(complex), n=n), -(lo % n))
-    fft_q = _fft_error([(fq, t, float(pq.sum()))], n, _U_LONG)
-    out_q = _outside([(pq, t)], lo, lo + n)
+    q = np.roll(sfft.irfft(fq ** t, n=n).astype(float), -(lo % n))
+    fft_q, l2_q = _fft_error([(fq, t, float(pq.sum()))], n, _U_LONG)
+    # the coordinates' mass above the top (dropped by rounded_lognormal), with a margin
+    # for the error of ndtr
+    z_top = math.log(n_top * h) / math.sqrt(2.0 * a)
+    drop_q, drop_p = (float(ndtr(-(z_top + sh))) * (1.0 + 1e-9) for sh in
+                      (math.sqrt(a / 2.0), -math.sqrt(a / 2.0)))
+    out_q = _outside([(pq, t)], lo, lo + n) + t * drop_q
     p = None
-    fft_p = out_p = math.inf
+    fft_p = l2_p = out_p = math.inf
     if pp is not None:
         fp = sfft.rfft(_fold(pp, n).astype(np.longdouble))
-        p = np.roll(sfft.irfft((fq ** (t - k) * fp ** k).astype(complex), n=n), -(lo % n))
-        fft_p = _fft_error([(fq, t - k, float(pq.sum())), (fp, k, float(pp.sum()))], n,
-                           _U_LONG)
-        out_p = _outside([(pq, t - k), (pp, k)], lo, lo + n)
-    return AllocationLattice(h, lo, q, p, fft_q, fft_p, out_q, out_p)
+        p = np.roll(sfft.irfft(fq ** (t - k) * fp ** k, n=n).astype(float), -(lo % n))
+        fft_p, l2_p = _fft_error([(fq, t - k, float(pq.sum())), (fp, k, float(pp.sum()))],
+                                 n, _U_LONG)
+        out_p = _outside([(pq, t - k), (pp, k)], lo, lo + n) + (t - k) * drop_q + k * drop_p
+    return AllocationLattice(h, lo, q, p, fft_q, fft_p, l2_q, l2_p, out_q, out_p)
+
+
+def _l1(pointwise: float, l2: float, weights: np.ndarray) -> float:
+    """Bound on ``sum_j |e_j| weights_j`` for an error vector ``e`` bounded by ``pointwise``
+    at every point and by ``l2`` in Euclidean norm (Cauchy-Schwarz), ``weights >= 0``."""
+    return min(pointwise * math.fsum(weights), l2 * float(np.sqrt(weights @ weights))) \
+        * (1.0 + 1e-12)
 
 
 def _outside(pmfs, lo: int, end: int) -> float:
@@ -262,24 +285,55 @@ def _fold(pmf: np.ndarray, n: int) -> np.ndarray:
     return np.concatenate([pmf, np.zeros(pad)]).reshape(-1, n).sum(axis=0)
 
 
-def upper_pair(lat: AllocationLattice, steps: int) -> tuple[DiscreteLoss, DiscreteLoss]:
-    """The dominating pair of the module docstring from the Q-law of the rounded sum: ``nu``
-    = the computed law less its error bound (below the exact law), the rest of the mass
-    (``r``) at ``s = 0`` and its first moment ``m`` at ``s = +inf`` (the extreme spread of
-    a measure on ``[0, inf)``). Remove: losses ``log(s/t)``, P ``nu s/t`` + ``m/t`` at +inf,
-    Q ``nu`` + ``r`` at -inf; add: the reversed pair."""
+def upper_pair(lat: AllocationLattice, steps: int, *, pointwise: bool = False
+               ) -> tuple[tuple[DiscreteLoss, DiscreteLoss], tuple[float, float]]:
+    """The dominating pair of the module docstring from the Q-law of the rounded sum, and
+    how far the computed one may be from it.
+
+    With ``mu`` the exact law of ``h T`` and ``mu_in`` its part on the window, the pair
+    ``Q* = mu_in + (1 - |mu_in|) delta_0``, ``P* = mu_in s/t + (1 - M1(mu_in)/t)
+    delta_inf`` dominates both directions: the part outside the window is replaced by its
+    extreme spread (its mass at ``s = 0``, its first moment at ``s = +inf``), above it in
+    convex order for the two directions' integrands (convex, at most their value at 0 plus
+    their slope at infinity times ``s``). The pair returned is the same built from the
+    computed law ``nu`` (clipped at 0, scaled down if its mass or mean exceed 1 or ``t``).
+    ``nu`` differs from ``mu_in`` by the FFT error (:func:`_l1` of the bounds) and the
+    folded mass (at most ``out_q``, at points ``s <= s_max``), and the scaling by no more:
+    ``eta_Q = 2 (B + out_q) + 8u`` bounds the change of the Q-masses (atoms and the atom at
+    0) and ``eta_P = 2 (B_s + out_q s_max / t) + 8u`` that of the P-masses (``B_s``: the FFT
+    error weighted by ``s/t``; atoms and the atom at +inf), each term plus the larger of
+    the two after a scaling; the answers add the slack they give
+    (``_AllocationSide.tv_slack``).
+
+    With ``pointwise``, ``nu`` is the computed law less its error bound at every point (FFT
+    and folded mass: below ``mu_in``), so the pair dominates as it is and the slack is 0
+    (the pair of ``RandomAllocation.privacy_losses()``; the tail points, where the law is
+    below the bound, all go to the extreme spread: wider).
+
+    Returns ``((remove, add), (eta_P, eta_Q))``. Remove: losses ``log(s/t)``, P ``nu s/t``
+    + the rest at +inf, Q ``nu`` + the rest at -inf; add: the reversed pair."""
     t, u = float(steps), UNIT_ROUNDOFF
     s = lat.h * np.arange(lat.lo, lat.lo + lat.q.size, dtype=float)
-    nu = np.maximum(lat.q - lat.err_q, 0.0)
+    # the values were rounded from long double to double: a relative u each
+    nu = np.maximum(lat.q * (1.0 - 2.0 * u) - lat.err_q if pointwise else lat.q, 0.0)
     pos = (nu > 0) & (s > 0)
-    nu, s = nu[pos], s[pos]
+    w = s / t
+    # the FFT error and the folded mass, unweighted and weighted by s/t
+    b_q = _l1(lat.fft_q, lat.l2_q, np.ones_like(w)) + 2.0 * u + lat.out_q
+    b_s = _l1(lat.fft_q, lat.l2_q, w) + 2.0 * u * math.fsum(nu * w) + lat.out_q * float(w[-1])
+    nu, w = nu[pos], w[pos]
+    scale = max(math.fsum(nu), math.fsum(nu * w), 1.0)
+    nu = nu / scale
+    # the atoms and the extreme spread each move by the error, a scaling by the larger
+    b = max(b_s, b_q) if scale > 1.0 else 0.0
+    slack = (0.0, 0.0) if pointwise else (2.0 * (b_s + b) + 8.0 * u, 2.0 * (b_q + b) + 8.0 * u)
     r = max(1.0 - math.fsum(nu), 0.0) + 8.0 * u
-    m = max(t - math.fsum(nu * s), 0.0) + 8.0 * u * t
-    y = np.log(s / t)
-    pm = nu * (s / t)
-    remove = DiscreteLoss(y, pm, nu, inf_mass=m / t, neg_inf_mass=r)
-    add = DiscreteLoss(-y, nu, pm, inf_mass=r, neg_inf_mass=m / t)
-    return remove, add
+    m = max(1.0 - math.fsum(nu * w), 0.0) + 8.0 * u
+    y = np.log(w)
+    pm = nu * w
+    remove = DiscreteLoss(y, pm, nu, inf_mass=m, neg_inf_mass=r)
+    add = DiscreteLoss(-y, nu, pm, inf_mass=r, neg_inf_mass=m)
+    return (remove, add), slack
 
 
 def lower_pair(lat: AllocationLattice) -> tuple[tuple[DiscreteLoss, DiscreteLoss],
@@ -287,13 +341,14 @@ def lower_pair(lat: AllocationLattice) -> tuple[tuple[DiscreteLoss, DiscreteLoss
     """The pair of the rounded sum ``T`` as computed, and how far it may be from exact.
 
     The exact pair is a post-processing of the output: ``g(T)``, with ``g`` keeping the
-    atoms where both computed masses exceed :data:`_RELIABLE` times their error bounds and
+    atoms where both computed masses exceed :data:`_RELIABLE` times their FFT bounds and
     sending every other outcome to one atom (merging outcomes is a post-processing). The
-    computed masses of a kept atom are within ``fft`` of the circular convolution's, which
-    exceeds the exact law by the folded mass (``out`` in total), so the kept atoms differ
-    from the exact ones by at most ``B = n_kept fft + out`` in sum and the merged atom (one
-    minus their sum) by at most ``B`` too: the total-variation distance (half the L1) is at
-    most ``B`` plus the rounding of the sums and of the losses (``8u``).
+    computed masses of the kept atoms differ from the circular convolution's by at most
+    ``B`` in sum (:func:`_l1` of the FFT bounds, plus ``u`` of the rounding to double), and
+    the circular convolution from the exact law by at most ``out`` in total, so the kept
+    atoms differ from the exact ones by at most ``B + out`` in sum and the merged atom (one
+    minus their sum) by at most that too: the total-variation distance (half the L1) is at
+    most ``B + out`` plus the rounding of the sums and of the losses (``8u``).
 
     Returns ``((remove, add), (eta_P, eta_Q))``: the pair and those bounds under P and Q.
     The hockey-stick divergence ``sup_A P(A) - e^eps Q(A)`` moves by at most
@@ -301,11 +356,12 @@ def lower_pair(lat: AllocationLattice) -> tuple[tuple[DiscreteLoss, DiscreteLoss
     ``TV(P^E, P'^E) <= E TV(P, P')``), which the joined answer subtracts
     (:mod:`tightdp.accountants.bracketed`)."""
     assert lat.p is not None
-    keep = (lat.q > _RELIABLE * lat.err_q) & (lat.p > _RELIABLE * lat.err_p)
+    keep = (lat.q > _RELIABLE * lat.fft_q) & (lat.p > _RELIABLE * lat.fft_p)
     pq, pp = lat.q[keep], lat.p[keep]
-    n_kept = int(np.count_nonzero(keep))
-    slack = (n_kept * lat.fft_p + lat.out_p + 8.0 * UNIT_ROUNDOFF,
-             n_kept * lat.fft_q + lat.out_q + 8.0 * UNIT_ROUNDOFF)
+    ones = np.ones(pq.size)
+    u = UNIT_ROUNDOFF
+    slack = (_l1(lat.fft_p, lat.l2_p, ones) + lat.out_p + 10.0 * u,
+             _l1(lat.fft_q, lat.l2_q, ones) + lat.out_q + 10.0 * u)
     rest_p, rest_q = max(1.0 - math.fsum(pp), 0.0), max(1.0 - math.fsum(pq), 0.0)
     y = np.log(pp / pq)
     if rest_p > 0 and rest_q > 0:
@@ -322,4 +378,4 @@ def allocation_pairs(sigma: float, steps: int, selected: int, rtol: float, *, si
     """(remove, add) of the ``side`` ("upper": dominating, ``selected`` must be 1; "lower":
     dominated) pair of random allocation (module docstring)."""
     lat = allocation_lattice(sigma, steps, selected, rtol, with_p=side == "lower")
-    return upper_pair(lat, steps) if side == "upper" else lower_pair(lat)[0]
+    return (upper_pair(lat, steps) if side == "upper" else lower_pair(lat))[0]

@@ -7,11 +7,13 @@ from __future__ import annotations
 import functools
 import math
 
+import numpy as np
+
 from .. import _validate as v
 from .._defaults import DEFAULT_RTOL
 from ..losses import PrivacyLoss
 from ..losses.allocation import allocation_lattice, lower_pair, upper_pair
-from .base import Bracket, Mechanism, location_loss_scale
+from .base import Bracket, Mechanism, location_loss_scale, tv_lipschitz
 from .basic import Gaussian
 from .fields import base_field, mechanism_to_dict
 
@@ -28,8 +30,9 @@ def _lattice(sigma: float, steps: int, selected: int, rtol: float):
 
 class _AllocationSide(Mechanism):
     """One side of :meth:`RandomAllocation.bracket`: an ordinary mechanism whose pair is the
-    dominating (``side="upper"``, one of ``steps`` with ``selected = 1``) or the dominated
-    (``side="lower"``) pair of :mod:`tightdp.losses.allocation`, built on first use of its
+    dominating (``side="upper"``, one of ``steps`` with ``selected = 1``: up to the slack of
+    :meth:`tv_slack`; ``side="dominating"``: with none) or the dominated (``side="lower"``,
+    up to its slack) pair of :mod:`tightdp.losses.allocation`, built on first use of its
     losses. ``sigma`` is the noise over the sensitivity."""
 
     relations = _RELATIONS
@@ -46,19 +49,27 @@ class _AllocationSide(Mechanism):
 
     def _build_losses(self) -> tuple[PrivacyLoss, PrivacyLoss]:
         lat = _lattice(self.sigma, self.steps, self.selected, self.rtol)
-        if self.side == "upper":
-            return upper_pair(lat, self.steps)
-        losses, self._slack = lower_pair(lat)
+        if self.side == "lower":
+            losses, self._slack = lower_pair(lat)
+        else:
+            losses, self._slack = upper_pair(lat, self.steps,
+                                             pointwise=self.side == "dominating")
         return losses
 
-    def tv_slack(self) -> tuple[float, float]:
-        """The lower side's ``(eta_P, eta_Q)``: bounds on the total-variation distance,
-        under P and under Q, of its pair from an exact post-processing
-        (:func:`tightdp.losses.allocation.lower_pair`); (0, 0) for the upper side."""
-        if self.side == "upper":
-            return 0.0, 0.0
+    def tv_slack(self, epsilon):
+        """The slack of this side's computed pair per application (``Bracket.upper_slack``
+        / ``lower_slack``) from ``(eta_P, eta_Q)`` of :mod:`tightdp.losses.allocation`.
+        Lower: :func:`tv_lipschitz`. Upper: the pair is a law ``nu`` of ``s`` under Q with
+        P ``= nu s/t``, and the error ``e`` of ``nu`` moves the remove direction's delta of
+        any composition by at most ``sum |e| s/t`` (``eta_P``: its integrand is at most
+        ``s/t`` times the other factors' P-mass) and the add direction's by at most
+        ``sum |e|`` (``eta_Q``: its integrand is at most the other factors' mass), for every
+        epsilon: the larger of the two."""
         self.privacy_losses()
-        return self._slack
+        eta_p, eta_q = self._slack
+        if self.side == "lower":
+            return tv_lipschitz(eta_p, eta_q, epsilon)
+        return np.full(np.shape(epsilon), max(eta_p, eta_q))
 
 
 class RandomAllocation(Mechanism):
@@ -108,14 +119,15 @@ class RandomAllocation(Mechanism):
             g = Gaussian(s, math.sqrt(k))
             return Bracket(g, g, "")
         lower = _AllocationSide(s, t, k, rtol, "lower")
+        upper = _AllocationSide(s, t // k, 1, rtol, "upper")
         if k == 1:
-            return Bracket(_AllocationSide(s, t, 1, rtol, "upper"), lower, "",
-                           lower_slack=lower.tv_slack)
+            return Bracket(upper, lower, "", lower_slack=lower.tv_slack,
+                           upper_slack=upper.tv_slack)
         gap = (f"the upper side is the {k}-fold composition of one of {t // k} steps (Feldman "
                f"& Shenfeld 2025), not tight; the lower side is the exact mechanism "
                f"post-processed")
-        return Bracket(_AllocationSide(s, t // k, 1, rtol, "upper"), lower, gap,
-                       upper_count=k, lower_slack=lower.tv_slack)
+        return Bracket(upper, lower, gap, upper_count=k, lower_slack=lower.tv_slack,
+                       upper_slack=upper.tv_slack)
 
     @property
     def loss_scale(self) -> float:
@@ -125,8 +137,9 @@ class RandomAllocation(Mechanism):
                                    self.base.sigma)
 
     def _build_losses(self) -> tuple[PrivacyLoss, PrivacyLoss]:
-        if self.selected == 1:
-            return self.bracket(DEFAULT_RTOL / 4.0).upper.privacy_losses()
+        if self.selected == 1:   # a pair dominating as it is (no slack to carry)
+            return _AllocationSide(self._sigma, self.steps, 1, DEFAULT_RTOL / 4.0,
+                                   "dominating").privacy_losses()
         return Gaussian(self._sigma, math.sqrt(self.selected)).privacy_losses()
 
     def __repr__(self) -> str:

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..losses import PrivacyLoss
 
-__all__ = ["Bracket", "Mechanism", "location_loss_scale"]
+__all__ = ["Bracket", "Mechanism", "location_loss_scale", "tv_lipschitz"]
 
 
 def location_loss_scale(kernel: str, distance: float, scale: float) -> float:
@@ -24,6 +24,17 @@ def location_loss_scale(kernel: str, distance: float, scale: float) -> float:
     value overflows to ``inf`` (no exception, no warning) when the noise vanishes."""
     r = distance / scale
     return r * r / 2.0 + r if kernel == "gaussian" else r
+
+
+def tv_lipschitz(eta_p: float, eta_q: float, epsilon):
+    """The slack per application (``Bracket.lower_slack``) of a pair within total variation
+    ``eta_p`` (under P) and ``eta_q`` (under Q) of the pair it stands for: the hockey-stick
+    divergence ``sup_A P(A) - e^eps Q(A)`` is 1-Lipschitz in P's and ``e^eps``-Lipschitz in
+    Q's total variation, also inside a product (``TV(P x R, P' x R) = TV(P, P')``); the
+    larger over the two directions (P and Q swap roles)."""
+    with np.errstate(over="ignore"):
+        g = np.exp(np.asarray(epsilon, dtype=float))
+    return np.maximum(eta_p + g * eta_q, eta_q + g * eta_p)
 
 
 class Bracket(NamedTuple):
@@ -40,20 +51,24 @@ class Bracket(NamedTuple):
     a sentence stating what is known (results carry it as their note). ``upper_count``: the
     number of applications of ``upper`` that dominate one of the real mechanism (a bound by
     composition, e.g. random allocation of ``k`` of ``t`` steps by ``k`` of one of
-    ``t // k``). ``lower_slack``: None when ``lower`` is exactly dominated; else a function
-    returning ``(eta_P, eta_Q)``, bounds on the total-variation distance under P and under
-    Q between one application of ``lower``'s pair (either direction) and a pair that is
-    dominated (a numerically computed post-processing); it is called after ``lower``'s
-    losses are built, and the answers subtract ``sum count (eta_P + e^eps eta_Q)`` (the
-    larger over both directions) from the lower side's delta
-    (:mod:`tightdp.accountants.bracketed`).
+    ``t // k``).
+
+    ``lower_slack``: None when ``lower`` is exactly dominated; else a function of epsilon
+    (a number or an array) bounding how much one application of ``lower``'s computed pair
+    may raise delta(epsilon) of any composition above what a dominated pair gives (a
+    numerically computed post-processing; e.g. :func:`tv_lipschitz` of total-variation
+    bounds), called after ``lower``'s losses are built; the answers subtract it times the
+    count (:mod:`tightdp.accountants.bracketed`).
+    ``upper_slack``: the same for ``upper`` (per application of ``upper``) and a dominating
+    pair; the answers add it.
     """
 
     upper: Mechanism
     lower: Mechanism
     gap: str = ""
     upper_count: int = 1
-    lower_slack: Callable[[], tuple[float, float]] | None = None
+    lower_slack: Callable | None = None
+    upper_slack: Callable | None = None
 
 
 class Mechanism:
