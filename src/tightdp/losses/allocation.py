@@ -287,6 +287,18 @@ def _fold(pmf: np.ndarray, n: int) -> np.ndarray:
 
 def upper_pair(lat: AllocationLattice, steps: int, *, pointwise: bool = False
                ) -> tuple[tuple[DiscreteLoss, DiscreteLoss], tuple[float, float]]:
+    """:func:`_upper_pair` with a slack, or without (``pointwise``, or where that costs
+    less: its extra mass at +-inf below the slack)."""
+    pair, slack = _upper_pair(lat, steps, pointwise=pointwise)
+    if pointwise:
+        return pair, slack
+    pw, _ = _upper_pair(lat, steps, pointwise=True)
+    extra = max(pw[0].inf_mass - pair[0].inf_mass, pw[0].neg_inf_mass - pair[0].neg_inf_mass)
+    return (pw, (0.0, 0.0)) if extra <= max(slack) else (pair, slack)
+
+
+def _upper_pair(lat: AllocationLattice, steps: int, *, pointwise: bool
+                ) -> tuple[tuple[DiscreteLoss, DiscreteLoss], tuple[float, float]]:
     """The dominating pair of the module docstring from the Q-law of the rounded sum, and
     how far the computed one may be from it.
 
@@ -308,7 +320,9 @@ def upper_pair(lat: AllocationLattice, steps: int, *, pointwise: bool = False
     With ``pointwise``, ``nu`` is the computed law less its error bound at every point (FFT
     and folded mass: below ``mu_in``), so the pair dominates as it is and the slack is 0
     (the pair of ``RandomAllocation.privacy_losses()``; the tail points, where the law is
-    below the bound, all go to the extreme spread: wider).
+    below the bound, all go to the extreme spread: wider). Without it, that pair is
+    returned all the same where its extra mass at +-inf is below the slack (a coarse
+    lattice, whose FFT error is large).
 
     Returns ``((remove, add), (eta_P, eta_Q))``. Remove: losses ``log(s/t)``, P ``nu s/t``
     + the rest at +inf, Q ``nu`` + the rest at -inf; add: the reversed pair."""
