@@ -235,16 +235,21 @@ class Accountant(Queries):
         a cache of its own) composing every such mechanism's ``upper`` mechanism, one
         composing the ``lower`` ones, the gaps' notes and the (upper, lower) sides' slacks
         with their counts (:mod:`.bracketed`). None otherwise. The mechanisms resolve to a
-        quarter of the accountant's ``rtol``."""
+        quarter of the accountant's ``rtol``; where every bracket converges (no gap) each
+        side runs at half of it, so that the joined bracket (lower side's lower bound to
+        upper side's upper bound) stays within ``rtol``."""
         if "bracket sides" not in self._cache:
             rtol = float(getattr(self, "rtol", DEFAULT_RTOL)) / 4.0
             found = [(m, k, m.bracket(rtol)) for m, k in self.terms]
             out = None
             if any(b is not None for _, _, b in found):
                 accs = []
+                tight = all(b is None or not b.gap for _, _, b in found)
                 for side in (0, 1):
                     acc = copy.copy(self)
                     acc._terms, acc._cache = {}, {}
+                    if tight and hasattr(acc, "rtol"):
+                        acc.rtol = 2.0 * rtol
                     for m, k, b in found:
                         mm = m if b is None else (b.upper, b.lower)[side]
                         kk = k * (b.upper_count if b is not None and side == 0 else 1)
@@ -271,11 +276,15 @@ class Accountant(Queries):
             low: EpsilonResult | None = None
             slack = 0.0
             # None where this method cannot answer the lower mechanisms; else asked at delta
-            # plus its slack at the upper bound (the slack grows with epsilon: conservative)
+            # plus its slack at an epsilon above the answer (the slack grows with epsilon)
             if lo.supports_all():
                 try:
-                    slack = tv_slack(slacks, math.inf if high.upper is None else high.upper)
-                    low = lo._epsilon_query(delta + slack) if delta + slack < 1.0 else None
+                    low = lo._epsilon_query(delta)
+                    caps = [x for x in (low.upper, high.upper) if x is not None]
+                    slack = tv_slack(slacks, min(caps, default=math.inf))
+                    if slack:
+                        low = (lo._epsilon_query(delta + slack) if delta + slack < 1.0
+                               else None)
                 except ValueError:
                     low = None
             return joined_epsilon(high, low, gap, self.name, (high_slack, slack))

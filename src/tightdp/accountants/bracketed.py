@@ -13,9 +13,10 @@ is [lower bound of the lower composition, upper bound of the upper one].
 A side computed numerically may be dominating (dominated) only up to a bounded
 total-variation distance (``Bracket.upper_slack`` / ``lower_slack``); its delta then moves
 by at most :func:`tv_slack`, which the upper bound adds and the lower bound subtracts. An
-epsilon query asks the lower side at ``delta`` plus its slack at the upper bound of epsilon,
-and the upper side at ``delta`` less its slack at a larger epsilon than it then answers (the
-slack grows with epsilon: both conservative).
+epsilon query asks the lower side at ``delta`` plus its slack at an upper bound of the
+answer (the lower side's own at ``delta``, or the upper side's), and the upper side at
+``delta`` less its slack at a larger epsilon than it then answers (the slack grows with
+epsilon: both conservative).
 """
 
 from __future__ import annotations

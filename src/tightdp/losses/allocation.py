@@ -42,7 +42,7 @@ from typing import NamedTuple
 
 import numpy as np
 from scipy import fft as sfft
-from scipy.special import logsumexp, ndtr
+from scipy.special import ndtr
 
 from .._numerics import UNIT_ROUNDOFF
 from .discrete import DiscreteLoss
@@ -97,10 +97,11 @@ class AllocationLattice(NamedTuple):
         return self.fft_p + self.out_p
 
 
-def _phi_diff(z_lo: np.ndarray, z_hi: np.ndarray) -> np.ndarray:
-    """``Phi(z_hi) - Phi(z_lo)`` on the side where it is small (no cancellation in the upper
-    tail)."""
-    return np.where(z_lo > 0, ndtr(-z_lo) - ndtr(-z_hi), ndtr(z_hi) - ndtr(z_lo))
+def _phi_diffs(z: np.ndarray) -> np.ndarray:
+    """``Phi(z[i+1]) - Phi(z[i])`` for increasing ``z``, on the side where it is small (no
+    cancellation in the upper tail)."""
+    lower, upper = ndtr(z), ndtr(-z)
+    return np.where(z[:-1] > 0, upper[:-1] - upper[1:], lower[1:] - lower[:-1])
 
 
 def rounded_lognormal(mean_log: float, var_log: float, h: float, n_top: int) -> np.ndarray:
@@ -113,8 +114,8 @@ def rounded_lognormal(mean_log: float, var_log: float, h: float, n_top: int) -> 
     edges = h * np.arange(n_top + 1, dtype=float)
     with np.errstate(divide="ignore"):
         z = (np.log(edges) - mean_log) / s
-    a = _phi_diff(z[:-1], z[1:])
-    mom = math.exp(mean_log + var_log / 2.0) / h * _phi_diff(z[:-1] - s, z[1:] - s)
+    a = _phi_diffs(z)
+    mom = math.exp(mean_log + var_log / 2.0) / h * _phi_diffs(z - s)
     b = np.clip(mom - np.arange(n_top, dtype=float) * a, 0.0, a)  # float guard: B in [0, A]
     pmf = np.zeros(n_top + 1)
     pmf[:-1] += a - b
@@ -122,10 +123,27 @@ def rounded_lognormal(mean_log: float, var_log: float, h: float, n_top: int) -> 
     return pmf
 
 
-def _log_mgf_bounds(pmf: np.ndarray, thetas: np.ndarray) -> np.ndarray:
-    """Upper bounds on ``log sum_n pmf(n) e^{theta n}`` for each theta: exact on the first
-    :data:`_EXACT` atoms (a sum of many variables multiplies any slack by their count),
-    beyond them blocks of atoms each placed at its block's end in the direction of theta."""
+class _MgfTable(NamedTuple):
+    """Log-MGF upper bounds of the prefixes of a pmf (:func:`_mgf_table`)."""
+
+    starts: np.ndarray
+    prefix: np.ndarray
+
+    def bounds(self, cut: int | None = None) -> np.ndarray:
+        """Upper bounds on ``log sum_{n < cut} pmf(n) e^{theta n}`` (all atoms when None):
+        the prefix through the block holding ``cut - 1`` (a block past ``cut`` only adds
+        mass: still a bound)."""
+        if cut is None:
+            return self.prefix[:, -1]
+        j = max(int(np.searchsorted(self.starts, cut, side="left")) - 1, 0)
+        return self.prefix[:, j]
+
+
+def _mgf_table(pmf: np.ndarray, thetas: np.ndarray) -> _MgfTable:
+    """Upper bounds on ``log sum_n pmf(n) e^{theta n}`` for each theta and every prefix of
+    blocks: exact on the first :data:`_EXACT` atoms (a sum of many variables multiplies any
+    slack by their count), beyond them blocks of atoms each placed at its block's end in
+    the direction of theta."""
     head = pmf[:_EXACT]
     tail = pmf[_EXACT:]
     bs = max(1, -(-tail.size // 4096))
@@ -139,7 +157,8 @@ def _log_mgf_bounds(pmf: np.ndarray, thetas: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore"):
         lm = np.log(mass)
     pos = starts[None, :] + np.where(thetas > 0, 1.0, 0.0)[:, None] * width[None, :]
-    return logsumexp(lm[None, :] + thetas[:, None] * pos, axis=1)
+    return _MgfTable(starts, np.logaddexp.accumulate(lm[None, :] + thetas[:, None] * pos,
+                                                     axis=1))
 
 
 def _chernoff(tables, thetas: np.ndarray, x: float, right: bool) -> float:
@@ -149,6 +168,21 @@ def _chernoff(tables, thetas: np.ndarray, x: float, right: bool) -> float:
     sel = thetas > 0 if right else thetas < 0
     tot = sum(k * lam[sel] for lam, k in tables if k)
     return float(np.min(tot - thetas[sel] * x))
+
+
+def _power(f: np.ndarray, k: int) -> np.ndarray:
+    """``f ** k`` by repeated squaring: at most ``2 log2 k`` products, each a relative error
+    of at most ``4u`` (the per-product error :func:`_fft_error` charges ``k`` times: an
+    addition chain's errors compound to at most ``(1 + 4u)^(k-1)``)."""
+    out = None
+    base = f
+    while k:
+        if k & 1:
+            out = base if out is None else out * base
+        k >>= 1
+        if k:
+            base = base * base
+    return np.ones_like(f) if out is None else out
 
 
 def _fft_error(specs, n: int, u: float) -> tuple[float, float]:
@@ -216,7 +250,8 @@ def allocation_lattice(sigma: float, steps: int, selected: int, rtol: float, *,
     pq = rounded_lognormal(-a, 2.0 * a, h, n_top)
     pp = rounded_lognormal(a, 2.0 * a, h, n_top) if with_p else None
     thetas = _THETAS
-    lam_q = _log_mgf_bounds(pq, thetas)
+    tab_q = _mgf_table(pq, thetas)
+    lam_q = tab_q.bounds()
     # window: from the largest index below which the Q-law holds less than 1e-30
     # (Chernoff), to the top index
     lo_idx, hi_idx = 0, max(int(t / h), 1)
@@ -228,49 +263,52 @@ def allocation_lattice(sigma: float, steps: int, selected: int, rtol: float, *,
     lo = lo_idx
     n = int(sfft.next_fast_len(max(n_top - lo + 1, 2), real=True))
     fq = sfft.rfft(_fold(pq, n).astype(np.longdouble))
-    q = np.roll(sfft.irfft(fq ** t, n=n).astype(float), -(lo % n))
+    fq_t = _power(fq, t)
+    q = np.roll(sfft.irfft(fq_t, n=n).astype(float), -(lo % n))
     fft_q, l2_q = _fft_error([(fq, t, float(pq.sum()))], n, _U_LONG)
     # the coordinates' mass above the top (dropped by rounded_lognormal), with a margin
     # for the error of ndtr
     z_top = math.log(n_top * h) / math.sqrt(2.0 * a)
     drop_q, drop_p = (float(ndtr(-(z_top + sh))) * (1.0 + 1e-9) for sh in
                       (math.sqrt(a / 2.0), -math.sqrt(a / 2.0)))
-    out_q = _outside([(pq, t)], lo, lo + n) + t * drop_q
+    out_q = _outside([(pq, tab_q, t)], lo, lo + n) + t * drop_q
     p = None
     fft_p = l2_p = out_p = math.inf
     if pp is not None:
         fp = sfft.rfft(_fold(pp, n).astype(np.longdouble))
-        p = np.roll(sfft.irfft(fq ** (t - k) * fp ** k, n=n).astype(float), -(lo % n))
+        p = np.roll(sfft.irfft(_power(fq, t - k) * _power(fp, k), n=n).astype(float),
+                    -(lo % n))
         fft_p, l2_p = _fft_error([(fq, t - k, float(pq.sum())), (fp, k, float(pp.sum()))],
                                  n, _U_LONG)
-        out_p = _outside([(pq, t - k), (pp, k)], lo, lo + n) + (t - k) * drop_q + k * drop_p
+        out_p = _outside([(pq, tab_q, t - k), (pp, _mgf_table(pp, thetas), k)], lo, lo + n) \
+            + (t - k) * drop_q + k * drop_p
     return AllocationLattice(h, lo, q, p, fft_q, fft_p, l2_q, l2_p, out_q, out_p)
 
 
 def _l1(pointwise: float, l2: float, weights: np.ndarray) -> float:
     """Bound on ``sum_j |e_j| weights_j`` for an error vector ``e`` bounded by ``pointwise``
     at every point and by ``l2`` in Euclidean norm (Cauchy-Schwarz), ``weights >= 0``."""
-    return min(pointwise * math.fsum(weights), l2 * float(np.sqrt(weights @ weights))) \
-        * (1.0 + 1e-12)
+    l2_part = l2 * math.sqrt(float((weights * weights).sum()))
+    return min(pointwise * float(weights.sum()), l2_part) * (1.0 + 1e-12)
 
 
 def _outside(pmfs, lo: int, end: int) -> float:
     """Bound on the mass of the sum of independent lattice variables (``pmfs`` = [(pmf,
-    count)]) outside ``lo .. end - 1``: what the circular convolution folds onto the
-    window's points. Left: Chernoff, ``min_{theta<0} sum_i k_i Lambda_i(theta) - theta x``.
-    Right: a union bound on one variable reaching ``c`` plus Chernoff for the sum of the
-    variables cut at ``c`` (the lognormal's MGF is dominated by its far tail), at the best
-    of a few cuts ``c``."""
+    its :func:`_mgf_table`, count)]) outside ``lo .. end - 1``: what the circular
+    convolution folds onto the window's points. Left: Chernoff,
+    ``min_{theta<0} sum_i k_i Lambda_i(theta) - theta x``. Right: a union bound on one
+    variable reaching ``c`` plus Chernoff for the sum of the variables cut at ``c`` (the
+    lognormal's MGF is dominated by its far tail), at the best of a few cuts ``c``."""
     thetas = _THETAS
     left = -math.inf
     if lo > 0:
-        left = _chernoff([(_log_mgf_bounds(p, thetas), k) for p, k in pmfs], thetas,
-                         lo - 1, right=False)
+        left = _chernoff([(tab.bounds(), k) for _, tab, k in pmfs], thetas, lo - 1,
+                         right=False)
     right = math.inf
     for frac in (1.0, 0.5, 0.25, 0.125, 0.0625):
         c = max(int(end * frac), 1)
-        tail = sum(k * float(p[c:].sum()) for p, k in pmfs)
-        cut = [(_log_mgf_bounds(p[:c], thetas), k) for p, k in pmfs]
+        tail = sum(k * float(p[c:].sum()) for p, _, k in pmfs)
+        cut = [(tab.bounds(c), k) for _, tab, k in pmfs]
         right = min(right, tail + math.exp(min(_chernoff(cut, thetas, end, right=True), 0.0)))
     return math.exp(min(left, 0.0)) + right
 
@@ -287,18 +325,6 @@ def _fold(pmf: np.ndarray, n: int) -> np.ndarray:
 
 def upper_pair(lat: AllocationLattice, steps: int, *, pointwise: bool = False
                ) -> tuple[tuple[DiscreteLoss, DiscreteLoss], tuple[float, float]]:
-    """:func:`_upper_pair` with a slack, or without (``pointwise``, or where that costs
-    less: its extra mass at +-inf below the slack)."""
-    pair, slack = _upper_pair(lat, steps, pointwise=pointwise)
-    if pointwise:
-        return pair, slack
-    pw, _ = _upper_pair(lat, steps, pointwise=True)
-    extra = max(pw[0].inf_mass - pair[0].inf_mass, pw[0].neg_inf_mass - pair[0].neg_inf_mass)
-    return (pw, (0.0, 0.0)) if extra <= max(slack) else (pair, slack)
-
-
-def _upper_pair(lat: AllocationLattice, steps: int, *, pointwise: bool
-                ) -> tuple[tuple[DiscreteLoss, DiscreteLoss], tuple[float, float]]:
     """The dominating pair of the module docstring from the Q-law of the rounded sum, and
     how far the computed one may be from it.
 
@@ -322,32 +348,48 @@ def _upper_pair(lat: AllocationLattice, steps: int, *, pointwise: bool
     (the pair of ``RandomAllocation.privacy_losses()``; the tail points, where the law is
     below the bound, all go to the extreme spread: wider). Without it, that pair is
     returned all the same where its extra mass at +-inf is below the slack (a coarse
-    lattice, whose FFT error is large).
+    lattice, whose FFT error is large). Sums are numpy's (pairwise: relative error below
+    ``log2(n) u``), charged ``64 u`` on the masses at +-inf.
 
     Returns ``((remove, add), (eta_P, eta_Q))``. Remove: losses ``log(s/t)``, P ``nu s/t``
     + the rest at +inf, Q ``nu`` + the rest at -inf; add: the reversed pair."""
     t, u = float(steps), UNIT_ROUNDOFF
     s = lat.h * np.arange(lat.lo, lat.lo + lat.q.size, dtype=float)
-    # the values were rounded from long double to double: a relative u each
-    nu = np.maximum(lat.q * (1.0 - 2.0 * u) - lat.err_q if pointwise else lat.q, 0.0)
-    pos = (nu > 0) & (s > 0)
     w = s / t
-    # the FFT error and the folded mass, unweighted and weighted by s/t
-    b_q = _l1(lat.fft_q, lat.l2_q, np.ones_like(w)) + 2.0 * u + lat.out_q
-    b_s = _l1(lat.fft_q, lat.l2_q, w) + 2.0 * u * math.fsum(nu * w) + lat.out_q * float(w[-1])
-    nu, w = nu[pos], w[pos]
-    scale = max(math.fsum(nu), math.fsum(nu * w), 1.0)
-    nu = nu / scale
-    # the atoms and the extreme spread each move by the error, a scaling by the larger
-    b = max(b_s, b_q) if scale > 1.0 else 0.0
-    slack = (0.0, 0.0) if pointwise else (2.0 * (b_s + b) + 8.0 * u, 2.0 * (b_q + b) + 8.0 * u)
-    r = max(1.0 - math.fsum(nu), 0.0) + 8.0 * u
-    m = max(1.0 - math.fsum(nu * w), 0.0) + 8.0 * u
+    # the values were rounded from long double to double: a relative u each
+    nu_pw = np.maximum(lat.q * (1.0 - 2.0 * u) - lat.err_q, 0.0)
+    out = _upper_masses(nu_pw, w, (0.0, 0.0))
+    if not pointwise:
+        nu = np.maximum(lat.q, 0.0)
+        # the FFT error and the folded mass, unweighted and weighted by s/t
+        b_q = _l1(lat.fft_q, lat.l2_q, np.ones_like(w)) + 2.0 * u + lat.out_q
+        b_s = _l1(lat.fft_q, lat.l2_q, w) + 2.0 * u * float((nu * w).sum()) * (1.0 + 1e-12) \
+            + lat.out_q * float(w[-1])
+        total, mean = float(nu.sum()), float((nu * w).sum())
+        # the atoms and the extreme spread each move by the error, a scaling by the larger
+        b = max(b_s, b_q) if max(total, mean) > 1.0 else 0.0
+        slack = (2.0 * (b_s + b) + 8.0 * u, 2.0 * (b_q + b) + 8.0 * u)
+        alt = _upper_masses(nu / max(total, mean, 1.0), w, slack)
+        # the slack-free pair where its extra mass at +-inf is below the slack
+        if max(out[2] - alt[2], out[3] - alt[3]) > max(slack):
+            out = alt
+    nu, w, m, r, slack = out
     y = np.log(w)
     pm = nu * w
     remove = DiscreteLoss(y, pm, nu, inf_mass=m, neg_inf_mass=r)
     add = DiscreteLoss(-y, nu, pm, inf_mass=r, neg_inf_mass=m)
     return (remove, add), slack
+
+
+def _upper_masses(nu: np.ndarray, w: np.ndarray, slack: tuple[float, float]):
+    """``(nu, w, m, r, slack)`` on the atoms with ``nu > 0`` and ``s > 0``: the P-mass ``m``
+    at +inf and the Q-mass ``r`` at -inf completing them (:func:`upper_pair`)."""
+    u = UNIT_ROUNDOFF
+    pos = (nu > 0) & (w > 0)
+    nu, w = nu[pos], w[pos]
+    r = max(1.0 - float(nu.sum()), 0.0) + 64.0 * u
+    m = max(1.0 - float((nu * w).sum()), 0.0) + 64.0 * u
+    return nu, w, m, r, slack
 
 
 def lower_pair(lat: AllocationLattice) -> tuple[tuple[DiscreteLoss, DiscreteLoss],
