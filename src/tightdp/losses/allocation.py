@@ -263,8 +263,10 @@ def allocation_lattice(sigma: float, steps: int, selected: int, rtol: float, *,
     lo = lo_idx
     n = int(sfft.next_fast_len(max(n_top - lo + 1, 2), real=True))
     fq = sfft.rfft(_fold(pq, n).astype(np.longdouble))
-    fq_t = _power(fq, t)
-    q = np.roll(sfft.irfft(fq_t, n=n).astype(float), -(lo % n))
+    # F_q^(t-k), shared by both laws (one addition chain each)
+    base = _power(fq, t - k) if pp is not None else None
+    q_spec = _power(fq, t) if base is None else base * _power(fq, k)
+    q = np.roll(sfft.irfft(q_spec, n=n).astype(float), -(lo % n))
     fft_q, l2_q = _fft_error([(fq, t, float(pq.sum()))], n, _U_LONG)
     # the coordinates' mass above the top (dropped by rounded_lognormal), with a margin
     # for the error of ndtr
@@ -276,8 +278,7 @@ def allocation_lattice(sigma: float, steps: int, selected: int, rtol: float, *,
     fft_p = l2_p = out_p = math.inf
     if pp is not None:
         fp = sfft.rfft(_fold(pp, n).astype(np.longdouble))
-        p = np.roll(sfft.irfft(_power(fq, t - k) * _power(fp, k), n=n).astype(float),
-                    -(lo % n))
+        p = np.roll(sfft.irfft(base * _power(fp, k), n=n).astype(float), -(lo % n))
         fft_p, l2_p = _fft_error([(fq, t - k, float(pq.sum())), (fp, k, float(pp.sum()))],
                                  n, _U_LONG)
         out_p = _outside([(pq, tab_q, t - k), (pp, _mgf_table(pp, thetas), k)], lo, lo + n) \

@@ -23,9 +23,9 @@ _RELATIONS = ("add_or_remove_one", "replace_special")
 
 
 @functools.lru_cache(maxsize=4)
-def _lattice(sigma: float, steps: int, selected: int, rtol: float):
+def _lattice(sigma: float, steps: int, selected: int, rtol: float, with_p: bool):
     """The lattice laws shared by the two sides of one allocation (computed once)."""
-    return allocation_lattice(sigma, steps, selected, rtol, with_p=True)
+    return allocation_lattice(sigma, steps, selected, rtol, with_p=with_p)
 
 
 class _AllocationSide(Mechanism):
@@ -37,9 +37,10 @@ class _AllocationSide(Mechanism):
 
     relations = _RELATIONS
 
-    def __init__(self, sigma: float, steps: int, selected: int, rtol: float, side: str):
+    def __init__(self, sigma: float, steps: int, selected: int, rtol: float, side: str, *,
+                 shared: bool = True):
         self.sigma, self.steps, self.selected = sigma, steps, selected
-        self.rtol, self.side = rtol, side
+        self.rtol, self.side, self.shared = rtol, side, shared
 
     @property
     def loss_scale(self) -> float:
@@ -48,7 +49,10 @@ class _AllocationSide(Mechanism):
         return location_loss_scale("gaussian", math.sqrt(self.selected), self.sigma)
 
     def _build_losses(self) -> tuple[PrivacyLoss, PrivacyLoss]:
-        lat = _lattice(self.sigma, self.steps, self.selected, self.rtol)
+        # the P-law for the lower side, and for the upper one where a lower side of the
+        # same lattice shares it (selected = 1)
+        lat = _lattice(self.sigma, self.steps, self.selected, self.rtol,
+                       self.side != "upper" or self.shared)
         if self.side == "lower":
             losses, self._slack = lower_pair(lat)
         else:
@@ -118,8 +122,9 @@ class RandomAllocation(Mechanism):
         if t == k:   # every example in every step: the Gaussian of sensitivity sqrt(k)
             g = Gaussian(s, math.sqrt(k))
             return Bracket(g, g, "")
-        lower = _AllocationSide(s, t, k, rtol, "lower")
-        upper = _AllocationSide(s, t // k, 1, rtol, "upper")
+        # with a gap (k > 1) the lower side need not resolve beyond it: a coarser lattice
+        lower = _AllocationSide(s, t, k, rtol if k == 1 else 4.0 * rtol, "lower")
+        upper = _AllocationSide(s, t // k, 1, rtol, "upper", shared=k == 1)
         if k == 1:
             return Bracket(upper, lower, "", lower_slack=lower.tv_slack,
                            upper_slack=upper.tv_slack)
