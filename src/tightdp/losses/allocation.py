@@ -28,11 +28,14 @@ by one FFT. Two pairs follow (:func:`allocation_pairs`):
   subtract.
 
 The FFT's rounding error is bounded per output value as the engine bounds its own
-(Koskela et al. 2020, Alg. 1; the bound of :mod:`tightdp.pld.transform`), and the mass the
-circular convolution folds into the window by a Chernoff bound; both are taken off the
-upper side's masses before the rest is sent to the atoms at +-inf (a measure below the
-exact law, completed by the extreme spread of the remainder: still above it in convex
-order).
+(Koskela et al. 2020, Alg. 1; the bound of :mod:`tightdp.pld.transform`) and in Euclidean
+norm (Parseval), and the mass the circular convolution folds into the window by a Chernoff
+bound. Per point they exceed the far tail's masses, so rather than taking them off every
+point both pairs are built from the computed laws as they are and carry their total
+(L1) effect as a slack on delta (:func:`upper_pair`, :func:`lower_pair`), which the answers
+add (upper) and subtract (lower). The pair without slack of :func:`upper_pair`
+(``pointwise``) takes them off every point instead (a measure below the exact law,
+completed by the extreme spread of the remainder: still above it in convex order).
 """
 
 from __future__ import annotations

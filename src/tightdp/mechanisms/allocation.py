@@ -93,9 +93,12 @@ class RandomAllocation(Mechanism):
     converge to the exact curve. For ``selected > 1`` the upper side is the
     ``selected``-fold composition of one of ``floor(steps / selected)`` (Feldman & Shenfeld
     2025, Thm. 4.3 / Cor. 4.4), the lower side the exact mechanism post-processed, and the
-    bracket's ``gap`` says the two need not meet. ``privacy_losses()`` is the upper side's
-    pair for ``selected = 1``, and the Gaussian pair of sensitivity ``sqrt(selected) c``
-    (the worst subset, which dominates the mixture by joint convexity) for ``selected > 1``.
+    bracket's ``gap`` says the two need not meet. Both sides carry their numerical error
+    as a slack on delta (``Bracket.upper_slack`` / ``lower_slack``). ``privacy_losses()``
+    is, for ``selected = 1``, the upper side's pair with the error taken off every point
+    instead (dominating as it is, wider), and for ``selected > 1`` the Gaussian pair of
+    sensitivity ``sqrt(selected) c`` (the worst subset, which dominates the mixture by
+    joint convexity).
     """
 
     relations = _RELATIONS
