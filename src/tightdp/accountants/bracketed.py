@@ -45,8 +45,10 @@ def tv_slack(slacks: Slacks, epsilon):
     term bounds their larger sum). 0 without slacks."""
     if not slacks:
         return 0.0
+    # the other factors' masses may exceed 1 by their rounding (64u each, at most)
+    margin = math.exp(128.0 * float(np.finfo(float).eps) * sum(k for k, _ in slacks))
     out = sum(k * np.asarray(f(np.asarray(epsilon, dtype=float)), dtype=float)
-              for k, f in slacks) * (1.0 + 4.0 * np.finfo(float).eps)
+              for k, f in slacks) * margin
     out = np.asarray(out, dtype=float)
     return float(out) if out.ndim == 0 else out
 
