@@ -58,8 +58,8 @@ def upper_with_slack(query: Callable[[float], EpsilonResult], slacks: Slacks,
     """The upper side's answer at ``delta`` for sides with a slack, and the slack used:
     asked first at ``delta`` (epsilon ``e1``), then at ``delta - s`` with ``s`` the slack at
     ``2 e1 + 1``; its upper bound ``e2`` is certified when ``e2 <= 2 e1 + 1`` (the slack at
-    ``e2`` is then at most ``s``). One line naming delta where that fails or ``s`` reaches
-    ``delta``."""
+    ``e2`` is then at most ``s``), one line naming delta where not. Where ``s`` reaches
+    ``delta`` the upper bound is inf (said in the note)."""
     first = query(delta)
     if not slacks or first.upper is None or not math.isfinite(float(first.upper)):
         return first, 0.0
@@ -67,9 +67,13 @@ def upper_with_slack(query: Callable[[float], EpsilonResult], slacks: Slacks,
     s = float(tv_slack(slacks, cap))
     if s == 0.0:
         return first, 0.0
-    if not delta - s >= DELTA_MIN:
-        raise ValueError(f"delta must be above {s:.3g} for this composition (the numerical "
-                         f"slack of its bracketed mechanisms' upper side), got {delta!r}")
+    if not delta - s >= DELTA_MIN:   # no finite epsilon is certified: inf (an upper bound)
+        out = copy.copy(first)
+        out.epsilon = out.upper = math.inf
+        note = (f"delta is below the numerical slack {s:.3g} of the bracketed mechanisms' "
+                f"upper side: no finite upper bound")
+        out.note = f"{out.note}; {note}" if out.note else note
+        return out, s
     second = copy.copy(query(delta - s))
     if second.upper is not None and not float(second.upper) <= cap:
         raise ValueError(f"delta={delta!r} is too close to the numerical slack {s:.3g} of "

@@ -230,15 +230,20 @@ def _plan(sigma: float, steps: int, rtol: float) -> tuple[float, int]:
     """Lattice step ``h`` and top index: the rounding adds variance at most ``t h^2 / 4`` to
     ``S`` against ``Var S = t (e^{2a} - 1)``, a relative change of the curve of order
     ``h^2 / (8 Var w)``, kept below ``rtol / 4``; the top covers the body of ``S``
-    (``t + 40 sd``) and a shifted coordinate's tail to P-mass :data:`_TAIL`; ``h`` grows
-    where that exceeds :data:`MAX_LATTICE` points."""
+    (``t + 40 sd``) and a shifted coordinate's tail to P-mass :data:`_TAIL`
+    (``z = 8.3`` standard deviations). Where that exceeds :data:`MAX_LATTICE` points the
+    tail is covered less far (to ``z = 6.2``, P-mass 3e-10 beyond: sent to +inf by the
+    upper side) before ``h`` grows past 16 times its target: the rounding's error grows
+    as ``h^2``, the tail's only as its mass."""
     a = 1.0 / (2.0 * sigma * sigma)
     var_w = math.expm1(min(2.0 * a, 700.0))
-    h = math.sqrt(rtol * min(var_w, 1e300))
-    z = 8.3  # Phi(-8.3) < 1e-16
-    w_tail = math.exp(min(a + z * math.sqrt(2.0 * a), 700.0))
-    top = steps + 40.0 * math.sqrt(steps * min(var_w, 1e300)) + w_tail
-    h = max(h, top / (MAX_LATTICE - 1))
+    h0 = math.sqrt(rtol * min(var_w, 1e300))
+    body = steps + 40.0 * math.sqrt(steps * min(var_w, 1e300))
+    for z in (8.3, 7.5, 7.0, 6.6, 6.2):  # Phi(-8.3) < 1e-16
+        top = body + math.exp(min(a + z * math.sqrt(2.0 * a), 700.0))
+        h = max(h0, top / (MAX_LATTICE - 1))
+        if h <= 16.0 * h0:
+            break
     return h, int(math.ceil(top / h))
 
 
