@@ -55,13 +55,22 @@ def tv_slack(slacks: Slacks, epsilon):
 
 def upper_with_slack(query: Callable[[float], EpsilonResult], slacks: Slacks,
                      delta: float) -> tuple[EpsilonResult, float]:
-    """The upper side's answer at ``delta`` for sides with a slack, and the slack used:
+    """The upper side's answer at ``delta`` for sides with a slack, and the slack used: a
+    slack the same at every epsilon is taken off ``delta`` at once; else the side is
     asked first at ``delta`` (epsilon ``e1``), then at ``delta - s`` with ``s`` the slack at
     ``2 e1 + 1``; its upper bound ``e2`` is certified when ``e2 <= 2 e1 + 1`` (the slack at
     ``e2`` is then at most ``s``), one line naming delta where not. Where ``s`` reaches
     ``delta`` the upper bound is inf (said in the note)."""
+    if not slacks:
+        return query(delta), 0.0
+    flat = float(tv_slack(slacks, 0.0))
+    if flat == float(tv_slack(slacks, 700.0)) and delta - flat >= DELTA_MIN:
+        # a slack that does not grow with epsilon: one query
+        out = copy.copy(query(delta - flat))
+        out.delta = delta
+        return out, flat
     first = query(delta)
-    if not slacks or first.upper is None or not math.isfinite(float(first.upper)):
+    if first.upper is None or not math.isfinite(float(first.upper)):
         return first, 0.0
     cap = 2.0 * float(first.upper) + 1.0
     s = float(tv_slack(slacks, cap))
