@@ -11,7 +11,7 @@ from scipy.stats import norm
 
 from tightdp import Gaussian, GDPAccountant, Laplace, PLDAccountant, PRVAccountant
 from tightdp.mechanisms import Mechanism
-from tightdp.mechanisms.base import Bracket
+from tightdp.mechanisms.base import Bracket, tv_lipschitz
 
 
 class _Between(Mechanism):
@@ -77,3 +77,68 @@ def test_a_lower_side_the_method_cannot_answer_gives_no_lower_bound():
     r, d = acc.epsilon(1e-5), acc.delta(1.0)
     assert r.lower is None and d.lower is None
     assert r.upper == pytest.approx(_gdp_eps(2.0, 1e-5), rel=1e-6)
+
+
+class _NearlyBelow(_Between):
+    """A stand-in whose lower pair is a post-processing only up to a total-variation slack
+    (eta_P, eta_Q) per application, and whose upper pair dominates only up to a constant
+    slack ``up`` on delta per application."""
+
+    def __init__(self, sigma: float, eta: tuple[float, float], up: float = 0.0):
+        super().__init__(sigma, sigma)
+        self.eta, self.up = eta, up
+
+    def bracket(self, rtol: float) -> Bracket:
+        return Bracket(Gaussian(self.sigma_lo), Gaussian(self.sigma_hi), "",
+                       lower_slack=lambda e: tv_lipschitz(*self.eta, e),
+                       upper_slack=(lambda e: np.full(np.shape(e), self.up)) if self.up
+                       else None)
+
+
+def test_a_lower_slack_is_subtracted_from_the_lower_side():
+    """delta lower = exact (closed form) - E max(eta_P + e^eps eta_Q, eta_Q + e^eps eta_P);
+    epsilon lower = the exact epsilon at delta + that slack at the upper epsilon."""
+    eta, count, sigma = (1e-5, 3e-5), 10, 2.0
+    mu = math.sqrt(count) / sigma
+    acc = PLDAccountant().compose(_NearlyBelow(sigma, eta), count)
+    eps = np.array([0.5, 1.0])
+    d = acc.delta(eps)
+    exact = norm.cdf(-eps / mu + mu / 2) - np.exp(eps) * norm.cdf(-eps / mu - mu / 2)
+    slack = count * np.maximum(eta[0] + np.exp(eps) * eta[1], eta[1] + np.exp(eps) * eta[0])
+    assert np.all(d.upper >= exact) and np.allclose(d.upper, exact, rtol=2e-3)
+    assert np.all(d.lower <= exact - slack)
+    assert np.allclose(d.lower, exact - slack, rtol=2e-3)
+    assert np.allclose(d.details["lower_slack"], slack, rtol=1e-12)
+    r = acc.epsilon(1e-5)
+    s = count * max(eta[0] + math.exp(r.upper) * eta[1], eta[1] + math.exp(r.upper) * eta[0])
+    assert r.details["lower_slack"] == pytest.approx(s, rel=1e-12)
+    assert r.lower <= _gdp_eps(mu, 1e-5 + s) < _gdp_eps(mu, 1e-5) <= r.upper
+    assert r.lower == pytest.approx(_gdp_eps(mu, 1e-5 + s), rel=2e-3)
+    assert r.lower < _gdp_eps(mu, 1e-5) * (1 - 1e-2)   # the slack is visible
+
+
+def test_a_slack_beyond_delta_leaves_no_lower_bound():
+    acc = PLDAccountant().compose(_NearlyBelow(1.0, (0.3, 0.3)), 4)
+    r = acc.epsilon(1e-5)
+    assert r.lower is None and r.upper == pytest.approx(_gdp_eps(2.0, 1e-5), rel=2e-3)
+    assert acc.delta(1.0).lower == 0.0
+
+
+def test_an_upper_slack_is_added_to_the_upper_side():
+    """delta upper = exact + E up; epsilon upper = the exact epsilon at delta - E up."""
+    up, count, sigma = 2e-7, 10, 2.0
+    mu = math.sqrt(count) / sigma
+    acc = PLDAccountant().compose(_NearlyBelow(sigma, (0.0, 0.0), up), count)
+    eps = np.array([0.5, 1.0])
+    d = acc.delta(eps)
+    exact = norm.cdf(-eps / mu + mu / 2) - np.exp(eps) * norm.cdf(-eps / mu - mu / 2)
+    assert np.all(d.upper >= exact + count * up) and np.all(d.delta == d.upper)
+    assert np.allclose(d.upper, exact + count * up, rtol=2e-3)
+    r = acc.epsilon(1e-5)
+    target = _gdp_eps(mu, 1e-5 - count * up)
+    assert r.delta == 1e-5 and r.details["upper_slack"] == pytest.approx(count * up)
+    assert r.lower <= _gdp_eps(mu, 1e-5) < target <= r.upper
+    assert r.upper == pytest.approx(target, rel=2e-3)
+    below = acc.epsilon(count * up / 2)   # no finite epsilon certified there
+    assert below.upper == below.epsilon == math.inf and "numerical slack" in below.note
+    assert below.lower == pytest.approx(_gdp_eps(mu, count * up / 2), rel=2e-3)

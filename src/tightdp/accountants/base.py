@@ -15,7 +15,7 @@ from .._defaults import DEFAULT_RTOL, DELTA_MIN
 from ..budget import Budget
 from ..mechanisms.base import Mechanism
 from ..results import DeltaResult, EpsilonResult
-from .bracketed import joined_delta, joined_epsilon
+from .bracketed import Slacks, joined_delta, joined_epsilon, tv_slack, upper_with_slack
 from .limits import LOSS_SCALE_MAX, far_delta, far_epsilon, out_of_reach
 
 __all__ = ["Accountant", "Queries", "Direction"]
@@ -228,28 +228,39 @@ class Accountant(Queries):
             f"in an accountant built with neighboring={rels[0]!r} (a composition holds one "
             "relation)")
 
-    def _bracket_sides(self) -> tuple[Accountant, Accountant, str] | None:
+    def _bracket_sides(self) -> tuple[Accountant, Accountant, str,
+                                      tuple[Slacks, Slacks]] | None:
         """When the composition holds a mechanism known by a bracket
         (:meth:`Mechanism.bracket`): a copy of this accountant (settings, budget, relation;
         a cache of its own) composing every such mechanism's ``upper`` mechanism, one
-        composing the ``lower`` ones, and the gaps' notes (:mod:`.bracketed`). None
-        otherwise. The mechanisms resolve to a quarter of the accountant's ``rtol``."""
+        composing the ``lower`` ones, the gaps' notes and the (upper, lower) sides' slacks
+        with their counts (:mod:`.bracketed`). None otherwise. The mechanisms resolve to a
+        quarter of the accountant's ``rtol``; where every bracket converges (no gap) each
+        side runs at half of it, so that the joined bracket (lower side's lower bound to
+        upper side's upper bound) stays within ``rtol``."""
         if "bracket sides" not in self._cache:
             rtol = float(getattr(self, "rtol", DEFAULT_RTOL)) / 4.0
             found = [(m, k, m.bracket(rtol)) for m, k in self.terms]
             out = None
             if any(b is not None for _, _, b in found):
                 accs = []
+                tight = all(b is None or not b.gap for _, _, b in found)
                 for side in (0, 1):
                     acc = copy.copy(self)
                     acc._terms, acc._cache = {}, {}
+                    if tight and hasattr(acc, "rtol"):
+                        acc.rtol = 2.0 * rtol
                     for m, k, b in found:
                         mm = m if b is None else (b.upper, b.lower)[side]
                         kk = k * (b.upper_count if b is not None and side == 0 else 1)
                         acc._terms[mm] = acc._terms.get(mm, 0) + kk
                     accs.append(acc)
                 gaps = "; ".join(dict.fromkeys(b.gap for _, _, b in found if b and b.gap))
-                out = (accs[0], accs[1], gaps)
+                slacks = ([(k * b.upper_count, b.upper_slack) for _, k, b in found
+                           if b is not None and b.upper_slack is not None],
+                          [(k, b.lower_slack) for _, k, b in found
+                           if b is not None and b.lower_slack is not None])
+                out = (accs[0], accs[1], gaps, slacks)
             self._cache["bracket sides"] = out
         return self._cache["bracket sides"]
 
@@ -260,13 +271,23 @@ class Accountant(Queries):
         joined (:mod:`.bracketed`)."""
         sides = self._bracket_sides()
         if sides is not None:
-            up, lo, gap = sides
-            try:   # None where this method cannot answer the lower mechanisms
-                low: EpsilonResult | None = (lo._epsilon_query(delta) if lo.supports_all()
-                                             else None)
-            except ValueError:
-                low = None
-            return joined_epsilon(up._epsilon_query(delta), low, gap, self.name)
+            up, lo, gap, (up_slacks, slacks) = sides
+            high, high_slack = upper_with_slack(up._epsilon_query, up_slacks, delta)
+            low: EpsilonResult | None = None
+            slack = 0.0
+            # None where this method cannot answer the lower mechanisms; else asked at delta
+            # plus its slack at an epsilon above the answer (the slack grows with epsilon)
+            if lo.supports_all():
+                try:
+                    low = lo._epsilon_query(delta)
+                    caps = [x for x in (low.upper, high.upper) if x is not None]
+                    slack = tv_slack(slacks, min(caps, default=math.inf))
+                    if slack:
+                        low = (lo._epsilon_query(delta + slack) if delta + slack < 1.0
+                               else None)
+                except ValueError:
+                    low = None
+            return joined_epsilon(high, low, gap, self.name, (high_slack, slack))
         why = out_of_reach(self.terms)
         if why is None:
             return self._epsilon_of(delta)
@@ -277,13 +298,17 @@ class Accountant(Queries):
         sides' answers joined with bracketed mechanisms)."""
         sides = self._bracket_sides()
         if sides is not None:
-            up, lo, gap = sides
-            try:
-                low: DeltaResult | None = (lo._delta_query(epsilon) if lo.supports_all()
-                                           else None)
-            except ValueError:
-                low = None
-            return joined_delta(up._delta_query(epsilon), low, gap, self.name)
+            up, lo, gap, (up_slacks, slacks) = sides
+            low: DeltaResult | None = None
+            slack = 0.0
+            if lo.supports_all():
+                try:
+                    low = lo._delta_query(epsilon)
+                    slack = tv_slack(slacks, epsilon)
+                except ValueError:
+                    low = None
+            return joined_delta(up._delta_query(epsilon), low, gap, self.name,
+                                (tv_slack(up_slacks, epsilon), slack))
         why = out_of_reach(self.terms)
         if why is None:
             return self._delta_of(epsilon)

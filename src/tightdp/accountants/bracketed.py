@@ -9,43 +9,136 @@ post-processing of the real mechanism on one pair of neighbouring datasets: the 
 lower bound comes from there). Composition keeps both orders (domination is preserved under
 composition, Dong, Roth & Su 2022, Lemma C.3 / Blackwell), so the bracket of the composition
 is [lower bound of the lower composition, upper bound of the upper one].
+
+A side computed numerically may be dominating (dominated) only up to a bounded
+total-variation distance (``Bracket.upper_slack`` / ``lower_slack``); its delta then moves
+by at most :func:`tv_slack`, which the upper bound adds and the lower bound subtracts. An
+epsilon query asks the lower side at ``delta`` plus its slack at an upper bound of the
+answer (the lower side's own at ``delta``, or the upper side's), and the upper side at
+``delta`` less its slack at a larger epsilon than it then answers (the slack grows with
+epsilon: both conservative).
 """
 
 from __future__ import annotations
 
+import copy
+import math
+from collections.abc import Callable
+
 import numpy as np
 
+from .._defaults import DELTA_MIN
 from ..results import DeltaResult, EpsilonResult, check_bracket
 
-__all__ = ["joined_epsilon", "joined_delta"]
+__all__ = ["joined_epsilon", "joined_delta", "tv_slack", "upper_with_slack"]
+
+#: the bracketed terms with a slack: (applications, the slack per application as a function
+#: of epsilon: ``Bracket.upper_slack`` / ``lower_slack``)
+Slacks = list[tuple[int, Callable]]
+
+
+def tv_slack(slacks: Slacks, epsilon):
+    """How much a composition's delta(epsilon) may differ from that of the pairs its sides
+    stand for: the sum over terms of count times the term's slack per application (each
+    a bound whatever the other factors are: replacing the factors one at a time, each
+    step moves delta by at most that factor's slack; the larger over both directions per
+    term bounds their larger sum). 0 without slacks."""
+    if not slacks:
+        return 0.0
+    # the other factors' masses may exceed 1 by their rounding (64u each, at most)
+    margin = math.exp(128.0 * float(np.finfo(float).eps) * sum(k for k, _ in slacks))
+    out = sum(k * np.asarray(f(np.asarray(epsilon, dtype=float)), dtype=float)
+              for k, f in slacks) * margin
+    out = np.asarray(out, dtype=float)
+    return float(out) if out.ndim == 0 else out
+
+
+def upper_with_slack(query: Callable[[float], EpsilonResult], slacks: Slacks,
+                     delta: float) -> tuple[EpsilonResult, float]:
+    """The upper side's answer at ``delta`` for sides with a slack, and the slack used: a
+    slack the same at every epsilon is taken off ``delta`` at once; else the side is
+    asked first at ``delta`` (epsilon ``e1``), then at ``delta - s`` with ``s`` the slack at
+    ``2 e1 + 1``; its upper bound ``e2`` is certified when ``e2 <= 2 e1 + 1`` (the slack at
+    ``e2`` is then at most ``s``), one line naming delta where not. Where ``s`` reaches
+    ``delta`` the upper bound is inf (said in the note)."""
+    if not slacks:
+        return query(delta), 0.0
+    flat = float(tv_slack(slacks, 0.0))
+    if flat == float(tv_slack(slacks, 700.0)) and delta - flat >= DELTA_MIN:
+        # a slack that does not grow with epsilon: one query
+        out = copy.copy(query(delta - flat))
+        out.delta = delta
+        return out, flat
+    first = query(delta)
+    if first.upper is None or not math.isfinite(float(first.upper)):
+        return first, 0.0
+    cap = 2.0 * float(first.upper) + 1.0
+    s = float(tv_slack(slacks, cap))
+    if s == 0.0:
+        return first, 0.0
+    if not delta - s >= DELTA_MIN:   # no finite epsilon is certified: inf (an upper bound)
+        out = copy.copy(first)
+        out.epsilon = out.upper = math.inf
+        note = (f"delta is below the numerical slack {s:.3g} of the bracketed mechanisms' "
+                f"upper side: no finite upper bound")
+        out.note = f"{out.note}; {note}" if out.note else note
+        return out, s
+    second = copy.copy(query(delta - s))
+    if second.upper is not None and not float(second.upper) <= cap:
+        raise ValueError(f"delta={delta!r} is too close to the numerical slack {s:.3g} of "
+                         f"this composition's bracketed mechanisms; ask at a larger delta")
+    second.delta = delta
+    return second, s
 
 
 def _note(*parts: str) -> str:
     return "; ".join(dict.fromkeys(p for p in parts if p))
 
 
-def joined_epsilon(up: EpsilonResult, lo: EpsilonResult | None, gap: str, name: str
-                   ) -> EpsilonResult:
+def _slack_details(slack: tuple) -> dict:
+    names = ("upper_slack", "lower_slack")
+    return {n: s for n, s in zip(names, slack, strict=True) if not np.all(np.asarray(s) == 0)}
+
+
+def joined_epsilon(up: EpsilonResult, lo: EpsilonResult | None, gap: str, name: str,
+                   slack: tuple = (0.0, 0.0)) -> EpsilonResult:
     """The answer of a composition with bracketed mechanisms from the upper side's answer
     ``up`` and the lower side's ``lo`` (None where the accountant cannot answer the lower
-    mechanisms: no lower bound then, as for a method without one); see the module."""
+    mechanisms: no lower bound then, as for a method without one), asked at ``up.delta``
+    less and plus the (upper, lower) ``slack`` (:func:`upper_with_slack`); see the
+    module."""
     lower = None if lo is None else lo.lower
     if lower is not None and up.upper is not None:
         check_bracket(lower, up.upper, f"epsilon at delta={up.delta!r} (bracketed)", name)
     return EpsilonResult(up.epsilon, up.delta, lower, up.upper, up.accountant,
                          certified=up.certified, estimate=up.estimate,
                          note=_note(up.note, "" if lo is None else lo.note, gap),
-                         details={**up.details, "bracket_gap": gap or None})
+                         details={**up.details, "bracket_gap": gap or None,
+                                  **_slack_details(slack)})
 
 
-def joined_delta(up: DeltaResult, lo: DeltaResult | None, gap: str, name: str
-                 ) -> DeltaResult:
-    """:func:`joined_epsilon` for delta(epsilon)."""
+def joined_delta(up: DeltaResult, lo: DeltaResult | None, gap: str, name: str,
+                 slack: tuple = (0.0, 0.0)) -> DeltaResult:
+    """:func:`joined_epsilon` for delta(epsilon): the upper bound is the upper side's plus
+    the upper ``slack`` (at most 1), the lower bound the lower side's less the lower
+    ``slack`` (at least 0), each :func:`tv_slack` at the epsilons."""
     lower = None if lo is None else lo.lower
-    if lower is not None and up.upper is not None:
-        check_bracket(lower, up.upper, f"delta at epsilon={np.asarray(up.epsilon)!r} "
+    s_up, s_lo = slack
+    if lower is not None and not np.all(np.asarray(s_lo) == 0):
+        lower = _num(np.maximum(np.asarray(lower, dtype=float) - s_lo, 0.0))
+    upper, delta = up.upper, up.delta
+    if upper is not None and not np.all(np.asarray(s_up) == 0):
+        upper = _num(np.minimum(np.asarray(upper, dtype=float) + s_up, 1.0))
+        delta = upper if up.certified else delta
+    if lower is not None and upper is not None:
+        check_bracket(lower, upper, f"delta at epsilon={np.asarray(up.epsilon)!r} "
                       "(bracketed)", name)
-    return DeltaResult(up.delta, up.epsilon, lower, up.upper, up.accountant,
+    return DeltaResult(delta, up.epsilon, lower, upper, up.accountant,
                        certified=up.certified, estimate=up.estimate,
                        note=_note(up.note, "" if lo is None else lo.note, gap),
-                       details={**up.details, "bracket_gap": gap or None})
+                       details={**up.details, "bracket_gap": gap or None,
+                                **_slack_details(slack)})
+
+
+def _num(x: np.ndarray):
+    return float(x) if x.ndim == 0 else x

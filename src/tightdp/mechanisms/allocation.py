@@ -7,11 +7,13 @@ from __future__ import annotations
 import functools
 import math
 
+import numpy as np
+
 from .. import _validate as v
 from .._defaults import DEFAULT_RTOL
 from ..losses import PrivacyLoss
 from ..losses.allocation import allocation_lattice, lower_pair, upper_pair
-from .base import Bracket, Mechanism, location_loss_scale
+from .base import Bracket, Mechanism, location_loss_scale, tv_lipschitz
 from .basic import Gaussian
 from .fields import base_field, mechanism_to_dict
 
@@ -21,22 +23,24 @@ _RELATIONS = ("add_or_remove_one", "replace_special")
 
 
 @functools.lru_cache(maxsize=4)
-def _lattice(sigma: float, steps: int, selected: int, rtol: float):
+def _lattice(sigma: float, steps: int, selected: int, rtol: float, with_p: bool):
     """The lattice laws shared by the two sides of one allocation (computed once)."""
-    return allocation_lattice(sigma, steps, selected, rtol, with_p=True)
+    return allocation_lattice(sigma, steps, selected, rtol, with_p=with_p)
 
 
 class _AllocationSide(Mechanism):
     """One side of :meth:`RandomAllocation.bracket`: an ordinary mechanism whose pair is the
-    dominating (``side="upper"``, one of ``steps`` with ``selected = 1``) or the dominated
-    (``side="lower"``) pair of :mod:`tightdp.losses.allocation`, built on first use of its
+    dominating (``side="upper"``, one of ``steps`` with ``selected = 1``: up to the slack of
+    :meth:`tv_slack`; ``side="dominating"``: with none) or the dominated (``side="lower"``,
+    up to its slack) pair of :mod:`tightdp.losses.allocation`, built on first use of its
     losses. ``sigma`` is the noise over the sensitivity."""
 
     relations = _RELATIONS
 
-    def __init__(self, sigma: float, steps: int, selected: int, rtol: float, side: str):
+    def __init__(self, sigma: float, steps: int, selected: int, rtol: float, side: str, *,
+                 shared: bool = True):
         self.sigma, self.steps, self.selected = sigma, steps, selected
-        self.rtol, self.side = rtol, side
+        self.rtol, self.side, self.shared = rtol, side, shared
 
     @property
     def loss_scale(self) -> float:
@@ -45,8 +49,31 @@ class _AllocationSide(Mechanism):
         return location_loss_scale("gaussian", math.sqrt(self.selected), self.sigma)
 
     def _build_losses(self) -> tuple[PrivacyLoss, PrivacyLoss]:
-        lat = _lattice(self.sigma, self.steps, self.selected, self.rtol)
-        return upper_pair(lat, self.steps) if self.side == "upper" else lower_pair(lat)
+        # the P-law for the lower side, and for the upper one where a lower side of the
+        # same lattice shares it (selected = 1)
+        lat = _lattice(self.sigma, self.steps, self.selected, self.rtol,
+                       self.side != "upper" or self.shared)
+        if self.side == "lower":
+            losses, self._slack = lower_pair(lat)
+        else:
+            losses, self._slack = upper_pair(lat, self.steps,
+                                             pointwise=self.side == "dominating")
+        return losses
+
+    def tv_slack(self, epsilon):
+        """The slack of this side's computed pair per application (``Bracket.upper_slack``
+        / ``lower_slack``) from ``(eta_P, eta_Q)`` of :mod:`tightdp.losses.allocation`.
+        Lower: :func:`tv_lipschitz`. Upper: the pair is a law ``nu`` of ``s`` under Q with
+        P ``= nu s/t``, and the error ``e`` of ``nu`` moves the remove direction's delta of
+        any composition by at most ``sum |e| s/t`` (``eta_P``: its integrand is at most
+        ``s/t`` times the other factors' P-mass) and the add direction's by at most
+        ``sum |e|`` (``eta_Q``: its integrand is at most the other factors' mass), for every
+        epsilon: the larger of the two."""
+        self.privacy_losses()
+        eta_p, eta_q = self._slack
+        if self.side == "lower":
+            return tv_lipschitz(eta_p, eta_q, epsilon)
+        return np.full(np.shape(epsilon), max(eta_p, eta_q))
 
 
 class RandomAllocation(Mechanism):
@@ -66,9 +93,12 @@ class RandomAllocation(Mechanism):
     converge to the exact curve. For ``selected > 1`` the upper side is the
     ``selected``-fold composition of one of ``floor(steps / selected)`` (Feldman & Shenfeld
     2025, Thm. 4.3 / Cor. 4.4), the lower side the exact mechanism post-processed, and the
-    bracket's ``gap`` says the two need not meet. ``privacy_losses()`` is the upper side's
-    pair for ``selected = 1``, and the Gaussian pair of sensitivity ``sqrt(selected) c``
-    (the worst subset, which dominates the mixture by joint convexity) for ``selected > 1``.
+    bracket's ``gap`` says the two need not meet. Both sides carry their numerical error
+    as a slack on delta (``Bracket.upper_slack`` / ``lower_slack``). ``privacy_losses()``
+    is, for ``selected = 1``, the upper side's pair with the error taken off every point
+    instead (dominating as it is, wider), and for ``selected > 1`` the Gaussian pair of
+    sensitivity ``sqrt(selected) c`` (the worst subset, which dominates the mixture by
+    joint convexity).
     """
 
     relations = _RELATIONS
@@ -95,14 +125,17 @@ class RandomAllocation(Mechanism):
         if t == k:   # every example in every step: the Gaussian of sensitivity sqrt(k)
             g = Gaussian(s, math.sqrt(k))
             return Bracket(g, g, "")
-        lower = _AllocationSide(s, t, k, rtol, "lower")
+        # with a gap (k > 1) the lower side need not resolve beyond it: a coarser lattice
+        lower = _AllocationSide(s, t, k, rtol if k == 1 else 4.0 * rtol, "lower")
+        upper = _AllocationSide(s, t // k, 1, rtol, "upper", shared=k == 1)
         if k == 1:
-            return Bracket(_AllocationSide(s, t, 1, rtol, "upper"), lower, "")
+            return Bracket(upper, lower, "", lower_slack=lower.tv_slack,
+                           upper_slack=upper.tv_slack)
         gap = (f"the upper side is the {k}-fold composition of one of {t // k} steps (Feldman "
                f"& Shenfeld 2025), not tight; the lower side is the exact mechanism "
                f"post-processed")
-        return Bracket(_AllocationSide(s, t // k, 1, rtol, "upper"), lower, gap,
-                       upper_count=k)
+        return Bracket(upper, lower, gap, upper_count=k, lower_slack=lower.tv_slack,
+                       upper_slack=upper.tv_slack)
 
     @property
     def loss_scale(self) -> float:
@@ -112,8 +145,9 @@ class RandomAllocation(Mechanism):
                                    self.base.sigma)
 
     def _build_losses(self) -> tuple[PrivacyLoss, PrivacyLoss]:
-        if self.selected == 1:
-            return self.bracket(DEFAULT_RTOL / 4.0).upper.privacy_losses()
+        if self.selected == 1:   # a pair dominating as it is (no slack to carry)
+            return _AllocationSide(self._sigma, self.steps, 1, DEFAULT_RTOL / 4.0,
+                                   "dominating").privacy_losses()
         return Gaussian(self._sigma, math.sqrt(self.selected)).privacy_losses()
 
     def __repr__(self) -> str:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 
 from ..losses import PrivacyLoss
 
-__all__ = ["Bracket", "Mechanism", "location_loss_scale"]
+__all__ = ["Bracket", "Mechanism", "location_loss_scale", "tv_lipschitz"]
 
 
 def location_loss_scale(kernel: str, distance: float, scale: float) -> float:
@@ -23,6 +24,17 @@ def location_loss_scale(kernel: str, distance: float, scale: float) -> float:
     value overflows to ``inf`` (no exception, no warning) when the noise vanishes."""
     r = distance / scale
     return r * r / 2.0 + r if kernel == "gaussian" else r
+
+
+def tv_lipschitz(eta_p: float, eta_q: float, epsilon):
+    """The slack per application (``Bracket.lower_slack``) of a pair within total variation
+    ``eta_p`` (under P) and ``eta_q`` (under Q) of the pair it stands for: the hockey-stick
+    divergence ``sup_A P(A) - e^eps Q(A)`` is 1-Lipschitz in P's and ``e^eps``-Lipschitz in
+    Q's total variation, also inside a product (``TV(P x R, P' x R) = TV(P, P')``); the
+    larger over the two directions (P and Q swap roles)."""
+    with np.errstate(over="ignore"):
+        g = np.exp(np.asarray(epsilon, dtype=float))
+    return np.maximum(eta_p + g * eta_q, eta_q + g * eta_p)
 
 
 class Bracket(NamedTuple):
@@ -40,12 +52,23 @@ class Bracket(NamedTuple):
     number of applications of ``upper`` that dominate one of the real mechanism (a bound by
     composition, e.g. random allocation of ``k`` of ``t`` steps by ``k`` of one of
     ``t // k``).
+
+    ``lower_slack``: None when ``lower`` is exactly dominated; else a function of epsilon
+    (a number or an array) bounding how much one application of ``lower``'s computed pair
+    may raise delta(epsilon) of any composition above what a dominated pair gives (a
+    numerically computed post-processing; e.g. :func:`tv_lipschitz` of total-variation
+    bounds), called after ``lower``'s losses are built; the answers subtract it times the
+    count (:mod:`tightdp.accountants.bracketed`).
+    ``upper_slack``: the same for ``upper`` (per application of ``upper``) and a dominating
+    pair; the answers add it.
     """
 
     upper: Mechanism
     lower: Mechanism
     gap: str = ""
     upper_count: int = 1
+    lower_slack: Callable | None = None
+    upper_slack: Callable | None = None
 
 
 class Mechanism:
