@@ -43,6 +43,7 @@ from .._numerics import UNIT_ROUNDOFF
 from ..budget import BudgetExceeded
 from ..curves.saddle import rma_eps, saddle_point_eps
 from ..pld.compose import MAX_POINTS, ComposedPLD, compose, composed_inf_mass
+from ..pld.families import build_lowers
 from ..pld.mgf import LogMgf
 from ..pld.transform import UNIT_ROUNDOFF_EXTENDED
 from ..results import DeltaResult, EpsilonResult, check_bracket
@@ -153,7 +154,10 @@ class PLDAccountant(Accountant):
             self._cache[key] = [(up, lower, k) for (up, lower), (_, k) in zip(made, terms,
                                                                               strict=True)]
         pairs = self._cache[key]
-        return [(up if upper else lower(), k) for up, lower, k in pairs]
+        if upper:
+            return [(up, k) for up, _, k in pairs]
+        return list(zip(build_lowers([lower for _, lower, _ in pairs]),
+                        [k for _, _, k in pairs], strict=True))
 
     def _composed(self, d: float, direction: Direction, log_tail: float, window_tail: float,
                   *, upper: bool, lam: float = 0.0) -> ComposedPLD:

@@ -26,7 +26,7 @@ import numpy as np
 
 from .._numerics import BracketError, bisect, expand_bracket, log_sub_exp
 
-__all__ = ["PrivacyLoss", "bin_masses_from_logs", "log_bin_masses"]
+__all__ = ["PrivacyLoss", "bin_masses_from_logs", "delta_from_logs", "log_bin_masses"]
 
 _LOG_HALF = math.log(0.5)
 
@@ -123,7 +123,6 @@ class PrivacyLoss:
     def _log_diff(lc: np.ndarray, ls: np.ndarray) -> np.ndarray:
         return log_bin_masses(lc, ls)
 
-
     def delta(self, eps) -> np.ndarray:
         """Hockey-stick divergence of one application, ``P(Y > eps) - e^eps Q(Y > eps)``.
 
@@ -131,12 +130,7 @@ class PrivacyLoss:
         keep their relative accuracy.
         """
         eps = np.asarray(eps, dtype=float)
-        lp = self.logp_sf(eps)
-        lq = self.logq_sf(eps)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            r = np.where(np.isneginf(lp), -np.inf, eps + lq - lp)
-            val = np.exp(lp) * -np.expm1(np.minimum(r, 0.0))
-        return np.where(np.isneginf(lp), 0.0, np.maximum(val, 0.0))
+        return delta_from_logs(eps, self.logp_sf(eps), self.logq_sf(eps))
 
     def loss_quantile(self, log_mass: float, upper: bool) -> float:
         """A loss value ``y`` with ``P(Y > y) <= e^log_mass`` (upper) or
@@ -188,9 +182,13 @@ def log_bin_masses(lc: np.ndarray, ls: np.ndarray) -> np.ndarray:
     lo_c, hi_c = lc[:-1], lc[1:]
     lo_s, hi_s = ls[:-1], ls[1:]
     use_sf = lo_s < _LOG_HALF
+    use_cdf = ~use_sf
+    m = np.empty(use_sf.shape)
     with np.errstate(invalid="ignore"):
-        m = np.where(use_sf, log_sub_exp(lo_s, hi_s), log_sub_exp(hi_c, lo_c))
-    return np.where(np.isnan(m), -np.inf, m)
+        m[use_sf] = log_sub_exp(lo_s[use_sf], hi_s[use_sf])  # each bin's one difference
+        m[use_cdf] = log_sub_exp(hi_c[use_cdf], lo_c[use_cdf])
+    m[np.isnan(m)] = -np.inf
+    return m
 
 
 def bin_masses_from_logs(lpc: np.ndarray, lps: np.ndarray, lqc: np.ndarray,
@@ -201,3 +199,13 @@ def bin_masses_from_logs(lpc: np.ndarray, lps: np.ndarray, lqc: np.ndarray,
     points being ignored by the caller)."""
     return (np.maximum(np.exp(log_bin_masses(lpc, lps)), 0.0),
             np.maximum(np.exp(log_bin_masses(lqc, lqs)), 0.0))
+
+
+def delta_from_logs(eps: np.ndarray, lp: np.ndarray, lq: np.ndarray) -> np.ndarray:
+    """The hockey-stick divergence ``P(Y > eps) - e^eps Q(Y > eps)`` of :meth:`PrivacyLoss.delta`
+    from ``lp = log P(Y > eps)`` and ``lq = log Q(Y > eps)`` (Koskela et al. 2020, Lemma 5),
+    in log space."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        r = np.where(np.isneginf(lp), -np.inf, eps + lq - lp)
+        val = np.exp(lp) * -np.expm1(np.minimum(r, 0.0))
+    return np.where(np.isneginf(lp), 0.0, np.maximum(val, 0.0))

@@ -56,7 +56,7 @@ def _mixture_group(losses: list[LocationMixtureLoss], points: list[np.ndarray]) 
     """:func:`log_cdfs_many` of location mixtures of one kernel and shape."""
     ys = [np.atleast_1d(np.asarray(y, dtype=float)) for y in points]
     sizes = np.array([y.size for y in ys])
-    x = np.concatenate([loss.inverse(y) for loss, y in zip(losses, ys, strict=True)])
+    x = _inverses(losses, ys, sizes)
     s = np.repeat(np.array([loss.s for loss in losses]), sizes)
     a = _per_point([loss.a for loss in losses], sizes)
     b = _per_point([loss.b for loss in losses], sizes)
@@ -69,12 +69,14 @@ def _mixture_group(losses: list[LocationMixtureLoss], points: list[np.ndarray]) 
                                losses[0].kernel, same)
     lse_p = np.repeat([float(lse_last(lo.lpw)) for lo in losses], sizes)
     lse_q = np.repeat([float(lse_last(lo.lqw)) for lo in losses], sizes)
-    lo_inf, hi_inf = np.isneginf(x), np.isposinf(x)
     # the whole mass or none where x*(y) is infinite (LocationMixtureLoss._tail)
-    pc = np.where(lo_inf, -np.inf, np.where(hi_inf, lse_p, pc))
-    ps = np.where(lo_inf, lse_p, np.where(hi_inf, -np.inf, ps))
-    qc = np.where(lo_inf, -np.inf, np.where(hi_inf, lse_q, qc))
-    qs = np.where(lo_inf, lse_q, np.where(hi_inf, -np.inf, qs))
+    lo_inf, hi_inf = np.isneginf(x), np.isposinf(x)
+    if lo_inf.any():  # x*(y) = -inf: no finite loss at or below y
+        pc[lo_inf], qc[lo_inf] = -np.inf, -np.inf
+        ps[lo_inf], qs[lo_inf] = lse_p[lo_inf], lse_q[lo_inf]
+    if hi_inf.any():  # x*(y) = +inf: every finite loss at or below y
+        pc[hi_inf], qc[hi_inf] = lse_p[hi_inf], lse_q[hi_inf]
+        ps[hi_inf], qs[hi_inf] = -np.inf, -np.inf
     out = []
     ends = np.concatenate([[0], np.cumsum(sizes)])
     for k, loss in enumerate(losses):
@@ -87,6 +89,31 @@ def _mixture_group(losses: list[LocationMixtureLoss], points: list[np.ndarray]) 
         if loss.neg_inf_mass > 0:
             vals[2] = np.logaddexp(vals[2], math.log(loss.neg_inf_mass))
         out.append(tuple(v.reshape(shape) for v in vals))
+    return out
+
+
+def _inverses(losses: list[LocationMixtureLoss], ys: list[np.ndarray], sizes: np.ndarray
+              ) -> np.ndarray:
+    """``x*(y)`` of each loss at its points, side by side: as
+    :meth:`LocationMixtureLoss.inverse`, the closed forms of all losses in one call where
+    theirs has a method ``many(inverses, y, owner)`` (each inverse at the points ``y``
+    whose index in ``inverses`` is ``owner``; None if it cannot), else loss by loss."""
+    invs = [loss.closed_inverse for loss in losses]
+    many = getattr(invs[0], "many", None)
+    if many is None or losses[0].kernel.name != "gaussian":
+        return np.concatenate([loss.inverse(y) for loss, y in zip(losses, ys, strict=True)])
+    y = np.concatenate(ys)
+    owner = np.repeat(np.arange(len(losses)), sizes)
+    lo, hi = (np.array([loss.support[i] for loss in losses])[owner] for i in (0, 1))
+    out = np.empty_like(y)
+    below, above = y <= lo, y >= hi  # (the Gaussian kernel: the low end is not attained)
+    out[below] = -np.inf
+    out[above] = np.inf
+    mid = ~(below | above)
+    got = many(invs, y[mid], owner[mid]) if np.any(mid) else np.empty(0)
+    if got is None:
+        return np.concatenate([loss.inverse(y) for loss, y in zip(losses, ys, strict=True)])
+    out[mid] = got
     return out
 
 

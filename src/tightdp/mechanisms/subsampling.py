@@ -133,10 +133,23 @@ class _PoissonGaussianInverse:
         self.k = s * s / c
 
     def __call__(self, y):
-        k, q, lq, c = self.k, self.q, self.lq, self.c
+        return self._at(y, self.k, self.q, self.lq, self.c)
+
+    def _at(self, y, k, q, lq, c):
         if self.add:
             return -k * (_log_em1_plus(-np.asarray(y, dtype=float), q) - lq) - c / 2
         return k * (_log_em1_plus(y, q) - lq) + c / 2
+
+    def many(self, inverses: list, y: np.ndarray, owner: np.ndarray) -> np.ndarray | None:
+        """Each of ``inverses`` (of this class and direction) at the points ``y`` whose
+        index in ``inverses`` is ``owner``: the same operations on the same floats as each
+        one's call (:func:`tightdp.losses.families.log_cdfs_many`); None if they are not all
+        of this class and direction."""
+        if any(type(i) is not type(self) or i.add != self.add for i in inverses):
+            return None
+        k, q, lq, c = (np.array([getattr(i, f) for i in inverses])[owner]
+                       for f in ("k", "q", "lq", "c"))
+        return self._at(y, k, q, lq, c)
 
 
 class PoissonSubsampled(Mechanism):

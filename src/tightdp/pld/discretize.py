@@ -53,18 +53,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 
 from .._numerics import log_sub_exp
 from ..losses import PrivacyLoss
 from .grid import Bins, DiscretePLD
-from .lowered_chords import lowered_chords
+from .lowered_chords import lowered_chords, refine_points
 
-__all__ = ["bins_from_values", "certified_pair", "certified_pair_lazy", "certified_pairs",
-           "connect_the_dots", "connect_the_dots_from_bins", "dominated", "grid_indices",
-           "loss_range", "pair_from_bins", "tail_point"]
+__all__ = ["LazyLower", "bins_from_values", "certified_pair", "certified_pair_lazy",
+           "certified_pairs", "connect_the_dots", "connect_the_dots_from_bins", "dominated",
+           "grid_indices", "loss_range", "pair_from_bins", "tail_point"]
 
 #: unit roundoff of float64
 
@@ -323,15 +323,34 @@ def pair_from_bins(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: flo
     """:func:`certified_pair_lazy` from the loss's :class:`Bins` on the grid that covers
     ``[lo - d, hi + d]``."""
     upper = _ctd(d, bins, shift)
-    state: dict = {"bins": bins}  # released once the lower pair is built
+    return upper, LazyLower(loss, upper, bins, (d, lo, hi, shift))
 
-    def lower() -> DiscretePLD:
-        if "low" not in state:
-            low = lowered_chords(loss, upper, state.pop("bins"), d)
-            state["low"] = low if low is not None else dominated(loss, d, lo, hi, shift)
-        return state["low"]
 
-    return upper, lower
+class LazyLower:
+    """The lower pair of :func:`certified_pair_lazy`, built on its first call (lowered
+    chords, or :func:`dominated` where they cannot be built) and then remembered; the
+    loss's bins are released once it is built. :meth:`points` are where building it
+    evaluates the loss's CDFs, so that a caller may evaluate those of many losses at once
+    and pass each its values."""
+
+    def __init__(self, loss: PrivacyLoss, upper: DiscretePLD, bins: Bins, grid: tuple):
+        self.loss, self.upper, self.grid = loss, upper, grid
+        self.bins: Bins | None = bins
+        self.low: DiscretePLD | None = None
+
+    def points(self) -> np.ndarray | None:
+        """The loss values at which building the lower pair evaluates the loss's CDFs (None
+        if none, or if it is built)."""
+        return None if self.bins is None else refine_points(self.bins, self.grid[0])
+
+    def __call__(self, values: tuple | None = None) -> DiscretePLD:
+        """The lower pair; ``values``: the loss's log CDFs at :meth:`points`."""
+        if self.low is None:
+            d, lo, hi, shift = self.grid
+            low = lowered_chords(self.loss, self.upper, cast(Bins, self.bins), d, values)
+            self.bins = None
+            self.low = low if low is not None else dominated(self.loss, d, lo, hi, shift)
+        return self.low
 
 
 

@@ -24,6 +24,7 @@ from ..losses import PrivacyLoss
 from ..losses.base import bin_masses_from_logs
 from ..losses.families import log_cdfs_many
 from .discretize import (
+    LazyLower,
     bins_from_values,
     connect_the_dots_from_bins,
     grid_indices,
@@ -31,7 +32,8 @@ from .discretize import (
 )
 from .grid import Bins, DiscretePLD
 
-__all__ = ["certified_pairs_lazy_many", "connect_the_dots_many", "loss_ranges_many"]
+__all__ = ["build_lowers", "certified_pairs_lazy_many", "connect_the_dots_many",
+           "loss_ranges_many"]
 
 #: the candidates of the ends' search, as the coarse loss_range's: 0 and 2^-30 .. 2^996
 _OUTWARD = np.concatenate([[0.0], np.exp2(np.arange(-30.0, 997.0))])
@@ -80,6 +82,18 @@ def certified_pairs_lazy_many(losses: list[PrivacyLoss], d: float,
     bins = _bins_many(losses, [(d, lo - d, hi + d) for lo, hi in ranges])
     return [pair_from_bins(loss, d, lo, hi, 0.0, b)
             for loss, (lo, hi), b in zip(losses, ranges, bins, strict=True)]
+
+
+def build_lowers(lowers: list) -> list[DiscretePLD]:
+    """The lower pairs of :func:`certified_pairs_lazy_many` (:class:`LazyLower` each, else a
+    function returning the pair), the CDFs their lowered chords need evaluated for all
+    losses at once."""
+    todo = [(lw, lw.points()) for lw in lowers if isinstance(lw, LazyLower)]
+    todo = [(lw, p) for lw, p in todo if p is not None]
+    vals = log_cdfs_many([lw.loss for lw, _ in todo], [p for _, p in todo])
+    for (lw, _), v in zip(todo, vals, strict=True):
+        lw(v)
+    return [lw() for lw in lowers]
 
 
 def _small_many(jobs: list[tuple[PrivacyLoss, bool]], points: list[np.ndarray],
