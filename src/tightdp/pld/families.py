@@ -88,8 +88,11 @@ def build_lowers(lowers: list) -> list[DiscretePLD]:
     """The lower pairs of :func:`certified_pairs_lazy_many` (:class:`LazyLower` each, else a
     function returning the pair), the CDFs their lowered chords need evaluated for all
     losses at once."""
-    todo = [(lw, lw.points()) for lw in lowers if isinstance(lw, LazyLower)]
-    todo = [(lw, p) for lw, p in todo if p is not None]
+    todo: list[tuple[LazyLower, np.ndarray]] = []
+    for lw in lowers:
+        p = lw.points() if isinstance(lw, LazyLower) else None
+        if p is not None:
+            todo.append((lw, p))
     vals = log_cdfs_many([lw.loss for lw, _ in todo], [p for _, p in todo])
     for (lw, _), v in zip(todo, vals, strict=True):
         lw(v)
