@@ -123,6 +123,10 @@ class PrivacyLoss:
     def _log_diff(lc: np.ndarray, ls: np.ndarray) -> np.ndarray:
         return log_bin_masses(lc, ls)
 
+    @classmethod
+    def _diff(cls, lc: np.ndarray, ls: np.ndarray, finite_top: float) -> np.ndarray:
+        return np.maximum(np.exp(cls._log_diff(lc, ls)), 0.0)
+
     def delta(self, eps) -> np.ndarray:
         """Hockey-stick divergence of one application, ``P(Y > eps) - e^eps Q(Y > eps)``.
 

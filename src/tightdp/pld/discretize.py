@@ -331,7 +331,7 @@ class LazyLower:
     chords, or :func:`dominated` where they cannot be built) and then remembered; the
     loss's bins are released once it is built. :meth:`points` are where building it
     evaluates the loss's CDFs, so that a caller may evaluate those of many losses at once
-    and pass each its values."""
+    and pass each its rows of :func:`~tightdp.pld.lowered_chords.refined_rows`."""
 
     def __init__(self, loss: PrivacyLoss, upper: DiscretePLD, bins: Bins, grid: tuple):
         self.loss, self.upper, self.grid = loss, upper, grid
@@ -339,15 +339,16 @@ class LazyLower:
         self.low: DiscretePLD | None = None
 
     def points(self) -> np.ndarray | None:
-        """The loss values at which building the lower pair evaluates the loss's CDFs (None
-        if none, or if it is built)."""
+        """The loss values at which building the lower pair evaluates the loss's CDFs, a
+        row of sub-nodes per interval refined (None if none, or if it is built)."""
         return None if self.bins is None else refine_points(self.bins, self.grid[0])
 
-    def __call__(self, values: tuple | None = None) -> DiscretePLD:
-        """The lower pair; ``values``: the loss's log CDFs at :meth:`points`."""
+    def __call__(self, rows: tuple | None = None) -> DiscretePLD:
+        """The lower pair; ``rows``: :func:`~tightdp.pld.lowered_chords.refined_rows` at
+        :meth:`points`."""
         if self.low is None:
             d, lo, hi, shift = self.grid
-            low = lowered_chords(self.loss, self.upper, cast(Bins, self.bins), d, values)
+            low = lowered_chords(self.loss, self.upper, cast(Bins, self.bins), d, rows)
             self.bins = None
             self.low = low if low is not None else dominated(self.loss, d, lo, hi, shift)
         return self.low

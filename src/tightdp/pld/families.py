@@ -31,6 +31,7 @@ from .discretize import (
     pair_from_bins,
 )
 from .grid import Bins, DiscretePLD
+from .lowered_chords import refined_rows
 
 __all__ = ["build_lowers", "certified_pairs_lazy_many", "connect_the_dots_many",
            "loss_ranges_many"]
@@ -86,16 +87,23 @@ def certified_pairs_lazy_many(losses: list[PrivacyLoss], d: float,
 
 def build_lowers(lowers: list) -> list[DiscretePLD]:
     """The lower pairs of :func:`certified_pairs_lazy_many` (:class:`LazyLower` each, else a
-    function returning the pair), the CDFs their lowered chords need evaluated for all
-    losses at once."""
-    todo: list[tuple[LazyLower, np.ndarray]] = []
+    function returning the pair): the CDFs their lowered chords need are evaluated for all
+    losses at once, and the refined tents of all of them computed together
+    (:func:`~tightdp.pld.lowered_chords.refined_rows` works row by row)."""
+    by_step: dict = {}
     for lw in lowers:
-        p = lw.points() if isinstance(lw, LazyLower) else None
-        if p is not None:
-            todo.append((lw, p))
-    vals = log_cdfs_many([lw.loss for lw, _ in todo], [p for _, p in todo])
-    for (lw, _), v in zip(todo, vals, strict=True):
-        lw(v)
+        ys = lw.points() if isinstance(lw, LazyLower) else None
+        if ys is not None:
+            by_step.setdefault(lw.grid[0], []).append((lw, ys))
+    for d, todo in by_step.items():
+        vals = log_cdfs_many([lw.loss for lw, _ in todo], [ys.reshape(-1) for _, ys in todo])
+        rows = refined_rows(np.concatenate([ys for _, ys in todo]),
+                            tuple(np.concatenate([v[i] for v in vals]) for i in range(4)), d)
+        start = 0
+        for lw, ys in todo:
+            sl = slice(start, start + ys.shape[0])
+            lw(tuple(r[sl] for r in rows))
+            start += ys.shape[0]
     return [lw() for lw in lowers]
 
 
