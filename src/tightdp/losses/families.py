@@ -67,8 +67,9 @@ def _mixture_group(losses: list[LocationMixtureLoss], points: list[np.ndarray]) 
     pc, ps, qc, qs = _mixtures(x, s, (a, _per_point([lo.lpw for lo in losses], sizes)),
                                (b, _per_point([lo.lqw for lo in losses], sizes)),
                                losses[0].kernel, same)
-    lse_p = np.repeat([float(lse_last(lo.lpw)) for lo in losses], sizes)
-    lse_q = np.repeat([float(lse_last(lo.lqw)) for lo in losses], sizes)
+    # each mixture's log total weight (lse_last row by row: each row's value as alone)
+    lse_p = np.repeat(lse_last(np.array([lo.lpw for lo in losses])), sizes)
+    lse_q = np.repeat(lse_last(np.array([lo.lqw for lo in losses])), sizes)
     # the whole mass or none where x*(y) is infinite (LocationMixtureLoss._tail)
     lo_inf, hi_inf = np.isneginf(x), np.isposinf(x)
     if lo_inf.any():  # x*(y) = -inf: no finite loss at or below y

@@ -115,10 +115,20 @@ def _log_em1_plus(y, q: float) -> np.ndarray:
     (``expm1`` overflows above ~709, which made the inverse of the subsampled Gaussian loss
     infinite and lost the mass of every bin above it), ``log(expm1(y) + q)`` below."""
     y = np.asarray(y, dtype=float)
+    if y.ndim == 0:
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            big = y + np.log1p(-(1.0 - q) * np.exp(-np.maximum(y, 1.0)))
+            small = np.log(np.maximum(np.expm1(np.minimum(y, 1.0)) + q, 1e-300))
+        return np.where(y > 1.0, big, small)
+    # each point's one branch (the same values); q a number or one per point
+    qs = np.broadcast_to(np.asarray(q, dtype=float), y.shape)
+    out = np.empty(y.shape)
+    up = y > 1.0
+    lo = ~up
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        big = y + np.log1p(-(1.0 - q) * np.exp(-np.maximum(y, 1.0)))
-        small = np.log(np.maximum(np.expm1(np.minimum(y, 1.0)) + q, 1e-300))
-    return np.where(y > 1.0, big, small)
+        out[up] = y[up] + np.log1p(-(1.0 - qs[up]) * np.exp(-np.maximum(y[up], 1.0)))
+        out[lo] = np.log(np.maximum(np.expm1(np.minimum(y[lo], 1.0)) + qs[lo], 1e-300))
+    return out
 
 
 class _PoissonGaussianInverse:
