@@ -85,10 +85,15 @@ def test_connect_the_dots_many_is_each_loss_bit_for_bit():
         assert np.array_equal(law.probs, one.probs)
 
 
-@pytest.mark.parametrize("direction", [0, 1])
-def test_certified_pairs_many_are_each_loss_bit_for_bit(direction):
+@pytest.mark.parametrize("direction,chunk", [(0, None), (1, None), (0, 5000)])
+def test_certified_pairs_many_are_each_loss_bit_for_bit(direction, chunk, monkeypatch):
     """Upper and (lowered-chords) lower pairs of many losses on one grid, the lower ones built
-    from one evaluation of all losses' sub-nodes, equal certified_pair's."""
+    from one evaluation of all losses' sub-nodes (or of chunks of them), equal
+    certified_pair's."""
+    from tightdp.pld import families
+
+    if chunk is not None:
+        monkeypatch.setattr(families, "_CHUNK_POINTS", chunk)
     losses = [m.privacy_losses()[direction] for m in _mechanisms()]
     ranges = [loss_range(loss, -30.0, coarse=True) for loss in losses]
     d = 2e-3

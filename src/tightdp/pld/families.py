@@ -40,13 +40,39 @@ __all__ = ["build_lowers", "certified_pairs_lazy_many", "connect_the_dots_many",
 _OUTWARD = np.concatenate([[0.0], np.exp2(np.arange(-30.0, 997.0))])
 #: the search first tries every _STRIDE-th candidate, then those just before the first good
 _STRIDE = 32
+#: the most points of one evaluation of many losses' CDFs (its temporaries: about 130 bytes
+#: a point for a two-component mixture)
+_CHUNK_POINTS = 1 << 20
+
+
+def _chunks(sizes: list[int]) -> list[slice]:
+    """Consecutive runs of items whose sizes add up to at most ``_CHUNK_POINTS`` (one item
+    at least): what one evaluation takes, so that its temporaries stay bounded however many
+    terms there are."""
+    out, start, total = [], 0, 0
+    for i, n in enumerate(sizes):
+        if i > start and total + n > _CHUNK_POINTS:
+            out.append(slice(start, i))
+            start, total = i, 0
+        total += n
+    out.append(slice(start, len(sizes)))
+    return out
 
 
 def _bins_many(losses: list[PrivacyLoss], grids: list[tuple[float, float, float]]
                ) -> list[Bins]:
     """The :class:`Bins` of each loss on the grid ``j d`` covering ``[lo, hi]``, for
-    ``(d, lo, hi)`` in ``grids``, from one evaluation of all losses' CDFs."""
+    ``(d, lo, hi)`` in ``grids``, from one evaluation of the CDFs of each chunk of losses."""
     idx = [grid_indices(d, lo, hi) for d, lo, hi in grids]
+    out: list[Bins] = []
+    for sl in _chunks([j_hi - j_lo + 1 for j_lo, j_hi in idx]):
+        out += _bins_chunk(losses[sl], grids[sl], idx[sl])
+    return out
+
+
+def _bins_chunk(losses: list[PrivacyLoss], grids: list[tuple[float, float, float]],
+                idx: list[tuple[int, int]]) -> list[Bins]:
+    """:func:`_bins_many` of one chunk of losses, ``idx`` their grids' index ranges."""
     gs = [np.arange(j_lo, j_hi + 1) * d for (j_lo, j_hi), (d, _, _) in zip(idx, grids,
                                                                             strict=True)]
     vals = log_cdfs_many(losses, gs)
@@ -95,15 +121,19 @@ def build_lowers(lowers: list) -> list[DiscretePLD]:
         ys = lw.points() if isinstance(lw, LazyLower) else None
         if ys is not None:
             by_step.setdefault(lw.grid[0], []).append((lw, ys))
-    for d, todo in by_step.items():
-        vals = log_cdfs_many([lw.loss for lw, _ in todo], [ys.reshape(-1) for _, ys in todo])
-        rows = refined_rows(np.concatenate([ys for _, ys in todo]),
-                            tuple(np.concatenate([v[i] for v in vals]) for i in range(4)), d)
-        start = 0
-        for lw, ys in todo:
-            sl = slice(start, start + ys.shape[0])
-            lw(tuple(r[sl] for r in rows))
-            start += ys.shape[0]
+    for d, every in by_step.items():
+        for part in _chunks([ys.size for _, ys in every]):
+            todo = every[part]
+            vals = log_cdfs_many([lw.loss for lw, _ in todo],
+                                 [ys.reshape(-1) for _, ys in todo])
+            rows = refined_rows(np.concatenate([ys for _, ys in todo]),
+                                tuple(np.concatenate([v[i] for v in vals]) for i in range(4)),
+                                d)
+            start = 0
+            for lw, ys in todo:
+                sl = slice(start, start + ys.shape[0])
+                lw(tuple(r[sl] for r in rows))
+                start += ys.shape[0]
     return [lw() for lw in lowers]
 
 
