@@ -18,9 +18,6 @@ __all__ = ["pilot_laws", "term_pairs", "term_ranges"]
 
 #: bins of the pilot discretization across each loss's range
 PILOT_BINS = 1024
-#: the same for each of many terms (a noise schedule): the pilot only chooses the grid step
-#: and bounds each direction coarsely (a coarser law still dominates)
-PILOT_BINS_MANY = 256
 
 
 def term_ranges(cache: dict, losses: list[PrivacyLoss], log_tail: float
@@ -41,8 +38,7 @@ def term_ranges(cache: dict, losses: list[PrivacyLoss], log_tail: float
 def pilot_laws(losses: list[PrivacyLoss], ranges: list[tuple[float, float]]
                ) -> list[DiscretePLD]:
     """Connect-the-dots laws of the losses, each on ``PILOT_BINS`` bins of its own range."""
-    bins = PILOT_BINS_MANY if len(losses) >= MANY_PARTS else PILOT_BINS
-    grids = [(max(hi - lo, 1e-12) / bins, lo, hi) for lo, hi in ranges]
+    grids = [(max(hi - lo, 1e-12) / PILOT_BINS, lo, hi) for lo, hi in ranges]
     if len(losses) >= MANY_PARTS:
         return connect_the_dots_many(losses, grids)
     return [connect_the_dots(loss, step, lo, hi)

@@ -23,9 +23,11 @@ _T_MAX = 1e9
 #: laws with more atoms than this are searched on a coarsened copy (LogMgf.searcher)
 _SEARCH_ATOMS = 1 << 14
 #: from this many laws on, :meth:`LogMgf.cumulants` works on all laws' atoms at once
-#: (:class:`_Stacked`) and :meth:`LogMgf.searcher` coarsens the laws to ``_SEARCH_ATOMS``
+#: (:class:`_Stacked`) and :meth:`LogMgf.searcher` coarsens the laws to ``_SEARCH_TOTAL``
 #: atoms in all (a composition of many distinct mechanisms: one law per mechanism)
 MANY_PARTS = 16
+#: the atoms of a many-law searcher in all
+_SEARCH_TOTAL = 1 << 14
 #: atoms per chunk of :class:`_Stacked` (its work arrays stay in cache)
 _CHUNK_ATOMS = 1 << 15
 
@@ -149,8 +151,8 @@ class LogMgf:
         always evaluated exactly at the ``t`` found."""
         if self._search is None:
             many = len(self.parts) >= MANY_PARTS
-            # many laws: at most _SEARCH_ATOMS atoms in all (at least 64 per law)
-            cap = max(_SEARCH_ATOMS // len(self.parts), 64) if many else _SEARCH_ATOMS
+            # many laws: at most _SEARCH_TOTAL atoms in all (at least 64 per law)
+            cap = max(_SEARCH_TOTAL // len(self.parts), 64) if many else _SEARCH_ATOMS
             if all(ys.size <= cap for ys, _, _ in self.parts):
                 self._search = self
             else:
