@@ -144,8 +144,9 @@ class LogMgf:
         return self._quantiles[key]
 
     def searcher(self) -> LogMgf:
-        """This log-MGF, or, when a law has more than ``_SEARCH_ATOMS`` atoms, a copy whose
-        laws are coarsened to at most that many (consecutive atoms merged: their masses
+        """This log-MGF, or, when a law has more than ``_SEARCH_ATOMS`` atoms (from
+        ``MANY_PARTS`` laws on: more than ``_SEARCH_TOTAL`` over their number, at least 64),
+        a copy whose laws are coarsened to at most that many (consecutive atoms merged: their masses
         added, at their mean position): cheap to evaluate, and within ``|t|`` times the
         merged span of ``K(t)``. Only the searches for a good ``t`` use it; the bounds are
         always evaluated exactly at the ``t`` found."""
