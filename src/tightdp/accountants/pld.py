@@ -44,7 +44,7 @@ from .._numerics import UNIT_ROUNDOFF
 from ..budget import BudgetExceeded
 from ..curves.saddle import rma_eps, saddle_point_eps
 from ..pld.compose import MAX_POINTS, ComposedPLD, compose, composed_inf_mass
-from ..pld.discretize import certified_pair_lazy, connect_the_dots, loss_range
+from ..pld.families import build_lowers
 from ..pld.mgf import LogMgf
 from ..pld.transform import UNIT_ROUNDOFF_EXTENDED
 from ..results import DeltaResult, EpsilonResult, check_bracket
@@ -61,6 +61,7 @@ from .pld_refine import (
     refine,
     tighter_bounds,
 )
+from .pld_terms import pilot_laws, term_pairs, term_ranges
 
 __all__ = ["PLDAccountant"]
 
@@ -81,8 +82,6 @@ AIM = 0.75
 #: of the lowered chords (:mod:`tightdp.pld.discretize`) remove most of the lower side's
 #: error (measurements: docs/pld-constants.md)
 MODEL_WIDTH = 7.5
-#: bins of the pilot discretization across each loss's range
-PILOT_BINS = 1024
 #: the most points the first composition may use before the measured bracket is known
 FIRST_POINTS = 1 << 18
 #: peak bytes per grid point of a discretization or an FFT composition, with room for the
@@ -132,11 +131,10 @@ class PLDAccountant(Accountant):
         return [(mech.privacy_losses()[direction], k)
                 for mech, k in sorted(self.terms, key=lambda t: repr(t[0]))]
 
-    def _range(self, loss, log_tail: float) -> tuple[float, float]:
-        key = ("range", id(loss), log_tail)
-        if key not in self._cache:
-            self._cache[key] = (loss_range(loss, log_tail, coarse=True), loss)
-        return self._cache[key][0]
+    def _ranges(self, direction: Direction, log_tail: float) -> list[tuple[float, float]]:
+        """The coarse loss range of every term of ``direction`` (:func:`term_ranges`)."""
+        return term_ranges(self._cache, [loss for loss, _ in self._ordered(direction)],
+                           log_tail)
 
     def _laws(self, d: float, direction: Direction, log_tail: float, *, upper: bool = True
               ) -> list:
@@ -147,20 +145,23 @@ class PLDAccountant(Accountant):
         query needs those of one direction)."""
         key = ("laws", d, direction, log_tail)
         if key not in self._cache:
-            pairs = []
             limit = self._max_grid_points()
-            for loss, k in self._ordered(direction):
-                lo, hi = self._range(loss, log_tail)
+            terms = self._ordered(direction)
+            ranges = self._ranges(direction, log_tail)
+            for lo, hi in ranges:
                 if (hi - lo) / d + 4 > limit:  # checked before anything is allocated
                     raise BudgetExceeded(
                         f"rtol: a grid step of {d:.3g} over the loss range [{lo:.4g}, {hi:.4g}] "
                         f"needs more than {limit} points (max_memory="
                         f"{self.budget.max_memory:.3g} bytes); raise rtol or max_memory")
-                up, lower = certified_pair_lazy(loss, d, lo, hi)
-                pairs.append((up, lower, k))
-            self._cache[key] = pairs
+            made = term_pairs([loss for loss, _ in terms], d, ranges)
+            self._cache[key] = [(up, lower, k) for (up, lower), (_, k) in zip(made, terms,
+                                                                              strict=True)]
         pairs = self._cache[key]
-        return [(up if upper else lower(), k) for up, lower, k in pairs]
+        if upper:
+            return [(up, k) for up, _, k in pairs]
+        return list(zip(build_lowers([lower for _, lower, _ in pairs]),
+                        [k for _, _, k in pairs], strict=True))
 
     def _composed(self, d: float, direction: Direction, log_tail: float, window_tail: float,
                   *, upper: bool, lam: float = 0.0) -> ComposedPLD:
@@ -194,11 +195,9 @@ class PLDAccountant(Accountant):
         ``PILOT_BINS`` bins of its own range): only used to choose the grid step."""
         key = ("pilot", direction, log_tail)
         if key not in self._cache:
-            parts = []
-            for loss, k in self._ordered(direction):
-                lo, hi = self._range(loss, log_tail)
-                step = max(hi - lo, 1e-12) / PILOT_BINS
-                parts.append((connect_the_dots(loss, step, lo, hi), k))
+            terms = self._ordered(direction)
+            laws = pilot_laws([loss for loss, _ in terms], self._ranges(direction, log_tail))
+            parts = [(law, k) for law, (_, k) in zip(laws, terms, strict=True)]
             self._cache[key] = LogMgf(parts)
             self._cache[("pilot_inf", direction, log_tail)] = composed_inf_mass(parts)
         return self._cache[key]
@@ -208,7 +207,7 @@ class PLDAccountant(Accountant):
         step and :meth:`_pilot_eps_upper` both ask for it)."""
         key = ("saddle", id(mgf), log_delta)
         if key not in self._cache:
-            self._cache[key] = (saddle_point_eps(mgf, log_delta), mgf)
+            self._cache[key] = (saddle_point_eps(mgf.searcher(), log_delta), mgf)
         return self._cache[key][0]
 
     def _pilot_eps_upper(self, direction: Direction, log_tail: float, delta: float) -> float:
@@ -278,8 +277,7 @@ class PLDAccountant(Accountant):
         return min(self.max_points, self.budget.max_items(BYTES_PER_POINT))
 
     def _spans(self, direction: Direction, log_tail: float) -> list[float]:
-        return [max(hi - lo, 1e-12) for lo, hi in
-                (self._range(loss, log_tail) for loss, _ in self._ordered(direction))]
+        return [max(hi - lo, 1e-12) for lo, hi in self._ranges(direction, log_tail)]
 
     def composed_laws(self, grid_step: float, *, log_tail: float, window_tail: float
                       ) -> list[tuple[ComposedPLD, ComposedPLD]]:

@@ -26,7 +26,7 @@ import numpy as np
 
 from .._numerics import BracketError, bisect, expand_bracket, log_sub_exp
 
-__all__ = ["PrivacyLoss"]
+__all__ = ["PrivacyLoss", "bin_masses_from_logs", "delta_from_logs", "log_bin_masses"]
 
 _LOG_HALF = math.log(0.5)
 
@@ -110,9 +110,7 @@ class PrivacyLoss:
     def bin_masses_from(self, lpc: np.ndarray, lps: np.ndarray, lqc: np.ndarray,
                         lqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`bin_masses` from the values of :meth:`log_cdfs` at the edges."""
-        return (self._diff(lpc, lps, finite_top=math.log1p(-self.inf_mass)
-                           if self.inf_mass < 1 else -math.inf),
-                self._diff(lqc, lqs, finite_top=0.0))
+        return bin_masses_from_logs(lpc, lps, lqc, lqs)
 
     def log_q_bin_masses(self, edges: np.ndarray) -> np.ndarray:
         """log of the Q-probabilities of the bins ``(edges[i], edges[i+1]]``: where the loss
@@ -123,14 +121,7 @@ class PrivacyLoss:
 
     @staticmethod
     def _log_diff(lc: np.ndarray, ls: np.ndarray) -> np.ndarray:
-        # log mass of (a, b]: cdf(b) - cdf(a) = sf(a) - sf(b); use sf where the bin is in the
-        # upper half of the distribution, cdf elsewhere.
-        lo_c, hi_c = lc[:-1], lc[1:]
-        lo_s, hi_s = ls[:-1], ls[1:]
-        use_sf = lo_s < _LOG_HALF
-        with np.errstate(invalid="ignore"):
-            m = np.where(use_sf, log_sub_exp(lo_s, hi_s), log_sub_exp(hi_c, lo_c))
-        return np.where(np.isnan(m), -np.inf, m)
+        return log_bin_masses(lc, ls)
 
     @classmethod
     def _diff(cls, lc: np.ndarray, ls: np.ndarray, finite_top: float) -> np.ndarray:
@@ -143,12 +134,7 @@ class PrivacyLoss:
         keep their relative accuracy.
         """
         eps = np.asarray(eps, dtype=float)
-        lp = self.logp_sf(eps)
-        lq = self.logq_sf(eps)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            r = np.where(np.isneginf(lp), -np.inf, eps + lq - lp)
-            val = np.exp(lp) * -np.expm1(np.minimum(r, 0.0))
-        return np.where(np.isneginf(lp), 0.0, np.maximum(val, 0.0))
+        return delta_from_logs(eps, self.logp_sf(eps), self.logq_sf(eps))
 
     def loss_quantile(self, log_mass: float, upper: bool) -> float:
         """A loss value ``y`` with ``P(Y > y) <= e^log_mass`` (upper) or
@@ -189,3 +175,41 @@ class PrivacyLoss:
         if self.inf_mass <= 0:
             return ls
         return float(log_sub_exp(np.asarray(ls), np.asarray(math.log(self.inf_mass))))
+
+
+def log_bin_masses(lc: np.ndarray, ls: np.ndarray) -> np.ndarray:
+    """log of the masses of the bins between consecutive points from the log CDF ``lc`` and
+    log survival function ``ls`` there: ``cdf(b) - cdf(a) = sf(a) - sf(b)`` for the bin
+    ``(a, b]``, taken as the survival functions' difference where the bin is in the upper
+    half of the distribution and the CDFs' elsewhere (each difference where it is small, so
+    that tail bins keep their relative accuracy)."""
+    lo_c, hi_c = lc[:-1], lc[1:]
+    lo_s, hi_s = ls[:-1], ls[1:]
+    use_sf = lo_s < _LOG_HALF
+    use_cdf = ~use_sf
+    m = np.empty(use_sf.shape)
+    with np.errstate(invalid="ignore"):
+        m[use_sf] = log_sub_exp(lo_s[use_sf], hi_s[use_sf])  # each bin's one difference
+        m[use_cdf] = log_sub_exp(hi_c[use_cdf], lo_c[use_cdf])
+    m[np.isnan(m)] = -np.inf
+    return m
+
+
+def bin_masses_from_logs(lpc: np.ndarray, lps: np.ndarray, lqc: np.ndarray,
+                         lqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """P- and Q-masses of the bins between consecutive points from the values of
+    :meth:`PrivacyLoss.log_cdfs` there (:func:`log_bin_masses`; the same for every loss,
+    so the points of many losses may be passed side by side, the bins across two losses'
+    points being ignored by the caller)."""
+    return (np.maximum(np.exp(log_bin_masses(lpc, lps)), 0.0),
+            np.maximum(np.exp(log_bin_masses(lqc, lqs)), 0.0))
+
+
+def delta_from_logs(eps: np.ndarray, lp: np.ndarray, lq: np.ndarray) -> np.ndarray:
+    """The hockey-stick divergence ``P(Y > eps) - e^eps Q(Y > eps)`` of :meth:`PrivacyLoss.delta`
+    from ``lp = log P(Y > eps)`` and ``lq = log Q(Y > eps)`` (Koskela et al. 2020, Lemma 5),
+    in log space."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        r = np.where(np.isneginf(lp), -np.inf, eps + lq - lp)
+        val = np.exp(lp) * -np.expm1(np.minimum(r, 0.0))
+    return np.where(np.isneginf(lp), 0.0, np.maximum(val, 0.0))

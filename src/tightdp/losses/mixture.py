@@ -320,6 +320,11 @@ class LocationMixtureLoss(PrivacyLoss):
         return out
 
     @property
+    def closed_inverse(self) -> Callable[[np.ndarray], np.ndarray] | None:
+        """The closed form of ``x*(y)`` the loss was built with (``inverse=``), or None."""
+        return self._inverse
+
+    @property
     def has_closed_inverse(self) -> bool:
         """True when the loss was built with a closed form of ``x*(y)`` (``inverse=``)."""
         return self._inverse is not None

@@ -115,10 +115,20 @@ def _log_em1_plus(y, q: float) -> np.ndarray:
     (``expm1`` overflows above ~709, which made the inverse of the subsampled Gaussian loss
     infinite and lost the mass of every bin above it), ``log(expm1(y) + q)`` below."""
     y = np.asarray(y, dtype=float)
+    if y.ndim == 0:
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            big = y + np.log1p(-(1.0 - q) * np.exp(-np.maximum(y, 1.0)))
+            small = np.log(np.maximum(np.expm1(np.minimum(y, 1.0)) + q, 1e-300))
+        return np.where(y > 1.0, big, small)
+    # each point's one branch (the same values); q a number or one per point
+    qs = np.broadcast_to(np.asarray(q, dtype=float), y.shape)
+    out = np.empty(y.shape)
+    up = y > 1.0
+    lo = ~up
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        big = y + np.log1p(-(1.0 - q) * np.exp(-np.maximum(y, 1.0)))
-        small = np.log(np.maximum(np.expm1(np.minimum(y, 1.0)) + q, 1e-300))
-    return np.where(y > 1.0, big, small)
+        out[up] = y[up] + np.log1p(-(1.0 - qs[up]) * np.exp(-np.maximum(y[up], 1.0)))
+        out[lo] = np.log(np.maximum(np.expm1(np.minimum(y[lo], 1.0)) + qs[lo], 1e-300))
+    return out
 
 
 class _PoissonGaussianInverse:
@@ -133,10 +143,23 @@ class _PoissonGaussianInverse:
         self.k = s * s / c
 
     def __call__(self, y):
-        k, q, lq, c = self.k, self.q, self.lq, self.c
+        return self._at(y, self.k, self.q, self.lq, self.c)
+
+    def _at(self, y, k, q, lq, c):
         if self.add:
             return -k * (_log_em1_plus(-np.asarray(y, dtype=float), q) - lq) - c / 2
         return k * (_log_em1_plus(y, q) - lq) + c / 2
+
+    def many(self, inverses: list, y: np.ndarray, owner: np.ndarray) -> np.ndarray | None:
+        """Each of ``inverses`` (of this class and direction) at the points ``y`` whose
+        index in ``inverses`` is ``owner``: the same operations on the same floats as each
+        one's call (:func:`tightdp.losses.families.log_cdfs_many`); None if they are not all
+        of this class and direction."""
+        if any(type(i) is not type(self) or i.add != self.add for i in inverses):
+            return None
+        k, q, lq, c = (np.array([getattr(i, f) for i in inverses])[owner]
+                       for f in ("k", "q", "lq", "c"))
+        return self._at(y, k, q, lq, c)
 
 
 class PoissonSubsampled(Mechanism):

@@ -53,17 +53,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 
 from .._numerics import log_sub_exp
 from ..losses import PrivacyLoss
 from .grid import Bins, DiscretePLD
-from .lowered_chords import lowered_chords
+from .lowered_chords import lowered_chords, refine_points
 
-__all__ = ["certified_pair", "certified_pair_lazy", "certified_pairs", "connect_the_dots",
-           "dominated", "loss_range"]
+__all__ = ["LazyLower", "bins_from_values", "certified_pair", "certified_pair_lazy",
+           "certified_pairs", "connect_the_dots", "connect_the_dots_from_bins", "dominated",
+           "grid_indices", "loss_range", "pair_from_bins", "tail_point"]
 
 #: unit roundoff of float64
 
@@ -79,7 +80,7 @@ def loss_range(loss: PrivacyLoss, log_tail: float, *, coarse: bool = False
     out. Every discretizer accounts for what lies beyond the range it is given, so the
     bounds stay certified either way; the grid is only a little longer."""
     if coarse:
-        lo, hi = _tail_point(loss, log_tail, upper=False), _tail_point(loss, log_tail, upper=True)
+        lo, hi = tail_point(loss, log_tail, upper=False), tail_point(loss, log_tail, upper=True)
     else:
         lo = loss.loss_quantile(log_tail, upper=False)
         hi = loss.loss_quantile(log_tail, upper=True)
@@ -92,7 +93,7 @@ def loss_range(loss: PrivacyLoss, log_tail: float, *, coarse: bool = False
 _OUTWARD = np.concatenate([[0.0], np.exp2(np.arange(-30.0, 997.0))])
 
 
-def _tail_point(loss: PrivacyLoss, log_mass: float, *, upper: bool) -> float:
+def tail_point(loss: PrivacyLoss, log_mass: float, *, upper: bool) -> float:
     """A loss value ``y`` with ``P(y < Y < inf) <= e^log_mass`` (upper) or
     ``P(Y <= y) <= e^log_mass`` (lower): the support's end if finite, else the innermost
     of a few vectorized candidates (the coarse :func:`loss_range`; the same safe side as
@@ -197,24 +198,47 @@ def _ctd_split(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float,
     # between e^{g_j} and e^{g_{j+1}}
     with np.errstate(divide="ignore", invalid="ignore"):
         log_rho = np.log(qb) + g[:-1] - np.log(pb)
+    if fine:
+        return bins_from_values(loss, d, j_lo, g, vals, (pb, qb, log_rho))
+    log_rho = _fix_rho(loss, d, g, pb, qb, log_rho)
+    g0, gt = np.asarray(g[0]), np.asarray(g[-1])
+    return Bins(j_lo, g, pb, qb, log_rho, float(loss.p_cdf(g0)), float(loss.q_cdf(g0)),
+                 float(loss.p_sf(gt)), float(loss.logq_sf(gt)))
+
+
+def grid_indices(d: float, lo: float, hi: float, shift: float = 0.0) -> tuple[int, int]:
+    """The first and last index ``j`` of the grid points ``shift + j d`` covering
+    ``[lo, hi]`` (at least two points)."""
+    return _grid(d, lo, hi, shift)
+
+
+def bins_from_values(loss: PrivacyLoss, d: float, j_lo: int, g: np.ndarray, vals: tuple,
+                     masses: tuple) -> Bins:
+    """The :class:`Bins` of ``loss`` on the grid points ``g`` (index ``j_lo`` first) from
+    the values of its :meth:`~tightdp.losses.PrivacyLoss.log_cdfs` there and the bins'
+    ``(P-masses, Q-masses, log rho)`` computed from them (see :func:`_ctd_split`)."""
+    pb, qb, log_rho = masses
+    log_rho = _fix_rho(loss, d, g, pb, qb, log_rho)
+    # the masses beyond the grid's ends from the log CDFs read at its end points: the
+    # values the loss gives there, as it evaluates point by point (what reading the
+    # fine grid assumes; see _FineCdfs), without four more evaluations at one point
+    lpc, lps, lqc, lqs = vals
+    ends = np.exp(np.array([lpc[0], lqc[0], lps[-1]]))
+    return Bins(j_lo, g, pb, qb, log_rho, float(ends[0]), float(ends[1]),
+                 float(ends[2]), float(lqs[-1]))
+
+
+def _fix_rho(loss: PrivacyLoss, d: float, g: np.ndarray, pb: np.ndarray, qb: np.ndarray,
+             log_rho: np.ndarray) -> np.ndarray:
+    """``log rho`` of the bins, where the Q-mass underflowed from its log, clipped to
+    ``[-d, 0]``."""
     lost = np.nonzero((qb < 1e-280) & (pb > 0))[0]
     if lost.size:  # Q-masses below the float range (large losses): their log, pairwise
         edges = np.stack([g[lost], g[lost + 1]], axis=1).reshape(-1)
         lqb = loss.log_q_bin_masses(edges)[::2]
         with np.errstate(divide="ignore", invalid="ignore"):
             log_rho[lost] = lqb + g[lost] - np.log(pb[lost])
-    log_rho = np.clip(np.nan_to_num(log_rho, nan=0.0, neginf=-d, posinf=0.0), -d, 0.0)
-    if fine:
-        # the masses beyond the grid's ends from the log CDFs read at its end points: the
-        # values the loss gives there, as it evaluates point by point (what reading the
-        # fine grid assumes; see _FineCdfs), without four more evaluations at one point
-        lpc, lps, lqc, lqs = vals
-        ends = np.exp(np.array([lpc[0], lqc[0], lps[-1]]))
-        return Bins(j_lo, g, pb, qb, log_rho, float(ends[0]), float(ends[1]),
-                     float(ends[2]), float(lqs[-1]))
-    g0, gt = np.asarray(g[0]), np.asarray(g[-1])
-    return Bins(j_lo, g, pb, qb, log_rho, float(loss.p_cdf(g0)), float(loss.q_cdf(g0)),
-                 float(loss.p_sf(gt)), float(loss.logq_sf(gt)))
+    return np.clip(np.nan_to_num(log_rho, nan=0.0, neginf=-d, posinf=0.0), -d, 0.0)
 
 
 def _ctd_up(pb: np.ndarray, log_rho: np.ndarray, d: float) -> np.ndarray:
@@ -229,6 +253,11 @@ def connect_the_dots(loss: PrivacyLoss, d: float, lo: float, hi: float,
     """Dominating discrete pair on the grid ``shift + j d`` (upper bound); see the module
     docstring."""
     return _ctd(d, _ctd_split(loss, d, lo, hi, shift), shift)
+
+
+def connect_the_dots_from_bins(d: float, bins: Bins, shift: float = 0.0) -> DiscretePLD:
+    """:func:`connect_the_dots` from the loss's :class:`Bins` on its grid."""
+    return _ctd(d, bins, shift)
 
 
 def _ctd(d: float, b: Bins, shift: float) -> DiscretePLD:
@@ -285,17 +314,44 @@ def certified_pair_lazy(loss: PrivacyLoss, d: float, lo: float, hi: float, shift
     (:func:`certified_pairs`)."""
     # one grid step of margin at both ends, so that a bounded loss's extreme values (often
     # atoms) lie strictly inside the grid
-    bins = _ctd_split(loss, d, lo - d, hi + d, shift, cdfs)
+    return pair_from_bins(loss, d, lo, hi, shift, _ctd_split(loss, d, lo - d, hi + d, shift,
+                                                              cdfs))
+
+
+def pair_from_bins(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float, bins: Bins
+                   ) -> tuple[DiscretePLD, Callable[[], DiscretePLD]]:
+    """:func:`certified_pair_lazy` from the loss's :class:`Bins` on the grid that covers
+    ``[lo - d, hi + d]``."""
     upper = _ctd(d, bins, shift)
-    state: dict = {"bins": bins}  # released once the lower pair is built
+    return upper, LazyLower(loss, upper, bins, (d, lo, hi, shift))
 
-    def lower() -> DiscretePLD:
-        if "low" not in state:
-            low = lowered_chords(loss, upper, state.pop("bins"), d)
-            state["low"] = low if low is not None else dominated(loss, d, lo, hi, shift)
-        return state["low"]
 
-    return upper, lower
+class LazyLower:
+    """The lower pair of :func:`certified_pair_lazy`, built on its first call (lowered
+    chords, or :func:`dominated` where they cannot be built) and then remembered; the
+    loss's bins are released once it is built. :meth:`points` are where building it
+    evaluates the loss's CDFs, so that a caller may evaluate those of many losses at once
+    and pass each its rows of :func:`~tightdp.pld.lowered_chords.refined_rows`."""
+
+    def __init__(self, loss: PrivacyLoss, upper: DiscretePLD, bins: Bins, grid: tuple):
+        self.loss, self.upper, self.grid = loss, upper, grid
+        self.bins: Bins | None = bins
+        self.low: DiscretePLD | None = None
+
+    def points(self) -> np.ndarray | None:
+        """The loss values at which building the lower pair evaluates the loss's CDFs, a
+        row of sub-nodes per interval refined (None if none, or if it is built)."""
+        return None if self.bins is None else refine_points(self.bins, self.grid[0])
+
+    def __call__(self, rows: tuple | None = None) -> DiscretePLD:
+        """The lower pair; ``rows``: :func:`~tightdp.pld.lowered_chords.refined_rows` at
+        :meth:`points`."""
+        if self.low is None:
+            d, lo, hi, shift = self.grid
+            low = lowered_chords(self.loss, self.upper, cast(Bins, self.bins), d, rows)
+            self.bins = None
+            self.low = low if low is not None else dominated(self.loss, d, lo, hi, shift)
+        return self.low
 
 
 

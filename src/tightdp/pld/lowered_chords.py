@@ -21,13 +21,14 @@ import numpy as np
 
 from .._numerics import UNIT_ROUNDOFF
 from ..losses import PrivacyLoss
+from ..losses.base import bin_masses_from_logs, delta_from_logs
 from .grid import Bins, DiscretePLD
 
-__all__ = ["lowered_chords"]
+__all__ = ["lowered_chords", "refine_points", "refined_rows"]
 
 
-def lowered_chords(loss: PrivacyLoss, upper: DiscretePLD, bins: Bins, d: float
-                   ) -> DiscretePLD | None:
+def lowered_chords(loss: PrivacyLoss, upper: DiscretePLD, bins: Bins, d: float,
+                   rows: tuple | None = None) -> DiscretePLD | None:
     """The dominated pair whose hockey-stick curve ``V`` interpolates the values
     ``delta(alpha_j) - c_j`` linearly in ``alpha = e^eps`` between the nodes
     ``alpha_j = e^{g_j}`` (see the module docstring). Returns None if it cannot be built on
@@ -55,6 +56,9 @@ def lowered_chords(loss: PrivacyLoss, upper: DiscretePLD, bins: Bins, d: float
     weighted by their lengths (Barlow et al. 1972), computed where it changes anything.
     The P-masses are ``e^{g_j}`` times the slope increases; where no segment was pooled they
     are computed as ``pi_j^CTD - [(c_{j+1} - c_j) - e^d (c_j - c_{j-1})] / (e^d - 1)``.
+
+    ``rows``: :func:`refined_rows` at the sub-nodes of :func:`refine_points` (computed with
+    other losses'), else computed here.
     """
     g = bins.g
     if d > 700.0 or g[-1] > 700.0 or g[0] < -700.0:  # e^g beyond the float range
@@ -64,7 +68,7 @@ def lowered_chords(loss: PrivacyLoss, upper: DiscretePLD, bins: Bins, d: float
     n = g.size - 1  # nodes 0 .. n-1: the grid's last point is not used
     if n < 3 or g[n - 1] > 700.0 or g[0] < -700.0:
         return None
-    c, pts = _lowering(loss, bins, d, n, em1)
+    c, pts = _lowering(loss, bins, d, n, em1, rows)
     hts = _heights(loss, bins, n, em1)
     ends = _place_ends(c, hts, pts, n)
     if ends is None:
@@ -80,11 +84,9 @@ def lowered_chords(loss: PrivacyLoss, upper: DiscretePLD, bins: Bins, d: float
     return DiscretePLD(d, upper.offset, pi, inf_true, {"kind": "lowered_chords"}, upper.shift)
 
 
-def _lowering(loss: PrivacyLoss, bins: Bins, d: float, n: int, em1: float
-              ) -> tuple[np.ndarray, _Tents]:
-    """The lowering ``c_j = max(G_{j-1}, G_j)`` of each node from the tents' heights ``G_j``
-    (refined where :func:`_refined_gaps` can), and the tents' points per interval."""
-    g, pb, qb, log_rho = bins.g, bins.pb, bins.qb, bins.log_rho
+def _tent_gaps(bins: Bins, d: float, n: int, em1: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(theta, G)``: the tents' peaks and heights of the intervals (:func:`lowered_chords`)."""
+    pb, qb, log_rho = bins.pb, bins.qb, bins.log_rho
     lr = log_rho[:n - 1]
     one_m_rho = -np.expm1(lr)
     theta = np.clip(one_m_rho / (np.exp(lr) * em1), 0.0, 1.0)
@@ -92,8 +94,42 @@ def _lowering(loss: PrivacyLoss, bins: Bins, d: float, n: int, em1: float
     # a bin whose Q-mass underflowed: its rho is unknown, so take the largest gap any rho
     # allows, P_bin tanh(d/4)
     unknown = (pb[:n - 1] > 0) & ~(qb[:n - 1] > 0)
-    gap = np.where(unknown, pb[:n - 1] * math.tanh(d / 4), gap) * (1 + 1e-9)
-    gap, pts = _refined_gaps(loss, g, gap, theta, d)
+    return theta, np.where(unknown, pb[:n - 1] * math.tanh(d / 4), gap) * (1 + 1e-9)
+
+
+def refine_points(bins: Bins, d: float) -> np.ndarray | None:
+    """The loss values at which :func:`lowered_chords` on these bins evaluates the loss's
+    CDFs (the sub-nodes of :func:`_refined_gaps`, a row per interval refined), None if it
+    evaluates none."""
+    g = bins.g
+    n = g.size - 1
+    if d > 700.0 or g[-1] > 700.0 or g[0] < -700.0 or n < 3 or g[n - 1] > 700.0:
+        return None
+    _, gap = _tent_gaps(bins, d, n, math.expm1(d))
+    nodes = _sub_nodes(g, gap, d)
+    return None if nodes is None else nodes[1]
+
+
+def _sub_nodes(g: np.ndarray, gap: np.ndarray, d: float
+               ) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(pick, ys)``: the intervals :func:`_refined_gaps` refines and their sub-nodes (one
+    row each), None if none."""
+    m = _REFINE_SUB
+    pick = _largest_positive(gap, _REFINE_INTERVALS)
+    if not pick.size or d / m > 700.0:
+        return None
+    frac = np.arange(m + 1) / m
+    ys = g[pick][:, None] + d * frac[None, :]  # sub-nodes of each picked interval (rows)
+    ys[:, -1] = g[pick + 1]  # the interval's own end, exactly
+    return pick, ys
+
+
+def _lowering(loss: PrivacyLoss, bins: Bins, d: float, n: int, em1: float,
+              rows: tuple | None) -> tuple[np.ndarray, _Tents]:
+    """The lowering ``c_j = max(G_{j-1}, G_j)`` of each node from the tents' heights ``G_j``
+    (refined where :func:`_refined_gaps` can), and the tents' points per interval."""
+    theta, gap = _tent_gaps(bins, d, n, em1)
+    gap, pts = _refined_gaps(loss, bins.g, gap, theta, d, rows)
     c = np.zeros(n)
     c[:-1] = gap
     c[1:] = np.maximum(c[1:], gap)
@@ -284,7 +320,7 @@ def _largest_positive(x: np.ndarray, k: int) -> np.ndarray:
 
 
 def _refined_gaps(loss: PrivacyLoss, g: np.ndarray, gap: np.ndarray, theta: np.ndarray,
-                  d: float) -> tuple[np.ndarray, _Tents]:
+                  d: float, rows: tuple | None) -> tuple[np.ndarray, _Tents]:
     """Tighter bounds on how far the true curve lies below its chord, on the intervals of
     the largest tents (at most ``_REFINE_INTERVALS``).
 
@@ -300,20 +336,36 @@ def _refined_gaps(loss: PrivacyLoss, g: np.ndarray, gap: np.ndarray, theta: np.n
     is raised by ``1e-9`` relative and an absolute ``1e-15`` of the curve's values there
     (their rounding). The refinement is kept where its largest point is below the tent's
     ``G_j`` (both bound the same distance); an interval with a sub-bin whose Q-mass
-    underflowed keeps its tent."""
+    underflowed keeps its tent. ``rows``: :func:`refined_rows` of the sub-nodes, computed
+    with other losses' (else here)."""
     tents = _Tents(theta, gap)
-    m = _REFINE_SUB
-    pick = _largest_positive(gap, _REFINE_INTERVALS)
-    if not pick.size or d / m > 700.0:
+    nodes = _sub_nodes(g, gap, d)
+    if nodes is None:
         return gap, tents
-    frac = np.arange(m + 1) / m
-    ys = g[pick][:, None] + d * frac[None, :]  # sub-nodes of each picked interval (rows)
-    ys[:, -1] = g[pick + 1]  # the interval's own end, exactly
-    flat = ys.reshape(-1)  # non-decreasing: the picked intervals are in order
-    cv = loss.delta(flat).reshape(ys.shape)  # the true curve at the sub-nodes
-    pb, qb = loss.bin_masses(flat)  # the bins between rows are not used
+    pick, ys = nodes
+    if rows is None:
+        rows = refined_rows(ys, loss.log_cdfs(ys.reshape(-1)), d)
+    s_all, g_all, best, fit = rows
+    usable = fit & (best < gap[pick])
+    gap = gap.copy()
+    kept = np.nonzero(usable)[0]
+    gap[pick[kept]] = best[kept]
+    tents.refine(pick[kept], kept, s_all, g_all)
+    return gap, tents
+
+
+def refined_rows(ys: np.ndarray, values: tuple, d: float) -> tuple[np.ndarray, ...]:
+    """The points ``(s, G)`` of :func:`_refined_gaps` for each row of sub-nodes ``ys`` (of
+    one loss's intervals, or of many losses' on grids of one step ``d``: rows are computed
+    independently), from the loss's log CDFs ``values`` at ``ys.reshape(-1)``; with each
+    row's largest ``G`` and whether the row can be used (no sub-bin's Q-mass underflowed,
+    all points finite)."""
+    m = _REFINE_SUB
+    flat = ys.reshape(-1)  # non-decreasing within each row
+    cv = delta_from_logs(flat, values[1], values[3]).reshape(ys.shape)  # the true curve
+    pb, qb = bin_masses_from_logs(*values)  # the bins between rows are not used
     keep = (np.arange(flat.size - 1) % (m + 1)) < m
-    pb, qb = pb[keep].reshape(pick.size, m), qb[keep].reshape(pick.size, m)
+    pb, qb = pb[keep].reshape(ys.shape[0], m), qb[keep].reshape(ys.shape[0], m)
     a = np.exp(ys - ys[:, :1])  # alpha / alpha_j: the fraction s is scale-free
     span = a[:, -1:] - a[:, :1]
     rise = cv[:, -1:] - cv[:, :1]
@@ -337,14 +389,8 @@ def _refined_gaps(loss: PrivacyLoss, g: np.ndarray, gap: np.ndarray, theta: np.n
     g_all = np.maximum(g_all, 0.0) * (1 + 1e-9) \
         + 4e-15 * np.max(cv, axis=1, keepdims=True) * taper
     g_all = np.where((s_all > 0) & (s_all < 1), g_all, 0.0)  # nodes: nothing to keep
-    best = np.max(g_all, axis=1)
-    usable = ~np.any((pb > 0) & ~(qb > 0), axis=1) & (best < gap[pick]) \
-        & np.all(np.isfinite(g_all), axis=1)
-    gap = gap.copy()
-    rows = np.nonzero(usable)[0]
-    gap[pick[rows]] = best[rows]
-    tents.refine(pick[rows], rows, s_all, g_all)
-    return gap, tents
+    fit = ~np.any((pb > 0) & ~(qb > 0), axis=1) & np.all(np.isfinite(g_all), axis=1)
+    return s_all, g_all, np.max(g_all, axis=1), fit
 
 
 def _pav_push(vals: list[float], wts: list[float], lens: list[int], xs: list[float],

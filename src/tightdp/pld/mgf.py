@@ -13,7 +13,7 @@ import math
 import numpy as np
 from scipy.special import logsumexp
 
-from .._numerics import BracketError, bisect, grow_until, newton_scalar
+from .._numerics import BracketError, bisect, grow_until, lse_last, newton_scalar
 from .grid import atom_cumulants
 
 __all__ = ["LogMgf"]
@@ -22,6 +22,14 @@ __all__ = ["LogMgf"]
 _T_MAX = 1e9
 #: laws with more atoms than this are searched on a coarsened copy (LogMgf.searcher)
 _SEARCH_ATOMS = 1 << 14
+#: from this many laws on, :meth:`LogMgf.cumulants` works on all laws' atoms at once
+#: (:class:`_Stacked`) and :meth:`LogMgf.searcher` coarsens the laws to ``_SEARCH_TOTAL``
+#: atoms in all (a composition of many distinct mechanisms: one law per mechanism)
+MANY_PARTS = 16
+#: the atoms of a many-law searcher in all
+_SEARCH_TOTAL = 1 << 14
+#: atoms per chunk of :class:`_Stacked` (its work arrays stay in cache)
+_CHUNK_ATOMS = 1 << 15
 
 
 class LogMgf:
@@ -44,6 +52,7 @@ class LogMgf:
         self.lo, self.hi = lo, hi
         self._quantiles: dict = {}  # memo of quantile(), asked again for the same tails
         self._search: LogMgf | None = None  # the coarsened copy of searcher()
+        self._stacked: _Stacked | None = None  # the laws' atoms side by side (many laws)
 
     def __call__(self, t: float) -> tuple[float, float, float]:
         kk, k1, k2 = self.cumulants(np.array([float(t)]))
@@ -52,6 +61,10 @@ class LogMgf:
     def cumulants(self, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``K``, ``K'``, ``K''`` at every ``t`` of ``ts`` (``atom_cumulants`` of each law)."""
         ts = np.atleast_1d(np.asarray(ts, dtype=float))
+        if len(self.parts) >= MANY_PARTS:
+            if self._stacked is None:
+                self._stacked = _Stacked(self.parts)
+            return self._stacked.cumulants(ts)
         kk, k1, k2 = (np.zeros(ts.size) for _ in range(3))
         for ys, lp, k in self.parts:
             a, b, c = atom_cumulants(ys, lp, ts)
@@ -131,23 +144,29 @@ class LogMgf:
         return self._quantiles[key]
 
     def searcher(self) -> LogMgf:
-        """This log-MGF, or, when a law has more than ``_SEARCH_ATOMS`` atoms, a copy whose
-        laws are coarsened to at most that many (consecutive atoms merged: their masses
+        """This log-MGF, or, when a law has more than ``_SEARCH_ATOMS`` atoms (from
+        ``MANY_PARTS`` laws on: more than ``_SEARCH_TOTAL`` over their number, at least 64),
+        a copy whose laws are coarsened to at most that many (consecutive atoms merged: their masses
         added, at their mean position): cheap to evaluate, and within ``|t|`` times the
         merged span of ``K(t)``. Only the searches for a good ``t`` use it; the bounds are
         always evaluated exactly at the ``t`` found."""
         if self._search is None:
-            if all(ys.size <= _SEARCH_ATOMS for ys, _, _ in self.parts):
+            many = len(self.parts) >= MANY_PARTS
+            # many laws: at most _SEARCH_TOTAL atoms in all (at least 64 per law)
+            cap = max(_SEARCH_TOTAL // len(self.parts), 64) if many else _SEARCH_ATOMS
+            if all(ys.size <= cap for ys, _, _ in self.parts):
                 self._search = self
             else:
                 coarse = LogMgf([])
                 for ys, lp, k in self.parts:
-                    if ys.size > _SEARCH_ATOMS:
-                        g = -(-ys.size // _SEARCH_ATOMS)
+                    if ys.size > cap:
+                        g = -(-ys.size // cap)
                         pad = (-ys.size) % g
                         y2 = np.concatenate([ys, np.full(pad, ys[-1])]).reshape(-1, g)
                         l2 = np.concatenate([lp, np.full(pad, -np.inf)]).reshape(-1, g)
-                        ys, lp = y2.mean(axis=1), logsumexp(l2, axis=1)
+                        # (many laws: the same sum without scipy's per-call overhead)
+                        ys, lp = y2.mean(axis=1), (lse_last(l2) if many
+                                                   else logsumexp(l2, axis=1))
                     coarse.parts.append((ys, lp, k))
                 coarse.lo, coarse.hi = self.lo, self.hi
                 self._search = coarse
@@ -192,3 +211,46 @@ class LogMgf:
         if t == 0.0:
             return min(kk, 0.0)
         return min(kk - t * b, kk, 0.0)
+
+
+class _Stacked:
+    """The atoms of many laws side by side, in chunks of about ``_CHUNK_ATOMS``, for
+    :meth:`LogMgf.cumulants`: per chunk and tilt one pass over its atoms computes every law's
+    ``K_i``, ``K_i'`` and ``K_i''`` as :func:`~tightdp.pld.grid.atom_cumulants` does (each
+    law's exponents shifted by their own maximum; segment sums by ``reduceat``), instead of
+    a few numpy calls per law."""
+
+    def __init__(self, parts: list):
+        self.chunks = []
+        i = 0
+        while i < len(parts):
+            j, size = i, 0
+            while j < len(parts) and (j == i or size + parts[j][0].size <= _CHUNK_ATOMS):
+                size += parts[j][0].size
+                j += 1
+            sizes = np.array([p[0].size for p in parts[i:j]])
+            starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+            self.chunks.append((np.concatenate([p[0] for p in parts[i:j]]),
+                                np.concatenate([p[1] for p in parts[i:j]]), sizes, starts,
+                                np.array([float(p[2]) for p in parts[i:j]])))
+            i = j
+
+    def cumulants(self, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``K``, ``K'``, ``K''`` of the composition at every ``t`` of ``ts`` (1-d)."""
+        kk, k1, k2 = (np.zeros(ts.size) for _ in range(3))
+        for r in range(ts.size):
+            t = ts[r]
+            for ys, lp, sizes, starts, ks in self.chunks:
+                with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+                    z = lp + t * ys
+                    m = np.maximum.reduceat(z, starts)
+                    z -= np.repeat(m, sizes)
+                    np.exp(z, out=z)
+                    s = np.add.reduceat(z, starts)
+                    mu = np.add.reduceat(z * ys, starts) / s
+                    dev = ys - np.repeat(mu, sizes)
+                    var = np.add.reduceat(z * dev * dev, starts) / s
+                kk[r] += float((ks * (m + np.log(s))).sum())
+                k1[r] += float((ks * mu).sum())
+                k2[r] += float((ks * var).sum())
+        return kk, k1, k2

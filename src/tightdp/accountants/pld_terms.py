@@ -1,0 +1,55 @@
+"""The PLD accountant's per-term discretization: each term's loss range, its pilot law and
+its certified pair on a grid, one loss at a time for a few terms and all losses together for
+many (:mod:`tightdp.pld.families`: a noise schedule composes one distinct mechanism per
+step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..losses import PrivacyLoss
+from ..pld.discretize import certified_pair_lazy, connect_the_dots, loss_range
+from ..pld.families import certified_pairs_lazy_many, connect_the_dots_many, loss_ranges_many
+from ..pld.grid import DiscretePLD
+from ..pld.mgf import MANY_PARTS
+
+__all__ = ["pilot_laws", "term_pairs", "term_ranges"]
+
+#: bins of the pilot discretization across each loss's range
+PILOT_BINS = 1024
+
+
+def term_ranges(cache: dict, losses: list[PrivacyLoss], log_tail: float
+                ) -> list[tuple[float, float]]:
+    """The coarse :func:`~tightdp.pld.discretize.loss_range` of each loss at ``log_tail``,
+    remembered in ``cache`` (with the loss, so that its id stays its own); those of many
+    losses by :func:`~tightdp.pld.families.loss_ranges_many`."""
+    todo = [loss for loss in losses if ("range", id(loss), log_tail) not in cache]
+    if len(todo) >= MANY_PARTS:
+        found = loss_ranges_many(todo, log_tail)
+    else:
+        found = [loss_range(loss, log_tail, coarse=True) for loss in todo]
+    for loss, r in zip(todo, found, strict=True):
+        cache[("range", id(loss), log_tail)] = (r, loss)
+    return [cache[("range", id(loss), log_tail)][0] for loss in losses]
+
+
+def pilot_laws(losses: list[PrivacyLoss], ranges: list[tuple[float, float]]
+               ) -> list[DiscretePLD]:
+    """Connect-the-dots laws of the losses, each on ``PILOT_BINS`` bins of its own range."""
+    grids = [(max(hi - lo, 1e-12) / PILOT_BINS, lo, hi) for lo, hi in ranges]
+    if len(losses) >= MANY_PARTS:
+        return connect_the_dots_many(losses, grids)
+    return [connect_the_dots(loss, step, lo, hi)
+            for loss, (step, lo, hi) in zip(losses, grids, strict=True)]
+
+
+def term_pairs(losses: list[PrivacyLoss], d: float, ranges: list[tuple[float, float]]
+               ) -> list[tuple[DiscretePLD, Callable[[], DiscretePLD]]]:
+    """:func:`~tightdp.pld.discretize.certified_pair_lazy` of each loss on the grid ``j d``
+    over its range."""
+    if len(losses) >= MANY_PARTS:
+        return certified_pairs_lazy_many(losses, d, ranges)
+    return [certified_pair_lazy(loss, d, lo, hi) for loss, (lo, hi) in zip(losses, ranges,
+                                                                          strict=True)]
