@@ -409,7 +409,15 @@ def test_cli_compare_tiny_noise(sigma, steps):
                           f"compare {row.get('accountant')} sigma={sigma} T={steps}")
 
 
-@pytest.mark.parametrize("sigma,steps", _TINY, ids=_TINY_IDS)
+#: the calibration grid: by default one step count per sigma (each query runs a search
+#: to its budget: ~10-25 s), the whole grid at full size
+_TINY_CAL = [pytest.param(s, k, id=i, marks=() if (s, k) in ((0.05, 1), (0.01, 1000),
+                                                                (1e-4, 10))
+                          else pytest.mark.slow) for (s, k), i in zip(_TINY, _TINY_IDS,
+                                                                    strict=True)]
+
+
+@pytest.mark.parametrize("sigma,steps", _TINY_CAL)
 def test_cli_calibrate_sampling_rate_tiny_noise(sigma, steps):
     """The calibrated rate must meet the target: the exact one-step eps at that rate (a
     lower bound on the T-step eps) is <= 3."""

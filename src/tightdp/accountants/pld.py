@@ -32,6 +32,7 @@ under floating-point noise of the transform.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from typing import cast
@@ -40,13 +41,11 @@ import numpy as np
 
 from .. import _validate as v
 from .._defaults import DEFAULT_RTOL
-from .._numerics import UNIT_ROUNDOFF
 from ..budget import BudgetExceeded
 from ..curves.saddle import rma_eps, saddle_point_eps
 from ..pld.compose import MAX_POINTS, ComposedPLD, compose, composed_inf_mass
 from ..pld.families import build_lowers
 from ..pld.mgf import LogMgf
-from ..pld.transform import UNIT_ROUNDOFF_EXTENDED
 from ..results import DeltaResult, EpsilonResult, check_bracket
 from .base import Accountant, Direction
 from .limits import out_of_reach
@@ -59,7 +58,9 @@ from .pld_refine import (
     delta_cuts,
     rdp_fallback,
     refine,
+    rounding_matters,
     tighter_bounds,
+    tilted_within_budget,
 )
 from .pld_terms import pilot_laws, term_pairs, term_ranges
 
@@ -87,10 +88,6 @@ FIRST_POINTS = 1 << 18
 #: peak bytes per grid point of a discretization or an FFT composition, with room for the
 #: interpreter and the libraries within the budget (docs/pld-constants.md)
 BYTES_PER_POINT = 768
-#: a composition whose FFT-rounding charge at the answer exceeds this fraction of rtol times
-#: delta is redone with extended-precision transforms, and so is every later one of the query
-#: (the charge grows with the count and the number of points; docs/pld-constants.md)
-ROUNDING_SHARE = 0.25
 
 
 class PLDAccountant(Accountant):
@@ -296,19 +293,6 @@ class PLDAccountant(Accountant):
                 for r in (self._directions() if sides is None else list(Direction))]
 
     # --- queries ---------------------------------------------------------------------------
-    def _rounding_matters(self, c: ComposedPLD, eps, delta) -> bool:
-        """Whether the FFT-rounding charge of ``c`` at ``eps`` exceeds ``ROUNDING_SHARE``
-        rtol of ``delta`` (arrays: anywhere) while the transforms are still in double and
-        long double is more precise here; if so, the query's later compositions are
-        extended (:func:`tightdp.pld.compose.compose`)."""
-        if self._cache.get("extended") or not UNIT_ROUNDOFF_EXTENDED < UNIT_ROUNDOFF:
-            return False
-        charge = c.rounding_charge(np.maximum(eps, 0.0))
-        if not np.any(charge > ROUNDING_SHARE * self.rtol * np.asarray(delta)):
-            return False
-        self._cache["extended"] = True
-        return True
-
     def _eps_at(self, d: float, direction: Direction, delta: float, log_tail: float,
                 window_tail: float, *, upper: bool, stats: QueryStats) -> float:
         """The bound on eps(delta) of :meth:`_eps_once`; if the FFT's rounding charge was a
@@ -319,7 +303,7 @@ class PLDAccountant(Accountant):
                            stats=stats, probe=probe)
         # the composition that gave the bound decides (an untilted one tried beside a tilt
         # is swamped by rounding at tiny delta, and need not be)
-        if any(self._rounding_matters(c, x, delta) for c, x in probe
+        if any(rounding_matters(self._cache, c, x, delta, self.rtol) for c, x in probe
                if x == e and math.isfinite(x)):
             e2 = self._eps_once(d, direction, delta, log_tail, window_tail, upper=upper,
                                 stats=stats, probe=[])
@@ -363,8 +347,11 @@ class PLDAccountant(Accountant):
             if lam <= 0 or any(abs(lam - x) <= 0.02 * max(x, 1e-3) for x in tried):
                 break
             tried.append(lam)
-            c, step = self._tilted_within_budget(d, direction, log_tail, window_tail, lam,
-                                                 upper=upper, stats=stats)
+            c, step = tilted_within_budget(
+                self._cache, functools.partial(self._composed, direction=direction,
+                                               log_tail=log_tail, window_tail=window_tail,
+                                               upper=upper, lam=lam),
+                (d, upper, direction, log_tail, window_tail), lam, stats=stats)
             squeezed = squeezed or step != d
             if c is None:  # the untilted bound below stands instead
                 break
@@ -385,40 +372,13 @@ class PLDAccountant(Accountant):
         probe.append((c, e))
         return min(best, e) if upper else max(best, e)
 
-    def _tilted_within_budget(self, d: float, direction: Direction, log_tail: float,
-                              window_tail: float, lam: float, *, upper: bool,
-                              stats: QueryStats) -> tuple[ComposedPLD | None, float]:
-        """``(composition, step)``: the composition tilted by ``lam`` on the grid ``d``, or,
-        if its window is over the budget (a strongly tilted law can need a far wider one:
-        the far end of the per-step range dominates it), on a coarser grid (any grid's bound
-        is a bound): those of the query's earlier refinements, whose laws are discretized
-        already, else (the first grid) 2, 4 or 8 times coarser; ``(None, 0.0)`` if none
-        fits."""
-        done = sorted(key[1] for key in self._cache
-                      if isinstance(key, tuple) and key[0] == "laws" and key[1] > d
-                      and key[2] == direction and key[3] == log_tail)
-        # a tilt at least as strong as one already over the budget on a grid is not tried
-        # on it again (the window grows with the tilt there: the far end dominates)
-        fails = self._cache.setdefault("tilt_fails", {})
-        for step in [d, *(done[:3] or [2 * d, 4 * d, 8 * d])]:
-            key = (step, upper, direction, log_tail, window_tail)
-            if lam >= fails.get(key, math.inf):
-                continue
-            try:
-                return (self._composed(step, direction, log_tail, window_tail, upper=upper,
-                                       lam=lam), step)
-            except BudgetExceeded:
-                stats.tilts_over_budget += 1
-                fails[key] = min(lam, fails.get(key, math.inf))
-        return None, 0.0
-
     def _epsilon_of(self, delta: float) -> EpsilonResult:
         """Certified bracket on the smallest eps with delta(eps) <= ``delta``."""
         delta = v.delta_value("delta", delta)
         t0 = time.perf_counter()
         if not self.terms:
             return EpsilonResult(0.0, delta, 0.0, 0.0, self.name, certified=True)
-        self._cache["extended"] = False  # each query decides (_rounding_matters)
+        self._cache["extended"] = False  # each query decides (rounding_matters)
         self._cache["tilt_fails"] = {}
         k_tot = max(self.total_count, 1)
         # what the single-step cut and the window may leave out: a negligible part of delta
@@ -496,7 +456,7 @@ class PLDAccountant(Accountant):
         c = self._composed(d, direction, log_tail, window_tail, upper=upper)
         val = c.delta_bound(eps, upper=upper)
         ok = (val >= DELTA_FLOOR) & (eps > 0)
-        if ok.any() and self._rounding_matters(c, eps[ok], val[ok]):
+        if ok.any() and rounding_matters(self._cache, c, eps[ok], val[ok], self.rtol):
             # the FFT's rounding is a noticeable part of these values: extended precision
             # (both are bounds: the better one of each is kept)
             c = self._composed(d, direction, log_tail, window_tail, upper=upper)
@@ -550,7 +510,7 @@ class PLDAccountant(Accountant):
         if not self.terms:
             out = 0.0 if scalar else np.zeros_like(e)
             return DeltaResult(out, eps, out, out, self.name, certified=True)
-        self._cache["extended"] = False  # each query decides (_rounding_matters)
+        self._cache["extended"] = False  # each query decides (rounding_matters)
         k_tot = max(self.total_count, 1)
         dirs = self._directions()
         pilots = [self._pilot(r, math.log(1e-40) - math.log(k_tot)) for r in dirs]

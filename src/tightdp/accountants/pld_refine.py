@@ -20,11 +20,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._numerics import UNIT_ROUNDOFF
 from ..budget import Budget, BudgetExceeded
+from ..pld.transform import UNIT_ROUNDOFF_EXTENDED
 from ..results import EpsilonResult
 from .base import Direction
 
-__all__ = ["DELTA_FLOOR", "EpsQuery", "QueryStats", "Refinement", "refine", "clamped",
+__all__ = ["ROUNDING_SHARE", "rounding_matters", "tilted_within_budget",
+           "DELTA_FLOOR", "EpsQuery", "QueryStats", "Refinement", "refine", "clamped",
            "over_budget", "budget_floor", "delta_cuts", "tighter_bounds", "rdp_fallback"]
 
 #: the most refinements of one query
@@ -305,3 +308,51 @@ def delta_cuts(e: np.ndarray, pilots: list, k_tot: int, rtol: float
     if not beyond:
         log_tail = min(max(cut - math.log(k_tot), log_tail), -25.0)
     return emax, log_tail, wt
+
+
+#: a composition whose FFT-rounding charge at the answer exceeds this fraction of rtol times
+#: delta is redone with extended-precision transforms, and so is every later one of the query
+#: (the charge grows with the count and the number of points; docs/pld-constants.md)
+ROUNDING_SHARE = 0.25
+
+
+def rounding_matters(cache: dict, c, eps, delta, rtol: float) -> bool:
+    """Whether the FFT-rounding charge of the composition ``c`` at ``eps`` exceeds
+    ``ROUNDING_SHARE`` rtol of ``delta`` (arrays: anywhere) while the transforms are still in
+    double and long double is more precise here; if so, ``cache["extended"]`` is set: the
+    query's later compositions are extended (:func:`tightdp.pld.compose.compose`)."""
+    if cache.get("extended") or not UNIT_ROUNDOFF_EXTENDED < UNIT_ROUNDOFF:
+        return False
+    charge = c.rounding_charge(np.maximum(eps, 0.0))
+    if not np.any(charge > ROUNDING_SHARE * rtol * np.asarray(delta)):
+        return False
+    cache["extended"] = True
+    return True
+
+
+def tilted_within_budget(cache: dict, composed: Callable, key: tuple, lam: float, *,
+                         stats: QueryStats) -> tuple:
+    """``(composition, step)``: ``composed(step)``, the composition tilted by ``lam`` on the
+    grid ``d`` of ``key = (d, upper, direction, log_tail, window_tail)``, or, if its window is
+    over the budget (a strongly tilted law can need a far wider one: the far end of the
+    per-step range dominates it), on a coarser grid (any grid's bound is a bound): those of
+    the query's earlier refinements, whose laws are discretized already (``cache`` keys
+    ``("laws", step, direction, log_tail)``), else (the first grid) 2, 4 or 8 times
+    coarser; ``(None, 0.0)`` if none fits."""
+    d, upper, direction, log_tail, window_tail = key
+    done = sorted(k[1] for k in cache
+                  if isinstance(k, tuple) and k[0] == "laws" and k[1] > d
+                  and k[2] == direction and k[3] == log_tail)
+    # a tilt at least as strong as one already over the budget on a grid is not tried
+    # on it again (the window grows with the tilt there: the far end dominates)
+    fails = cache.setdefault("tilt_fails", {})
+    for step in [d, *(done[:3] or [2 * d, 4 * d, 8 * d])]:
+        k = (step, upper, direction, log_tail, window_tail)
+        if lam >= fails.get(k, math.inf):
+            continue
+        try:
+            return composed(step), step
+        except BudgetExceeded:
+            stats.tilts_over_budget += 1
+            fails[k] = min(lam, fails.get(k, math.inf))
+    return None, 0.0
