@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
+import oracle
 from tightdp import Gaussian, GDPAccountant, Laplace, PLDAccountant, PRVAccountant
 from tightdp.mechanisms import Mechanism
 from tightdp.mechanisms.base import Bracket, tv_lipschitz
@@ -31,13 +32,8 @@ class _Between(Mechanism):
 
 
 def _gdp_eps(mu: float, delta: float) -> float:
-    """epsilon of mu-GDP at delta (Dong, Roth & Su 2022, Cor. 2.13), by bisection."""
-    lo, hi = 0.0, 100.0
-    for _ in range(200):
-        e = (lo + hi) / 2
-        d = norm.cdf(-e / mu + mu / 2) - math.exp(e) * norm.cdf(-e / mu - mu / 2)
-        lo, hi = (e, hi) if d > delta else (lo, e)
-    return hi
+    """eps of mu-GDP at delta (Dong, Roth & Su 2022, Cor. 2.13), exact (mpmath)."""
+    return float(oracle.gaussian_epsilon(1.0 / mu, 1, delta))
 
 
 @pytest.mark.parametrize("cls", [PLDAccountant, PRVAccountant])

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+import oracle
 from tightdp import calibrate_noise, calibrate_sampling_rate, calibrate_steps, dpsgd_epsilon
 
 
@@ -128,14 +129,8 @@ def test_out_of_time_returns_a_met_setting_and_its_bracket(monkeypatch):
 
 
 def _gdp_eps(mu: float, delta: float) -> float:
-    """eps of mu-GDP at delta (Dong, Roth & Su 2022, Cor. 2.13), by bisection."""
-    from scipy.stats import norm
-    lo, hi = 0.0, 200.0
-    for _ in range(200):
-        e = (lo + hi) / 2
-        d = norm.cdf(-e / mu + mu / 2) - math.exp(e) * norm.cdf(-e / mu - mu / 2)
-        lo, hi = (e, hi) if d > delta else (lo, e)
-    return hi
+    """eps of mu-GDP at delta (Dong, Roth & Su 2022, Cor. 2.13), exact (mpmath)."""
+    return float(oracle.gaussian_epsilon(1.0 / mu, 1, delta))
 
 
 def test_noise_for_shuffling_meets_target_and_matches_closed_form():

@@ -9,6 +9,7 @@ import math
 import pytest
 from scipy.stats import norm
 
+import oracle
 import tightdp as td
 from tightdp.dpsgd.setting import dpsgd_setting, make_sampling
 
@@ -16,14 +17,8 @@ DELTA = 1e-5
 
 
 def _gdp_eps(mu: float, delta: float = DELTA) -> float:
-    """eps of mu-GDP at delta (Dong, Roth & Su 2022, Cor. 2.13:
-    delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)), by bisection."""
-    lo, hi = 0.0, 200.0
-    for _ in range(200):
-        e = (lo + hi) / 2
-        d = norm.cdf(-e / mu + mu / 2) - math.exp(e) * norm.cdf(-e / mu - mu / 2)
-        lo, hi = (e, hi) if d > delta else (lo, e)
-    return hi
+    """eps of mu-GDP at delta (Dong, Roth & Su 2022, Cor. 2.13), exact (mpmath)."""
+    return float(oracle.gaussian_epsilon(1.0 / mu, 1, delta))
 
 
 @pytest.mark.parametrize("kwargs, message", [
