@@ -21,7 +21,7 @@ from ..accountants.registry import CERTIFYING
 from ..budget import Budget, BudgetExceeded
 from ..progress import progress_bar
 from ..results import Result
-from ..risk import RiskTarget, calibrate_noise_to_risk
+from ..risk import RiskTarget, TradeoffResult, calibrate_noise_to_risk, tradeoff
 from .epsilon import composed
 from .setting import DPSGDSetting, dpsgd_setting
 
@@ -89,6 +89,35 @@ class SearchClock:
                         "(certified); raise max_seconds for a tighter one"}
 
 
+def _risk_details(goal: RiskTarget, r: TradeoffResult | None) -> dict:
+    """What a calibration to a risk target reports of the certified curve ``r`` at the
+    setting found (None: no step, whose curve is the diagonal TPR = FPR)."""
+    fpr = goal.fpr if goal.fpr is not None else 0.5
+    tl, tu = (fpr, fpr) if r is None else (float(r.tpr_lower[0]), float(r.tpr_upper[0]))
+    al, au = (0.0, 0.0) if r is None else (r.advantage_lower, r.advantage_upper)
+    return {"target": goal.describe(), "tpr_lower": tl, "tpr_upper": tu,
+            "advantage_lower": al, "advantage_upper": au, "fpr": goal.fpr, "tpr": goal.tpr,
+            "advantage": goal.advantage}
+
+
+def _targets(accountant: str, epsilon, delta, risk: dict
+             ) -> tuple[float, float, RiskTarget | None]:
+    """The validated target of a search: ``(epsilon, delta, None)`` for a privacy budget, or
+    ``(nan, nan, goal)`` for a risk target (``risk``: tpr, fpr, advantage; pld only)."""
+    if all(x is None for x in risk.values()):
+        if epsilon is None or delta is None:
+            raise ValueError("epsilon and delta are required (or a risk target: tpr with "
+                             "fpr, or advantage)")
+        return (*_check(accountant, epsilon, delta), None)
+    if epsilon is not None or delta is not None:
+        raise ValueError("epsilon, delta: give a privacy budget (epsilon with delta) or a "
+                         "risk target (tpr with fpr, or advantage), not both")
+    if str(accountant).lower() != "pld":
+        raise ValueError(f"accountant must be pld to calibrate to a risk target (its certified "
+                         f"two-sided curve), got {accountant!r}")
+    return math.nan, math.nan, RiskTarget.make(**risk)
+
+
 def _check(accountant: str, target: float, delta: float) -> tuple[float, float]:
     if str(accountant).lower() not in CERTIFYING:
         raise ValueError(f"accountant must certify an upper bound ({', '.join(CERTIFYING)}), "
@@ -98,29 +127,50 @@ def _check(accountant: str, target: float, delta: float) -> tuple[float, float]:
 
 class _Queries:
     """The certified accountant queries of one calibration search: ``setting_of(x)`` (the
-    DP-SGD setting at the searched value ``x``) asked for its eps at ``delta`` once per value
-    (cached), each with the precision ``rtol`` and what is left of the search's clock."""
+    DP-SGD setting at the searched value ``x``) asked once per value (cached), each with the
+    precision ``rtol`` and what is left of the search's clock, for its eps at ``delta`` or,
+    given a risk target ``goal``, for its certified trade-off curve
+    (:func:`tightdp.risk.tradeoff`, at the default TPR width, the curve a re-check with
+    :func:`tightdp.dpsgd_risk` computes)."""
 
     def __init__(self, setting_of, *, target: float, delta: float, accountant: str,
-                 rtol: float, max_memory, max_seconds, neighboring: str | None = None):
+                 rtol: float, max_memory, max_seconds, neighboring: str | None = None,
+                 goal: RiskTarget | None = None):
         self.setting_of = setting_of
         self.relation = {} if neighboring is None else {"neighboring": neighboring}
         self.target, self.delta, self.accountant, self.rtol = target, delta, accountant, rtol
+        self.goal = goal
         self.clock = SearchClock(max_memory, max_seconds)
         self.t0 = time.perf_counter()
         self.cache: dict = {}
 
     def __call__(self, x):
         if x not in self.cache:
-            self.cache[x] = _bracket(self.setting_of(x), self.delta, self.accountant,
-                                     {**precision_options(self.accountant, self.target,
-                                                          self.rtol, self.clock.options()),
-                                      **self.relation})
+            options = {**precision_options(self.accountant, self.target, self.rtol,
+                                           self.clock.options()), **self.relation}
+            if self.goal is None:
+                self.cache[x] = _bracket(self.setting_of(x), self.delta, self.accountant,
+                                         options)
+            else:
+                acc = composed(self.setting_of(x), accountant=self.accountant, **options)
+                fpr = self.goal.fpr if self.goal.fpr is not None else 0.5
+                self.cache[x] = tradeoff(acc, fpr=fpr)
         return self.cache[x]
+
+    def _met(self, r) -> bool:
+        if self.goal is None:
+            return r.epsilon <= self.target
+        return self.goal.met(r)
 
     def meets(self, x) -> bool:
         """Whether the certified upper bound at ``x`` meets the target."""
-        return self(x).epsilon <= self.target
+        return self._met(self(x))
+
+    def describe(self) -> str:
+        """The target, as messages name it."""
+        if self.goal is None:
+            return f"eps={self.target} at delta={self.delta}"
+        return self.goal.describe()
 
     def fails(self, x) -> bool:
         return not self.meets(x)
@@ -130,7 +180,7 @@ class _Queries:
         ``(lo, hi)``, the end on the ``feasible`` side (``"lo"``: the largest value that
         meets the target; ``"hi"``: the smallest) first established, None where unknown."""
         below = feasible == "lo"
-        return bracket_of_points({x: (r.epsilon <= self.target) == below
+        return bracket_of_points({x: self._met(r) == below
                                   for x, r in self.cache.items()}, keep=feasible)
 
     def result(self, noise_multiplier: float, sampling_rate: float, steps: int, at,
@@ -141,6 +191,11 @@ class _Queries:
         r = self.cache.get(at)
         if r is not None and "neighboring" in r.details:
             details = {"neighboring": r.details["neighboring"], **details}
+        if self.goal is not None:
+            return CalibrationResult(
+                noise_multiplier, sampling_rate, steps, math.nan, math.nan, math.nan, None,
+                self.accountant, len(self.cache), time.perf_counter() - self.t0,
+                {**_risk_details(self.goal, r), **details})
         return CalibrationResult(noise_multiplier, sampling_rate, steps, self.delta,
                                  self.target, r.epsilon if r is not None else 0.0,
                                  r.lower if r is not None else 0.0, self.accountant,
@@ -148,8 +203,8 @@ class _Queries:
 
     def out_of_time(self, what: str) -> BudgetExceeded:
         return BudgetExceeded(
-            f"max_seconds: the search found no {what} meeting eps={self.target} at "
-            f"delta={self.delta} within max_seconds={self.clock.deadline.max_seconds:g}; "
+            f"max_seconds: the search found no {what} meeting {self.describe()} "
+            f"within max_seconds={self.clock.deadline.max_seconds:g}; "
             "raise max_seconds or rtol")
 
 
@@ -248,30 +303,38 @@ def _noise_search(query: _Queries, rtol: float, sigma_max: float) -> tuple[float
 
 
 def _rate_query(*, epsilon, delta, accountant, rtol, max_memory, max_seconds, neighboring,
-                **setting) -> tuple[_Queries, DPSGDSetting]:
+                risk: dict, **setting) -> tuple[_Queries, DPSGDSetting]:
     """The validated setup shared by :func:`calibrate_steps` and
     :func:`calibrate_sampling_rate`: the base setting and the search's queries over the
-    searched value (``steps`` when ``setting`` has ``steps=0``, else the sampling rate)."""
-    target, delta = _check(accountant, epsilon, delta)
+    searched value (``steps`` when ``setting`` has ``steps=0``, else the sampling rate), to
+    the privacy budget (``epsilon``, ``delta``) or the risk target ``risk``."""
+    target, delta, goal = _targets(accountant, epsilon, delta, risk)
     base = dpsgd_setting(**setting)
     rtol = v.positive("rtol", rtol)
     by_steps = setting["steps"] == 0
     return _Queries(base.with_count if by_steps else base.with_rate, target=target,
                     delta=delta, accountant=accountant, rtol=rtol if by_steps else rtol / 4,
                     max_memory=max_memory, max_seconds=max_seconds,
-                    neighboring=neighboring), base
+                    neighboring=neighboring, goal=goal), base
 
 
 @v.known_keywords()
-def calibrate_steps(*, epsilon: float, delta: float, noise_multiplier: float,
+def calibrate_steps(*, noise_multiplier: float, epsilon: float | None = None,
+                    delta: float | None = None,
                     sampling_rate: float | None = None, batch_size: int | None = None,
                     dataset_size: int | None = None, sampling: str = "poisson",
                     steps_per_epoch: int | None = None, selected: int | None = None,
                     max_batch_size: int | None = None, accountant: str = "pld",
                     rtol: float = DEFAULT_RTOL, max_steps: int = 10**8, max_memory=None,
-                    max_seconds=None, neighboring: str | None = None) -> CalibrationResult:
+                    max_seconds=None, neighboring: str | None = None, tpr: float | None = None,
+                    fpr: float | None = None, advantage: float | None = None
+                    ) -> CalibrationResult:
     """Largest number of steps whose certified eps at ``delta`` is <= ``epsilon`` (the
-    target), for the DP-SGD setting of :func:`tightdp.dpsgd.setting.dpsgd_setting` (any
+    target), or, given ``tpr`` and ``fpr`` (or ``advantage``) instead, whose certified
+    trade-off curve keeps the best attack's TPR at FPR ``fpr`` at most ``tpr`` (its
+    advantage at most ``advantage``; accountant pld; the TPR and advantage upper bounds grow
+    with the steps, a composition with more steps being less private: Dong, Roth & Su 2022,
+    Lemma 3.4), for the DP-SGD setting of :func:`tightdp.dpsgd.setting.dpsgd_setting` (any
     sampling; doubling, then integer bisection; 0 steps always meets any target; at most
     ``max_steps``; for random_allocation and shuffle the search is over whole epochs, and
     ``steps`` is a multiple of ``steps_per_epoch``). ``max_memory`` is the budget of each
@@ -280,7 +343,7 @@ def calibrate_steps(*, epsilon: float, delta: float, noise_multiplier: float,
     query, base = _rate_query(
         epsilon=epsilon, delta=delta, accountant=accountant, rtol=rtol, max_memory=max_memory,
         max_seconds=max_seconds, neighboring=neighboring, noise_multiplier=noise_multiplier,
-        steps=0,
+        steps=0, risk={"tpr": tpr, "fpr": fpr, "advantage": advantage},
         sampling_rate=sampling_rate, batch_size=batch_size, dataset_size=dataset_size,
         sampling=sampling, steps_per_epoch=steps_per_epoch, selected=selected,
         max_batch_size=max_batch_size)
@@ -315,16 +378,23 @@ def _steps_search(query: _Queries, max_steps: int) -> tuple[int, int]:
 
 
 @v.known_keywords()
-def calibrate_sampling_rate(*, epsilon: float, delta: float, noise_multiplier: float,
-                            steps: int, sampling: str = "poisson", accountant: str = "pld",
+def calibrate_sampling_rate(*, noise_multiplier: float, steps: int,
+                            epsilon: float | None = None, delta: float | None = None,
+                            sampling: str = "poisson", accountant: str = "pld",
                             rtol: float = DEFAULT_RTOL, max_memory=None, max_seconds=None,
-                            neighboring: str | None = None) -> CalibrationResult:
+                            neighboring: str | None = None, tpr: float | None = None,
+                            fpr: float | None = None, advantage: float | None = None
+                            ) -> CalibrationResult:
     """Largest sampling rate whose certified eps at ``delta`` is <= ``epsilon`` (the
-    target), for ``sampling`` "poisson" or "without_replacement" (the samplings with a free
-    rate; bisection on log q, to ``rtol / 4`` relative). ``max_memory`` is the budget of each
+    target), or whose certified trade-off curve meets the risk target ``tpr`` at ``fpr``
+    (or ``advantage``; accountant pld; the curve's upper bounds grow with the rate, the
+    subsampled pair at a higher rate dominating the one at a lower rate), for ``sampling``
+    "poisson" or "without_replacement" (the samplings with a free rate; bisection on log q,
+    to ``rtol / 4`` relative). ``max_memory`` is the budget of each
     accountant query, ``max_seconds`` that of the whole search (past it, the largest rate
     found to meet the target is returned, with ``details["converged"] = False``)."""
-    _check(accountant, epsilon, delta)
+    risk = {"tpr": tpr, "fpr": fpr, "advantage": advantage}
+    _targets(accountant, epsilon, delta, risk)
     if str(sampling).strip().lower().replace("-", "_") not in ("poisson",
                                                                "without_replacement"):
         raise ValueError(f"sampling must be poisson or without_replacement (a free rate) to "
@@ -335,14 +405,14 @@ def calibrate_sampling_rate(*, epsilon: float, delta: float, noise_multiplier: f
     query, base = _rate_query(
         epsilon=epsilon, delta=delta, accountant=accountant, rtol=rtol, max_memory=max_memory,
         max_seconds=max_seconds, neighboring=neighboring, noise_multiplier=noise_multiplier,
-        steps=steps, sampling_rate=1.0, sampling=sampling)
+        steps=steps, sampling_rate=1.0, sampling=sampling, risk=risk)
     details: dict = {}
     try:
         lo = 1.0
         if query.fails(1.0):
             lo = 1e-9
             if query.fails(lo):
-                raise ValueError(f"even sampling_rate=1e-9 exceeds eps={query.target}; add "
+                raise ValueError(f"sampling_rate: even 1e-9 misses {query.describe()}; add "
                                  "noise")
             lo, _ = bisect_log(query.meets, lo, 1.0, rtol=query.rtol)
     except OutOfTime:
@@ -391,10 +461,7 @@ def calibrate_noise_risk(*, tpr: float | None = None, fpr: float | None = None,
     return CalibrationResult(
         hi, base.sampling.sampling_rate, base.steps, math.nan, math.nan, math.nan, None,
         "pld", len(seen), time.perf_counter() - t0,
-        {"sigma_infeasible_below": lo, "target": goal.describe(),
-         "tpr_lower": float(r.tpr_lower[0]), "tpr_upper": float(r.tpr_upper[0]),
-         "advantage_lower": r.advantage_lower, "advantage_upper": r.advantage_upper,
-         "fpr": goal.fpr, "tpr": goal.tpr, "advantage": goal.advantage})
+        {"sigma_infeasible_below": lo, **_risk_details(goal, r)})
 
 
 def _clt_sigma(mu: float, setting) -> float:
