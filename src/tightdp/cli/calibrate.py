@@ -113,36 +113,67 @@ def _calibrate_spec(a) -> dict:
 
 
 def _calibrate_risk(a) -> dict:
-    """``calibrate --tpr X --fpr Y`` / ``--advantage A``: the smallest noise multiplier whose
-    certified trade-off curve meets the risk target (:func:`tightdp.calibrate_noise`)."""
-    from ..dpsgd import calibrate_noise
-
-    for option in ("--epsilon", "--delta", "--spec", "--solve-for", "--rtol"):
+    """``calibrate --tpr X --fpr Y`` / ``--advantage A``: the smallest noise multiplier (the
+    most steps, the largest sampling rate) whose certified trade-off curve meets the risk
+    target (:func:`tightdp.calibrate_noise`, ``calibrate_steps``,
+    ``calibrate_sampling_rate``)."""
+    for option in ("--epsilon", "--delta", "--spec"):
         if getattr(a, dest_of(option)) is not None:
             fail(f"{option} does not apply to a risk target (--tpr/--fpr/--advantage); "
                  "leave it out")
     if a.accountant not in (None, "pld"):
         fail("--accountant: a risk target is calibrated with pld (its two-sided curve)")
-    r = calibrate_noise(**setting_args(a, noise=False), tpr=a.tpr, fpr=a.fpr,
-                        advantage=a.advantage, **budget_kwargs(a))
+    if a.rtol is not None and a.solve_for in (None, "noise-multiplier") \
+            and a.noise_multiplier is None:
+        fail("--rtol does not apply to --solve-for noise-multiplier with a risk target "
+             "(the noise is found to 0.2%); leave it out")
+    a.accountant = "pld"
+    r = _solve(a, {"tpr": a.tpr, "fpr": a.fpr, "advantage": a.advantage})
     d = r.details
     out = {**r.as_dict(), "upper": d["tpr_upper"] if a.advantage is None else
-           d["advantage_upper"], "certified": True,
-           "note": f"the curve at the calibrated noise meets {d['target']} by its certified "
+           d["advantage_upper"], "certified": True, "sampling": a.sampling,
+           "note": f"the curve at the calibrated setting meets {d['target']} by its certified "
                    "upper bound"}
     if not a.json:
-        sigma = up(r.noise_multiplier)
-        print(f"noise-multiplier: {format_value(sigma)}  ({d['target']}, certified)")
-        print(format_table([[sigma, r.sampling_rate, r.steps, d["tpr_lower"], d["tpr_upper"],
+        sigma, rate = up(r.noise_multiplier), down(r.sampling_rate)
+        value = {"noise-multiplier": sigma, "steps": r.steps, "sampling-rate": rate}
+        print(f"{a.solve_for}: {format_value(value[a.solve_for])}  ({d['target']}, certified)")
+        print(format_table([[sigma, rate, r.steps, d["tpr_lower"], d["tpr_upper"],
                              d["advantage_lower"], d["advantage_upper"], r.seconds]],
                            ["noise_multiplier", "sampling_rate", "steps", "tpr lower",
                             "tpr upper", "adv lower", "adv upper", "seconds"]))
     return out
 
 
-def run(a) -> dict:
+def _solve(a, target: dict):
+    """The front door of --solve-for (inferred when not given) called with the options and
+    ``target`` (epsilon and delta, or the risk target's tpr, fpr, advantage)."""
     from ..dpsgd import calibrate_noise, calibrate_sampling_rate, calibrate_steps
 
+    a.solve_for = a.solve_for or _inferred_unknown(a)
+    a.sampling = a.sampling or "poisson"
+    _calibrate_flags(a)
+    common = {**target, "accountant": a.accountant or "pld", **budget_kwargs(a),
+              **relation_kwargs(a)}
+    if a.solve_for == "noise-multiplier":
+        if a.rtol is not None:
+            common["rtol"] = a.rtol
+        return calibrate_noise(**setting_args(a, noise=False), **common)
+    common["rtol"] = DEFAULT_RTOL if a.rtol is None else a.rtol
+    if a.solve_for == "steps":
+        setting = setting_args(a)
+        for unknown in ("steps", "epochs"):
+            setting.pop(unknown)
+        return calibrate_steps(**setting, **common)
+    for option in ("--steps-per-epoch", "--selected", "--max-batch-size"):
+        if option_value(a, option) is not None:
+            fail(f"{option} does not apply to --solve-for sampling-rate (poisson or "
+                 "without-replacement sampling)")
+    return calibrate_sampling_rate(noise_multiplier=a.noise_multiplier, steps=a.steps,
+                                   sampling=a.sampling, **common)
+
+
+def run(a) -> dict:
     risk = a.tpr is not None or a.fpr is not None or a.advantage is not None
     if risk:
         return _calibrate_risk(a)
@@ -151,27 +182,7 @@ def run(a) -> dict:
              "target: --tpr with --fpr, or --advantage)")
     if a.spec is not None:
         return _calibrate_spec(a)
-    a.solve_for = a.solve_for or _inferred_unknown(a)
-    a.sampling = a.sampling or "poisson"
-    acc = a.accountant or "pld"
-    _calibrate_flags(a)
-    common = {"epsilon": a.epsilon, "delta": a.delta, "accountant": acc,
-              "rtol": DEFAULT_RTOL if a.rtol is None else a.rtol, **budget_kwargs(a),
-              **relation_kwargs(a)}
-    if a.solve_for == "noise-multiplier":
-        r = calibrate_noise(**setting_args(a, noise=False), **common)
-    elif a.solve_for == "steps":
-        setting = setting_args(a)
-        for unknown in ("steps", "epochs"):
-            setting.pop(unknown)
-        r = calibrate_steps(**setting, **common)
-    else:
-        for option in ("--steps-per-epoch", "--selected", "--max-batch-size"):
-            if option_value(a, option) is not None:
-                fail(f"{option} does not apply to --solve-for sampling-rate (poisson or "
-                     "without-replacement sampling)")
-        r = calibrate_sampling_rate(noise_multiplier=a.noise_multiplier, steps=a.steps,
-                                    sampling=a.sampling, **common)
+    r = _solve(a, {"epsilon": a.epsilon, "delta": a.delta})
     out = {**r.as_dict(), "upper": r.epsilon, "certified": True, "sampling": a.sampling,
            "neighboring": r.details.get("neighboring"),
            "note": f"epsilon is the certified upper bound ({r.accountant} accountant) at the "
@@ -204,7 +215,7 @@ def register(add: Callable[[str, str], argparse.ArgumentParser]) -> dict:
     sampling_options(g, default=None)
     s.add_argument("--epsilon", type=number, help="target eps > 0 (with --delta)")
     s.add_argument("--delta", type=number, help="delta in [1e-300, 1)")
-    r = s.add_argument_group("risk target (instead of --epsilon/--delta; noise only)")
+    r = s.add_argument_group("risk target (instead of --epsilon/--delta)")
     r.add_argument("--tpr", type=number, help="TPR of the best attack at --fpr at most this")
     r.add_argument("--fpr", type=number, help="false-positive rate in (0, 1) of --tpr")
     r.add_argument("--advantage", type=number, help="advantage (TPR - FPR) at most this")
