@@ -241,3 +241,95 @@ def test_calibrate_noise_risk_other_samplings():
     at = td.dpsgd_risk(noise_multiplier=r.noise_multiplier, sampling="fixed_batch",
                        batch_size=100, dataset_size=10_000, steps=200, fpr=0.5)
     assert at.advantage_upper <= 0.3
+
+
+# --- steps and sampling rate for a risk target --------------------------------------------
+def test_calibrate_steps_to_tpr_against_gdp_closed_form():
+    from scipy.stats import norm
+
+    import tightdp as td
+
+    # rate 1: k Gaussian steps of noise sigma are sqrt(k)/sigma-GDP, whose TPR at FPR a is
+    # Phi(sqrt(k)/sigma + Phi^-1(a)) (Dong, Roth & Su, eq. (2.4)); the target is placed at
+    # k = 64.5, so 64 steps meet it and 65 miss it
+    sigma, fpr = 10.0, 0.05
+    tpr = norm.cdf(math.sqrt(64.5) / sigma + norm.ppf(fpr))
+    r = td.calibrate_steps(noise_multiplier=sigma, sampling_rate=1.0, tpr=tpr, fpr=fpr)
+    assert r.steps == 64 and r.details["tpr_upper"] <= tpr
+    assert r.details["tpr_lower"] <= norm.cdf(0.8 + norm.ppf(fpr)) <= r.details["tpr_upper"]
+    assert math.isnan(r.epsilon) and r.details["target"].startswith("TPR <=")
+
+
+def test_calibrate_steps_to_tpr_one_more_step_misses_it():
+    import tightdp as td
+
+    setting = {"noise_multiplier": 1.0, "sampling_rate": 0.05}
+    r = td.calibrate_steps(tpr=0.2, fpr=0.05, **setting)
+    assert r.steps == 152 and r.seconds < 5
+    at = td.dpsgd_risk(steps=r.steps, fpr=0.05, **setting)
+    assert at.tpr_upper[0] <= 0.2
+    # one more step provably misses it: its certified LOWER bound (a finer curve) exceeds it
+    more = td.dpsgd_risk(steps=r.steps + 1, fpr=0.05, tol=1e-4, rtol=1e-4, **setting)
+    assert more.tpr_lower[0] > 0.2
+
+
+def test_calibrate_steps_to_advantage_whole_epochs_shuffle():
+    from scipy.stats import norm
+
+    import tightdp as td
+
+    # shuffle's certified upper side is no amplification, one Gaussian per epoch: E epochs
+    # are sqrt(E)/sigma-GDP, advantage 2 Phi(mu / 2) - 1 (Dong, Roth & Su, Cor. 2.13);
+    # target at E = 4.5 epochs, so 4 whole epochs (40 steps) meet it
+    adv = 2 * norm.cdf(math.sqrt(4.5) / 5.0 / 2) - 1
+    r = td.calibrate_steps(noise_multiplier=5.0, sampling="shuffle", steps_per_epoch=10,
+                           advantage=adv)
+    assert r.steps == 40 and r.details["epochs"] == 4
+    assert r.details["advantage_upper"] == pytest.approx(2 * norm.cdf(0.2) - 1, rel=1e-3)
+    assert r.details["advantage_upper"] <= adv
+
+
+def test_calibrate_sampling_rate_to_advantage_one_step_closed_form():
+    from scipy.stats import norm
+
+    import tightdp as td
+
+    # one Poisson-subsampled Gaussian step: the advantage is the total variation
+    # q (2 Phi(1 / (2 sigma)) - 1) (the mixture's TV is q times the Gaussians'), so the
+    # largest rate for advantage A is A / (2 Phi(1 / (2 sigma)) - 1)
+    ref = 0.1 / (2 * norm.cdf(0.5) - 1)
+    r = td.calibrate_sampling_rate(noise_multiplier=1.0, steps=1, advantage=0.1)
+    assert r.sampling_rate <= ref and r.sampling_rate == pytest.approx(ref, rel=2e-3)
+    assert r.details["advantage_upper"] <= 0.1
+
+
+def test_calibrate_sampling_rate_to_advantage_higher_rate_misses_it():
+    import tightdp as td
+
+    r = td.calibrate_sampling_rate(noise_multiplier=1.0, steps=200, advantage=0.3)
+    assert r.seconds < 5
+    q = r.sampling_rate
+    at = td.dpsgd_risk(noise_multiplier=1.0, steps=200, sampling_rate=q)
+    assert at.advantage_upper <= 0.3
+    above = td.dpsgd_risk(noise_multiplier=1.0, steps=200, sampling_rate=q * 1.005)
+    assert above.advantage_lower > 0.3
+
+
+@pytest.mark.parametrize("kw,name", [
+    ({"tpr": 0.2, "fpr": 0.05, "epsilon": 1.0, "delta": 1e-5}, "epsilon, delta"),
+    ({"tpr": 0.01, "fpr": 0.05}, "tpr"),
+    ({"tpr": 0.2}, "tpr and fpr"),
+    ({"advantage": 0.0}, "advantage"),
+    ({"advantage": 0.2, "accountant": "rdp"}, "accountant"),
+    ({}, "epsilon and delta"),
+])
+@pytest.mark.parametrize("solve", ["steps", "rate"])
+def test_calibrate_steps_rate_risk_bad_input(kw, name, solve):
+    import tightdp as td
+
+    with pytest.raises(ValueError, match=f"^{name}") as err:
+        if solve == "steps":
+            td.calibrate_steps(noise_multiplier=1.0, sampling_rate=0.05, **kw)
+        else:
+            td.calibrate_sampling_rate(noise_multiplier=1.0, steps=100, **kw)
+    assert "\n" not in str(err.value)
