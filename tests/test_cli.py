@@ -781,6 +781,41 @@ def test_calibrate_tpr_fpr():
     assert r.tpr_upper[0] <= 0.1 and out["certified"] is True
 
 
+def test_calibrate_steps_and_rate_to_risk_target(capsys):
+    """--solve-for steps / sampling-rate with --tpr/--fpr or --advantage: the library's
+    answer, re-checked with the certified curve, and the text output names the target."""
+    out = cli_json(capsys, "calibrate", "--solve-for", "steps", "--noise-multiplier", "1",
+                   "--sampling-rate", "0.05", "--tpr", "0.2", "--fpr", "0.05")
+    ref = td.calibrate_steps(noise_multiplier=1.0, sampling_rate=0.05, tpr=0.2, fpr=0.05)
+    assert out["steps"] == ref.steps == 152 and out["certified"] is True
+    assert out["upper"] == ref.details["tpr_upper"] <= 0.2
+    # the unknown inferred: --steps left out
+    out = cli_json(capsys, "calibrate", "--noise-multiplier", "1", "--steps", "200",
+                   "--advantage", "0.3")
+    r = td.dpsgd_risk(noise_multiplier=1.0, steps=200, sampling_rate=out["sampling_rate"])
+    assert r.advantage_upper <= 0.3 and out["upper"] == pytest.approx(r.advantage_upper,
+                                                                       rel=1e-9)
+    assert cli.main(["calibrate", "--solve-for", "steps", "--noise-multiplier", "1",
+                     "--sampling-rate", "0.05", "--tpr", "0.2", "--fpr", "0.05"]) == 0
+    assert "steps: 152  (TPR <= 0.2 at FPR 0.05, certified)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args,option", [
+    (["--solve-for", "steps", "--noise-multiplier", "1", "--sampling-rate", "0.05", "--tpr",
+      "0.01", "--fpr", "0.05"], "--tpr"),
+    (["--solve-for", "sampling-rate", "--noise-multiplier", "1", "--steps", "10",
+      "--advantage", "0.2", "--delta", "1e-5"], "--delta"),
+    (["--solve-for", "steps", "--noise-multiplier", "1", "--sampling-rate", "0.05",
+      "--advantage", "0.2", "--accountant", "rdp"], "--accountant"),
+    (["--sampling-rate", "0.05", "--steps", "10", "--advantage", "0.2", "--rtol", "0.01"],
+     "--rtol"),
+    (["--solve-for", "steps", "--sampling-rate", "0.05", "--advantage", "0.2"],
+     "--noise-multiplier"),
+])
+def test_calibrate_risk_solve_for_bad_options(capsys, args, option):
+    assert option in cli_error(capsys, "calibrate", *args)
+
+
 def test_neighboring_option_is_the_front_doors(capsys, tmp_path):
     """--neighboring reaches each front door: the numbers are the library's under that
     relation (replace-one Poisson is above add/remove: the pair of sensitivity 2 c at rate q),
