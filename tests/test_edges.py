@@ -342,6 +342,14 @@ _TINY = [(s, k) for s in (0.05, 0.01, 1e-4) for k in (1, 10, 1000)]
 _TINY_IDS = [f"s{s:g}-T{k}" for s, k in _TINY]
 
 
+def _tiny_reduced(default: tuple) -> list:
+    """The tiny-noise grid with only the ``default`` (sigma, steps) points in the default run
+    (the command-line checks run every accountant or a search per point: 5-25 s each), the
+    whole grid at full size (``slow``)."""
+    return [pytest.param(s, k, id=i, marks=() if (s, k) in default else pytest.mark.slow)
+            for (s, k), i in zip(_TINY, _TINY_IDS, strict=True)]
+
+
 def _dpsgd_bounds(sigma, steps, delta=1e-5, q=0.01):
     return eps_bounds_subsampled(q, sigma, steps, delta)
 
@@ -394,7 +402,7 @@ def test_cli_epsilon_tiny_noise(sigma, steps):
                       f"tightdp epsilon sigma={sigma} T={steps}")
 
 
-@pytest.mark.parametrize("sigma,steps", _TINY, ids=_TINY_IDS)
+@pytest.mark.parametrize("sigma,steps", _tiny_reduced(((0.05, 1), (0.01, 1000), (1e-4, 10))))
 def test_cli_compare_tiny_noise(sigma, steps):
     r = run_cli(_cli("compare", "--sampling-rate", 0.01, "--noise-multiplier", sigma,
                      "--steps", steps, "--delta", 1e-5, "--json"),
@@ -409,15 +417,7 @@ def test_cli_compare_tiny_noise(sigma, steps):
                           f"compare {row.get('accountant')} sigma={sigma} T={steps}")
 
 
-#: the calibration grid: by default one step count per sigma (each query runs a search
-#: to its budget: ~10-25 s), the whole grid at full size
-_TINY_CAL = [pytest.param(s, k, id=i, marks=() if (s, k) in ((0.05, 1), (0.01, 1000),
-                                                                (1e-4, 10))
-                          else pytest.mark.slow) for (s, k), i in zip(_TINY, _TINY_IDS,
-                                                                    strict=True)]
-
-
-@pytest.mark.parametrize("sigma,steps", _TINY_CAL)
+@pytest.mark.parametrize("sigma,steps", _tiny_reduced(((0.05, 1), (0.01, 1000), (1e-4, 10))))
 def test_cli_calibrate_sampling_rate_tiny_noise(sigma, steps):
     """The calibrated rate must meet the target: the exact one-step eps at that rate (a
     lower bound on the T-step eps) is <= 3."""
