@@ -248,13 +248,10 @@ def calibrate_noise(*, epsilon: float | None = None, delta: float | None = None,
         raise ValueError("epsilon and delta are required (or a risk target: tpr with fpr, "
                          "or advantage)")
     target, delta = _check(accountant, epsilon, delta)
-    base = dpsgd_setting(noise_multiplier=1.0, steps=steps, epochs=epochs,
-                         sampling_rate=sampling_rate, batch_size=batch_size,
-                         dataset_size=dataset_size, sampling=sampling,
-                         steps_per_epoch=steps_per_epoch, selected=selected,
-                         max_batch_size=max_batch_size)
-    if base.steps < 1:
-        raise ValueError(f"steps must be an integer >= 1, got {base.steps!r}")
+    base = _noise_base(steps=steps, epochs=epochs, sampling_rate=sampling_rate,
+                       batch_size=batch_size, dataset_size=dataset_size, sampling=sampling,
+                       steps_per_epoch=steps_per_epoch, selected=selected,
+                       max_batch_size=max_batch_size)
     q, steps = base.sampling.sampling_rate, base.steps
     rtol = v.positive("rtol", rtol)
     query = _Queries(base.with_noise, target=target, delta=delta, accountant=accountant,
@@ -271,6 +268,15 @@ def calibrate_noise(*, epsilon: float | None = None, delta: float | None = None,
         details = query.clock.note(lo, hi)
     return query.result(hi, q, steps, hi, {"sigma_infeasible_below": lo, **details,
                                            **_scheme_details(base)})
+
+
+def _noise_base(**setting) -> DPSGDSetting:
+    """The setting of a noise search (``setting``: :func:`dpsgd_setting`'s arguments but the
+    noise) at noise multiplier 1, whose noise the search scales; at least one round."""
+    base = dpsgd_setting(noise_multiplier=1.0, **setting)
+    if base.steps < 1:
+        raise ValueError(f"steps must be an integer >= 1, got {base.steps!r}")
+    return base
 
 
 def _scheme_details(setting: DPSGDSetting) -> dict:
@@ -442,13 +448,10 @@ def calibrate_noise_risk(*, tpr: float | None = None, fpr: float | None = None,
         raise ValueError(f"accountant must be pld to calibrate to a risk target (its certified "
                          f"two-sided curve), got {accountant!r}")
     goal = RiskTarget.make(tpr=tpr, fpr=fpr, advantage=advantage)
-    base = dpsgd_setting(noise_multiplier=1.0, steps=steps, epochs=epochs,
-                         sampling_rate=sampling_rate, batch_size=batch_size,
-                         dataset_size=dataset_size, sampling=sampling,
-                         steps_per_epoch=steps_per_epoch, selected=selected,
-                         max_batch_size=max_batch_size)
-    if base.steps < 1:
-        raise ValueError(f"steps must be an integer >= 1, got {base.steps!r}")
+    base = _noise_base(steps=steps, epochs=epochs, sampling_rate=sampling_rate,
+                       batch_size=batch_size, dataset_size=dataset_size, sampling=sampling,
+                       steps_per_epoch=steps_per_epoch, selected=selected,
+                       max_batch_size=max_batch_size)
     t0 = time.perf_counter()
     seen: dict = {}
 
