@@ -11,6 +11,7 @@ import pytest
 from scipy import integrate
 from scipy.stats import norm
 
+import oracle
 import tightdp as td
 from tightdp.mechanisms.fields import mechanism_from_dict, mechanism_to_dict
 
@@ -189,3 +190,18 @@ def test_relations_state_and_scaling():
     acc = td.PLDAccountant(neighboring="replace_special").compose(m, 2)
     d = acc.delta(np.array([0.0, 0.5, 2.0]))
     assert np.all(d.lower <= d.upper) and "composition" in d.note
+
+
+@pytest.mark.parametrize("sigma", [0.03, 1e-20, 1e-300])
+def test_noise_below_the_lattice_range_answers_no_amplification(sigma):
+    """Below SIGMA_LATTICE_MIN the lattice's likelihood ratios overflow: the answer is no
+    amplification (one Gaussian per epoch: exact mu-GDP, mu = 1 / sigma, from the oracle)
+    above and 0 below, said in the note; beyond the doubles the closed form's inf."""
+    r = td.PLDAccountant().compose(td.RandomAllocation(td.Gaussian(sigma), 100), 1).epsilon(1e-5)
+    assert r.lower is None or r.lower == 0.0
+    if sigma >= 1e-100:
+        exact = float(oracle.gaussian_epsilon(sigma, 1, 1e-5))
+        assert exact <= r.upper <= exact * (1 + 1e-3)
+        assert "allocation lattice is beyond floating point" in r.note
+    else:
+        assert r.upper == math.inf

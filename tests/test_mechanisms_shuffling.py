@@ -232,3 +232,11 @@ def test_extreme_noise_keeps_the_order(s):
     r = special(s, 100_000, 2).epsilon(1e-6)
     assert 0 <= r.lower <= r.upper
     assert r.upper >= gdp_eps(math.sqrt(2) / s, 1e-6)
+
+
+def test_vanishing_noise_answers_without_a_traceback():
+    """sigma = 1e-300: the lower pair's bins are capped (its span overflows) and the answer is
+    the closed form of the upper side beyond the doubles (limits): inf, no lower bound."""
+    r = td.PLDAccountant(neighboring="replace_special").compose(
+        td.Shuffled(td.Gaussian(1e-300), 100), 1).epsilon(1e-5)
+    assert r.upper == math.inf and r.lower is None

@@ -272,6 +272,8 @@ class Accountant(Queries):
         sides = self._bracket_sides()
         if sides is not None:
             up, lo, gap, (up_slacks, slacks) = sides
+            if out_of_reach(up.terms) is not None:   # closed forms (limits): no slack, no lower
+                return joined_epsilon(up._epsilon_query(delta), None, gap, self.name)
             high, high_slack = upper_with_slack(up._epsilon_query, up_slacks, delta)
             low: EpsilonResult | None = None
             slack = 0.0
@@ -299,6 +301,8 @@ class Accountant(Queries):
         sides = self._bracket_sides()
         if sides is not None:
             up, lo, gap, (up_slacks, slacks) = sides
+            if out_of_reach(up.terms) is not None:   # closed forms (limits): no slack, no lower
+                return joined_delta(up._delta_query(epsilon), None, gap, self.name)
             low: DeltaResult | None = None
             slack = 0.0
             if lo.supports_all():

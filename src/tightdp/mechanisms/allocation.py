@@ -14,12 +14,21 @@ from .._defaults import DEFAULT_RTOL
 from ..losses import PrivacyLoss
 from ..losses.allocation import allocation_lattice, lower_pair, upper_pair
 from .base import Bracket, Mechanism, location_loss_scale, tv_lipschitz
-from .basic import Gaussian
+from .basic import Gaussian, PureDP
 from .fields import base_field, mechanism_to_dict
 
 __all__ = ["RandomAllocation"]
 
 _RELATIONS = ("add_or_remove_one", "replace_special")
+
+#: below this noise (over the sensitivity) the likelihood ratios exp((x - 1/2) / sigma^2) of
+#: the lattice overflow the doubles: the bracket is then no amplification above (each example
+#: in ``selected`` steps of an epoch: the Gaussian of sensitivity sqrt(selected)) and 0 below
+SIGMA_LATTICE_MIN = 0.05
+_FALLBACK_GAP = (f"noise multiplier below {SIGMA_LATTICE_MIN} (over the sensitivity): the "
+                 "allocation lattice is beyond floating point; the upper bound is no "
+                 "amplification (one Gaussian of sensitivity sqrt(selected) per epoch), the "
+                 "lower bound 0")
 
 
 @functools.lru_cache(maxsize=4)
@@ -125,6 +134,8 @@ class RandomAllocation(Mechanism):
         if t == k:   # every example in every step: the Gaussian of sensitivity sqrt(k)
             g = Gaussian(s, math.sqrt(k))
             return Bracket(g, g, "")
+        if s < SIGMA_LATTICE_MIN:   # likelihood ratios beyond the doubles: no amplification
+            return Bracket(Gaussian(s, math.sqrt(k)), PureDP(0.0), _FALLBACK_GAP)
         # with a gap (k > 1) the lower side need not resolve beyond it: a coarser lattice
         lower = _AllocationSide(s, t, k, rtol if k == 1 else 4.0 * rtol, "lower")
         upper = _AllocationSide(s, t // k, 1, rtol, "upper", shared=k == 1)
@@ -145,7 +156,8 @@ class RandomAllocation(Mechanism):
                                    self.base.sigma)
 
     def _build_losses(self) -> tuple[PrivacyLoss, PrivacyLoss]:
-        if self.selected == 1:   # a pair dominating as it is (no slack to carry)
+        if self.selected == 1 and self._sigma >= SIGMA_LATTICE_MIN:
+            # a pair dominating as it is (no slack to carry)
             return _AllocationSide(self._sigma, self.steps, 1, DEFAULT_RTOL / 4.0,
                                    "dominating").privacy_losses()
         return Gaussian(self._sigma, math.sqrt(self.selected)).privacy_losses()

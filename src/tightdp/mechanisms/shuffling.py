@@ -181,7 +181,9 @@ class Shuffled(Mechanism):
         e = probe.edges()
         span = (e[-1] - e[0]) * 2.0 * c / (s * s)
         step = _STEP_PER_RTOL * v.positive("rtol", rtol)
-        bins = int(min(max(math.ceil(span / step), _BINS_MIN), _BINS_MAX))
+        per_rtol = span / step   # inf (or nan) where the noise vanishes: the most bins
+        bins = (int(max(math.ceil(per_rtol), _BINS_MIN)) if per_rtol < _BINS_MAX
+                else _BINS_MAX)
         return ShuffledMaxPair(s, 2.0 * c, shift_q, self.steps, bins, self.neighboring)
 
     def bracket(self, rtol: float) -> Bracket:
