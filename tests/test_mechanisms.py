@@ -440,3 +440,26 @@ def test_location_mixture_slope_and_with_inverse_public_api():
     lap = td.LocationMixtureLoss("laplace", [1.0], [1.0], [0.0], [1.0], 1.0)
     with pytest.raises(ValueError, match="Gaussian kernel"):
         lap.slope(xs)
+
+
+def test_discrete_single_application_lower_bound():
+    """DiscreteLoss.delta_lower: the hockey-stick sum of a pair with finitely many atoms less
+    its rounding charge. Against the closed form of three-outcome pairs, sum_i (p_i -
+    e^eps q_i)_+ in mpmath (50 digits): below it, by no more than ~1e4 units of roundoff of
+    the masses involved (at most 1 + e^eps here)."""
+    from tightdp.losses.discrete import DiscreteLoss
+    mp.mp.dps = 50
+    p, q = [0.6, 0.3, 0.1], [0.1, 0.3, 0.6]
+    loss = DiscreteLoss(np.log(p) - np.log(q), p, q)
+    for eps in (0.0, 0.3, 1.0, 1.7, 1.79):
+        exact = float(sum(max(mp.mpf(a) - mp.e ** mp.mpf(eps) * mp.mpf(b), 0)
+                          for a, b in zip(p, q, strict=True)))
+        low = float(loss.delta_lower(eps))
+        assert low <= exact and exact - low <= 1e-12
+    assert float(loss.delta_lower(2.0)) == 0.0
+    # a mechanism with that pair in both directions answers it as its single application
+    rr = td.RandomizedResponse(eps=math.log(3.0))
+    got = rr.single_delta_lower(np.array([0.2, 0.9]))
+    exact_rr = np.maximum(0.75 - np.exp([0.2, 0.9]) * 0.25, 0.0)
+    assert np.all(got <= exact_rr) and np.all(exact_rr - got <= 1e-13)
+    assert td.Gaussian(1.0).single_delta_lower(0.5) is None   # not finitely many atoms

@@ -15,7 +15,15 @@ from .._defaults import DEFAULT_RTOL, DELTA_MIN
 from ..budget import Budget
 from ..mechanisms.base import Mechanism
 from ..results import DeltaResult, EpsilonResult
-from .bracketed import Slacks, joined_delta, joined_epsilon, tv_slack, upper_with_slack
+from .bracketed import (
+    Slacks,
+    joined_delta,
+    joined_epsilon,
+    single_lower_delta,
+    single_lower_epsilon,
+    tv_slack,
+    upper_with_slack,
+)
 from .limits import LOSS_SCALE_MAX, far_delta, far_epsilon, out_of_reach
 
 __all__ = ["Accountant", "Queries", "Direction"]
@@ -289,6 +297,8 @@ class Accountant(Queries):
                                else None)
                 except ValueError:
                     low = None
+                cap = None if high.upper is None else float(high.upper)
+                low = single_lower_epsilon(low, lo.terms, slacks, delta, cap)
             return joined_epsilon(high, low, gap, self.name, (high_slack, slack))
         why = out_of_reach(self.terms)
         if why is None:
@@ -311,6 +321,7 @@ class Accountant(Queries):
                     slack = tv_slack(slacks, epsilon)
                 except ValueError:
                     low = None
+                low = single_lower_delta(low, lo.terms, epsilon)
             return joined_delta(up._delta_query(epsilon), low, gap, self.name,
                                 (tv_slack(up_slacks, epsilon), slack))
         why = out_of_reach(self.terms)

@@ -17,6 +17,15 @@ epsilon query asks the lower side at ``delta`` plus its slack at an upper bound 
 answer (the lower side's own at ``delta``, or the upper side's), and the upper side at
 ``delta`` less its slack at a larger epsilon than it then answers (the slack grows with
 epsilon: both conservative).
+
+Where the lower side is ONE application of one mechanism (a single epoch of shuffling, say),
+its delta(epsilon) needs no composition: the mechanism's own certified single-application
+value (:meth:`~tightdp.mechanisms.base.Mechanism.single_delta_lower`: the exact hockey-stick
+sum of a pair with finitely many atoms, less its rounding) less the slack is a lower bound,
+and the largest epsilon where it exceeds delta (bisection, the root kept on the side where
+it does) bounds epsilon from below. The answer's lower bound is the larger of that and the
+accountant's own (:func:`single_lower_delta`, :func:`single_lower_epsilon`), which the
+discretization of the pair can leave below the pair's exact curve.
 """
 
 from __future__ import annotations
@@ -28,9 +37,16 @@ from collections.abc import Callable
 import numpy as np
 
 from .._defaults import DELTA_MIN
+from ..mechanisms.base import Mechanism
 from ..results import DeltaResult, EpsilonResult, check_bracket
+from ..roots import bisect, expand_bracket
 
-__all__ = ["joined_epsilon", "joined_delta", "tv_slack", "upper_with_slack"]
+__all__ = ["joined_epsilon", "joined_delta", "tv_slack", "upper_with_slack",
+           "single_lower_delta", "single_lower_epsilon"]
+
+#: the bisection of the single-application epsilon stops at this relative width (a few
+#: units of roundoff: the bound is then as tight as its arithmetic)
+_XTOL = 1e-15
 
 #: the bracketed terms with a slack: (applications, the slack per application as a function
 #: of epsilon: ``Bracket.upper_slack`` / ``lower_slack``)
@@ -142,3 +158,55 @@ def joined_delta(up: DeltaResult, lo: DeltaResult | None, gap: str, name: str,
 
 def _num(x: np.ndarray):
     return float(x) if x.ndim == 0 else x
+
+
+def _single(terms: list[tuple[Mechanism, int]]) -> Mechanism | None:
+    """The mechanism of a lower side made of one application of one mechanism, else None."""
+    return terms[0][0] if len(terms) == 1 and terms[0][1] == 1 else None
+
+
+def single_lower_delta(low: DeltaResult | None, terms: list[tuple[Mechanism, int]],
+                       epsilon) -> DeltaResult | None:
+    """The lower side's delta answer ``low`` with its lower bound raised to the single
+    application's certified value where the lower side's ``terms`` are one application
+    (module docstring; :func:`joined_delta` takes the slack off both alike); ``low``
+    itself otherwise, and where it has no lower bound (a method without one keeps none)."""
+    mech = _single(terms)
+    if low is None or low.lower is None or mech is None:
+        return low
+    d = mech.single_delta_lower(np.asarray(epsilon, dtype=float))
+    if d is None:
+        return low
+    out = copy.copy(low)
+    out.lower = _num(np.maximum(np.asarray(low.lower, dtype=float), d))
+    return out
+
+
+def single_lower_epsilon(low: EpsilonResult | None, terms: list[tuple[Mechanism, int]],
+                         slacks: Slacks, delta: float, cap: float | None) -> EpsilonResult | None:
+    """The lower side's epsilon answer ``low`` with its lower bound raised to the largest
+    epsilon where the single application's certified delta less the slack exceeds
+    ``delta`` (bisection below ``cap``, the upper side's certified epsilon, else a bracket
+    walked out from 0; the end kept is one where it does); ``low`` itself where the terms
+    are not one application, where ``low`` has no lower bound, or where no epsilon >= 0
+    has delta above ``delta``."""
+    mech = _single(terms)
+    if low is None or low.lower is None or mech is None:
+        return low
+
+    def above(x: float) -> bool:
+        d = mech.single_delta_lower(np.asarray(x, dtype=float))
+        return d is not None and float(d) - float(tv_slack(slacks, x)) > delta
+
+    if not above(0.0):
+        return low
+    if cap is not None and math.isfinite(cap) and cap > 0.0 and not above(cap):
+        lo, hi = 0.0, cap
+    else:
+        lo, hi = expand_bracket(above, 0.0, 1.0, limit=1e300, what="the single epsilon")
+    root = bisect(above, lo, hi, keep="lo", xtol=_XTOL, iters=200)
+    if not root > float(low.lower):
+        return low
+    out = copy.copy(low)
+    out.lower = root
+    return out

@@ -10,6 +10,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..losses import PrivacyLoss
+from ..losses.discrete import DiscreteLoss
 
 __all__ = ["Bracket", "Mechanism", "location_loss_scale", "tv_lipschitz"]
 
@@ -150,6 +151,18 @@ class Mechanism:
         rem, add = self.privacy_losses()
         d = rem.delta(eps)
         return d if rem is add else np.maximum(d, add.delta(eps))
+
+    def single_delta_lower(self, eps) -> np.ndarray | None:
+        """A certified lower bound on delta(eps) of ONE application of this pair (the larger
+        over both directions), for a pair with finitely many atoms (:class:`DiscreteLoss`:
+        its exact hockey-stick sum less its rounding, :meth:`DiscreteLoss.delta_lower`);
+        None for other pairs. The answers of a composition whose lower side is one
+        application of a dominated pair take it (:mod:`tightdp.accountants.bracketed`)."""
+        rem, add = self.privacy_losses()
+        if not (isinstance(rem, DiscreteLoss) and isinstance(add, DiscreteLoss)):
+            return None
+        d = rem.delta_lower(eps)
+        return d if rem is add else np.maximum(d, add.delta_lower(eps))
 
     def _key(self) -> tuple:
         """Hashable identity of the mechanism's parameters (used for caching)."""
