@@ -185,8 +185,9 @@ def test_relations_state_and_scaling():
         mechanism_from_dict({"mechanism": "RandomAllocation", "params": {
             "base": mechanism_to_dict(td.Gaussian(1.0)), "steps": 3, "selected": 5}})
     assert m.scaled(2.0) == td.RandomAllocation(td.Gaussian(3.0), 100, 2)
-    with pytest.raises(ValueError):
-        td.PLDAccountant(neighboring="replace_one").compose(m)
+    # replace-one: its own bracketed form (tests/test_mechanisms_allocation_replace.py)
+    assert td.PLDAccountant(neighboring="replace_one").compose(m).terms[0][0] \
+        == td.AllocationReplaceOne(m)
     acc = td.PLDAccountant(neighboring="replace_special").compose(m, 2)
     d = acc.delta(np.array([0.0, 0.5, 2.0]))
     assert np.all(d.lower <= d.upper) and "composition" in d.note

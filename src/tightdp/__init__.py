@@ -39,6 +39,7 @@ from .individual import (
     individual_epsilons,
 )
 from .mechanisms import (
+    AllocationReplaceOne,
     ApproxDP,
     DiscreteLaplace,
     DiscreteLoss,
@@ -118,6 +119,7 @@ __all__ = [
     "PRVAccountant",
     "PureDP",
     "RandomAllocation",
+    "AllocationReplaceOne",
     "RandomizedResponse",
     "RDPAccountant",
     "RDPFilter",

@@ -113,7 +113,7 @@ EPOCH_SAMPLINGS = ("random_allocation", "shuffle")
 _RELATIONS = {"poisson": ("add_or_remove_one", "replace_one"),
               "fixed_batch": ("add_or_remove_one",),
               "without_replacement": ("replace_one",), "with_replacement": ("replace_one",),
-              "random_allocation": ("add_or_remove_one", "replace_special"),
+              "random_allocation": ("add_or_remove_one", "replace_special", "replace_one"),
               "shuffle": ("replace_special", "replace_one"),
               "truncated_poisson": ("add_or_remove_one",)}
 

@@ -2,6 +2,7 @@
 
 from ..losses import DiscreteLoss, GaussianLoss, LocationMixtureLoss, PrivacyLoss
 from .allocation import RandomAllocation
+from .allocation_replace import AllocationReplaceOne
 from .base import Mechanism
 from .basic import ApproxDP, Gaussian, Laplace, PureDP, RandomizedResponse
 from .discrete_laplace import DiscreteLaplace
@@ -15,10 +16,11 @@ from .truncated_lower import TruncatedPoissonLowerPair
 # the mechanisms of state files, in the order their errors list them
 register(Gaussian, Laplace, DiscreteLaplace, RandomizedResponse, PureDP, ApproxDP,
          PoissonSubsampled, SampledWithoutReplacement, SampledWithReplacement, MixtureOfGaussians,
-         Shuffled, RandomAllocation, TruncatedPoisson)
+         Shuffled, RandomAllocation, TruncatedPoisson, AllocationReplaceOne)
 
 __all__ = [
     "Mechanism",
+    "AllocationReplaceOne",
     "PrivacyLoss",
     "GaussianLoss",
     "LocationMixtureLoss",

@@ -13,6 +13,7 @@ from .. import _validate as v
 from .._defaults import DEFAULT_RTOL
 from ..losses import PrivacyLoss
 from ..losses.allocation import allocation_lattice, lower_pair, upper_pair
+from .allocation_replace import AllocationReplaceOne
 from .base import Bracket, Mechanism, location_loss_scale, tv_lipschitz
 from .basic import Gaussian, PureDP
 from .fields import base_field, mechanism_to_dict
@@ -122,6 +123,11 @@ class RandomAllocation(Mechanism):
         if self.selected > self.steps:
             raise ValueError(f"selected must be an integer in [1, steps={self.steps}], got "
                              f"{selected!r}")
+
+    def under(self, relation: str) -> Mechanism:
+        """``self``, or under ``"replace_one"`` :class:`AllocationReplaceOne` (a bracket of
+        its own: :mod:`tightdp.mechanisms.allocation_replace`)."""
+        return AllocationReplaceOne(self) if relation == "replace_one" else self
 
     @property
     def _sigma(self) -> float:
