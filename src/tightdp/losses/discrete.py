@@ -88,3 +88,11 @@ class DiscreteLoss(PrivacyLoss):
         lp, lq = self.logp_sf(eps), self.logq_sf(eps)
         charge = hockey_stick_charge(eps, lp, lq, self.y.size + 64.0)
         return np.maximum(delta_from_logs(eps, lp, lq) - charge, 0.0)
+
+    def delta_upper(self, eps) -> np.ndarray:
+        """A certified upper bound on the same sum: :meth:`delta_lower`'s value plus its
+        rounding charge instead of less."""
+        eps = np.asarray(eps, dtype=float)
+        lp, lq = self.logp_sf(eps), self.logq_sf(eps)
+        charge = hockey_stick_charge(eps, lp, lq, self.y.size + 64.0)
+        return delta_from_logs(eps, lp, lq) + charge
