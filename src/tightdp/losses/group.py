@@ -9,10 +9,11 @@ For every set ``S`` and reals ``a, b``,
     delta(a + b) <= delta_1(a) + e^a delta_2(b)                                       (1)
 
 the hockey-stick form of group privacy (Dong, Roth & Su 2022, "Gaussian differential
-privacy", JRSS B, Prop. 2.14 / Thm. 2.15: ``T(D', D) >= g(1 - f(alpha))`` for
-``T(D', R) >= f``, ``T(R, D) >= g``; its dual by Prop. 2.12 is the smallest (1) over the
-splits ``a + b``). The bound is taken on a grid of step ``h`` (a power of two: the splits
-``a + b`` of grid points are exact in floating point), at every grid point ``eps`` the
+privacy", JRSS B, Sec. 2.4, Thm. 2.14 of arXiv 1905.02383: ``T(D', D) >= g(1 - f(alpha))``
+for ``T(D', R) >= f``, ``T(R, D) >= g``; by the duality of Prop. 2.12 its profile is the
+smallest (1) over the splits ``a + b``). The bound is taken on a grid of step ``h`` (a
+power of two: the splits ``a + b`` of grid points are exact in floating point), at every
+grid point ``eps`` the
 smallest (1) over its splits on the grid; a ``ceiling`` pair known to dominate ``(D', D)``
 itself adds its own samples of ``delta``.
 
@@ -27,9 +28,9 @@ which is linear in ``x`` between vertices and equal to ``H`` at each: it is ``H`
 et al. 2020, Lemma 5), so it dominates ``(D', D)``. Its trade-off function is the piecewise
 linear curve of the lines ``1 - delta_k - e^{eps_k} alpha`` (Prop. 2.12), the convex
 minorant of ``g(1 - f(alpha))`` they sample. The computed masses are checked against the
-hull at every vertex with a certified lower bound of their own profile
-(:meth:`~tightdp.losses.discrete.DiscreteLoss.delta_lower`); a shortfall goes to the mass at
-``+inf``, which raises the profile by that much at every eps.
+hull at every vertex with a certified lower bound of their own profile, and scaled up by
+any relative shortfall (:func:`hull_pair`): no absolute floor, so the profile follows the
+samples down to the smallest double.
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ __all__ = ["delta_upper", "group_of_two", "group_profile", "hull_pair"]
 
 #: the samples cover the losses up to where the profile falls below this (or the support)
 CUT = 1e-300
+#: below this scale of the Q-masses (delta e^-eps) the hull pair's masses approach the
+#: subnormal doubles and lose their relative accuracy: a shortfall there is absolute
+TINY = 1e-290
+#: unit roundoff of numpy's long double (2^-64 on x86-64, double's where they agree)
+_U_LONG = float(np.finfo(np.longdouble).eps) / 2.0
 #: relative allowance on the delta of a loss without a certified evaluation of its own
 #: (closed forms from scipy's log_ndtr, accurate to a few units of roundoff: a wide margin)
 CLOSED_FORM_REL = 1e-9
@@ -117,11 +123,36 @@ def _hull(x: np.ndarray, d: np.ndarray) -> list[int]:
     return stack[:cut + 1]
 
 
+def _profile_lower(ys: np.ndarray, p: np.ndarray, q: np.ndarray, inf_mass: float
+                   ) -> np.ndarray:
+    """Certified lower bounds on the profile of the pair (atoms ``ys`` increasing, masses
+    ``p``, ``q``, P-mass ``inf_mass`` at ``+inf``) at ``x = 0`` (its P-mass) and at each
+    atom's loss: ``sum_{j > k} p_j + m - e^{y_k} sum_{j > k} q_j`` from suffix sums in long
+    double, less their rounding, ``(n + 8) u_long`` times ``P(A) + e^y Q(A)`` (sequential
+    sums, Higham 2002, eq. (4.4); the exponential within an ulp), and ``u`` of the
+    result's rounding to double. Every term is relative: no floor."""
+    n = ys.size
+    ld = np.longdouble
+    ps = np.concatenate([np.cumsum(p[::-1].astype(ld))[::-1], [ld(0.0)]]) + ld(inf_mass)
+    qs = np.concatenate([np.cumsum(q[::-1].astype(ld))[::-1], [ld(0.0)]])
+    eq = np.exp(ys.astype(ld)) * qs[1:]
+    val = ps[1:] - eq
+    charge = (n + 8.0) * _U_LONG * (ps[1:] + eq)
+    out = np.concatenate([[ps[0] * (1 - (n + 8.0) * _U_LONG)], val - charge])
+    return out.astype(float) * (1.0 - 2.0 * UNIT_ROUNDOFF)
+
+
 def hull_pair(eps: np.ndarray, delta: np.ndarray) -> DiscreteLoss:
     """The discrete pair whose profile is the lower convex hull (in ``x = e^eps``) of the
-    certified samples ``delta >= delta(eps)`` and ``(x = 0, 1)`` (module docstring), its
-    mass at ``+inf`` raised by any shortfall of its certified profile below the hull at a
-    vertex, and by ``64 u``."""
+    certified samples ``delta >= delta(eps)`` and ``(x = 0, 1)`` (module docstring). Its
+    computed masses are checked at ``x = 0`` and at every vertex (:func:`_profile_lower`);
+    where short, its P-masses are multiplied by the largest ratio (at vertices where
+    ``delta e^-eps``, the scale of the Q-masses beyond, is below :data:`TINY`, near the
+    subnormals, the shortfall is added to the mass at ``+inf`` instead: at most
+    ``TINY e^eps``, where the profile is that small), which multiplies its
+    profile by at least that (``sum (r p_j - x q_j)_+ >= r sum (p_j - x q_j)_+``, ``r >=
+    1``): above the hull at every vertex, so everywhere (both are linear in ``x`` between
+    vertices; beyond the last both are constant)."""
     e = np.asarray(eps, dtype=float)
     d = np.asarray(delta, dtype=float)
     keep = np.isfinite(d) & (d < 1.0)
@@ -142,24 +173,32 @@ def hull_pair(eps: np.ndarray, delta: np.ndarray) -> DiscreteLoss:
     alpha = (dprev - hd) / (xs - xprev)   # minus the hull's slopes: strictly decreasing
     q = alpha - np.append(alpha[1:], 0.0)
     ys = e[idx - 1]
-    pair = DiscreteLoss(ys, xs * q, q, inf_mass=float(hd[-1]),
+    p, m = xs * q, float(hd[-1])
+    got = _profile_lower(ys, p, q, m)
+    want = np.concatenate([[1.0], hd])
+    with np.errstate(divide="ignore"):
+        big = np.concatenate([[True], hd / xs >= TINY])   # Q-masses of normal doubles
+    if np.any(got[big] <= 0.0):
+        raise ValueError("the group-of-two samples are not a privacy profile: the hull "
+                         "pair's profile vanishes at a vertex")
+    r = max(float(np.max(want[big] / got[big])), 1.0) * (1.0 + 4.0 * UNIT_ROUNDOFF)
+    tail = float(np.max(want[~big] - got[~big], initial=0.0))
+    return DiscreteLoss(ys, p * r, q, inf_mass=m * r + max(tail, 0.0),
                         neg_inf_mass=max(1.0 - float(alpha[0]), 0.0))
-    short = float(np.max(hd - pair.delta_lower(ys), initial=0.0))
-    return DiscreteLoss(ys, xs * q, q, inf_mass=float(hd[-1]) + max(short, 0.0)
-                        + 64.0 * UNIT_ROUNDOFF, neg_inf_mass=pair.neg_inf_mass)
 
 
 def group_of_two(first: PrivacyLoss, second: PrivacyLoss, *, points: int = 2000,
                  ceiling: PrivacyLoss | None = None) -> DiscreteLoss:
     """A pair dominating ``(D', D)`` from ``first`` dominating ``(D', R)`` and ``second``
     dominating ``(R, D)`` (module docstring): the hull pair of the group samples
-    (:func:`group_profile`, ``points`` per span) and, where given, of ``points`` samples of
-    ``ceiling``'s own profile on its span (a pair known to dominate ``(D', D)``: the
-    smaller of the two bounds, wherever it is smaller)."""
+    (:func:`group_profile`, ``points`` per span) and, where given, of ``4 points`` samples
+    of ``ceiling``'s own profile on its span (a pair known to dominate ``(D', D)``: the
+    smaller of the two bounds, wherever it is smaller; its span is wider, its samples
+    denser so that the hull's chords stay close to it where it is the smaller)."""
     eps, delta = group_profile(first, second, points)
     if ceiling is not None:
         lo, hi = _span(ceiling)
-        ec = np.linspace(lo, hi, points)
+        ec = np.linspace(lo, hi, 4 * points)
         eps, delta = np.concatenate([eps, ec]), np.concatenate([delta,
                                                                 delta_upper(ceiling, ec)])
     return hull_pair(eps, delta)
