@@ -13,9 +13,8 @@ privacy", JRSS B, Sec. 2.4, Thm. 2.14 of arXiv 1905.02383: ``T(D', D) >= g(1 - f
 for ``T(D', R) >= f``, ``T(R, D) >= g``; by the duality of Prop. 2.12 its profile is the
 smallest (1) over the splits ``a + b``). The bound is taken on a grid of step ``h`` (a
 power of two: the splits ``a + b`` of grid points are exact in floating point), at every
-grid point ``eps`` the
-smallest (1) over its splits on the grid; a ``ceiling`` pair known to dominate ``(D', D)``
-itself adds its own samples of ``delta``.
+grid point ``eps`` the smallest (1) over its splits on the grid; a ``ceiling`` pair known
+to dominate ``(D', D)`` itself adds its own samples of ``delta``.
 
 *The pair.* A privacy profile is a convex non-increasing function of ``x = e^eps``
 (``sup_S P(S) - x Q(S)``, a supremum of lines in ``x``); every sample above is an upper bound
