@@ -46,6 +46,9 @@ __all__ = ["delta_upper", "group_of_two", "group_profile", "hull_pair"]
 
 #: the samples cover the losses up to where the profile falls below this (or the support)
 CUT = 1e-300
+#: samples beyond this eps are dropped (a subset of valid lines: the hull is higher), so
+#: that ``e^eps`` is a finite double
+MAX_EPS = 700.0
 #: below this scale of the Q-masses (delta e^-eps) the hull pair's masses approach the
 #: subnormal doubles and lose their relative accuracy: a shortfall there is absolute
 TINY = 1e-290
@@ -143,7 +146,8 @@ def _profile_lower(ys: np.ndarray, p: np.ndarray, q: np.ndarray, inf_mass: float
 
 def hull_pair(eps: np.ndarray, delta: np.ndarray) -> DiscreteLoss:
     """The discrete pair whose profile is the lower convex hull (in ``x = e^eps``) of the
-    certified samples ``delta >= delta(eps)`` and ``(x = 0, 1)`` (module docstring). Its
+    certified samples ``delta >= delta(eps)`` (``eps <= MAX_EPS``) and ``(x = 0, 1)``
+    (module docstring). Its
     computed masses are checked at ``x = 0`` and at every vertex (:func:`_profile_lower`);
     where short, its P-masses are multiplied by the largest ratio (at vertices where
     ``delta e^-eps``, the scale of the Q-masses beyond, is below :data:`TINY`, near the
@@ -154,7 +158,7 @@ def hull_pair(eps: np.ndarray, delta: np.ndarray) -> DiscreteLoss:
     vertices; beyond the last both are constant)."""
     e = np.asarray(eps, dtype=float)
     d = np.asarray(delta, dtype=float)
-    keep = np.isfinite(d) & (d < 1.0)
+    keep = np.isfinite(d) & (d < 1.0) & (e <= MAX_EPS)   # e^eps a finite double
     e, d = e[keep], d[keep]
     order = np.lexsort((d, e))
     e, d = e[order], d[order]
