@@ -18,6 +18,7 @@ import math
 from typing import NamedTuple, cast
 
 import numpy as np
+from scipy.optimize import isotonic_regression
 
 from .._numerics import UNIT_ROUNDOFF
 from ..losses import PrivacyLoss
@@ -221,8 +222,8 @@ def _node_masses(loss: PrivacyLoss, upper: DiscretePLD, bins: Bins, c: np.ndarra
     pi[K] = ed * (roof[K - 1] - c[K - 1]) / em1  # last segment's kink onto the floor
     bad = np.nonzero(pi[J + 1:K] < 0)[0] + 1  # (node - J) where the interpolant is concave
     if bad.size:
-        # a convex minorant: the slopes' isotonic regression, by pool-adjacent-violators on
-        # the stretches around the concave nodes (it only pools there; no global pass)
+        # a convex minorant: the slopes' isotonic regression (it pools only around the
+        # concave nodes)
         iv = slice(J, K)  # intervals J..K-1
         m = -q_sf[J + 1:K + 1] - pb[iv] * -np.expm1(log_rho[iv]) / h[iv]  # chord slopes
         s = m - dc[iv] / h[iv]
@@ -393,65 +394,22 @@ def refined_rows(ys: np.ndarray, values: tuple, d: float) -> tuple[np.ndarray, .
     return s_all, g_all, np.max(g_all, axis=1), fit
 
 
-def _pav_push(vals: list[float], wts: list[float], lens: list[int], xs: list[float],
-              ys: list[float]) -> None:
-    """Push the segments ``(xs, ys)`` (slopes, weights) in turn onto the stack of
-    pool-adjacent-violators, pooling the top while it is above the segment pushed (each
-    pooled slope the weighted mean of the two, lower block first)."""
-    for x, y in zip(xs, ys, strict=True):
-        ln = 1
-        while vals and vals[-1] > x:
-            v1 = vals.pop()
-            w1 = wts.pop()
-            tot = w1 + y
-            x = (v1 * w1 + x * y) / tot
-            y = tot
-            ln += lens.pop()
-        vals.append(x)
-        wts.append(y)
-        lens.append(ln)
-
-
 def _pool_violators(s: np.ndarray, w: np.ndarray, bad: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray]:
-    """Make the slopes ``s`` (weights ``w``) non-decreasing by pool-adjacent-violators
-    (Barlow et al. 1972) on stretches around the violations ``s[r - 1] > s[r]`` for ``r`` in
-    ``bad``, each stretch grown until its pooled values join its unchanged neighbours
-    monotonically. Pooling replaces a run of segments by their chord, so the curve only
-    moves down and becomes convex there. Returns the new slopes and the mask of pooled
-    segments.
-
-    A stretch grown only to the right continues from the stack of the previous one (the
-    stack after a prefix does not depend on what follows it, so this is the same sequence
-    of operations as starting over, in time linear in the final stretch); one grown to the
-    left starts over."""
-    s = s.copy()
-    n = s.size
-    pooled = np.zeros(n, dtype=bool)
-    for r in bad:
-        if r <= 0 or r >= n or s[r - 1] <= s[r]:
-            continue  # already fixed by an earlier stretch
-        a, b = max(r - 2, 0), min(r + 2, n)
-        vals: list[float] = []
-        wts: list[float] = []
-        lens: list[int] = []
-        done = a  # s[a:done] is on the stack
-        while True:
-            _pav_push(vals, wts, lens, s[done:b].tolist(), w[done:b].tolist())
-            done = b
-            grow_l = a > 0 and s[a - 1] > vals[0]
-            grow_r = b < n and vals[-1] > s[b]
-            if not (grow_l or grow_r):
-                break
-            width = b - a
-            if grow_l:
-                a = max(a - width, 0)
-                vals, wts, lens = [], [], []
-                done = a
-            if grow_r:
-                b = min(b + width, n)
-        ln = np.array(lens)
-        run = np.repeat(ln > 1, ln)
-        s[a:b] = np.where(run, np.repeat(np.array(vals), ln), s[a:b])
-        pooled[a:b] |= run
-    return s, pooled
+    """Make the slopes ``s`` (weights ``w``) non-decreasing around the violations
+    ``s[r - 1] > s[r]`` for ``r`` in ``bad``: their isotonic regression by
+    pool-adjacent-violators (Barlow et al. 1972; scipy's ``isotonic_regression``, in C),
+    whose blocks that hold such a violation are kept (the others pool only rounding noise
+    of slopes that the accurate masses found convex: they stay as they are, and still join
+    the kept blocks monotonically, the first slope of a pooled block being at least its mean
+    and its last at most). Pooling replaces a run of segments by their chord (the weighted
+    mean of their slopes), so the curve only moves down and becomes convex there. Returns
+    the new slopes and the mask of pooled segments."""
+    fit = isotonic_regression(s, weights=w, increasing=True)
+    ln = np.diff(fit.blocks)
+    block = np.repeat(np.arange(ln.size), ln)
+    keep = np.zeros(ln.size, dtype=bool)
+    bad = bad[(bad > 0) & (bad < s.size)]
+    keep[block[bad][block[bad] == block[bad - 1]]] = True
+    pooled = np.repeat(keep & (ln > 1), ln)
+    return np.where(pooled, fit.x, s), pooled

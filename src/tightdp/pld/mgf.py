@@ -53,10 +53,16 @@ class LogMgf:
         self._quantiles: dict = {}  # memo of quantile(), asked again for the same tails
         self._search: LogMgf | None = None  # the coarsened copy of searcher()
         self._stacked: _Stacked | None = None  # the laws' atoms side by side (many laws)
+        self._at_zero: tuple[float, float, float] | None = None  # K, K', K'' at t = 0
 
     def __call__(self, t: float) -> tuple[float, float, float]:
+        if t == 0.0 and self._at_zero is not None:  # asked by every search: remembered
+            return self._at_zero
         kk, k1, k2 = self.cumulants(np.array([float(t)]))
-        return float(kk[0]), float(k1[0]), float(k2[0])
+        out = float(kk[0]), float(k1[0]), float(k2[0])
+        if t == 0.0:
+            self._at_zero = out
+        return out
 
     def cumulants(self, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``K``, ``K'``, ``K''`` at every ``t`` of ``ts`` (``atom_cumulants`` of each law)."""
