@@ -12,7 +12,12 @@ from scipy.special import log_ndtr
 
 import tightdp as td
 from tightdp.losses.families import log_cdfs_many
-from tightdp.pld.discretize import certified_pair, connect_the_dots, loss_range
+from tightdp.pld.discretize import (
+    LazyLower,
+    certified_pair_lazy,
+    connect_the_dots,
+    loss_range,
+)
 from tightdp.pld.families import (
     build_lowers,
     certified_pairs_lazy_many,
@@ -88,8 +93,9 @@ def test_connect_the_dots_many_is_each_loss_bit_for_bit():
 @pytest.mark.parametrize("direction,chunk", [(0, None), (1, None), (0, 5000)])
 def test_certified_pairs_many_are_each_loss_bit_for_bit(direction, chunk, monkeypatch):
     """Upper and (lowered-chords) lower pairs of many losses on one grid, the lower ones built
-    from one evaluation of all losses' sub-nodes (or of chunks of them), equal
-    certified_pair's."""
+    from one evaluation of all losses' sub-nodes (or of chunks of them), equal those of one
+    loss at a time: certified_pair's upper, and its lower refined at the same share of the
+    largest tent."""
     from tightdp.pld import families
 
     if chunk is not None:
@@ -100,8 +106,11 @@ def test_certified_pairs_many_are_each_loss_bit_for_bit(direction, chunk, monkey
     pairs = certified_pairs_lazy_many(losses, d, ranges)
     lowers = build_lowers([lower for _, lower in pairs])
     for loss, (lo, hi), (up, _), low in zip(losses, ranges, pairs, lowers, strict=True):
-        u1, l1 = certified_pair(loss, d, lo, hi)
+        u1, lazy = certified_pair_lazy(loss, d, lo, hi)
         assert np.array_equal(up.probs, u1.probs) and up.offset == u1.offset
+        assert isinstance(lazy, LazyLower)
+        lazy.share = families.REFINE_SHARE
+        l1 = lazy()
         assert np.array_equal(low.probs, l1.probs) and low.offset == l1.offset
 
 

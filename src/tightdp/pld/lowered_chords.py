@@ -29,7 +29,7 @@ __all__ = ["lowered_chords", "refine_points", "refined_rows"]
 
 
 def lowered_chords(loss: PrivacyLoss, upper: DiscretePLD, bins: Bins, d: float,
-                   rows: tuple | None = None) -> DiscretePLD | None:
+                   rows: tuple | None = None, *, share: float = 0.0) -> DiscretePLD | None:
     """The dominated pair whose hockey-stick curve ``V`` interpolates the values
     ``delta(alpha_j) - c_j`` linearly in ``alpha = e^eps`` between the nodes
     ``alpha_j = e^{g_j}`` (see the module docstring). Returns None if it cannot be built on
@@ -59,7 +59,8 @@ def lowered_chords(loss: PrivacyLoss, upper: DiscretePLD, bins: Bins, d: float,
     are computed as ``pi_j^CTD - [(c_{j+1} - c_j) - e^d (c_j - c_{j-1})] / (e^d - 1)``.
 
     ``rows``: :func:`refined_rows` at the sub-nodes of :func:`refine_points` (computed with
-    other losses'), else computed here.
+    other losses'), else computed here. ``share``: only the tents at least this fraction of
+    the largest one are refined (:func:`refine_points`).
     """
     g = bins.g
     if d > 700.0 or g[-1] > 700.0 or g[0] < -700.0:  # e^g beyond the float range
@@ -69,7 +70,7 @@ def lowered_chords(loss: PrivacyLoss, upper: DiscretePLD, bins: Bins, d: float,
     n = g.size - 1  # nodes 0 .. n-1: the grid's last point is not used
     if n < 3 or g[n - 1] > 700.0 or g[0] < -700.0:
         return None
-    c, pts = _lowering(loss, bins, d, n, em1, rows)
+    c, pts = _lowering(loss, bins, d, n, em1, rows, share)
     hts = _heights(loss, bins, n, em1)
     ends = _place_ends(c, hts, pts, n)
     if ends is None:
@@ -98,25 +99,29 @@ def _tent_gaps(bins: Bins, d: float, n: int, em1: float) -> tuple[np.ndarray, np
     return theta, np.where(unknown, pb[:n - 1] * math.tanh(d / 4), gap) * (1 + 1e-9)
 
 
-def refine_points(bins: Bins, d: float) -> np.ndarray | None:
+def refine_points(bins: Bins, d: float, *, share: float = 0.0) -> np.ndarray | None:
     """The loss values at which :func:`lowered_chords` on these bins evaluates the loss's
     CDFs (the sub-nodes of :func:`_refined_gaps`, a row per interval refined), None if it
-    evaluates none."""
+    evaluates none. ``share``: only the intervals whose tent is at least this fraction of
+    the largest are refined (0: the ``_REFINE_INTERVALS`` largest)."""
     g = bins.g
     n = g.size - 1
     if d > 700.0 or g[-1] > 700.0 or g[0] < -700.0 or n < 3 or g[n - 1] > 700.0:
         return None
     _, gap = _tent_gaps(bins, d, n, math.expm1(d))
-    nodes = _sub_nodes(g, gap, d)
+    nodes = _sub_nodes(g, gap, d, share)
     return None if nodes is None else nodes[1]
 
 
-def _sub_nodes(g: np.ndarray, gap: np.ndarray, d: float
+def _sub_nodes(g: np.ndarray, gap: np.ndarray, d: float, share: float
                ) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(pick, ys)``: the intervals :func:`_refined_gaps` refines and their sub-nodes (one
-    row each), None if none."""
+    """``(pick, ys)``: the intervals :func:`_refined_gaps` refines (those of the largest
+    tents, at least ``share`` of the largest one) and their sub-nodes (one row each), None
+    if none."""
     m = _REFINE_SUB
     pick = _largest_positive(gap, _REFINE_INTERVALS)
+    if share > 0.0 and pick.size:
+        pick = pick[gap[pick] >= share * float(np.max(gap[pick]))]
     if not pick.size or d / m > 700.0:
         return None
     frac = np.arange(m + 1) / m
@@ -126,11 +131,11 @@ def _sub_nodes(g: np.ndarray, gap: np.ndarray, d: float
 
 
 def _lowering(loss: PrivacyLoss, bins: Bins, d: float, n: int, em1: float,
-              rows: tuple | None) -> tuple[np.ndarray, _Tents]:
+              rows: tuple | None, share: float) -> tuple[np.ndarray, _Tents]:
     """The lowering ``c_j = max(G_{j-1}, G_j)`` of each node from the tents' heights ``G_j``
     (refined where :func:`_refined_gaps` can), and the tents' points per interval."""
     theta, gap = _tent_gaps(bins, d, n, em1)
-    gap, pts = _refined_gaps(loss, bins.g, gap, theta, d, rows)
+    gap, pts = _refined_gaps(loss, bins.g, gap, theta, d, rows, share)
     c = np.zeros(n)
     c[:-1] = gap
     c[1:] = np.maximum(c[1:], gap)
@@ -321,7 +326,7 @@ def _largest_positive(x: np.ndarray, k: int) -> np.ndarray:
 
 
 def _refined_gaps(loss: PrivacyLoss, g: np.ndarray, gap: np.ndarray, theta: np.ndarray,
-                  d: float, rows: tuple | None) -> tuple[np.ndarray, _Tents]:
+                  d: float, rows: tuple | None, share: float) -> tuple[np.ndarray, _Tents]:
     """Tighter bounds on how far the true curve lies below its chord, on the intervals of
     the largest tents (at most ``_REFINE_INTERVALS``).
 
@@ -340,7 +345,7 @@ def _refined_gaps(loss: PrivacyLoss, g: np.ndarray, gap: np.ndarray, theta: np.n
     underflowed keeps its tent. ``rows``: :func:`refined_rows` of the sub-nodes, computed
     with other losses' (else here)."""
     tents = _Tents(theta, gap)
-    nodes = _sub_nodes(g, gap, d)
+    nodes = _sub_nodes(g, gap, d, share)
     if nodes is None:
         return gap, tents
     pick, ys = nodes
