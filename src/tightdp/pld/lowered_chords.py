@@ -401,33 +401,20 @@ def refined_rows(ys: np.ndarray, values: tuple, d: float) -> tuple[np.ndarray, .
 
 def _pool_violators(s: np.ndarray, w: np.ndarray, bad: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray]:
-    """Make the slopes ``s`` (weights ``w``) non-decreasing by pool-adjacent-violators
-    (Barlow et al. 1972; scipy's ``isotonic_regression``, in C) on stretches around the
-    violations ``s[r - 1] > s[r]`` for ``r`` in ``bad``, each stretch grown (its width
-    doubled to the side that needs it) until its pooled values join its unchanged neighbours
-    monotonically. Pooling replaces a run of segments by their chord, so the curve only
-    moves down and becomes convex there. Returns the new slopes and the mask of pooled
-    segments."""
-    s = s.copy()
-    n = s.size
-    pooled = np.zeros(n, dtype=bool)
-    for r in bad:
-        if r <= 0 or r >= n or s[r - 1] <= s[r]:
-            continue  # already fixed by an earlier stretch
-        a, b = max(r - 2, 0), min(r + 2, n)
-        while True:
-            fit = isotonic_regression(s[a:b], weights=w[a:b], increasing=True)
-            grow_l = a > 0 and s[a - 1] > fit.x[0]
-            grow_r = b < n and fit.x[-1] > s[b]
-            if not (grow_l or grow_r):
-                break
-            width = b - a
-            if grow_l:
-                a = max(a - width, 0)
-            if grow_r:
-                b = min(b + width, n)
-        ln = np.diff(fit.blocks)
-        run = np.repeat(ln > 1, ln)
-        s[a:b] = np.where(run, fit.x, s[a:b])
-        pooled[a:b] |= run
-    return s, pooled
+    """Make the slopes ``s`` (weights ``w``) non-decreasing around the violations
+    ``s[r - 1] > s[r]`` for ``r`` in ``bad``: their isotonic regression by
+    pool-adjacent-violators (Barlow et al. 1972; scipy's ``isotonic_regression``, in C,
+    one pass), whose blocks that hold such a violation are kept. The other blocks pool only
+    rounding noise of slopes that the accurate masses found convex: they stay as they are,
+    and still join the kept blocks monotonically (the first slope of a pooled block is at
+    least its mean, its last at most). Pooling replaces a run of segments by their chord
+    (the weighted mean of their slopes), so the curve only moves down and becomes convex
+    there. Returns the new slopes and the mask of pooled segments."""
+    fit = isotonic_regression(s, weights=w, increasing=True)
+    ln = np.diff(fit.blocks)
+    block = np.repeat(np.arange(ln.size), ln)
+    bad = bad[(bad > 0) & (bad < s.size)]
+    keep = np.zeros(ln.size, dtype=bool)
+    keep[block[bad][block[bad] == block[bad - 1]]] = True
+    pooled = np.repeat(keep & (ln > 1), ln)
+    return np.where(pooled, fit.x, s), pooled
