@@ -164,16 +164,7 @@ class LogMgf:
                 self._search = self
             else:
                 coarse = LogMgf([])
-                for ys, lp, k in self.parts:
-                    if ys.size > cap:
-                        g = -(-ys.size // cap)
-                        pad = (-ys.size) % g
-                        y2 = np.concatenate([ys, np.full(pad, ys[-1])]).reshape(-1, g)
-                        l2 = np.concatenate([lp, np.full(pad, -np.inf)]).reshape(-1, g)
-                        # (many laws: the same sum without scipy's per-call overhead)
-                        ys, lp = y2.mean(axis=1), (lse_last(l2) if many
-                                                   else logsumexp(l2, axis=1))
-                    coarse.parts.append((ys, lp, k))
+                coarse.parts = _coarsened(self.parts, cap, many=many)
                 coarse.lo, coarse.hi = self.lo, self.hi
                 self._search = coarse
         return self._search
@@ -217,6 +208,37 @@ class LogMgf:
         if t == 0.0:
             return min(kk, 0.0)
         return min(kk - t * b, kk, 0.0)
+
+
+def _coarsened(parts: list, cap: int, *, many: bool) -> list:
+    """The laws ``parts`` of :meth:`LogMgf.searcher`, each with more than ``cap`` atoms
+    coarsened to at most ``cap``: groups of ``g`` consecutive atoms (the last padded with
+    the top atom at mass 0) merged into one at their mean position with their summed mass.
+    With ``many`` laws those of one group size are merged together (row by row, the same
+    operations on each law's rows as alone; the sum by :func:`lse_last`, without scipy's
+    per-call overhead)."""
+    out = list(parts)
+    by_size: dict = {}
+    for i, (ys, _, _) in enumerate(parts):
+        if ys.size > cap:
+            by_size.setdefault(-(-ys.size // cap), []).append(i)
+    for g, idx in by_size.items():
+        rows_y, rows_l = [], []
+        for i in idx:
+            ys, lp, _ = parts[i]
+            pad = (-ys.size) % g
+            rows_y.append(np.concatenate([ys, np.full(pad, ys[-1])]).reshape(-1, g))
+            rows_l.append(np.concatenate([lp, np.full(pad, -np.inf)]).reshape(-1, g))
+        if not many:
+            for i, y2, l2 in zip(idx, rows_y, rows_l, strict=True):
+                out[i] = (y2.mean(axis=1), logsumexp(l2, axis=1), parts[i][2])
+            continue
+        ends = np.cumsum([y2.shape[0] for y2 in rows_y])[:-1]
+        means = np.split(np.concatenate(rows_y).mean(axis=1), ends)
+        sums = np.split(lse_last(np.concatenate(rows_l)), ends)
+        for i, m, lw in zip(idx, means, sums, strict=True):
+            out[i] = (m, lw, parts[i][2])
+    return out
 
 
 class _Stacked:
