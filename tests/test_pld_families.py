@@ -12,7 +12,12 @@ from scipy.special import log_ndtr
 
 import tightdp as td
 from tightdp.losses.families import log_cdfs_many
-from tightdp.pld.discretize import certified_pair, connect_the_dots, loss_range
+from tightdp.pld.discretize import (
+    LazyLower,
+    certified_pair_lazy,
+    connect_the_dots,
+    loss_range,
+)
 from tightdp.pld.families import (
     build_lowers,
     certified_pairs_lazy_many,
@@ -88,8 +93,9 @@ def test_connect_the_dots_many_is_each_loss_bit_for_bit():
 @pytest.mark.parametrize("direction,chunk", [(0, None), (1, None), (0, 5000)])
 def test_certified_pairs_many_are_each_loss_bit_for_bit(direction, chunk, monkeypatch):
     """Upper and (lowered-chords) lower pairs of many losses on one grid, the lower ones built
-    from one evaluation of all losses' sub-nodes (or of chunks of them), equal
-    certified_pair's."""
+    from one evaluation of all losses' sub-nodes (or of chunks of them), equal those of one
+    loss at a time: certified_pair's upper, and its lower refined at the same share of the
+    largest tent."""
     from tightdp.pld import families
 
     if chunk is not None:
@@ -100,9 +106,36 @@ def test_certified_pairs_many_are_each_loss_bit_for_bit(direction, chunk, monkey
     pairs = certified_pairs_lazy_many(losses, d, ranges)
     lowers = build_lowers([lower for _, lower in pairs])
     for loss, (lo, hi), (up, _), low in zip(losses, ranges, pairs, lowers, strict=True):
-        u1, l1 = certified_pair(loss, d, lo, hi)
+        u1, lazy = certified_pair_lazy(loss, d, lo, hi)
         assert np.array_equal(up.probs, u1.probs) and up.offset == u1.offset
+        assert isinstance(lazy, LazyLower)
+        lazy.share = families.REFINE_SHARE
+        l1 = lazy()
         assert np.array_equal(low.probs, l1.probs) and low.offset == l1.offset
+
+
+def test_many_lower_pairs_stay_below_the_curve():
+    """The lower pairs of many losses (lowered chords refined on their larger tents only)
+    are below each loss's exact curve (its closed form in normal or Laplace tails,
+    loss.delta) at every grid point and between, and are pairs: P-mass 1 with the mass at
+    +inf, Q-mass at most 1."""
+    losses = [m.privacy_losses()[direction] for m in _mechanisms() for direction in (0, 1)]
+    ranges = [loss_range(loss, -30.0, coarse=True) for loss in losses]
+    d = 2e-3
+    pairs = certified_pairs_lazy_many(losses, d, ranges)
+    lowers = build_lowers([lower for _, lower in pairs])
+    kinds = set()
+    for loss, low in zip(losses, lowers, strict=True):
+        eps = np.unique(np.concatenate([np.linspace(-3.0, 5.0, 401), low.ys, low.ys + d / 3]))
+        true = loss.delta(eps)
+        assert np.all(low.delta(eps) <= true * (1 + 1e-11) + 1e-15)
+        assert np.all(low.probs >= 0)
+        assert low.probs.sum() + low.inf_mass == pytest.approx(1.0, abs=1e-12)
+        kinds.add(low.meta["kind"])
+        if low.meta["kind"] == "lowered_chords":
+            q = np.sum(low.probs[:-1] * np.exp(-low.ys[:-1]))
+            assert q <= 1.0 - loss.neg_inf_mass + 1e-12
+    assert "lowered_chords" in kinds
 
 
 def test_loss_ranges_many_hold_the_tail_asked():

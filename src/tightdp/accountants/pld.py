@@ -42,10 +42,10 @@ import numpy as np
 from .. import _validate as v
 from .._defaults import DEFAULT_RTOL
 from ..budget import BudgetExceeded
-from ..curves.saddle import rma_eps, saddle_point_eps
+from ..curves.saddle import saddle_point_eps
 from ..pld.compose import MAX_POINTS, ComposedPLD, compose, composed_inf_mass
 from ..pld.families import build_lowers
-from ..pld.mgf import LogMgf
+from ..pld.mgf import MANY_PARTS, LogMgf
 from ..results import DeltaResult, EpsilonResult, check_bracket
 from .base import Accountant, Direction
 from .limits import out_of_reach
@@ -62,7 +62,13 @@ from .pld_refine import (
     tighter_bounds,
     tilted_within_budget,
 )
-from .pld_terms import pilot_laws, term_pairs, term_ranges
+from .pld_terms import (
+    PILOT_TILTS,
+    pilot_laws,
+    refined_moments_eps,
+    term_pairs,
+    term_ranges,
+)
 
 __all__ = ["PLDAccountant"]
 
@@ -83,6 +89,10 @@ AIM = 0.75
 #: of the lowered chords (:mod:`tightdp.pld.discretize`) remove most of the lower side's
 #: error (measurements: docs/pld-constants.md)
 MODEL_WIDTH = 7.5
+#: the same in eps for many distinct terms, their step modelled on the directions that may
+#: hold the maximum and their lowered chords refined on the larger tents only
+#: (docs/pld-constants.md)
+MODEL_WIDTH_MANY = 5.0
 #: the most points the first composition may use before the measured bracket is known
 FIRST_POINTS = 1 << 18
 #: peak bytes per grid point of a discretization or an FFT composition, with room for the
@@ -221,19 +231,20 @@ class PLDAccountant(Accountant):
         the tilts ``t_0 2^{j/8}``, ``|j| <= 8`` around the saddle point's ``t_0`` is taken.
         ``K`` is raised by ``1e-11 k (1 + t max|y| + max|log p|)`` per law of count ``k``
         (its rounding: a few ulps of the exponents ``log p + t y`` and of the sum, per law
-        and step)."""
+        and step). Where the pilot's searcher is a coarsened copy (many laws), the tilts are
+        ranked on it and the bound evaluated exactly at the ``PILOT_TILTS`` best (any tilt
+        gives a bound)."""
         mgf = self._pilot(direction, log_tail)
         room = delta - self._cache[("pilot_inf", direction, log_tail)]
         _, t0 = self._saddle(mgf, math.log(delta))
         if not (room > 0 and math.isfinite(t0) and t0 > 0 and mgf.parts):
             return math.inf
         ts = t0 * np.exp2(np.arange(-8, 9) / 8.0)
-        kk, _, _ = mgf.cumulants(ts)
-        for ys, lp, k in mgf.parts:
-            kk = kk + 1e-11 * k * (1.0 + ts * float(np.max(np.abs(ys)))
-                                   + float(np.max(np.abs(lp))))
-        with np.errstate(invalid="ignore", over="ignore"):
-            eps = rma_eps(kk, ts, math.log(room))
+        search = mgf.searcher()
+        if search is not mgf:
+            rough = refined_moments_eps(search, ts, room)
+            ts = ts[np.argsort(np.where(np.isfinite(rough), rough, np.inf))[:PILOT_TILTS]]
+        eps = refined_moments_eps(mgf, ts, room)
         eps = eps[np.isfinite(eps)]
         return max(float(np.min(eps)), 0.0) if eps.size else math.inf
 
@@ -245,6 +256,7 @@ class PLDAccountant(Accountant):
         the tails, where few steps carry the answer and it overstates the error), the
         measured bracket decides."""
         k_tot = max(self.total_count, 1)
+        width_const = MODEL_WIDTH if len(self.terms) < MANY_PARTS else MODEL_WIDTH_MANY
         # a loss whose range is tiny (a near point mass) is represented exactly enough by two
         # grid points: the widest one sets the coarsest useful step
         cap = max(max(spans) / 16, 1e-12)
@@ -256,7 +268,7 @@ class PLDAccountant(Accountant):
                 if not (math.isfinite(e) and math.isfinite(t)):
                     continue
                 width = self.rtol * max(e, 1e-3)
-                d = math.sqrt(AIM * width * MODEL_WIDTH / (k_tot * (t + 1.0)))
+                d = math.sqrt(AIM * width * width_const / (k_tot * (t + 1.0)))
             else:  # delta query at eps: relative width of delta (the tilt of the Q-tail,
                 # t + 1, rather than t: it fits the widths and stays right where t -> 0)
                 t = mgf.solve_slope(eps)
@@ -389,13 +401,21 @@ class PLDAccountant(Accountant):
         spans = [s for r in dirs for s in self._spans(r, log_tail)]
         pilots = [self._pilot(r, log_tail) for r in dirs]
         floor = budget_floor(pilots, spans, window_tail, self._max_grid_points())
-        d = self._grid_step(pilots, None, math.log(delta), spans, window_tail)
         # a certified upper bound of each direction before any fine grid, its pilot's
         # (_pilot_eps_upper): a direction whose bound is below another's PLD upper bound
         # cannot raise the maximum, and is neither discretized finely nor composed (in
         # DP-SGD the add direction often is: docs/pld-constants.md)
         q = EpsQuery(dirs, pre=({r: self._pilot_eps_upper(r, log_tail, delta) for r in dirs}
                                  if len(dirs) > 1 else {r: math.inf for r in dirs}))
+        # many terms (each one's work grows with the points): the grid step is modelled on
+        # the directions that may hold the maximum, whose bound is not below another's
+        # saddle-point estimate (the measured bracket decides in any case); a few terms
+        # take the finest step any direction asks for (cheap, tighter brackets)
+        est = [self._saddle(p, math.log(delta))[0] for p in pilots]
+        top = max([e for e in est if math.isfinite(e)], default=-math.inf)
+        near = [p for r, p in zip(dirs, pilots, strict=True)
+                if not q.pre[r] < top or len(self.terms) < MANY_PARTS]
+        d = self._grid_step(near or pilots, None, math.log(delta), spans, window_tail)
 
         def measure(d: float) -> float | None:
             """Bound on the grid ``d``; None if within rtol, else the shrink asked for."""

@@ -6,18 +6,25 @@ step).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
+import numpy as np
+
+from ..curves.saddle import rma_eps
 from ..losses import PrivacyLoss
 from ..pld.discretize import certified_pair_lazy, connect_the_dots, loss_range
 from ..pld.families import certified_pairs_lazy_many, connect_the_dots_many, loss_ranges_many
 from ..pld.grid import DiscretePLD
 from ..pld.mgf import MANY_PARTS
 
-__all__ = ["pilot_laws", "term_pairs", "term_ranges"]
+__all__ = ["PILOT_TILTS", "pilot_laws", "refined_moments_eps", "term_pairs", "term_ranges"]
 
 #: bins of the pilot discretization across each loss's range
 PILOT_BINS = 1024
+#: the tilts at which a many-law pilot's refined-moments bound is evaluated exactly
+#: (``PLDAccountant._pilot_eps_upper``)
+PILOT_TILTS = 3
 
 
 def term_ranges(cache: dict, losses: list[PrivacyLoss], log_tail: float
@@ -53,3 +60,17 @@ def term_pairs(losses: list[PrivacyLoss], d: float, ranges: list[tuple[float, fl
         return certified_pairs_lazy_many(losses, d, ranges)
     return [certified_pair_lazy(loss, d, lo, hi) for loss, (lo, hi) in zip(losses, ranges,
                                                                           strict=True)]
+
+
+def refined_moments_eps(mgf, ts: np.ndarray, room: float) -> np.ndarray:
+    """The refined-moments bound on eps where ``delta - P(S = inf) = room`` (Alghamdi et al.,
+    eqs. (38), (42)) from the pilot's log-MGF ``mgf`` at each tilt of ``ts``, its ``K``
+    raised by ``1e-11 k (1 + t max|y| + max|log p|)`` per law of count ``k`` (its rounding:
+    a few ulps of the exponents ``log p + t y`` and of the sum, per law and step); NaN or
+    inf where it gives none."""
+    kk, _, _ = mgf.cumulants(ts)
+    for ys, lp, k in mgf.parts:
+        kk = kk + 1e-11 * k * (1.0 + ts * float(np.max(np.abs(ys)))
+                               + float(np.max(np.abs(lp))))
+    with np.errstate(invalid="ignore", over="ignore"):
+        return rma_eps(kk, ts, math.log(room))

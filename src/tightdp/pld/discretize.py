@@ -318,12 +318,13 @@ def certified_pair_lazy(loss: PrivacyLoss, d: float, lo: float, hi: float, shift
                                                               cdfs))
 
 
-def pair_from_bins(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float, bins: Bins
-                   ) -> tuple[DiscretePLD, Callable[[], DiscretePLD]]:
+def pair_from_bins(loss: PrivacyLoss, d: float, lo: float, hi: float, shift: float, bins: Bins,
+                   *, share: float = 0.0) -> tuple[DiscretePLD, Callable[[], DiscretePLD]]:
     """:func:`certified_pair_lazy` from the loss's :class:`Bins` on the grid that covers
-    ``[lo - d, hi + d]``."""
+    ``[lo - d, hi + d]``; ``share``: the lowered chords refine only the tents at least this
+    fraction of the largest (:func:`~tightdp.pld.lowered_chords.refine_points`)."""
     upper = _ctd(d, bins, shift)
-    return upper, LazyLower(loss, upper, bins, (d, lo, hi, shift))
+    return upper, LazyLower(loss, upper, bins, (d, lo, hi, shift), share=share)
 
 
 class LazyLower:
@@ -333,22 +334,25 @@ class LazyLower:
     evaluates the loss's CDFs, so that a caller may evaluate those of many losses at once
     and pass each its rows of :func:`~tightdp.pld.lowered_chords.refined_rows`."""
 
-    def __init__(self, loss: PrivacyLoss, upper: DiscretePLD, bins: Bins, grid: tuple):
-        self.loss, self.upper, self.grid = loss, upper, grid
+    def __init__(self, loss: PrivacyLoss, upper: DiscretePLD, bins: Bins, grid: tuple, *,
+                 share: float = 0.0):
+        self.loss, self.upper, self.grid, self.share = loss, upper, grid, share
         self.bins: Bins | None = bins
         self.low: DiscretePLD | None = None
 
     def points(self) -> np.ndarray | None:
         """The loss values at which building the lower pair evaluates the loss's CDFs, a
         row of sub-nodes per interval refined (None if none, or if it is built)."""
-        return None if self.bins is None else refine_points(self.bins, self.grid[0])
+        return None if self.bins is None else refine_points(self.bins, self.grid[0],
+                                                            share=self.share)
 
     def __call__(self, rows: tuple | None = None) -> DiscretePLD:
         """The lower pair; ``rows``: :func:`~tightdp.pld.lowered_chords.refined_rows` at
         :meth:`points`."""
         if self.low is None:
             d, lo, hi, shift = self.grid
-            low = lowered_chords(self.loss, self.upper, cast(Bins, self.bins), d, rows)
+            low = lowered_chords(self.loss, self.upper, cast(Bins, self.bins), d, rows,
+                                 share=self.share)
             self.bins = None
             self.low = low if low is not None else dominated(self.loss, d, lo, hi, shift)
         return self.low

@@ -5,8 +5,9 @@ operations (:func:`tightdp.losses.families.log_cdfs_many`) instead of a few doze
 
 Each law is the one the single-loss discretizer builds from the same CDF values:
 :func:`connect_the_dots_many` gives :func:`~tightdp.pld.discretize.connect_the_dots`'s,
-:func:`certified_pairs_lazy_many` :func:`~tightdp.pld.discretize.certified_pair_lazy`'s
-(the losses evaluate their CDFs point by point, so the values are the same floats).
+:func:`certified_pairs_lazy_many` :func:`~tightdp.pld.discretize.pair_from_bins`'s with the
+lowered chords refined on the larger tents only (``REFINE_SHARE``; the losses evaluate their
+CDFs point by point, so the values are the same floats).
 :func:`loss_ranges_many` finds ends with the guarantee of the coarse
 :func:`~tightdp.pld.discretize.loss_range` (the tail beyond each end holds at most the mass
 asked) by a sparser search of the same candidates.
@@ -40,6 +41,13 @@ __all__ = ["build_lowers", "certified_pairs_lazy_many", "connect_the_dots_many",
 _OUTWARD = np.concatenate([[0.0], np.exp2(np.arange(-30.0, 997.0))])
 #: the search first tries every _STRIDE-th candidate, then those just before the first good
 _STRIDE = 32
+#: the lowered chords of many terms refine only the tents at least this fraction of their
+#: largest one (:func:`~tightdp.pld.lowered_chords.refine_points`): with many terms the
+#: sub-nodes of every term's refined intervals cost about as many CDF evaluations as all
+#: their grids, while the smaller tents carry little of the lowering (the lower bound gives
+#: up only their part of the refinement's gain; a dominated pair either way: figures in
+#: docs/pld-constants.md)
+REFINE_SHARE = 1e-2
 #: the most points of one evaluation of many losses' CDFs (its temporaries: about 130 bytes
 #: a point for a two-component mixture)
 _CHUNK_POINTS = 1 << 20
@@ -105,9 +113,11 @@ def certified_pairs_lazy_many(losses: list[PrivacyLoss], d: float,
                               ranges: list[tuple[float, float]]
                               ) -> list[tuple[DiscretePLD, Callable[[], DiscretePLD]]]:
     """:func:`~tightdp.pld.discretize.certified_pair_lazy` of each loss on the grid ``j d``
-    over its range ``(lo, hi)`` (one grid step of margin at both ends, as there)."""
+    over its range ``(lo, hi)`` (one grid step of margin at both ends, as there), the lower
+    pairs' lowered chords refined where the tents are at least ``REFINE_SHARE`` of the
+    largest."""
     bins = _bins_many(losses, [(d, lo - d, hi + d) for lo, hi in ranges])
-    return [pair_from_bins(loss, d, lo, hi, 0.0, b)
+    return [pair_from_bins(loss, d, lo, hi, 0.0, b, share=REFINE_SHARE)
             for loss, (lo, hi), b in zip(losses, ranges, bins, strict=True)]
 
 

@@ -18,6 +18,7 @@ import math
 from typing import NamedTuple, cast
 
 import numpy as np
+from scipy.optimize import isotonic_regression
 
 from .._numerics import UNIT_ROUNDOFF
 from ..losses import PrivacyLoss
@@ -28,7 +29,7 @@ __all__ = ["lowered_chords", "refine_points", "refined_rows"]
 
 
 def lowered_chords(loss: PrivacyLoss, upper: DiscretePLD, bins: Bins, d: float,
-                   rows: tuple | None = None) -> DiscretePLD | None:
+                   rows: tuple | None = None, *, share: float = 0.0) -> DiscretePLD | None:
     """The dominated pair whose hockey-stick curve ``V`` interpolates the values
     ``delta(alpha_j) - c_j`` linearly in ``alpha = e^eps`` between the nodes
     ``alpha_j = e^{g_j}`` (see the module docstring). Returns None if it cannot be built on
@@ -58,7 +59,8 @@ def lowered_chords(loss: PrivacyLoss, upper: DiscretePLD, bins: Bins, d: float,
     are computed as ``pi_j^CTD - [(c_{j+1} - c_j) - e^d (c_j - c_{j-1})] / (e^d - 1)``.
 
     ``rows``: :func:`refined_rows` at the sub-nodes of :func:`refine_points` (computed with
-    other losses'), else computed here.
+    other losses'), else computed here. ``share``: only the tents at least this fraction of
+    the largest one are refined (:func:`refine_points`).
     """
     g = bins.g
     if d > 700.0 or g[-1] > 700.0 or g[0] < -700.0:  # e^g beyond the float range
@@ -68,7 +70,7 @@ def lowered_chords(loss: PrivacyLoss, upper: DiscretePLD, bins: Bins, d: float,
     n = g.size - 1  # nodes 0 .. n-1: the grid's last point is not used
     if n < 3 or g[n - 1] > 700.0 or g[0] < -700.0:
         return None
-    c, pts = _lowering(loss, bins, d, n, em1, rows)
+    c, pts = _lowering(loss, bins, d, n, em1, rows, share)
     hts = _heights(loss, bins, n, em1)
     ends = _place_ends(c, hts, pts, n)
     if ends is None:
@@ -97,25 +99,29 @@ def _tent_gaps(bins: Bins, d: float, n: int, em1: float) -> tuple[np.ndarray, np
     return theta, np.where(unknown, pb[:n - 1] * math.tanh(d / 4), gap) * (1 + 1e-9)
 
 
-def refine_points(bins: Bins, d: float) -> np.ndarray | None:
+def refine_points(bins: Bins, d: float, *, share: float = 0.0) -> np.ndarray | None:
     """The loss values at which :func:`lowered_chords` on these bins evaluates the loss's
     CDFs (the sub-nodes of :func:`_refined_gaps`, a row per interval refined), None if it
-    evaluates none."""
+    evaluates none. ``share``: only the intervals whose tent is at least this fraction of
+    the largest are refined (0: the ``_REFINE_INTERVALS`` largest)."""
     g = bins.g
     n = g.size - 1
     if d > 700.0 or g[-1] > 700.0 or g[0] < -700.0 or n < 3 or g[n - 1] > 700.0:
         return None
     _, gap = _tent_gaps(bins, d, n, math.expm1(d))
-    nodes = _sub_nodes(g, gap, d)
+    nodes = _sub_nodes(g, gap, d, share)
     return None if nodes is None else nodes[1]
 
 
-def _sub_nodes(g: np.ndarray, gap: np.ndarray, d: float
+def _sub_nodes(g: np.ndarray, gap: np.ndarray, d: float, share: float
                ) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(pick, ys)``: the intervals :func:`_refined_gaps` refines and their sub-nodes (one
-    row each), None if none."""
+    """``(pick, ys)``: the intervals :func:`_refined_gaps` refines (those of the largest
+    tents, at least ``share`` of the largest one) and their sub-nodes (one row each), None
+    if none."""
     m = _REFINE_SUB
     pick = _largest_positive(gap, _REFINE_INTERVALS)
+    if share > 0.0 and pick.size:
+        pick = pick[gap[pick] >= share * float(np.max(gap[pick]))]
     if not pick.size or d / m > 700.0:
         return None
     frac = np.arange(m + 1) / m
@@ -125,11 +131,11 @@ def _sub_nodes(g: np.ndarray, gap: np.ndarray, d: float
 
 
 def _lowering(loss: PrivacyLoss, bins: Bins, d: float, n: int, em1: float,
-              rows: tuple | None) -> tuple[np.ndarray, _Tents]:
+              rows: tuple | None, share: float) -> tuple[np.ndarray, _Tents]:
     """The lowering ``c_j = max(G_{j-1}, G_j)`` of each node from the tents' heights ``G_j``
     (refined where :func:`_refined_gaps` can), and the tents' points per interval."""
     theta, gap = _tent_gaps(bins, d, n, em1)
-    gap, pts = _refined_gaps(loss, bins.g, gap, theta, d, rows)
+    gap, pts = _refined_gaps(loss, bins.g, gap, theta, d, rows, share)
     c = np.zeros(n)
     c[:-1] = gap
     c[1:] = np.maximum(c[1:], gap)
@@ -221,8 +227,8 @@ def _node_masses(loss: PrivacyLoss, upper: DiscretePLD, bins: Bins, c: np.ndarra
     pi[K] = ed * (roof[K - 1] - c[K - 1]) / em1  # last segment's kink onto the floor
     bad = np.nonzero(pi[J + 1:K] < 0)[0] + 1  # (node - J) where the interpolant is concave
     if bad.size:
-        # a convex minorant: the slopes' isotonic regression, by pool-adjacent-violators on
-        # the stretches around the concave nodes (it only pools there; no global pass)
+        # a convex minorant: the slopes' isotonic regression (it pools only around the
+        # concave nodes)
         iv = slice(J, K)  # intervals J..K-1
         m = -q_sf[J + 1:K + 1] - pb[iv] * -np.expm1(log_rho[iv]) / h[iv]  # chord slopes
         s = m - dc[iv] / h[iv]
@@ -320,7 +326,7 @@ def _largest_positive(x: np.ndarray, k: int) -> np.ndarray:
 
 
 def _refined_gaps(loss: PrivacyLoss, g: np.ndarray, gap: np.ndarray, theta: np.ndarray,
-                  d: float, rows: tuple | None) -> tuple[np.ndarray, _Tents]:
+                  d: float, rows: tuple | None, share: float) -> tuple[np.ndarray, _Tents]:
     """Tighter bounds on how far the true curve lies below its chord, on the intervals of
     the largest tents (at most ``_REFINE_INTERVALS``).
 
@@ -339,7 +345,7 @@ def _refined_gaps(loss: PrivacyLoss, g: np.ndarray, gap: np.ndarray, theta: np.n
     underflowed keeps its tent. ``rows``: :func:`refined_rows` of the sub-nodes, computed
     with other losses' (else here)."""
     tents = _Tents(theta, gap)
-    nodes = _sub_nodes(g, gap, d)
+    nodes = _sub_nodes(g, gap, d, share)
     if nodes is None:
         return gap, tents
     pick, ys = nodes
@@ -393,65 +399,22 @@ def refined_rows(ys: np.ndarray, values: tuple, d: float) -> tuple[np.ndarray, .
     return s_all, g_all, np.max(g_all, axis=1), fit
 
 
-def _pav_push(vals: list[float], wts: list[float], lens: list[int], xs: list[float],
-              ys: list[float]) -> None:
-    """Push the segments ``(xs, ys)`` (slopes, weights) in turn onto the stack of
-    pool-adjacent-violators, pooling the top while it is above the segment pushed (each
-    pooled slope the weighted mean of the two, lower block first)."""
-    for x, y in zip(xs, ys, strict=True):
-        ln = 1
-        while vals and vals[-1] > x:
-            v1 = vals.pop()
-            w1 = wts.pop()
-            tot = w1 + y
-            x = (v1 * w1 + x * y) / tot
-            y = tot
-            ln += lens.pop()
-        vals.append(x)
-        wts.append(y)
-        lens.append(ln)
-
-
 def _pool_violators(s: np.ndarray, w: np.ndarray, bad: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray]:
-    """Make the slopes ``s`` (weights ``w``) non-decreasing by pool-adjacent-violators
-    (Barlow et al. 1972) on stretches around the violations ``s[r - 1] > s[r]`` for ``r`` in
-    ``bad``, each stretch grown until its pooled values join its unchanged neighbours
-    monotonically. Pooling replaces a run of segments by their chord, so the curve only
-    moves down and becomes convex there. Returns the new slopes and the mask of pooled
-    segments.
-
-    A stretch grown only to the right continues from the stack of the previous one (the
-    stack after a prefix does not depend on what follows it, so this is the same sequence
-    of operations as starting over, in time linear in the final stretch); one grown to the
-    left starts over."""
-    s = s.copy()
-    n = s.size
-    pooled = np.zeros(n, dtype=bool)
-    for r in bad:
-        if r <= 0 or r >= n or s[r - 1] <= s[r]:
-            continue  # already fixed by an earlier stretch
-        a, b = max(r - 2, 0), min(r + 2, n)
-        vals: list[float] = []
-        wts: list[float] = []
-        lens: list[int] = []
-        done = a  # s[a:done] is on the stack
-        while True:
-            _pav_push(vals, wts, lens, s[done:b].tolist(), w[done:b].tolist())
-            done = b
-            grow_l = a > 0 and s[a - 1] > vals[0]
-            grow_r = b < n and vals[-1] > s[b]
-            if not (grow_l or grow_r):
-                break
-            width = b - a
-            if grow_l:
-                a = max(a - width, 0)
-                vals, wts, lens = [], [], []
-                done = a
-            if grow_r:
-                b = min(b + width, n)
-        ln = np.array(lens)
-        run = np.repeat(ln > 1, ln)
-        s[a:b] = np.where(run, np.repeat(np.array(vals), ln), s[a:b])
-        pooled[a:b] |= run
-    return s, pooled
+    """Make the slopes ``s`` (weights ``w``) non-decreasing around the violations
+    ``s[r - 1] > s[r]`` for ``r`` in ``bad``: their isotonic regression by
+    pool-adjacent-violators (Barlow et al. 1972; scipy's ``isotonic_regression``, in C,
+    one pass), whose blocks that hold such a violation are kept. The other blocks pool only
+    rounding noise of slopes that the accurate masses found convex: they stay as they are,
+    and still join the kept blocks monotonically (the first slope of a pooled block is at
+    least its mean, its last at most). Pooling replaces a run of segments by their chord
+    (the weighted mean of their slopes), so the curve only moves down and becomes convex
+    there. Returns the new slopes and the mask of pooled segments."""
+    fit = isotonic_regression(s, weights=w, increasing=True)
+    ln = np.diff(fit.blocks)
+    block = np.repeat(np.arange(ln.size), ln)
+    bad = bad[(bad > 0) & (bad < s.size)]
+    keep = np.zeros(ln.size, dtype=bool)
+    keep[block[bad][block[bad] == block[bad - 1]]] = True
+    pooled = np.repeat(keep & (ln > 1), ln)
+    return np.where(pooled, fit.x, s), pooled

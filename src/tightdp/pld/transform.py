@@ -185,8 +185,10 @@ def _int_power(f: np.ndarray, k: int) -> np.ndarray:
     """``f ** k`` for an integer ``k >= 1`` by binary powering (in place, about
     ``2 log2 k`` multiplications; numpy's ``**`` goes through exp/log for large k and is
     several times slower with the same rounding error, of order ``k`` ulps)."""
+    if k == 1:  # the transform itself (each caller's own array)
+        return f
     result: np.ndarray | None = None
-    base = f if k == 1 else f.copy()
+    base = f.copy()
     while True:
         if k & 1:
             result = base.copy() if result is None else np.multiply(result, base, out=result)
