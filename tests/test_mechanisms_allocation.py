@@ -205,3 +205,21 @@ def test_noise_below_the_lattice_range_answers_no_amplification(sigma):
         assert "allocation lattice is beyond floating point" in r.note
     else:
         assert r.upper == math.inf
+
+
+@pytest.mark.parametrize("sigma", [0.1, 0.2])
+def test_small_noise_upper_is_at_most_no_amplification(sigma):
+    """Where the lattice's slack exceeds delta its upper side has no finite bound; the
+    answer's upper bound is then the no-amplification one (one Gaussian per epoch: its
+    exact epsilon and delta from the oracle, within the PLD's rtol), finite, and the
+    bracket stays ordered."""
+    acc = td.PLDAccountant().compose(td.RandomAllocation(td.Gaussian(sigma), 1000), 2)
+    r = acc.epsilon(1e-5)
+    exact = float(oracle.gaussian_epsilon(sigma, 2, 1e-5))
+    assert math.isfinite(r.upper) and r.upper <= exact * (1 + 1e-3)
+    assert r.lower is None or r.lower <= r.upper
+    eps = np.array([0.5 * exact, exact])
+    d = acc.delta(eps)
+    gauss = np.array([float(oracle.gaussian_delta(sigma, 2, e)) for e in eps])
+    assert np.all(d.upper < 1.0) and np.all(d.upper <= gauss * (1 + 1e-2))
+    assert np.all(d.lower <= d.upper)

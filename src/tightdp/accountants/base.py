@@ -15,7 +15,14 @@ from .._defaults import DEFAULT_RTOL, DELTA_MIN
 from ..budget import Budget
 from ..mechanisms.base import Mechanism
 from ..results import DeltaResult, EpsilonResult
-from .bracketed import Slacks, joined_delta, joined_epsilon, tv_slack, upper_with_slack
+from .bracketed import (
+    Slacks,
+    joined_delta,
+    joined_epsilon,
+    smaller_upper,
+    tv_slack,
+    upper_with_slack,
+)
 from .limits import LOSS_SCALE_MAX, far_delta, far_epsilon, out_of_reach
 
 __all__ = ["Accountant", "Queries", "Direction"]
@@ -241,6 +248,7 @@ class Accountant(Queries):
         if "bracket sides" not in self._cache:
             rtol = float(getattr(self, "rtol", DEFAULT_RTOL)) / 4.0
             found = [(m, k, m.bracket(rtol)) for m, k in self.terms]
+            self._cache["bracket found"] = found
             out = None
             if any(b is not None for _, _, b in found):
                 accs = []
@@ -264,6 +272,29 @@ class Accountant(Queries):
             self._cache["bracket sides"] = out
         return self._cache["bracket sides"]
 
+    def _fallback_side(self) -> Accountant | None:
+        """With bracketed mechanisms of which one has an ``upper_fallback``
+        (:class:`Bracket`): a copy of this accountant composing every such mechanism's
+        fallback (once per application of the mechanism) and every other bracket's ``upper``
+        side as :meth:`_bracket_sides` does; its certified upper bound is another upper
+        bound of the composition. None otherwise."""
+        if "bracket fallback" not in self._cache:
+            sides = self._bracket_sides()
+            found = self._cache.get("bracket found", [])
+            out = None
+            if sides is not None and any(b is not None and b.upper_fallback is not None
+                                         for _, _, b in found):
+                out = copy.copy(sides[0])
+                out._terms, out._cache = {}, {}
+                for m, k, b in found:
+                    mm, kk = m, k
+                    if b is not None:
+                        mm, kk = ((b.upper_fallback, k) if b.upper_fallback is not None
+                                  else (b.upper, k * b.upper_count))
+                    out._terms[mm] = out._terms.get(mm, 0) + kk
+            self._cache["bracket fallback"] = out
+        return self._cache["bracket fallback"]
+
     def _epsilon_query(self, delta: float) -> EpsilonResult:
         """:meth:`_epsilon_of`, or where the composition is beyond every accountant's
         numerics (vanishing noise, astronomic counts) the closed-form certified answer of
@@ -274,7 +305,16 @@ class Accountant(Queries):
             up, lo, gap, (up_slacks, slacks) = sides
             if out_of_reach(up.terms) is not None:   # closed forms (limits): no slack, no lower
                 return joined_epsilon(up._epsilon_query(delta), None, gap, self.name)
-            high, high_slack = upper_with_slack(up._epsilon_query, up_slacks, delta)
+            fb = self._fallback_side()
+            try:
+                high, high_slack = upper_with_slack(up._epsilon_query, up_slacks, delta)
+            except ValueError:   # delta too close to the computed side's slack
+                if fb is None:
+                    raise
+                high, high_slack = fb._epsilon_query(delta), 0.0
+            if fb is not None:
+                chosen = smaller_upper(high, fb._epsilon_query(delta))
+                high, high_slack = (high, high_slack) if chosen is high else (chosen, 0.0)
             low: EpsilonResult | None = None
             slack = 0.0
             # None where this method cannot answer the lower mechanisms; else asked at delta
@@ -311,8 +351,10 @@ class Accountant(Queries):
                     slack = tv_slack(slacks, epsilon)
                 except ValueError:
                     low = None
+            fb = self._fallback_side()
             return joined_delta(up._delta_query(epsilon), low, gap, self.name,
-                                (tv_slack(up_slacks, epsilon), slack))
+                                (tv_slack(up_slacks, epsilon), slack),
+                                None if fb is None else fb._delta_query(epsilon))
         why = out_of_reach(self.terms)
         if why is None:
             return self._delta_of(epsilon)
