@@ -159,7 +159,7 @@ class RandomAllocation(Mechanism):
                                    self.base.sigma)
 
     def _build_losses(self) -> tuple[PrivacyLoss, PrivacyLoss]:
-        if self.selected == 1 and self._sigma >= SIGMA_LATTICE_MIN:
+        if self.selected == 1 < self.steps and self._sigma >= SIGMA_LATTICE_MIN:
             # a pair dominating as it is (no slack to carry)
             return _AllocationSide(self._sigma, self.steps, 1, DEFAULT_RTOL / 4.0,
                                    "dominating").privacy_losses()
