@@ -64,6 +64,24 @@ def test_two_steps_bracket_the_exact_integral_both_directions(sigma, eps):
     assert r.lower <= max(exact) <= r.upper
 
 
+@pytest.mark.parametrize("sigma", [0.5, 0.6])
+def test_two_steps_at_small_noise_bracket_the_exact_integral(sigma):
+    """At small noise the lognormal's tail is resolved octave by octave: both sides still
+    bracket the exact integral in both directions, and the remove direction (the larger
+    delta) is resolved within 2e-3 relative; the add direction is coarser at t = 2 (the
+    mass near s = 0 sits on one lattice step)."""
+    b = td.RandomAllocation(td.Gaussian(sigma), 2).bracket(2.5e-4)
+    up, lo = b.upper.privacy_losses(), b.lower.privacy_losses()
+    for eps in (0.5, 1.0, 2.0, 4.0):
+        exact = _exact_t2(sigma, eps)
+        for i in (0, 1):
+            d_up, d_lo = float(up[i].delta(eps)), float(lo[i].delta(eps))
+            assert d_lo <= exact[i] <= d_up, (eps, i, d_lo, exact[i], d_up)
+        assert float(up[0].delta(eps)) - float(lo[0].delta(eps)) < 2e-3 * exact[0]
+    r = td.PLDAccountant().compose(td.RandomAllocation(td.Gaussian(sigma), 2)).delta(1.0)
+    assert r.lower <= max(_exact_t2(sigma, 1.0)) <= r.upper
+
+
 def test_one_step_is_the_gaussian():
     for k, steps in ((1, 1), (3, 3)):
         r = td.PLDAccountant().compose(td.RandomAllocation(td.Gaussian(1.0), steps, k),
@@ -74,7 +92,8 @@ def test_one_step_is_the_gaussian():
 
 #: pld-accounting 2.0's gaussian_allocation_epsilon_range (upper, lower) on these settings
 #: (sigma, steps, selected, epochs, delta): the public example and runs of the peer
-_PEER = {(1.0, 1000, 1, 1, 1e-6): (0.17568649056940722, 0.16865279019689836)}
+_PEER = {(1.0, 1000, 1, 1, 1e-6): (0.17568649056940722, 0.16865279019689836),
+         (0.5, 100, 1, 1, 1e-5): (5.407755511453674, 5.384319999558688)}
 
 
 @pytest.mark.parametrize("setting", list(_PEER))
@@ -83,6 +102,8 @@ def test_intersects_the_vendored_peer_bracket(setting):
     r = td.PLDAccountant().compose(td.RandomAllocation(td.Gaussian(sigma), t, k), e).epsilon(d)
     up, lo = _PEER[setting]
     assert r.lower <= up and lo <= r.upper and r.lower <= r.upper
+    if sigma < 0.8:   # the heavy tail's lattice: narrower than the peer's bracket
+        assert r.upper - r.lower < up - lo
 
 
 #: the default run compares one setting (pld-accounting answers it in ~2 s); the other four
@@ -104,7 +125,8 @@ def test_intersects_pld_accounting(setting):
 
 
 @pytest.mark.parametrize("sigma,t,e,d", [(1.0, 1000, 1, 1e-6), (2.0, 100, 1, 1e-5),
-                                         (3.0, 10000, 3, 1e-6), (0.8, 1000, 10, 1e-8)])
+                                         (3.0, 10000, 3, 1e-6), (0.8, 1000, 10, 1e-8),
+                                         (0.5, 10000, 10, 1e-5)])
 def test_default_width_for_one_of_t(sigma, t, e, d):
     r = td.PLDAccountant().compose(td.RandomAllocation(td.Gaussian(sigma), t), e).epsilon(d)
     assert 0 < r.upper - r.lower <= 1e-3 * r.upper

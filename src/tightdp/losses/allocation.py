@@ -322,12 +322,18 @@ def allocation_lattice(sigma: float, steps: int, selected: int, rtol: float, *,
     lo = max(window_bottom(tabs[0].bounds(), t, h), plan.n_top + 1 - MAX_LATTICE)
     n = int(sfft.next_fast_len(max(plan.n_top - lo + 1, 2), real=True))
     laws = _body_laws(pmfs[0], pmfs[1] if with_p else None, t, k, lo, n)
-    # above the window: the bound for all the variables of a law covers its sub-sums
+    # above the window: the bound for all the variables of a law covers its sub-sums (the
+    # variables are nonnegative), divided by the mass of the capped pmf left out (the laws
+    # are sub-probabilities: mu_{-1}(A) |pmf| <= mu(A + pmf) for an upper set A)
     above = [mass_above([(pmfs[0], tabs[0], t)], lo + n)]
     if with_p:
         above.append(mass_above([(pmfs[0], tabs[0], t - k), (pmfs[1], tabs[1], k)], lo + n))
-    outs = {name: mass_below([(pmfs[i], tabs[i], c) for i, c in counts], lo)
-            + above[0 if name[0] == "q" else 1] for name, (_, _, _, counts) in laws.items()}
+    mass = [float(pmf.sum()) * (1.0 - 1e-12) for pmf in pmfs]
+    fewer = {"q0": above[0], "q1": above[0] / mass[0]}
+    if with_p:
+        fewer.update(p0=above[1], pu=above[1] / mass[0], ps=above[1] / mass[1])
+    outs = {name: mass_below([(pmfs[i], tabs[i], c) for i, c in counts], lo) + fewer[name]
+            for name, (_, _, _, counts) in laws.items()}
     n_oct = min(octaves(plan.cells, plan.e0, h, plan.w_top), _OCTAVES)
     ws = [[rounded_lognormal(m, 2.0 * a, h * float(1 << (plan.e0 + j)), 2 * plan.cells,
                              plan.cells) for m in ((-a, a) if with_p else (-a,))]
