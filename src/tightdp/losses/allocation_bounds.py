@@ -13,7 +13,9 @@ __all__ = ["THETAS", "MgfTable", "chernoff", "mass_above", "mass_below", "mgf_ta
            "right_tail", "window_bottom"]
 
 #: atoms of a pmf whose MGF the Chernoff bounds take exactly
-_EXACT = 8192
+_EXACT = 2048
+#: blocks of the atoms beyond them
+_BLOCKS = 1024
 #: the Chernoff bounds' tilts (per lattice step): both signs, many scales
 THETAS = np.concatenate([-np.geomspace(1e-9, 3.0, 28), np.geomspace(1e-12, 1.0, 36)])
 
@@ -47,7 +49,7 @@ def mgf_table(pmf: np.ndarray, thetas: np.ndarray) -> MgfTable:
     the direction of theta."""
     head = pmf[:_EXACT]
     tail = pmf[_EXACT:]
-    bs = max(1, -(-tail.size // 4096))
+    bs = max(1, -(-tail.size // _BLOCKS))
     nb = -(-tail.size // bs)
     mass = np.zeros(nb * bs)
     mass[:tail.size] = tail
