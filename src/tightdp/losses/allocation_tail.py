@@ -72,7 +72,8 @@ def tail_part(bodies: list[tuple[float, np.ndarray, float, float]], lo: int, h: 
     Errors: a body computed within ``e`` in sum (``e_pt`` at every point) is, rounded, within
     ``e`` in sum and ``min(e, 2^j (2^e0 + 1) e_pt)`` at every point on octave ``j``;
     convolved with ``W`` (mass ``|W|``) within ``|W|`` times
-    that; the convolution's rounding adds a relative ``(len + 2) u`` per value."""
+    that; the roundings (the convolution's sums, the halvings' splits) add a relative
+    ``(len + 7 + 3 j) u`` per value and body."""
     u = UNIT_ROUNDOFF
     s_all, m_all, pw_all = [], [], []
     l1 = l1_s = 0.0
@@ -99,7 +100,9 @@ def tail_part(bodies: list[tuple[float, np.ndarray, float, float]], lo: int, h: 
             continue
         big = float(1 << shift) * h
         s = big * (f0 + r_cells + np.arange(acc.size, dtype=float))
-        rel = (min(acc.size, 2 * r_cells + 1) + 4) * u * len(bodies)
+        # the convolution's sums, the scaling and the bodies' sum, and the chain of
+        # roundings (two products and a sum per halving)
+        rel = (min(acc.size, 2 * r_cells + 1) + 4 + 3 * (j + 1)) * u * len(bodies)
         pw = err_pt + rel * acc
         e_j = (err_sum + rel * float(acc.sum())) * (1.0 + 1e-12)
         s_all.append(s)
