@@ -64,6 +64,10 @@ MAX_LATTICE = 1 << 19
 #: the targets, in order, for the P-mass of two large coordinates and of the tail beyond
 #: the lattice (both left to the pairs' completions: sent to +inf by the upper side)
 _TAILS = (1e-16, 1e-14, 1e-12, 1e-10)
+#: the body's window reaches this fraction of the cap beyond the cap plus the body of the
+#: sum: the sum leaves it only with one coordinate near the cap and the others far above
+#: their body (the fold bounds of :func:`.allocation_bounds.mass_above`)
+_MARGIN = 0.125
 #: the tail's atoms per octave: its relative resolution (:mod:`.allocation_tail`)
 _CELLS = 1024
 #: at most this many octaves (a tail beyond is left to the pairs' completions: at small
@@ -259,14 +263,15 @@ def _plan(sigma: float, steps: int, selected: int, rtol: float) -> _Plan:
     for target in _TAILS:
         c = _cap(a, t, k, target)
         # the cap rounds up to at most c (1 + 1/_CELLS) + h: the window fits the points
-        h = max(h0, (body + c * (1.0 + 1.0 / _CELLS) - bottom) / (MAX_LATTICE - 4))
+        h = max(h0, (body + c * (1.0 + _MARGIN + 1.0 / _CELLS) - bottom) / (MAX_LATTICE - 4))
         if h <= 16.0 * h0:
             break
     c = max(c, _CELLS * h)
     e0 = max(int(math.floor(math.log2(c / (_CELLS * h)))), 0)
     cells = int(math.ceil(c / (h * (1 << e0))))
     w_top = math.exp(min(a + math.sqrt(2.0 * a) * -float(ndtri(target / k)), 700.0))
-    return _Plan(h, cells, e0, int(math.ceil(body / h)) + (cells << e0), w_top)
+    return _Plan(h, cells, e0, int(math.ceil((body + _MARGIN * c) / h)) + (cells << e0),
+                 w_top)
 
 
 def _body_laws(pq: np.ndarray, pp: np.ndarray | None, t: int, k: int, lo: int, n: int
