@@ -167,12 +167,13 @@ def _log_ratio(x: np.ndarray, sigma: float, k: int) -> np.ndarray:
     return (m[:, 0] + np.log(np.exp(terms - m).mean(axis=1)))
 
 
-@pytest.mark.parametrize("k", [1, 2])
-def test_monte_carlo_of_the_sampler_meets_the_bracket(k):
+@pytest.mark.parametrize("k,sigma,eps", [(1, 1.0, 0.5), (2, 1.0, 0.5), (1, 0.5, 2.0)])
+def test_monte_carlo_of_the_sampler_meets_the_bracket(k, sigma, eps):
     """Evidence, not proof: the real sampler's delta(eps) by Monte Carlo, both directions,
-    with a 5-standard-error interval, meets the accountant's bracket."""
+    with a 5-standard-error interval, meets the accountant's bracket (at small noise too,
+    where the lattice splits off the large coordinates)."""
     rng = np.random.default_rng(7 + k)
-    sigma, t, eps, n = 1.0, 4, 0.5, 200_000
+    t, n = 4, 200_000
     x_q = rng.normal(0.0, sigma, size=(n, t))
     x_p = rng.normal(0.0, sigma, size=(n, t))
     for row, s in enumerate(rng.permuted(np.tile(np.arange(t), (n, 1)), axis=1)[:, :k]):
