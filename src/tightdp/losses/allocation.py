@@ -59,8 +59,9 @@ from .discrete import DiscreteLoss
 
 __all__ = ["AllocationLattice", "allocation_lattice", "allocation_pairs"]
 
-#: largest FFT length of one lattice (2^19: 8 MB per long-double array)
-MAX_LATTICE = 1 << 19
+#: largest FFT length of one lattice (3 2^17: 6 MB per long-double array; the time of a
+#: query at small noise, where the cap makes the window long, is about proportional)
+MAX_LATTICE = 3 << 17
 #: the targets, in order, for the P-mass of two large coordinates and of the tail beyond
 #: the lattice (both left to the pairs' completions: sent to +inf by the upper side)
 _TAILS = (1e-16, 1e-14, 1e-12, 1e-10)
