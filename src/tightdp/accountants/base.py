@@ -318,15 +318,19 @@ class Accountant(Queries):
             low: EpsilonResult | None = None
             slack = 0.0
             # None where this method cannot answer the lower mechanisms; else asked at delta
-            # plus its slack at an epsilon above the answer (the slack grows with epsilon)
+            # plus its slack at an epsilon above the answer (the slack grows with epsilon):
+            # the upper side's where the brackets converge (no gap: one query), else the
+            # smaller of it and the lower side's own upper bound at delta
             if lo.supports_all():
                 try:
-                    low = lo._epsilon_query(delta)
-                    caps = [x for x in (low.upper, high.upper) if x is not None]
+                    first = None
+                    if gap or high.upper is None or not math.isfinite(float(high.upper)):
+                        first = lo._epsilon_query(delta)
+                    caps = [x for x in (high.upper, None if first is None else first.upper)
+                            if x is not None]
                     slack = tv_slack(slacks, min(caps, default=math.inf))
-                    if slack:
-                        low = (lo._epsilon_query(delta + slack) if delta + slack < 1.0
-                               else None)
+                    low = first if first is not None and not slack else (
+                        lo._epsilon_query(delta + slack) if delta + slack < 1.0 else None)
                 except ValueError:
                     low = None
             return joined_epsilon(high, low, gap, self.name, (high_slack, slack))
