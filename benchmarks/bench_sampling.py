@@ -17,7 +17,8 @@ one table per row group, each row printed as it is measured.
 
 Single runs on a shared CPU: times are indicative.
 
-``python benchmarks/bench_sampling.py [--skip-peer] [--quick] [--only GROUP,...]``
+``python benchmarks/bench_sampling.py [--skip-peer] [--quick] [--only GROUP,...]
+[--allocation 'sigma,t,k,E,delta;...']``
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ from collections.abc import Callable, Iterator
 
 import tightdp as td
 
-#: (sigma, steps t, selected k, epochs E, delta)
-ALLOCATION = [(1.0, 1000, 1, 1, 1e-6), (1.0, 1000, 1, 10, 1e-6), (2.0, 10000, 1, 10, 1e-6),
-              (1.0, 1000, 2, 5, 1e-6), (1.0, 10000, 10, 10, 1e-6), (0.8, 1000, 1, 10, 1e-8)]
+#: (sigma, steps t, selected k, epochs E, delta): the targets of random allocation (width
+#: within 1e-3 for k = 1, 1 s, 20 times pld-accounting) and small noise
+ALLOCATION = [(1.0, 1000, 1, 1, 1e-6), (1.0, 100, 1, 3, 1e-5), (0.8, 1000, 1, 10, 1e-8),
+              (0.5, 10000, 1, 10, 1e-5), (0.6, 1000, 1, 1, 1e-5), (1.0, 10000, 10, 10, 1e-5),
+              (2.0, 1000, 2, 1, 1e-6)]
 #: (sigma, batches per epoch t, epochs E, delta, relation)
 SHUFFLE = [(1.0, 100, 10, 1e-5, "replace_special"), (2.0, 1000, 10, 1e-5, "replace_special"),
            (1.0, 100, 10, 1e-5, "replace_one"), (4.0, 10000, 50, 1e-6, "replace_special")]
@@ -42,9 +45,17 @@ DELTA = 1e-5
 
 def _ours(mech: td.Mechanism, count: int, delta: float, relation: str
           ) -> tuple[float, float, float]:
-    start = time.perf_counter()
+    lo, up, wall, _ = _ours_cpu(mech, count, delta, relation)
+    return lo, up, wall
+
+
+def _ours_cpu(mech: td.Mechanism, count: int, delta: float, relation: str
+              ) -> tuple[float, float, float, float]:
+    """Our bracket, wall and CPU seconds of a fresh accountant's query."""
+    start, cpu = time.perf_counter(), time.process_time()
     r = td.PLDAccountant(neighboring=relation).compose(mech, count).epsilon(delta)
-    return float(r.lower), float(r.upper), time.perf_counter() - start
+    lower = math.nan if r.lower is None else float(r.lower)
+    return lower, float(r.upper), time.perf_counter() - start, time.process_time() - cpu
 
 
 def _peer_allocation(s: tuple) -> tuple[float, float, float]:
@@ -58,13 +69,13 @@ def _peer_allocation(s: tuple) -> tuple[float, float, float]:
 
 def random_allocation_rows(settings: list[tuple], peer: bool) -> Iterator[str]:
     """One row per setting: our bracket, width and time; the peer's; the time ratio."""
-    yield ("| sigma | t | k | E | delta | tightdp [lower, upper] | rel. width | s "
+    yield ("| sigma | t | k | E | delta | tightdp [lower, upper] | rel. width | s | CPU s "
            "| peer [lower, upper] | rel. width | peer s | speed-up |")
-    yield "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    yield "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     for s in settings:
         sigma, t, k, e, d = s
-        lo, up, sec = _ours(td.RandomAllocation(td.Gaussian(sigma), t, k), e, d,
-                            "add_or_remove_one")
+        lo, up, sec, cpu = _ours_cpu(td.RandomAllocation(td.Gaussian(sigma), t, k), e, d,
+                                     "add_or_remove_one")
         plo = pup = psec = math.nan
         if peer:
             try:
@@ -72,7 +83,7 @@ def random_allocation_rows(settings: list[tuple], peer: bool) -> Iterator[str]:
             except ImportError:
                 peer = False
         yield (f"| {sigma:g} | {t} | {k} | {e} | {d:g} | [{lo:.5f}, {up:.5f}] "
-               f"| {(up - lo) / up:.1e} | {sec:.2f} | [{plo:.5f}, {pup:.5f}] "
+               f"| {(up - lo) / up:.1e} | {sec:.2f} | {cpu:.2f} | [{plo:.5f}, {pup:.5f}] "
                f"| {(pup - plo) / pup:.1e} | {psec:.1f} | {psec / sec:.0f}x |")
 
 
@@ -142,11 +153,20 @@ def _dp_accounting():
 GROUPS = ("allocation", "shuffle", "truncated", "replace_one")
 
 
+def _setting(text: str) -> tuple:
+    """``sigma,t,k,E,delta`` as a setting of :data:`ALLOCATION`."""
+    sigma, t, k, e, d = text.split(",")
+    return float(sigma), int(float(t)), int(k), int(e), float(d)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--skip-peer", action="store_true")
     ap.add_argument("--quick", action="store_true",
                     help="two allocation and shuffling settings, 1000 steps")
+    ap.add_argument("--allocation", default="",
+                    help="semicolon list of allocation settings sigma,t,k,E,delta (in place "
+                         "of the default ones), e.g. '0.5,10000,1,10,1e-5;1,100,1,3,1e-5'")
     ap.add_argument("--only", default=",".join(GROUPS),
                     help=f"comma list of the row groups to run, of {', '.join(GROUPS)}")
     a = ap.parse_args(argv)
@@ -154,9 +174,15 @@ def main(argv: list[str] | None = None) -> None:
     if not only or any(g not in GROUPS for g in only):
         ap.error(f"--only takes a comma list of {', '.join(GROUPS)}, got {a.only!r}")
     peer, steps = not a.skip_peer, STEPS[:1] if a.quick else STEPS
+    allocation = ALLOCATION[:2] if a.quick else ALLOCATION
+    if a.allocation:
+        try:
+            allocation = [_setting(x) for x in a.allocation.split(";") if x.strip()]
+        except ValueError:
+            ap.error(f"--allocation takes sigma,t,k,E,delta;..., got {a.allocation!r}")
     groups = {
         "allocation": ("random allocation vs pld-accounting", lambda: random_allocation_rows(
-            ALLOCATION[:2] if a.quick else ALLOCATION, peer)),
+            allocation, peer)),
         "shuffle": ("shuffling (ours only: no peer certifies it)",
                     lambda: shuffling_rows(SHUFFLE[:2] if a.quick else SHUFFLE)),
         "truncated": ("truncated Poisson (n=1000, q=0.01, B=12, sigma=1, delta=1e-5) vs "

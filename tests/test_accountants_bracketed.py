@@ -138,3 +138,42 @@ def test_an_upper_slack_is_added_to_the_upper_side():
     below = acc.epsilon(count * up / 2)   # no finite epsilon certified there
     assert below.upper == below.epsilon == math.inf and "numerical slack" in below.note
     assert below.lower == pytest.approx(_gdp_eps(mu, count * up / 2), rel=2e-3)
+
+
+class _WithFallback(_NearlyBelow):
+    """A stand-in whose upper side carries a constant slack ``up`` and whose bracket also
+    names a fallback upper mechanism (the Gaussian of noise ``sigma_fb``)."""
+
+    def __init__(self, sigma: float, up: float, sigma_fb: float):
+        super().__init__(sigma, (0.0, 0.0), up)
+        self.sigma_fb = sigma_fb
+
+    def bracket(self, rtol: float) -> Bracket:
+        return super().bracket(rtol)._replace(upper_fallback=Gaussian(self.sigma_fb))
+
+
+@pytest.mark.parametrize("up,sigma_fb,side", [(1e-3, 1.5, "fallback"), (0.0, 1.5, "main"),
+                                              (9e-7, 1.9, "fallback")])
+def test_the_smaller_of_the_two_upper_sides_is_reported(up, sigma_fb, side):
+    """Upper = the smaller of the computed side (exact epsilon at delta - E up, inf where
+    E up >= delta) and the fallback (exact epsilon of E Gaussians of sigma_fb); both
+    queries, the note saying which."""
+    count, sigma, delta = 10, 2.0, 1e-5
+    acc = PLDAccountant().compose(_WithFallback(sigma, up, sigma_fb), count)
+    r = acc.epsilon(delta)
+    fb = _gdp_eps(math.sqrt(count) / sigma_fb, delta)
+    main = (_gdp_eps(math.sqrt(count) / sigma, delta - count * up) if count * up < delta
+            else math.inf)
+    want = min(main, fb)
+    assert (want == fb) == (side == "fallback")
+    assert want <= r.upper <= want * (1 + 1e-3) and r.lower <= r.upper
+    assert ("fallback upper pair" in r.note) == (side == "fallback")
+    eps = np.array([0.5, 1.0])
+    d = acc.delta(eps)
+    mu, mu_fb = math.sqrt(count) / sigma, math.sqrt(count) / sigma_fb
+    exact = norm.cdf(-eps / mu + mu / 2) - np.exp(eps) * norm.cdf(-eps / mu - mu / 2)
+    exact_fb = norm.cdf(-eps / mu_fb + mu_fb / 2) - np.exp(eps) * norm.cdf(-eps / mu_fb
+                                                                          - mu_fb / 2)
+    want_d = np.minimum(exact + count * up, exact_fb)
+    assert np.all(want_d <= d.upper) and np.allclose(d.upper, want_d, rtol=2e-3)
+    assert np.all(d.lower <= d.upper) and np.all(d.delta == d.upper)

@@ -149,3 +149,21 @@ def test_fields_repr_scale_and_refusals(tmp_path):
     # the add/remove accountant keeps the add/remove form
     assert td.RandomAllocation(td.Gaussian(1.0), 5).under("add_or_remove_one") \
         == td.RandomAllocation(td.Gaussian(1.0), 5)
+
+
+def test_no_amplification_answers_where_the_group_pair_cannot():
+    """The no-amplification Gaussian (sensitivity 2 per epoch: 2 epochs of noise 1 are the
+    Gaussian of noise 1/2 twice) is the bracket's fallback: it answers for a method that
+    refuses the group pair (its mass at +inf: the saddle-point accountant), and where the
+    group pair's double-precision floor leaves no finite bound (delta = 1e-290)."""
+    import oracle
+
+    ra = td.RandomAllocation(td.Gaussian(1.0), 100)
+    spa = td.SaddlePointAccountant(neighboring="replace_one").compose(ra, 2)
+    closed = float(oracle.gaussian_epsilon(0.5, 2, 1e-5))
+    assert spa.epsilon(1e-5).epsilon == pytest.approx(closed, rel=1e-2)
+    pld = td.PLDAccountant(neighboring="replace_one").compose(ra, 2)
+    tiny = pld.epsilon(1e-290)
+    closed = float(oracle.gaussian_epsilon(0.5, 2, 1e-290))
+    assert closed <= tiny.upper <= closed * (1 + 1e-3)
+    assert "fallback" in tiny.note and tiny.lower <= tiny.upper

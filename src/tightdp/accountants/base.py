@@ -13,7 +13,7 @@ import numpy as np
 from .. import _validate as v
 from .._defaults import DEFAULT_RTOL, DELTA_MIN
 from ..budget import Budget
-from ..mechanisms.base import Mechanism
+from ..mechanisms.base import Bracket, Mechanism
 from ..results import DeltaResult, EpsilonResult
 from .bracketed import (
     Slacks,
@@ -21,6 +21,7 @@ from .bracketed import (
     joined_epsilon,
     single_lower_delta,
     single_lower_epsilon,
+    smaller_upper,
     tv_slack,
     upper_with_slack,
 )
@@ -221,7 +222,22 @@ class Accountant(Queries):
         mechanism = mechanism.under(self.neighboring)
         self.check_relation(mechanism)
         b = mechanism.bracket(DEFAULT_RTOL)
-        self.supports(mechanism if b is None else b.upper)
+        if b is None:
+            self.supports(mechanism)
+        else:
+            self.supports(self._upper_of(b)[0])
+
+    def _upper_of(self, b: Bracket) -> tuple[Mechanism, int]:
+        """The mechanism of a bracket's upper side this method composes, and how many
+        applications of it stand for one of the real mechanism: ``(upper, upper_count)``,
+        or ``(upper_fallback, 1)`` where this method cannot take ``upper`` (e.g. a pair
+        with mass at +inf in a method built on the CGF) and the bracket has a fallback."""
+        if b.upper_fallback is not None:
+            try:
+                self.supports(b.upper)
+            except ValueError:
+                return b.upper_fallback, 1
+        return b.upper, b.upper_count
 
     def check_relation(self, mechanism: Mechanism) -> None:
         """Raise ValueError (one line naming the mechanism and this accountant's relation)
@@ -249,6 +265,7 @@ class Accountant(Queries):
         if "bracket sides" not in self._cache:
             rtol = float(getattr(self, "rtol", DEFAULT_RTOL)) / 4.0
             found = [(m, k, m.bracket(rtol)) for m, k in self.terms]
+            self._cache["bracket found"] = found
             out = None
             if any(b is not None for _, _, b in found):
                 accs = []
@@ -259,18 +276,44 @@ class Accountant(Queries):
                     if tight and hasattr(acc, "rtol"):
                         acc.rtol = 2.0 * rtol
                     for m, k, b in found:
-                        mm = m if b is None else (b.upper, b.lower)[side]
-                        kk = k * (b.upper_count if b is not None and side == 0 else 1)
+                        mm, kk = m, k
+                        if b is not None:
+                            up, count = self._upper_of(b)
+                            mm, kk = (up, k * count) if side == 0 else (b.lower, k)
                         acc._terms[mm] = acc._terms.get(mm, 0) + kk
                     accs.append(acc)
                 gaps = "; ".join(dict.fromkeys(b.gap for _, _, b in found if b and b.gap))
                 slacks = ([(k * b.upper_count, b.upper_slack) for _, k, b in found
-                           if b is not None and b.upper_slack is not None],
+                           if b is not None and b.upper_slack is not None
+                           and self._upper_of(b)[0] is b.upper],
                           [(k, b.lower_slack) for _, k, b in found
                            if b is not None and b.lower_slack is not None])
                 out = (accs[0], accs[1], gaps, slacks)
             self._cache["bracket sides"] = out
         return self._cache["bracket sides"]
+
+    def _fallback_side(self) -> Accountant | None:
+        """With bracketed mechanisms of which one has an ``upper_fallback``
+        (:class:`Bracket`): a copy of this accountant composing every such mechanism's
+        fallback (once per application of the mechanism) and every other bracket's ``upper``
+        side as :meth:`_bracket_sides` does; its certified upper bound is another upper
+        bound of the composition. None otherwise."""
+        if "bracket fallback" not in self._cache:
+            sides = self._bracket_sides()
+            found = self._cache.get("bracket found", [])
+            out = None
+            if sides is not None and any(b is not None and b.upper_fallback is not None
+                                         for _, _, b in found):
+                out = copy.copy(sides[0])
+                out._terms, out._cache = {}, {}
+                for m, k, b in found:
+                    mm, kk = m, k
+                    if b is not None:
+                        mm, kk = ((b.upper_fallback, k) if b.upper_fallback is not None
+                                  else (b.upper, k * b.upper_count))
+                    out._terms[mm] = out._terms.get(mm, 0) + kk
+            self._cache["bracket fallback"] = out
+        return self._cache["bracket fallback"]
 
     def _epsilon_query(self, delta: float) -> EpsilonResult:
         """:meth:`_epsilon_of`, or where the composition is beyond every accountant's
@@ -282,19 +325,32 @@ class Accountant(Queries):
             up, lo, gap, (up_slacks, slacks) = sides
             if out_of_reach(up.terms) is not None:   # closed forms (limits): no slack, no lower
                 return joined_epsilon(up._epsilon_query(delta), None, gap, self.name)
-            high, high_slack = upper_with_slack(up._epsilon_query, up_slacks, delta)
+            fb = self._fallback_side()
+            try:
+                high, high_slack = upper_with_slack(up._epsilon_query, up_slacks, delta)
+            except ValueError:   # delta too close to the computed side's slack
+                if fb is None:
+                    raise
+                high, high_slack = fb._epsilon_query(delta), 0.0
+            if fb is not None:
+                chosen = smaller_upper(high, fb._epsilon_query(delta))
+                high, high_slack = (high, high_slack) if chosen is high else (chosen, 0.0)
             low: EpsilonResult | None = None
             slack = 0.0
             # None where this method cannot answer the lower mechanisms; else asked at delta
-            # plus its slack at an epsilon above the answer (the slack grows with epsilon)
+            # plus its slack at an epsilon above the answer (the slack grows with epsilon):
+            # the upper side's where the brackets converge (no gap: one query), else the
+            # smaller of it and the lower side's own upper bound at delta
             if lo.supports_all():
                 try:
-                    low = lo._epsilon_query(delta)
-                    caps = [x for x in (low.upper, high.upper) if x is not None]
+                    first = None
+                    if gap or high.upper is None or not math.isfinite(float(high.upper)):
+                        first = lo._epsilon_query(delta)
+                    caps = [x for x in (high.upper, None if first is None else first.upper)
+                            if x is not None]
                     slack = tv_slack(slacks, min(caps, default=math.inf))
-                    if slack:
-                        low = (lo._epsilon_query(delta + slack) if delta + slack < 1.0
-                               else None)
+                    low = first if first is not None and not slack else (
+                        lo._epsilon_query(delta + slack) if delta + slack < 1.0 else None)
                 except ValueError:
                     low = None
                 cap = None if high.upper is None else float(high.upper)
@@ -322,8 +378,16 @@ class Accountant(Queries):
                 except ValueError:
                     low = None
                 low = single_lower_delta(low, lo.terms, epsilon)
-            return joined_delta(up._delta_query(epsilon), low, gap, self.name,
-                                (tv_slack(up_slacks, epsilon), slack))
+            fb = self._fallback_side()
+            try:
+                high = up._delta_query(epsilon)
+            except ValueError:   # the computed side refused (a pair its method cannot take)
+                if fb is None:
+                    raise
+                high, fb, up_slacks = fb._delta_query(epsilon), None, []
+            return joined_delta(high, low, gap, self.name,
+                                (tv_slack(up_slacks, epsilon), slack),
+                                None if fb is None else fb._delta_query(epsilon))
         why = out_of_reach(self.terms)
         if why is None:
             return self._delta_of(epsilon)

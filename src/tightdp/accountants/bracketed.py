@@ -41,12 +41,17 @@ from ..mechanisms.base import Mechanism
 from ..results import DeltaResult, EpsilonResult, check_bracket
 from ..roots import bisect, expand_bracket
 
-__all__ = ["joined_epsilon", "joined_delta", "tv_slack", "upper_with_slack",
+__all__ = ["joined_epsilon", "joined_delta", "smaller_upper", "tv_slack", "upper_with_slack",
            "single_lower_delta", "single_lower_epsilon"]
 
 #: the bisection of the single-application epsilon stops at this relative width (a few
 #: units of roundoff: the bound is then as tight as its arithmetic)
 _XTOL = 1e-15
+
+#: the note of an answer whose upper bound is the brackets' fallback upper side
+FALLBACK_NOTE = ("the upper bound is the bracketed mechanisms' fallback upper pair (a coarser "
+                 "dominating pair, e.g. no amplification), smaller here than the computed "
+                 "side's")
 
 #: the bracketed terms with a slack: (applications, the slack per application as a function
 #: of epsilon: ``Bracket.upper_slack`` / ``lower_slack``)
@@ -107,6 +112,20 @@ def upper_with_slack(query: Callable[[float], EpsilonResult], slacks: Slacks,
     return second, s
 
 
+def smaller_upper(main: EpsilonResult, fallback: EpsilonResult) -> EpsilonResult:
+    """The answer of the two upper sides (the computed one, ``main``, and the
+    ``Bracket.upper_fallback`` one) with the smaller certified upper bound: each is an upper
+    bound of the true epsilon, so is their minimum. ``main`` where either is not certified
+    or has no upper bound."""
+    if not (main.certified and fallback.certified) or main.upper is None \
+            or fallback.upper is None or not float(fallback.upper) < float(main.upper):
+        return main
+    out = copy.copy(fallback)
+    out.note = _note(fallback.note, FALLBACK_NOTE)
+    out.details = {**fallback.details, "upper_side": "fallback"}
+    return out
+
+
 def _note(*parts: str) -> str:
     return "; ".join(dict.fromkeys(p for p in parts if p))
 
@@ -134,10 +153,13 @@ def joined_epsilon(up: EpsilonResult, lo: EpsilonResult | None, gap: str, name: 
 
 
 def joined_delta(up: DeltaResult, lo: DeltaResult | None, gap: str, name: str,
-                 slack: tuple = (0.0, 0.0)) -> DeltaResult:
+                 slack: tuple = (0.0, 0.0), fallback: DeltaResult | None = None
+                 ) -> DeltaResult:
     """:func:`joined_epsilon` for delta(epsilon): the upper bound is the upper side's plus
     the upper ``slack`` (at most 1), the lower bound the lower side's less the lower
-    ``slack`` (at least 0), each :func:`tv_slack` at the epsilons."""
+    ``slack`` (at least 0), each :func:`tv_slack` at the epsilons; with the ``fallback``
+    side's answer (``Bracket.upper_fallback``), the smaller of the two certified upper
+    bounds at each epsilon."""
     lower = None if lo is None else lo.lower
     s_up, s_lo = slack
     if lower is not None and not np.all(np.asarray(s_lo) == 0):
@@ -146,12 +168,21 @@ def joined_delta(up: DeltaResult, lo: DeltaResult | None, gap: str, name: str,
     if upper is not None and not np.all(np.asarray(s_up) == 0):
         upper = _num(np.minimum(np.asarray(upper, dtype=float) + s_up, 1.0))
         delta = upper if up.certified else delta
+    note, estimate = "", up.estimate
+    if fallback is not None and upper is not None and fallback.upper is not None \
+            and up.certified and fallback.certified:
+        better = np.asarray(fallback.upper, dtype=float) < np.asarray(upper, dtype=float)
+        if np.any(better):
+            upper = delta = _num(np.where(better, fallback.upper, upper))
+            if estimate is not None and fallback.estimate is not None:
+                estimate = _num(np.where(better, fallback.estimate, estimate))
+            note = FALLBACK_NOTE
     if lower is not None and upper is not None:
         check_bracket(lower, upper, f"delta at epsilon={np.asarray(up.epsilon)!r} "
                       "(bracketed)", name)
     return DeltaResult(delta, up.epsilon, lower, upper, up.accountant,
-                       certified=up.certified, estimate=up.estimate,
-                       note=_note(up.note, "" if lo is None else lo.note, gap),
+                       certified=up.certified, estimate=estimate,
+                       note=_note(up.note, "" if lo is None else lo.note, gap, note),
                        details={**up.details, "bracket_gap": gap or None,
                                 **_slack_details(slack)})
 

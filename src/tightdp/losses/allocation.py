@@ -14,7 +14,12 @@ Each ``w_i`` is rounded at random to the lattice ``h Z`` keeping its mean (to ``
 ``(n + 1) h`` with the weights of linear interpolation: the pmf of one coordinate is
 ``E[(1 - |w/h - n|)_+]``, in closed form from the lognormal's CDF and partial mean); the
 sum ``T`` of the rounded coordinates has the exact law of a ``t``-fold convolution, computed
-by one FFT. Two pairs follow (:func:`allocation_pairs`):
+by one FFT. The lognormal's tail is too heavy for one lattice: the laws are split exactly
+by the number ``N`` of coordinates above a cap ``c`` (:func:`_plan`): on ``N = 0`` the
+``t``-fold convolution of the capped pmf (one FFT on a window of the body), on ``N = 1``
+the body of the others plus the large one, resolved relatively, octave by octave
+(:mod:`tightdp.losses.allocation_tail`), and ``N >= 2`` (P-mass below 1e-16 where the
+lattice fits) left to the pairs' completions. Two pairs follow (:func:`allocation_pairs`):
 
 * upper (dominating): ``E[h T | x] = S``, so by Jensen ``E f(h T) >= E f(S)`` for every
   convex ``f``; both directions' hockey-stick divergences are ``E_Q f(S)`` with ``f`` convex
@@ -45,23 +50,32 @@ from typing import NamedTuple
 
 import numpy as np
 from scipy import fft as sfft
-from scipy.special import ndtr
+from scipy.special import ndtr, ndtri
 
 from .._numerics import UNIT_ROUNDOFF
+from .allocation_bounds import THETAS, mass_above, mass_below, mgf_table, window_bottom
+from .allocation_tail import TailPart, octaves, tail_part
 from .discrete import DiscreteLoss
 
 __all__ = ["AllocationLattice", "allocation_lattice", "allocation_pairs"]
 
-#: largest FFT length of one lattice (2^20: 16 MB per long-double array)
-MAX_LATTICE = 1 << 20
-#: atoms of a pmf whose MGF the Chernoff bounds take exactly
-_EXACT = 8192
-#: the upper side's target for the P-mass sent to +inf (the heavy lognormal tail)
-_TAIL = 1e-16
+#: largest FFT length of one lattice (3 2^17: 6 MB per long-double array; the time of a
+#: query at small noise, where the cap makes the window long, is about proportional)
+MAX_LATTICE = 3 << 17
+#: the targets, in order, for the P-mass of two large coordinates and of the tail beyond
+#: the lattice (both left to the pairs' completions: sent to +inf by the upper side)
+_TAILS = (1e-16, 1e-14, 1e-12, 1e-10)
+#: the body's window reaches this fraction of the cap beyond the cap plus the body of the
+#: sum: the sum leaves it only with one coordinate near the cap and the others far above
+#: their body (the fold bounds of :func:`.allocation_bounds.mass_above`)
+_MARGIN = 0.125
+#: the tail's atoms per octave: its relative resolution (:mod:`.allocation_tail`)
+_CELLS = 1024
+#: at most this many octaves (a tail beyond is left to the pairs' completions: at small
+#: noise only, where no amplification is the better upper bound anyway)
+_OCTAVES = 40
 #: constant of the FFT's pointwise error bound ``c u log2(N) sum |x|`` (as pld/transform.py)
 _C_FFT = 4.0
-#: the Chernoff bounds' tilts (per lattice step): both signs, many scales
-_THETAS = np.concatenate([-np.geomspace(1e-9, 3.0, 28), np.geomspace(1e-12, 1.0, 36)])
 #: unit roundoff of numpy's long double (2^-64 on x86-64, double's where they agree)
 _U_LONG = float(np.finfo(np.longdouble).eps) / 2.0
 #: lower side: an atom is kept where its masses exceed their FFT rounding bound this many
@@ -70,13 +84,15 @@ _RELIABLE = 1e2
 
 
 class AllocationLattice(NamedTuple):
-    """The laws of the rounded sum on the window ``lo .. lo + len - 1`` of ``h Z``: ``q``
-    under Q, ``p`` under P (None unless asked). The computed values differ from the
-    circular convolution's exact ones by at most ``fft_q`` (``fft_p``) at every point and
-    by a vector of Euclidean norm at most ``l2_q`` (``l2_p``), up to a relative ``u`` each
-    (the rounding to double); the circular convolution differs from the exact law on the
-    window by a measure of total mass at most ``out_q`` (``out_p``): the mass outside the
-    window, folded onto it, and the coordinates' mass above the lattice's top, dropped."""
+    """The laws of the rounded sum: on ``N = 0`` (every coordinate at most the cap of
+    :func:`_plan`) on the window ``lo .. lo + len - 1`` of ``h Z``, ``q`` under Q, ``p``
+    under P (None unless asked); on ``N = 1`` ``tail_q`` and ``tail_p``
+    (:class:`~tightdp.losses.allocation_tail.TailPart`, with their own error bounds). The
+    computed values of ``q`` (``p``) differ from the circular convolution's exact ones by
+    at most ``fft_q`` (``fft_p``) at every point and by a vector of Euclidean norm at most
+    ``l2_q`` (``l2_p``), up to a relative ``u`` each (the rounding to double); the circular
+    convolution differs from the exact measure on the window by a measure of total mass at
+    most ``out_q`` (``out_p``): the mass outside the window, folded onto it."""
 
     h: float
     lo: int
@@ -88,6 +104,8 @@ class AllocationLattice(NamedTuple):
     l2_p: float
     out_q: float
     out_p: float
+    tail_q: TailPart
+    tail_p: TailPart | None
 
     @property
     def err_q(self) -> float:
@@ -107,76 +125,35 @@ def _phi_diffs(z: np.ndarray) -> np.ndarray:
     return np.where(z[:-1] > 0, upper[:-1] - upper[1:], lower[1:] - lower[:-1])
 
 
-def rounded_lognormal(mean_log: float, var_log: float, h: float, n_top: int) -> np.ndarray:
-    """pmf on ``0 .. n_top`` of ``w`` (``log w ~ N(mean_log, var_log)``) rounded at random to
-    ``h Z`` keeping its mean: cell ``[n h, (n+1) h]`` sends ``A_n - B_n`` to ``n`` and
-    ``B_n = E[w/h - n; cell]`` to ``n + 1``, with ``A_n`` its probability; the partial mean is
-    ``E[w; w <= c] = e^{m + v/2} Phi((log c - m - v)/sqrt v)`` (lognormal). The mass above
-    ``n_top h`` is dropped (the result is below the law of the rounded ``w``)."""
+def rounded_lognormal(mean_log: float, var_log: float, h: float, n_top: int,
+                      n_lo: int = 0) -> np.ndarray:
+    """pmf on ``n_lo .. n_top`` of ``w`` (``log w ~ N(mean_log, var_log)``) restricted to
+    ``(n_lo h, n_top h]`` and rounded at random to ``h Z`` keeping its mean: cell
+    ``[n h, (n+1) h]`` sends ``A_n - B_n`` to ``n`` and ``B_n = E[w/h - n; cell]`` to
+    ``n + 1``, with ``A_n`` its probability; the partial mean is
+    ``E[w; w <= c] = e^{m + v/2} Phi((log c - m - v)/sqrt v)`` (lognormal). The mass outside
+    is left out (the result is the measure of the rounded ``w`` on that event)."""
     s = math.sqrt(var_log)
-    edges = h * np.arange(n_top + 1, dtype=float)
+    cells = np.arange(n_lo, n_top, dtype=float)
+    edges = h * np.arange(n_lo, n_top + 1, dtype=float)
     with np.errstate(divide="ignore"):
         z = (np.log(edges) - mean_log) / s
     a = _phi_diffs(z)
-    mom = math.exp(mean_log + var_log / 2.0) / h * _phi_diffs(z - s)
-    b = np.clip(mom - np.arange(n_top, dtype=float) * a, 0.0, a)  # float guard: B in [0, A]
-    pmf = np.zeros(n_top + 1)
+    mom = math.exp(min(mean_log + var_log / 2.0, 700.0)) / h * _phi_diffs(z - s)
+    b = np.clip(mom - cells * a, 0.0, a)  # float guard: B in [0, A]
+    pmf = np.zeros(n_top - n_lo + 1)
     pmf[:-1] += a - b
     pmf[1:] += b
     return pmf
-
-
-class _MgfTable(NamedTuple):
-    """Log-MGF upper bounds of the prefixes of a pmf (:func:`_mgf_table`)."""
-
-    starts: np.ndarray
-    prefix: np.ndarray
-
-    def bounds(self, cut: int | None = None) -> np.ndarray:
-        """Upper bounds on ``log sum_{n < cut} pmf(n) e^{theta n}`` (all atoms when None):
-        the prefix through the block holding ``cut - 1`` (a block past ``cut`` only adds
-        mass: still a bound)."""
-        if cut is None:
-            return self.prefix[:, -1]
-        j = max(int(np.searchsorted(self.starts, cut, side="left")) - 1, 0)
-        return self.prefix[:, j]
-
-
-def _mgf_table(pmf: np.ndarray, thetas: np.ndarray) -> _MgfTable:
-    """Upper bounds on ``log sum_n pmf(n) e^{theta n}`` for each theta and every prefix of
-    blocks: exact on the first :data:`_EXACT` atoms (a sum of many variables multiplies any
-    slack by their count), beyond them blocks of atoms each placed at its block's end in
-    the direction of theta."""
-    head = pmf[:_EXACT]
-    tail = pmf[_EXACT:]
-    bs = max(1, -(-tail.size // 4096))
-    nb = -(-tail.size // bs)
-    mass = np.zeros(nb * bs)
-    mass[:tail.size] = tail
-    mass = np.concatenate([head, mass.reshape(nb, bs).sum(axis=1)])
-    starts = np.concatenate([np.arange(head.size, dtype=float),
-                             head.size + bs * np.arange(nb, dtype=float)])
-    width = np.concatenate([np.zeros(head.size), np.full(nb, bs - 1.0)])
-    with np.errstate(divide="ignore"):
-        lm = np.log(mass)
-    pos = starts[None, :] + np.where(thetas > 0, 1.0, 0.0)[:, None] * width[None, :]
-    return _MgfTable(starts, np.logaddexp.accumulate(lm[None, :] + thetas[:, None] * pos,
-                                                     axis=1))
-
-
-def _chernoff(tables, thetas: np.ndarray, x: float, right: bool) -> float:
-    """log of a bound on ``P(X >= x)`` (right) or ``P(X <= x)`` of the sum ``X`` of
-    independent lattice variables, ``tables`` = [(log-MGF bounds at ``thetas``, count)]:
-    ``min_theta sum_i k_i Lambda_i(theta) - theta x`` over theta of the tail's sign."""
-    sel = thetas > 0 if right else thetas < 0
-    tot = sum(k * lam[sel] for lam, k in tables if k)
-    return float(np.min(tot - thetas[sel] * x))
 
 
 def _power(f: np.ndarray, k: int) -> np.ndarray:
     """``f ** k`` by repeated squaring: at most ``2 log2 k`` products, each a relative error
     of at most ``4u`` (the per-product error :func:`_fft_error` charges ``k`` times: an
     addition chain's errors compound to at most ``(1 + 4u)^(k-1)``)."""
+    if k < 0:
+        raise ValueError(f"an allocation lattice needs more steps than selected ones "
+                         f"(a power {k} of a transform)")
     out = None
     base = f
     while k:
@@ -186,6 +163,17 @@ def _power(f: np.ndarray, k: int) -> np.ndarray:
         if k:
             base = base * base
     return np.ones_like(f) if out is None else out
+
+
+def _spectrum_logs(f: np.ndarray, l1: float, n: int, u: float
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """``(log a, log(1 + 4u + e / a))`` of one forward transform ``f`` of a vector of L1
+    norm ``l1`` (``a = |f|``, ``e`` its coefficients' error bound: :func:`_fft_error`),
+    computed once per transform and shared by the laws built from it."""
+    a = np.abs(f).astype(float)
+    e = (_C_FFT * math.log2(max(n, 2)) + 4.0) * u * l1
+    with np.errstate(divide="ignore"):
+        return np.log(a), np.log1p(4.0 * u + e / np.maximum(a, 1e-300))
 
 
 def _fft_error(specs, n: int, u: float) -> tuple[float, float]:
@@ -203,14 +191,14 @@ def _fft_error(specs, n: int, u: float) -> tuple[float, float]:
     the whole spectrum."""
     lg2 = math.log2(max(n, 2))
     la = dl = 0.0
-    for f, k, l1 in specs:
+    for (log_a, log_e), k in specs:   # the logs of :func:`_spectrum_logs`
         if not k:
             continue
-        a = np.abs(f).astype(float)
-        e = (_C_FFT * lg2 + 4.0) * u * l1
-        with np.errstate(divide="ignore"):
-            la = la + k * np.log(a)
-            dl = dl + k * np.log1p(4.0 * u + e / np.maximum(a, 1e-300))
+        with np.errstate(invalid="ignore"):
+            la = la + k * log_a
+        dl = dl + k * log_e
+    # magnitudes below e^-300 raised to it: a larger bound, and no subnormal arithmetic
+    la = np.maximum(la, -300.0)
     with np.errstate(over="ignore"):
         err = np.exp(la) * np.expm1(np.minimum(dl, 700.0))
     err = np.where(dl < 700.0, err, np.exp(np.minimum(la + dl, 700.0)))
@@ -220,78 +208,160 @@ def _fft_error(specs, n: int, u: float) -> tuple[float, float]:
     w[0] = 1.0
     if n % 2 == 0:
         w[-1] = 1.0
-    pointwise = float((w @ err) / n + (_C_FFT * u * lg2 + 2.0 * u) * (w @ mag) / n)
-    l2 = float((math.sqrt(w @ (err * err)) + (_C_FFT * lg2 + 4.0) * u
-                * math.sqrt(w @ (mag * mag))) / math.sqrt(n))
+    # weighted sums by numpy's pairwise summation (a BLAS dot may spin up its threads)
+    pointwise = float((w * err).sum() / n
+                      + (_C_FFT * u * lg2 + 2.0 * u) * (w * mag).sum() / n)
+    l2 = float((math.sqrt((w * err * err).sum()) + (_C_FFT * lg2 + 4.0) * u
+                * math.sqrt((w * mag * mag).sum())) / math.sqrt(n))
     return pointwise, l2
 
 
-def _plan(sigma: float, steps: int, rtol: float) -> tuple[float, int]:
-    """Lattice step ``h`` and top index: the rounding adds variance at most ``t h^2 / 4`` to
-    ``S`` against ``Var S = t (e^{2a} - 1)``, a relative change of the curve of order
-    ``h^2 / (8 Var w)``, kept below ``rtol / 4``; the top covers the body of ``S``
-    (``t + 40 sd``) and a shifted coordinate's tail to P-mass :data:`_TAIL`
-    (``z = 8.3`` standard deviations). Where that exceeds :data:`MAX_LATTICE` points the
-    tail is covered less far (to ``z = 6.2``, P-mass 3e-10 beyond: sent to +inf by the
-    upper side) before ``h`` grows past 16 times its target: the rounding's error grows
-    as ``h^2``, the tail's only as its mass."""
+def _cap(a: float, t: int, k: int, target: float) -> float:
+    """The smallest ``c`` (by bisection in ``log c``) at which the probability of two
+    coordinates above it is at most ``target`` under P (``k`` shifted) and Q: by the union
+    bound over pairs, ``P(N >= 2) <= sum_{i<j} p_i p_j``, with ``p_i = P(w_i > c)``
+    (``p0`` plain, ``p1`` shifted)."""
+    sd = math.sqrt(2.0 * a)
+    lo_l, hi_l = -a, a + 40.0 * sd
+    for _ in range(60):
+        mid = 0.5 * (lo_l + hi_l)
+        p0, p1 = float(ndtr(-(mid + a) / sd)), float(ndtr(-(mid - a) / sd))
+        pairs = max((t - k) * (t - k - 1) / 2.0 * p0 * p0 + (t - k) * k * p0 * p1
+                    + k * (k - 1) / 2.0 * p1 * p1, t * (t - 1) / 2.0 * p0 * p0)
+        lo_l, hi_l = (lo_l, mid) if pairs <= target else (mid, hi_l)
+    return math.exp(min(hi_l, 700.0))
+
+
+class _Plan(NamedTuple):
+    """The lattice of :func:`_plan`: step ``h``, the cap ``c = cells 2^e0 h`` of the body's
+    coordinates, the body window's top index ``n_top`` and the tail's top ``w_top``."""
+
+    h: float
+    cells: int
+    e0: int
+    n_top: int
+    w_top: float
+
+
+def _plan(sigma: float, steps: int, selected: int, rtol: float) -> _Plan:
+    """Lattice step ``h``: the rounding adds variance at most ``t h^2 / 4`` to ``S`` against
+    ``Var S = t (e^{2a} - 1)``, a relative change of the curve of order ``h^2 / (8 Var w)``,
+    kept below ``rtol / 4``. The body's coordinates are capped at ``c`` (:func:`_cap`: the
+    event of two large coordinates, left to the pairs' completions, below P-mass
+    :data:`_TAILS`, the first that fits :data:`MAX_LATTICE` points with ``h`` at most 16
+    times its target); its window covers the body of ``S`` (``t + 24 sd``) plus ``c``; the
+    tail (:mod:`tightdp.losses.allocation_tail`) reaches a shifted coordinate's quantile of
+    that P-mass. ``c`` is rounded up to ``cells 2^e0 h`` with ``cells`` in
+    ``[_CELLS, 2 _CELLS]`` (the octaves' resolution)."""
+    t, k = steps, selected
     a = 1.0 / (2.0 * sigma * sigma)
     var_w = math.expm1(min(2.0 * a, 700.0))
     h0 = math.sqrt(rtol * min(var_w, 1e300))
-    body = steps + 40.0 * math.sqrt(steps * min(var_w, 1e300))
-    for z in (8.3, 7.5, 7.0, 6.6, 6.2):  # Phi(-8.3) < 1e-16
-        top = body + math.exp(min(a + z * math.sqrt(2.0 * a), 700.0))
-        h = max(h0, top / (MAX_LATTICE - 1))
+    body = t + 24.0 * math.sqrt(t * min(var_w, 1e300))
+    # the window's bottom is at least this (Chernoff for a sum of nonnegative variables:
+    # P(S <= t - x) <= exp(-x^2 / (2 t E w^2)), below 1e-30)
+    bottom = max(t - math.sqrt(138.0 * t * (min(var_w, 1e300) + 1.0)), 0.0)
+    for target in _TAILS:
+        c = _cap(a, t, k, target)
+        # the cap rounds up to at most c (1 + 1/_CELLS) + h: the window fits the points
+        h = max(h0, (body + c * (1.0 + _MARGIN + 1.0 / _CELLS) - bottom) / (MAX_LATTICE - 4))
         if h <= 16.0 * h0:
             break
-    return h, int(math.ceil(top / h))
+    c = max(c, _CELLS * h)
+    e0 = max(int(math.floor(math.log2(c / (_CELLS * h)))), 0)
+    cells = int(math.ceil(c / (h * (1 << e0))))
+    w_top = math.exp(min(a + math.sqrt(2.0 * a) * -float(ndtri(target / k)), 700.0))
+    return _Plan(h, cells, e0, int(math.ceil((body + _MARGIN * c) / h)) + (cells << e0),
+                 w_top)
+
+
+def _body_laws(pq: np.ndarray, pp: np.ndarray | None, t: int, k: int, lo: int, n: int
+               ) -> dict[str, tuple[np.ndarray, float, float, list]]:
+    """The body's laws on the window ``lo .. lo + n - 1`` by one FFT of each coordinate's
+    capped pmf (long double): ``q0`` (``t`` plain coordinates: the Q-law on ``N = 0``),
+    ``q1`` (``t - 1``: the others of one large one under Q) and, with ``pp``, ``p0``
+    (``t - k`` plain, ``k`` shifted: the P-law on ``N = 0``), ``pu`` (one plain fewer) and
+    ``ps`` (one shifted fewer). Each as (values, :func:`_fft_error`'s pointwise and
+    Euclidean bounds, the counts [(pmf index, count)])."""
+    fq = sfft.rfft(_fold(pq, n).astype(np.longdouble))
+    sq = float(pq.sum())
+    if pp is None:
+        q1 = _power(fq, t - 1)
+        specs = {"q0": (q1 * fq, [(0, t)]), "q1": (q1, [(0, t - 1)])}
+        sums = [_spectrum_logs(fq, sq, n, _U_LONG)]
+    else:
+        fp = sfft.rfft(_fold(pp, n).astype(np.longdouble))
+        base, fpk1 = _power(fq, t - k - 1), _power(fp, k - 1)
+        q1, pu = base * _power(fq, k), base * (fpk1 * fp)
+        specs = {"q0": (q1 * fq, [(0, t)]), "q1": (q1, [(0, t - 1)]),
+                 "p0": (pu * fq, [(0, t - k), (1, k)]), "pu": (pu, [(0, t - k - 1), (1, k)]),
+                 "ps": (base * fq * fpk1, [(0, t - k), (1, k - 1)])}
+        sums = [_spectrum_logs(fq, sq, n, _U_LONG),
+                _spectrum_logs(fp, float(pp.sum()), n, _U_LONG)]
+    out: dict[str, tuple[np.ndarray, float, float, list]] = {}
+    for name, (spec, counts) in specs.items():
+        if name == "ps" and k == 1:   # one shifted fewer of one: the Q-law of q1
+            out[name] = (*out["q1"][:3], counts)
+            continue
+        law = np.roll(sfft.irfft(spec, n=n).astype(float), -(lo % n))
+        pw, l2 = _fft_error([(sums[i], c) for i, c in counts], n, _U_LONG)
+        out[name] = (law, pw, l2, counts)
+    return out
 
 
 def allocation_lattice(sigma: float, steps: int, selected: int, rtol: float, *,
                        with_p: bool) -> AllocationLattice:
     """The laws of the rounded sum (module docstring) of ``steps`` coordinates, ``selected``
-    of them shifted under P, on the lattice of :func:`_plan`; ``with_p`` also computes the
-    P-law (the lower side's)."""
+    of them shifted under P, on the lattice of :func:`_plan`: the body (``N = 0``) by one
+    FFT, the part with one large coordinate (``N = 1``) by
+    :func:`tightdp.losses.allocation_tail.tail_part`; ``with_p`` also computes the P-law
+    (the lower side's)."""
     t, k = steps, selected
-    h, n_top = _plan(sigma, t, rtol)
+    plan = _plan(sigma, t, k if with_p else 1, rtol)
+    h, n_cap = plan.h, plan.cells << plan.e0
     a = 1.0 / (2.0 * sigma * sigma)
-    pq = rounded_lognormal(-a, 2.0 * a, h, n_top)
-    pp = rounded_lognormal(a, 2.0 * a, h, n_top) if with_p else None
-    thetas = _THETAS
-    tab_q = _mgf_table(pq, thetas)
-    lam_q = tab_q.bounds()
-    # window: from the largest index below which the Q-law holds less than 1e-30
-    # (Chernoff), to the top index
-    lo_idx, hi_idx = 0, max(int(t / h), 1)
-    if _chernoff([(lam_q, t)], thetas, 0.0, right=False) < math.log(1e-30):
-        while hi_idx - lo_idx > 1:
-            mid = (lo_idx + hi_idx) // 2
-            ok = _chernoff([(lam_q, t)], thetas, mid, right=False) < math.log(1e-30)
-            lo_idx, hi_idx = (mid, hi_idx) if ok else (lo_idx, mid)
-    lo = lo_idx
-    n = int(sfft.next_fast_len(max(n_top - lo + 1, 2), real=True))
-    fq = sfft.rfft(_fold(pq, n).astype(np.longdouble))
-    # F_q^(t-k), shared by both laws (one addition chain each)
-    base = _power(fq, t - k) if pp is not None else None
-    q_spec = _power(fq, t) if base is None else base * _power(fq, k)
-    q = np.roll(sfft.irfft(q_spec, n=n).astype(float), -(lo % n))
-    fft_q, l2_q = _fft_error([(fq, t, float(pq.sum()))], n, _U_LONG)
-    # the coordinates' mass above the top (dropped by rounded_lognormal), with a margin
-    # for the error of ndtr
-    z_top = math.log(n_top * h) / math.sqrt(2.0 * a)
-    drop_q, drop_p = (float(ndtr(-(z_top + sh))) * (1.0 + 1e-9) for sh in
-                      (math.sqrt(a / 2.0), -math.sqrt(a / 2.0)))
-    out_q = _outside([(pq, tab_q, t)], lo, lo + n) + t * drop_q
-    p = None
+    pmfs = [rounded_lognormal(-a, 2.0 * a, h, n_cap)]
+    if with_p:
+        pmfs.append(rounded_lognormal(a, 2.0 * a, h, n_cap))
+    tabs = [mgf_table(pmf, THETAS) for pmf in pmfs]
+    # at most MAX_LATTICE points: a window cut short leaves more mass below it, charged
+    lo = max(window_bottom(tabs[0].bounds(), t, h), plan.n_top + 1 - MAX_LATTICE)
+    n = int(sfft.next_fast_len(max(plan.n_top - lo + 1, 2), real=True))
+    laws = _body_laws(pmfs[0], pmfs[1] if with_p else None, t, k, lo, n)
+    # above the window: the bound for all the variables of a law covers its sub-sums (the
+    # variables are nonnegative), divided by the mass of the capped pmf left out (the laws
+    # are sub-probabilities: mu_{-1}(A) |pmf| <= mu(A + pmf) for an upper set A)
+    above = [mass_above([(pmfs[0], tabs[0], t)], lo + n)]
+    if with_p:
+        above.append(mass_above([(pmfs[0], tabs[0], t - k), (pmfs[1], tabs[1], k)], lo + n))
+    mass = [float(pmf.sum()) * (1.0 - 1e-12) for pmf in pmfs]
+    fewer = {"q0": above[0], "q1": above[0] / mass[0]}
+    if with_p:
+        fewer.update(p0=above[1], pu=above[1] / mass[0], ps=above[1] / mass[1])
+    outs = {name: mass_below([(pmfs[i], tabs[i], c) for i, c in counts], lo) + fewer[name]
+            for name, (_, _, _, counts) in laws.items()}
+    n_oct = min(octaves(plan.cells, plan.e0, h, plan.w_top), _OCTAVES)
+    ws = [[rounded_lognormal(m, 2.0 * a, h * float(1 << (plan.e0 + j)), 2 * plan.cells,
+                             plan.cells) for m in ((-a, a) if with_p else (-a,))]
+          for j in range(n_oct)]
+
+    def body(name: str, count: int) -> tuple[float, np.ndarray, float, float]:
+        law, pw, l2, _ = laws[name]
+        u = UNIT_ROUNDOFF
+        e_sum = _l1(pw, l2, np.ones(n)) + outs[name] + u * float(np.abs(law).sum())
+        return count, law, e_sum, pw + outs[name] + u * float(np.abs(law).max())
+
+    tail_q = tail_part([body("q1", t)], lo, h, plan.e0, plan.cells, [[w[0]] for w in ws])
+    p = tail_p = None
     fft_p = l2_p = out_p = math.inf
-    if pp is not None:
-        fp = sfft.rfft(_fold(pp, n).astype(np.longdouble))
-        p = np.roll(sfft.irfft(base * _power(fp, k), n=n).astype(float), -(lo % n))
-        fft_p, l2_p = _fft_error([(fq, t - k, float(pq.sum())), (fp, k, float(pp.sum()))],
-                                 n, _U_LONG)
-        out_p = _outside([(pq, tab_q, t - k), (pp, _mgf_table(pp, thetas), k)], lo, lo + n) \
-            + (t - k) * drop_q + k * drop_p
-    return AllocationLattice(h, lo, q, p, fft_q, fft_p, l2_q, l2_p, out_q, out_p)
+    if with_p:
+        p, fft_p, l2_p, _ = laws["p0"]
+        out_p = outs["p0"]
+        tail_p = tail_part([body("pu", t - k), body("ps", k)], lo, h, plan.e0, plan.cells,
+                           [[w[0], w[1]] for w in ws])
+    q, fft_q, l2_q, _ = laws["q0"]
+    return AllocationLattice(h, lo, q, p, fft_q, fft_p, l2_q, l2_p, outs["q0"], out_p,
+                             tail_q, tail_p)
 
 
 def _l1(pointwise: float, l2: float, weights: np.ndarray) -> float:
@@ -299,27 +369,6 @@ def _l1(pointwise: float, l2: float, weights: np.ndarray) -> float:
     at every point and by ``l2`` in Euclidean norm (Cauchy-Schwarz), ``weights >= 0``."""
     l2_part = l2 * math.sqrt(float((weights * weights).sum()))
     return min(pointwise * float(weights.sum()), l2_part) * (1.0 + 1e-12)
-
-
-def _outside(pmfs, lo: int, end: int) -> float:
-    """Bound on the mass of the sum of independent lattice variables (``pmfs`` = [(pmf,
-    its :func:`_mgf_table`, count)]) outside ``lo .. end - 1``: what the circular
-    convolution folds onto the window's points. Left: Chernoff,
-    ``min_{theta<0} sum_i k_i Lambda_i(theta) - theta x``. Right: a union bound on one
-    variable reaching ``c`` plus Chernoff for the sum of the variables cut at ``c`` (the
-    lognormal's MGF is dominated by its far tail), at the best of a few cuts ``c``."""
-    thetas = _THETAS
-    left = -math.inf
-    if lo > 0:
-        left = _chernoff([(tab.bounds(), k) for _, tab, k in pmfs], thetas, lo - 1,
-                         right=False)
-    right = math.inf
-    for frac in (1.0, 0.5, 0.25, 0.125, 0.0625):
-        c = max(int(end * frac), 1)
-        tail = sum(k * float(p[c:].sum()) for p, _, k in pmfs)
-        cut = [(tab.bounds(c), k) for _, tab, k in pmfs]
-        right = min(right, tail + math.exp(min(_chernoff(cut, thetas, end, right=True), 0.0)))
-    return math.exp(min(left, 0.0)) + right
 
 
 def _fold(pmf: np.ndarray, n: int) -> np.ndarray:
@@ -363,17 +412,22 @@ def upper_pair(lat: AllocationLattice, steps: int, *, pointwise: bool = False
     Returns ``((remove, add), (eta_P, eta_Q))``. Remove: losses ``log(s/t)``, P ``nu s/t``
     + the rest at +inf, Q ``nu`` + the rest at -inf; add: the reversed pair."""
     t, u = float(steps), UNIT_ROUNDOFF
+    tail = lat.tail_q
     s = lat.h * np.arange(lat.lo, lat.lo + lat.q.size, dtype=float)
-    w = s / t
+    w_body = s / t
+    w = np.concatenate([w_body, tail.s / t])
     # the values were rounded from long double to double: a relative u each
-    nu_pw = np.maximum(lat.q * (1.0 - 2.0 * u) - lat.err_q, 0.0)
+    nu_pw = np.concatenate([np.maximum(lat.q * (1.0 - 2.0 * u) - lat.err_q, 0.0),
+                            np.maximum(tail.mass - tail.pointwise, 0.0)])
     out = _upper_masses(nu_pw, w, (0.0, 0.0))
     if not pointwise:
-        nu = np.maximum(lat.q, 0.0)
-        # the FFT error and the folded mass, unweighted and weighted by s/t
-        b_q = _l1(lat.fft_q, lat.l2_q, np.ones_like(w)) + 2.0 * u + lat.out_q
-        b_s = _l1(lat.fft_q, lat.l2_q, w) + 2.0 * u * float((nu * w).sum()) * (1.0 + 1e-12) \
-            + lat.out_q * float(w[-1])
+        nu_body = np.maximum(lat.q, 0.0)
+        nu = np.concatenate([nu_body, np.maximum(tail.mass, 0.0)])
+        # the FFT error and the folded mass, unweighted and weighted by s/t; the tail's
+        b_q = _l1(lat.fft_q, lat.l2_q, np.ones_like(w_body)) + 2.0 * u + lat.out_q + tail.l1
+        b_s = _l1(lat.fft_q, lat.l2_q, w_body) \
+            + 2.0 * u * float((nu_body * w_body).sum()) * (1.0 + 1e-12) \
+            + lat.out_q * float(w_body[-1]) + tail.l1_s / t
         total, mean = float(nu.sum()), float((nu * w).sum())
         # the atoms and the extreme spread each move by the error, a scaling by the larger
         b = max(b_s, b_q) if max(total, mean) > 1.0 else 0.0
@@ -420,13 +474,16 @@ def lower_pair(lat: AllocationLattice) -> tuple[tuple[DiscreteLoss, DiscreteLoss
     ``eta_P + e^eps eta_Q`` (and ``E`` compositions by at most ``E`` times that, as
     ``TV(P^E, P'^E) <= E TV(P, P')``), which the joined answer subtracts
     (:mod:`tightdp.accountants.bracketed`)."""
-    assert lat.p is not None
+    assert lat.p is not None and lat.tail_p is not None
     keep = (lat.q > _RELIABLE * lat.fft_q) & (lat.p > _RELIABLE * lat.fft_p)
-    pq, pp = lat.q[keep], lat.p[keep]
-    ones = np.ones(pq.size)
+    ones = np.ones(int(keep.sum()))
+    tq, tp = lat.tail_q, lat.tail_p
+    keep_t = (tq.mass > _RELIABLE * tq.pointwise) & (tp.mass > _RELIABLE * tp.pointwise)
+    pq = np.concatenate([lat.q[keep], tq.mass[keep_t]])
+    pp = np.concatenate([lat.p[keep], tp.mass[keep_t]])
     u = UNIT_ROUNDOFF
-    slack = (_l1(lat.fft_p, lat.l2_p, ones) + lat.out_p + 10.0 * u,
-             _l1(lat.fft_q, lat.l2_q, ones) + lat.out_q + 10.0 * u)
+    slack = (_l1(lat.fft_p, lat.l2_p, ones) + lat.out_p + tp.l1 + 10.0 * u,
+             _l1(lat.fft_q, lat.l2_q, ones) + lat.out_q + tq.l1 + 10.0 * u)
     rest_p, rest_q = max(1.0 - math.fsum(pp), 0.0), max(1.0 - math.fsum(pq), 0.0)
     y = np.log(pp / pq)
     if rest_p > 0 and rest_q > 0:

@@ -145,14 +145,17 @@ class RandomAllocation(Mechanism):
         # with a gap (k > 1) the lower side need not resolve beyond it: a coarser lattice
         lower = _AllocationSide(s, t, k, rtol if k == 1 else 4.0 * rtol, "lower")
         upper = _AllocationSide(s, t // k, 1, rtol, "upper", shared=k == 1)
+        # no amplification dominates an epoch too (joint convexity): the answers take the
+        # smaller upper bound, the fallback's where the lattice's slack exceeds delta
+        fallback = Gaussian(s, math.sqrt(k))
         if k == 1:
             return Bracket(upper, lower, "", lower_slack=lower.tv_slack,
-                           upper_slack=upper.tv_slack)
+                           upper_slack=upper.tv_slack, upper_fallback=fallback)
         gap = (f"the upper side is the {k}-fold composition of one of {t // k} steps (Feldman "
                f"& Shenfeld 2025), not tight; the lower side is the exact mechanism "
                f"post-processed")
         return Bracket(upper, lower, gap, upper_count=k, lower_slack=lower.tv_slack,
-                       upper_slack=upper.tv_slack)
+                       upper_slack=upper.tv_slack, upper_fallback=fallback)
 
     @property
     def loss_scale(self) -> float:
@@ -162,7 +165,7 @@ class RandomAllocation(Mechanism):
                                    self.base.sigma)
 
     def _build_losses(self) -> tuple[PrivacyLoss, PrivacyLoss]:
-        if self.selected == 1 and self._sigma >= SIGMA_LATTICE_MIN:
+        if self.selected == 1 < self.steps and self._sigma >= SIGMA_LATTICE_MIN:
             # a pair dominating as it is (no slack to carry)
             return _AllocationSide(self._sigma, self.steps, 1, DEFAULT_RTOL / 4.0,
                                    "dominating").privacy_losses()

@@ -154,15 +154,19 @@ class AllocationReplaceOne(Mechanism):
         group of two of the Gaussian pair of sensitivity ``sqrt(selected)`` is that
         Gaussian); below, the add/remove lower mechanism (and its slack) of
         ``allocation.bracket(rtol)``; no gap where every example is in every step
-        (``selected == steps``: the Gaussian is exact)."""
+        (``selected == steps``: the Gaussian is exact). The group pair keeps the
+        no-amplification Gaussian as its ``upper_fallback``: the answer takes the smaller
+        upper bound, and the Gaussian's where a method refuses the group pair (its mass at
+        +inf) or the pair's double-precision floor leaves it no finite bound."""
         a = self.allocation
         up: Mechanism = self.upper()
         if a.selected == a.steps:
             return Bracket(up, up, "")
         b = a.bracket(v.positive("rtol", rtol))
-        if a.selected == 1:
-            up = ReplaceOneUpper(a)
-        return Bracket(up, b.lower, _GAP, lower_slack=b.lower_slack)
+        if a.selected > 1:
+            return Bracket(up, b.lower, _GAP, lower_slack=b.lower_slack)
+        return Bracket(ReplaceOneUpper(a), b.lower, _GAP, lower_slack=b.lower_slack,
+                       upper_fallback=up)
 
     @property
     def loss_scale(self) -> float:

@@ -62,6 +62,11 @@ class Bracket(NamedTuple):
     count (:mod:`tightdp.accountants.bracketed`).
     ``upper_slack``: the same for ``upper`` (per application of ``upper``) and a dominating
     pair; the answers add it.
+    ``upper_fallback``: None, or a mechanism whose pairs also dominate one application of
+    the real mechanism (a coarser bound known in closed form, e.g. no amplification), with
+    no slack; the answers' upper bound is the smaller of the two sides' certified upper
+    bounds (each an upper bound: so is their minimum), the fallback's where the computed
+    side's slack leaves it no finite bound.
     """
 
     upper: Mechanism
@@ -70,6 +75,7 @@ class Bracket(NamedTuple):
     upper_count: int = 1
     lower_slack: Callable | None = None
     upper_slack: Callable | None = None
+    upper_fallback: Mechanism | None = None
 
 
 class Mechanism:
