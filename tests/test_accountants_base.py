@@ -44,14 +44,14 @@ def test_mixed_relations_are_refused_in_one_line_naming_both(name):
                                               "neighboring=replace_one")
     assert f"this {name} accountant's neighboring=add_or_remove_one" in msg
     assert "neighboring='replace_one'" in msg
-    # replace-one: random allocation (add/remove, replace-special) is refused after it
+    # replace-one: a mixture of Gaussians (add/remove, replace-special) is refused after it
     acc = make_accountant(name, neighboring="replace_one")
     if name != "gdp":  # the GDP accountant has no description of sampling without replacement
         acc.compose(SWOR, 100)
-    with pytest.raises(ValueError, match=r"^RandomAllocation is defined under neighboring="
+    with pytest.raises(ValueError, match=r"^MixtureOfGaussians is defined under neighboring="
                                          r"add_or_remove_one or replace_special, not under "
                                          rf"this {name} accountant's neighboring=replace_one"):
-        acc.compose(td.RandomAllocation(td.Gaussian(1.0), 10), 2)
+        acc.compose(td.MixtureOfGaussians([0.0, 1.0], [0.5, 0.5], 1.0), 2)
     # and the default composes Poisson sampling, then refuses sampling without replacement
     acc = make_accountant(name).compose(POISSON, 100)
     with pytest.raises(ValueError, match="^SampledWithoutReplacement is defined under"):
