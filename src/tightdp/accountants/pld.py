@@ -41,7 +41,7 @@ import numpy as np
 
 from .. import _validate as v
 from .._defaults import DEFAULT_RTOL
-from ..budget import BudgetExceeded
+from ..budget import BudgetExceeded, TimeExceeded
 from ..curves.saddle import saddle_point_eps
 from ..pld.compose import MAX_POINTS, ComposedPLD, compose, composed_inf_mass
 from ..pld.families import build_lowers
@@ -53,17 +53,16 @@ from .pld_refine import (
     DELTA_FLOOR,
     EpsQuery,
     QueryStats,
-    Refinement,
     budget_floor,
     delta_cuts,
-    rdp_fallback,
+    eps_answer,
     refine,
     rounding_matters,
-    tighter_bounds,
     tilted_within_budget,
 )
 from .pld_terms import (
     PILOT_TILTS,
+    discretize_seconds,
     pilot_laws,
     refined_moments_eps,
     term_pairs,
@@ -161,6 +160,13 @@ class PLDAccountant(Accountant):
                         f"rtol: a grid step of {d:.3g} over the loss range [{lo:.4g}, {hi:.4g}] "
                         f"needs more than {limit} points (max_memory="
                         f"{self.budget.max_memory:.3g} bytes); raise rtol or max_memory")
+            deadline = self._cache.get("deadline")
+            est = discretize_seconds(ranges, d)
+            if deadline is not None and est > deadline.seconds_left():
+                raise TimeExceeded(
+                    f"rtol: discretizing {len(terms)} losses on a grid step of {d:.3g} would take"
+                    f" about {est:.3g} s (over max_seconds={self.budget.max_seconds:g}, "
+                    f"{max(deadline.seconds_left(), 0.0):.3g} s left); raise max_seconds or rtol")
             made = term_pairs([loss for loss, _ in terms], d, ranges)
             self._cache[key] = [(up, lower, k) for (up, lower), (_, k) in zip(made, terms,
                                                                               strict=True)]
@@ -172,14 +178,31 @@ class PLDAccountant(Accountant):
 
     def _composed(self, d: float, direction: Direction, log_tail: float, window_tail: float,
                   *, upper: bool, lam: float = 0.0) -> ComposedPLD:
+        """The composition of the laws on the grid ``d``, tilted by ``lam``, in long double if
+        the query asked (``cache["extended"]``); within the running query's time budget
+        (``cache["deadline"]``): a tilted or extended one, which only tightens a bound, may
+        start only if it is expected to end within half of ``max_seconds``, an untilted
+        one within all of it (an extended one over it is composed in double instead)."""
         extended = bool(self._cache.get("extended"))
         key = ("comp", d, upper, direction, log_tail, window_tail, lam, extended)
         if key in self._cache:
             return self._cache[key]
+        deadline = self._cache.get("deadline")
+        laws = self._laws(d, direction, log_tail, upper=upper)
         try:
-            c = compose(self._laws(d, direction, log_tail, upper=upper), lam=lam,
+            c = compose(laws, lam=lam,
                         max_points=self._max_grid_points(), log_tail=window_tail,
-                        extended=extended)
+                        extended=extended, seconds=math.inf if deadline is None else
+                        deadline.seconds_left(0.5 if lam or extended else 1.0))
+        except TimeExceeded as err:
+            if extended and lam == 0.0:  # the double composition's bound is certified too
+                self._cache["extended"] = False
+                try:
+                    return self._composed(d, direction, log_tail, window_tail, upper=upper)
+                finally:
+                    self._cache["extended"] = True
+            raise TimeExceeded(f"rtol: {err} (max_seconds={self.budget.max_seconds:g}); "
+                               "raise max_seconds or rtol") from None
         except BudgetExceeded as err:
             # the engine's refusal states the size before its advice; the advice given here
             # names the options that set the size, once
@@ -432,39 +455,14 @@ class PLDAccountant(Accountant):
                 return None
             return math.sqrt(AIM * self.rtol * up / width) if width > 0 else 0.5
 
-        run = refine(measure, d, widest=max(spans), floor=floor, budget=self.budget,
-                     deadline=deadline)
-        return self._eps_answer(delta, q, run, t0)
-
-    def _eps_answer(self, delta: float, q: EpsQuery, run: Refinement, t0: float
-                    ) -> EpsilonResult:
-        """The eps query's result from its refinement: the bracket, with the other certified
-        bounds' help where the budget stopped it short of rtol (:func:`tighter_bounds`), or
-        the RDP fallback if not even one grid fitted."""
-        lo, up, note = q.lo, q.upper(), run.note
-        if not run.steps:
-            return rdp_fallback(self.terms, self.budget, delta,
-                                note or "rtol: no grid step fits the memory budget", self.name)
-        check_bracket(lo, up, f"eps at delta={delta!r}", self.name)
-        top = q.top()
-        # (a direction never bounded on a grid can be the largest only when the budget
-        # stopped its first grid: its pilot's bound is the upper one, the last grid reported)
-        step_up = q.at_step[top] if top in q.tried else run.steps[-1]
-        details = {"grid_step": step_up, "grid_step_upper": step_up,
-                   "grid_step_lower": q.lo_step, "grid_steps_tried": run.steps,
-                   "converged": run.converged, "seconds": time.perf_counter() - t0,
-                   **q.stats.details(), "extended": bool(self._cache.get("extended"))}
-        if not run.converged and not note:
-            note = "bracket wider than rtol"
-        if not run.converged:
-            lo, up, note = tighter_bounds(self.terms, self.budget, delta, (lo, up), note,
-                                          details)
-            check_bracket(lo, up, f"eps at delta={delta!r}", self.name)
-            if up - lo <= self.rtol * up:
-                details["converged"] = True
-                note += "; with them the bracket is within rtol"
-        return EpsilonResult(up, delta, lo, up, self.name, certified=True, estimate=up,
-                             note=note, details=details)
+        self._cache["deadline"] = deadline
+        try:
+            run = refine(measure, d, widest=max(spans), floor=floor, budget=self.budget,
+                         deadline=deadline)
+        finally:
+            del self._cache["deadline"]
+        return eps_answer(q, run, delta, terms=self.terms, budget=self.budget, rtol=self.rtol,
+                          name=self.name, t0=t0, extended=bool(self._cache.get("extended")))
 
     def _delta_at(self, d: float, direction: Direction, eps: np.ndarray, log_tail: float,
                   window_tail: float, *, upper: bool, stats: QueryStats,
@@ -577,8 +575,12 @@ class PLDAccountant(Accountant):
             rel = float(np.max(relw))
             return None if rel <= self.rtol else math.sqrt(AIM * self.rtol / rel)
 
-        run = refine(measure, d, widest=max(spans), floor=floor, budget=self.budget,
-                     deadline=deadline)
+        self._cache["deadline"] = deadline
+        try:
+            run = refine(measure, d, widest=max(spans), floor=floor, budget=self.budget,
+                         deadline=deadline)
+        finally:
+            del self._cache["deadline"]
         if not best:
             raise BudgetExceeded(run.note or "rtol: no grid step fits the memory budget")
         up, lo, step, stats = best

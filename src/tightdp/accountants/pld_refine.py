@@ -23,12 +23,13 @@ import numpy as np
 from .._numerics import UNIT_ROUNDOFF
 from ..budget import Budget, BudgetExceeded
 from ..pld.transform import UNIT_ROUNDOFF_EXTENDED
-from ..results import EpsilonResult
+from ..results import EpsilonResult, check_bracket
 from .base import Direction
 
 __all__ = ["ROUNDING_SHARE", "rounding_matters", "tilted_within_budget",
            "DELTA_FLOOR", "EpsQuery", "QueryStats", "Refinement", "refine", "clamped",
-           "over_budget", "budget_floor", "delta_cuts", "tighter_bounds", "rdp_fallback"]
+           "eps_answer", "over_budget", "budget_floor", "delta_cuts", "tighter_bounds",
+           "rdp_fallback"]
 
 #: the most refinements of one query
 MAX_REFINEMENTS = 40
@@ -136,7 +137,8 @@ def refine(measure: Callable[[float], float | None], d: float, *, widest: float,
         try:
             shrink = measure(d)
         except BudgetExceeded as err:
-            if not run.steps and d < 4.0 * widest:  # no bracket yet: coarser until it fits
+            # no bracket yet: coarser until it fits, while time is left
+            if not run.steps and d < 4.0 * widest and not deadline.passed():
                 d *= 2.0
                 continue
             run.note = f"stopped refining at grid step {d:.3g}: {err}"
@@ -275,6 +277,38 @@ def rdp_fallback(terms: list, budget: Budget, delta: float, why: str, name: str
     return EpsilonResult(r.epsilon, delta, None, r.upper, name, certified=True,
                          estimate=r.epsilon, note=note,
                          details={"fallback": "rdp", "converged": False})
+
+
+def eps_answer(q: EpsQuery, run: Refinement, delta: float, *, terms: list, budget: Budget,
+               rtol: float, name: str, t0: float, extended: bool) -> EpsilonResult:
+    """The PLD accountant's (``name``, on the composition ``terms``) eps query's result from
+    its refinement ``run`` (started at ``t0``): the bracket, with the other certified
+    bounds' help where the budget stopped it short of rtol (:func:`tighter_bounds`), or the
+    RDP fallback if not even one grid fitted; ``extended`` whether it used long-double
+    transforms."""
+    lo, up, note = q.lo, q.upper(), run.note
+    if not run.steps:
+        return rdp_fallback(terms, budget, delta,
+                            note or "rtol: no grid step fits the memory budget", name)
+    check_bracket(lo, up, f"eps at delta={delta!r}", name)
+    top = q.top()
+    # (a direction never bounded on a grid can be the largest only when the budget
+    # stopped its first grid: its pilot's bound is the upper one, the last grid reported)
+    step_up = q.at_step[top] if top in q.tried else run.steps[-1]
+    details = {"grid_step": step_up, "grid_step_upper": step_up,
+               "grid_step_lower": q.lo_step, "grid_steps_tried": run.steps,
+               "converged": run.converged, "seconds": time.perf_counter() - t0,
+               **q.stats.details(), "extended": extended}
+    if not run.converged and not note:
+        note = "bracket wider than rtol"
+    if not run.converged:
+        lo, up, note = tighter_bounds(terms, budget, delta, (lo, up), note, details)
+        check_bracket(lo, up, f"eps at delta={delta!r}", name)
+        if up - lo <= rtol * up:
+            details["converged"] = True
+            note += "; with them the bracket is within rtol"
+    return EpsilonResult(up, delta, lo, up, name, certified=True, estimate=up,
+                         note=note, details=details)
 
 
 def delta_cuts(e: np.ndarray, pilots: list, k_tot: int, rtol: float

@@ -18,13 +18,24 @@ from ..pld.families import certified_pairs_lazy_many, connect_the_dots_many, los
 from ..pld.grid import DiscretePLD
 from ..pld.mgf import MANY_PARTS
 
-__all__ = ["PILOT_TILTS", "pilot_laws", "refined_moments_eps", "term_pairs", "term_ranges"]
+__all__ = ["PILOT_TILTS", "discretize_seconds", "pilot_laws", "refined_moments_eps",
+           "term_pairs", "term_ranges"]
 
 #: bins of the pilot discretization across each loss's range
 PILOT_BINS = 1024
 #: the tilts at which a many-law pilot's refined-moments bound is evaluated exactly
 #: (``PLDAccountant._pilot_eps_upper``)
 PILOT_TILTS = 3
+
+#: seconds per grid point of a certified pair's discretization (both laws), with room for a
+#: loaded machine (docs/pld-constants.md)
+SECONDS_PER_ATOM = 1e-6
+
+
+def discretize_seconds(ranges: list[tuple[float, float]], d: float) -> float:
+    """An estimate of the time :func:`term_pairs` takes on the loss ``ranges`` with grid step
+    ``d`` (its work is proportional to the grid points), to refuse before starting it."""
+    return SECONDS_PER_ATOM * sum((hi - lo) / d + 4 for lo, hi in ranges)
 
 
 def term_ranges(cache: dict, losses: list[PrivacyLoss], log_tail: float
