@@ -51,13 +51,17 @@ from .base import Accountant, Direction
 from .limits import out_of_reach
 from .pld_refine import (
     DELTA_FLOOR,
+    MAX_TILTS,
+    TILT_SPACING,
     EpsQuery,
     QueryStats,
     budget_floor,
     delta_cuts,
     eps_answer,
+    quantile_tilts,
     refine,
     rounding_matters,
+    tilt_many,
     tilted_within_budget,
 )
 from .pld_terms import (
@@ -76,11 +80,6 @@ TILT_BELOW = 1e-9
 #: a delta query's grid step is modelled on the directions whose Chernoff bound at the
 #: largest eps asked precisely is within this log factor of the largest one's
 GRID_SHARE = math.log(1e-3)
-#: the most tilted compositions one delta(eps) query uses per grid and direction
-MAX_TILTS = 12
-#: the smallest relative spacing of the tilts of one delta(eps) query (the eps of a law
-#: with a heavy upper tail move fast with its tilt: closer tilts centre the same eps)
-TILT_SPACING = 0.02
 #: the bracket the error model aims at, as a fraction of the one asked for
 AIM = 0.75
 #: the error model's bracket is ``k (t + 1) d^2 / MODEL_WIDTH`` wide in eps (module
@@ -130,7 +129,6 @@ class PLDAccountant(Accountant):
         self.rtol = v.positive("rtol", rtol)
         self.max_points = v.count("max_points", max_points, minimum=64)
 
-    # --- building blocks -------------------------------------------------------------------
     def _ordered(self, direction: Direction) -> list:
         """(loss, count) in a canonical order, so that the same multiset of mechanisms gives
         bit-identical results however it was composed."""
@@ -160,8 +158,7 @@ class PLDAccountant(Accountant):
                         f"rtol: a grid step of {d:.3g} over the loss range [{lo:.4g}, {hi:.4g}] "
                         f"needs more than {limit} points (max_memory="
                         f"{self.budget.max_memory:.3g} bytes); raise rtol or max_memory")
-            deadline = self._cache.get("deadline")
-            est = discretize_seconds(ranges, d)
+            deadline, est = self._cache.get("deadline"), discretize_seconds(ranges, d)
             if deadline is not None and est > deadline.seconds_left():
                 raise TimeExceeded(
                     f"rtol: discretizing {len(terms)} losses on a grid step of {d:.3g} would take"
@@ -178,11 +175,10 @@ class PLDAccountant(Accountant):
 
     def _composed(self, d: float, direction: Direction, log_tail: float, window_tail: float,
                   *, upper: bool, lam: float = 0.0) -> ComposedPLD:
-        """The composition of the laws on the grid ``d``, tilted by ``lam``, in long double if
-        the query asked (``cache["extended"]``); within the running query's time budget
-        (``cache["deadline"]``): a tilted or extended one, which only tightens a bound, may
-        start only if it is expected to end within half of ``max_seconds``, an untilted
-        one within all of it (an extended one over it is composed in double instead)."""
+        """The laws on the grid ``d`` composed (tilted by ``lam``; long double if the query
+        asked), in the query's time (``cache["deadline"]``): a tilted or extended one (it
+        only tightens a bound) if it should end within half of ``max_seconds``, an
+        untilted one within all of it (an extended one over it is composed in double)."""
         extended = bool(self._cache.get("extended"))
         key = ("comp", d, upper, direction, log_tail, window_tail, lam, extended)
         if key in self._cache:
@@ -327,7 +323,6 @@ class PLDAccountant(Accountant):
                  los._composed(grid_step, r, log_tail, window_tail, upper=False))
                 for r in (self._directions() if sides is None else list(Direction))]
 
-    # --- queries ---------------------------------------------------------------------------
     def _eps_at(self, d: float, direction: Direction, delta: float, log_tail: float,
                 window_tail: float, *, upper: bool, stats: QueryStats) -> float:
         """The bound on eps(delta) of :meth:`_eps_once`; if the FFT's rounding charge was a
@@ -470,13 +465,16 @@ class PLDAccountant(Accountant):
         """The direction's bound on delta at ``eps`` on the grid ``d``, tilted towards the
         values the untilted composition cannot resolve to rtol; not at the eps where the
         untilted upper bound is already at most ``below`` (another direction's certified
-        lower bound: there this direction cannot raise the maximum, whatever its value)."""
+        lower bound: there this direction cannot raise the maximum, whatever its value).
+        Where the FFT's rounding is a noticeable part of a value, long double is used (the
+        better bound kept): decided on the untilted composition for a few terms, after the
+        tilts on the composition that gave each value for many (:func:`tilt_many`)."""
+        many = len(self.terms) >= MANY_PARTS
         c = self._composed(d, direction, log_tail, window_tail, upper=upper)
         val = c.delta_bound(eps, upper=upper)
         ok = (val >= DELTA_FLOOR) & (eps > 0)
-        if ok.any() and rounding_matters(self._cache, c, eps[ok], val[ok], self.rtol):
-            # the FFT's rounding is a noticeable part of these values: extended precision
-            # (both are bounds: the better one of each is kept)
+        if (not many and ok.any()
+                and rounding_matters(self._cache, c, eps[ok], val[ok], self.rtol)):
             c = self._composed(d, direction, log_tail, window_tail, upper=upper)
             got = c.delta_bound(eps, upper=upper)
             val = np.minimum(val, got) if upper else np.maximum(val, got)
@@ -484,42 +482,46 @@ class PLDAccountant(Accountant):
         # the engine's own charges at these eps (rounding, window): the two bounds of the
         # same composed law differ by them only
         spread = np.abs(val - c.delta_bound(eps, upper=not upper))
-        # tiny values, and values whose charges are not small beside rtol (the FFT's rounding
-        # charge grows with the number of points above eps: on fine grids it can be a visible
-        # part of delta): recompute from compositions tilted towards them, so that they are
-        # not read off the FFT's rounding noise. At most MAX_TILTS tilts, at quantiles of the
-        # eps asked; every tilt gives a valid bound at every eps (the engine charges the
-        # rounding as amplified by the untilt), so each eps keeps the best of them.
+        # tiny values, and values whose charges are not small beside rtol (the rounding charge
+        # grows with the points above eps): recomputed from compositions tilted towards them.
+        # Every tilt gives a valid bound at every eps (the engine charges the rounding as
+        # amplified by the untilt), so each eps keeps the best of them.
         need = ((val < TILT_BELOW) | (spread > 0.1 * self.rtol * val)) & (eps > 0)
         if below is not None:
             need &= ~(val <= below)
         todo = np.nonzero(need)[0]
-        if todo.size:
-            mgf = self._mgf(d, direction, log_tail, upper=upper)
-            reps = np.quantile(eps[todo], np.linspace(0.0, 1.0, min(todo.size, MAX_TILTS)),
-                               method="nearest")
-            lams: list[float] = []
-            for lam in sorted(mgf.solve_slope(float(r)) for r in np.unique(reps)):
-                # tilts within TILT_SPACING of one another centre the same eps: one is kept
-                if lam > 0 and not (lams and lam <= lams[-1] * (1 + TILT_SPACING)):
-                    lams.append(lam)
-            for lam in lams:
+        tilted = functools.partial(self._tilted, d, direction, log_tail, upper=upper,
+                                   stats=stats)
+        if many:
+            tilt_many(tilted, self._mgf(d, direction, log_tail, upper=upper).searcher(),
+                      (eps, val, todo, below), c, upper=upper, rtol=self.rtol,
+                      cache=self._cache)
+        elif todo.size:
+            for lam in quantile_tilts(self._mgf(d, direction, log_tail, upper=upper),
+                                      eps[todo], MAX_TILTS, TILT_SPACING):
                 if below is not None and not np.any(val[todo] > below[todo]):
                     break  # the rest cannot raise the maximum
-                try:
-                    ct = self._composed(d, direction, log_tail, -80.0, upper=upper, lam=lam)
-                except BudgetExceeded:
-                    # a strongly tilted law can need a far wider window (where the per-step
-                    # range's far end dominates): the untilted bound stands for these eps
-                    # (retrying on coarser grids, as _eps_once does, gives the same brackets
-                    # in more time: docs/pld-constants.md)
-                    stats.tilts_over_budget += 1
-                    continue
-                stats.saw(ct.probs.size)
-                stats.tilted(lam)
-                got = ct.delta_bound(eps[todo], upper=upper)
-                val[todo] = np.minimum(val[todo], got) if upper else np.maximum(val[todo], got)
+                ct = tilted(lam)
+                if ct is not None:
+                    got = ct.delta_bound(eps[todo], upper=upper)
+                    val[todo] = (np.minimum(val[todo], got) if upper
+                                 else np.maximum(val[todo], got))
         return val
+
+    def _tilted(self, d: float, direction: Direction, log_tail: float, lam: float, *,
+                upper: bool, stats: QueryStats) -> ComposedPLD | None:
+        """The composition tilted by ``lam`` (window ``e^-80``; 0: the query's untilted one),
+        or None over the budget (a strong tilt can need a far wider window): the untilted
+        bound stands (coarser grids gave the same brackets later: docs/pld-constants.md)."""
+        try:
+            ct = self._composed(d, direction, log_tail, self._cache["delta_window"] if lam == 0
+                                else -80.0, upper=upper, lam=lam)
+        except BudgetExceeded:
+            stats.tilts_over_budget += 1
+            return None
+        stats.saw(ct.probs.size)
+        stats.tilted(lam)
+        return ct
 
     def _delta_of(self, eps) -> DeltaResult:
         """Certified bracket on delta(eps) (eps a number or an array)."""
@@ -575,7 +577,7 @@ class PLDAccountant(Accountant):
             rel = float(np.max(relw))
             return None if rel <= self.rtol else math.sqrt(AIM * self.rtol / rel)
 
-        self._cache["deadline"] = deadline
+        self._cache["deadline"], self._cache["delta_window"] = deadline, wt
         try:
             run = refine(measure, d, widest=max(spans), floor=floor, budget=self.budget,
                          deadline=deadline)

@@ -26,11 +26,17 @@ from ..pld.transform import UNIT_ROUNDOFF_EXTENDED
 from ..results import EpsilonResult, check_bracket
 from .base import Direction
 
-__all__ = ["ROUNDING_SHARE", "rounding_matters", "tilted_within_budget",
+__all__ = ["MAX_TILTS", "TILT_SPACING", "ROUNDING_SHARE", "rounding_heavy", "rounding_matters",
+           "tilted_within_budget",
            "DELTA_FLOOR", "EpsQuery", "QueryStats", "Refinement", "refine", "clamped",
            "eps_answer", "over_budget", "budget_floor", "delta_cuts", "tighter_bounds",
-           "rdp_fallback"]
+           "rdp_fallback", "quantile_tilts", "tilt_many"]
 
+#: the most tilted compositions one delta(eps) query uses per grid and direction
+MAX_TILTS = 12
+#: the smallest relative spacing of the tilts of one delta(eps) query (the eps of a law
+#: with a heavy upper tail move fast with its tilt: closer tilts centre the same eps)
+TILT_SPACING = 0.02
 #: the most refinements of one query
 MAX_REFINEMENTS = 40
 #: delta(eps) queries are refined to rtol for values at least this large
@@ -350,15 +356,21 @@ def delta_cuts(e: np.ndarray, pilots: list, k_tot: int, rtol: float
 ROUNDING_SHARE = 0.25
 
 
-def rounding_matters(cache: dict, c, eps, delta, rtol: float) -> bool:
+def rounding_heavy(c, eps, delta, rtol: float) -> bool:
     """Whether the FFT-rounding charge of the composition ``c`` at ``eps`` exceeds
-    ``ROUNDING_SHARE`` rtol of ``delta`` (arrays: anywhere) while the transforms are still in
-    double and long double is more precise here; if so, ``cache["extended"]`` is set: the
-    query's later compositions are extended (:func:`tightdp.pld.compose.compose`)."""
-    if cache.get("extended") or not UNIT_ROUNDOFF_EXTENDED < UNIT_ROUNDOFF:
+    ``ROUNDING_SHARE`` rtol of ``delta`` (arrays: anywhere) where long double is more
+    precise than double (else recomputing cannot lower it)."""
+    if not UNIT_ROUNDOFF_EXTENDED < UNIT_ROUNDOFF:
         return False
     charge = c.rounding_charge(np.maximum(eps, 0.0))
-    if not np.any(charge > ROUNDING_SHARE * rtol * np.asarray(delta)):
+    return bool(np.any(charge > ROUNDING_SHARE * rtol * np.asarray(delta)))
+
+
+def rounding_matters(cache: dict, c, eps, delta, rtol: float) -> bool:
+    """Whether :func:`rounding_heavy` holds for the composition ``c`` while the transforms
+    are still in double; if so, ``cache["extended"]`` is set: the query's later
+    compositions are extended (:func:`tightdp.pld.compose.compose`)."""
+    if cache.get("extended") or not rounding_heavy(c, eps, delta, rtol):
         return False
     cache["extended"] = True
     return True
@@ -390,3 +402,64 @@ def tilted_within_budget(cache: dict, composed: Callable, key: tuple, lam: float
             stats.tilts_over_budget += 1
             fails[k] = min(lam, fails.get(k, math.inf))
     return None, 0.0
+
+
+def quantile_tilts(mgf, eps: np.ndarray, most: int, spacing: float) -> list[float]:
+    """The tilts of a delta query's values ``eps`` (a few terms): those centring at most
+    ``most`` quantiles of them (``K'(lam) = eps`` on the log-MGF ``mgf``), increasing, of
+    which tilts within a relative ``spacing`` of one another (they centre the same eps)
+    keep one."""
+    reps = np.quantile(eps, np.linspace(0.0, 1.0, min(eps.size, most)), method="nearest")
+    lams: list[float] = []
+    for lam in sorted(mgf.solve_slope(float(r)) for r in np.unique(reps)):
+        if lam > 0 and not (lams and lam <= lams[-1] * (1 + spacing)):
+            lams.append(lam)
+    return lams
+
+
+def tilt_many(tilted: Callable, search, work: tuple, c, *, upper: bool, rtol: float,
+              cache: dict) -> None:
+    """The tilts of a delta query of many terms (each composition costs a transform per
+    distinct law), updating the values in place: ``work = (eps, val, todo, below)``, the
+    eps asked, their bounds so far (from the untilted composition ``c``), the indices to
+    tilt for and another direction's lower bound (or None); ``upper``: the side bounded.
+    One tilt serves every eps it
+    resolves (its own charges within 0.1 rtol of the value), and the next is placed at the
+    largest eps left, on the coarsened log-MGF ``search`` (any tilt gives a bound);
+    ``tilted(lam)`` is the tilted composition or None. Then the composition that gave each
+    value is redone in long double where its rounding charge is a noticeable part of it
+    (:func:`rounding_heavy`; ``cache["extended"]`` is set for the rest of the query)."""
+    eps, val, todo, below = work
+    used, src = [(0.0, c)], np.zeros(eps.size, dtype=int)
+    tried: list[float] = []
+    while todo.size and len(tried) < MAX_TILTS:
+        if below is not None and not np.any(val[todo] > below[todo]):
+            break  # the rest cannot raise the maximum
+        top = int(todo[np.argmax(eps[todo])])
+        lam = search.solve_slope(float(eps[top]))
+        todo = todo[todo != top]
+        if lam <= 0 or any(abs(lam - x) <= TILT_SPACING * x for x in tried):
+            continue
+        tried.append(lam)
+        ct = tilted(lam)
+        if ct is None:
+            continue
+        at = np.append(todo, top)
+        got = ct.delta_bound(eps[at], upper=upper)
+        better = got < val[at] if upper else got > val[at]
+        val[at[better]], src[at[better]] = got[better], len(used)
+        used.append((lam, ct))
+        spread = np.abs(got - ct.delta_bound(eps[at], upper=not upper))
+        todo = at[:-1][~(spread[:-1] <= 0.1 * rtol * val[at[:-1]])]
+    if cache.get("extended"):
+        return
+    redo = [i for i, (_, comp) in enumerate(used)
+            if (src == i).any() and rounding_heavy(comp, eps[src == i], val[src == i], rtol)]
+    if redo:
+        cache["extended"] = True  # and every later composition of the query
+    for i in redo:
+        at = np.nonzero(src == i)[0]
+        cx = tilted(used[i][0])
+        if cx is not None:
+            got = cx.delta_bound(eps[at], upper=upper)
+            val[at] = np.minimum(val[at], got) if upper else np.maximum(val[at], got)

@@ -184,7 +184,7 @@ def _circular_product_extended(terms, n: int, lo_index: int, workers: int | None
 #: seconds per law and per ``N log2 N`` of :func:`circular_product` (fold, transform, error
 #: bound and powering), in double and in long double, with room for a loaded machine
 #: (docs/pld-constants.md)
-_SECONDS_DOUBLE = 4e-9
+_SECONDS_DOUBLE = 2e-9
 _SECONDS_EXTENDED = 1.2e-8
 
 
