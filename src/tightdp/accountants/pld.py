@@ -7,9 +7,9 @@ composed by the one FFT engine (:mod:`tightdp.pld.compose`), whose truncation is
 for in the direction of each bound. Remove and add directions are composed separately and
 the curve is their maximum: every direction gets an upper bound, and the lower bound is that
 of the direction whose upper bound is largest (any direction's lower bound is one for the
-maximum). An eps query first bounds each direction from its pilot (the refined-moments bound
-of its coarse connect-the-dots laws, :meth:`PLDAccountant._pilot_eps_upper`); a direction
-whose bound is below another's upper bound cannot raise the maximum and is not composed.
+maximum). A query first bounds each direction from its pilot (refined-moments bounds of its
+coarse connect-the-dots laws, :mod:`.pld_terms`); a direction whose bound is below another's
+upper (eps) or lower (delta) bound cannot raise the maximum there and is not composed.
 
 The grid is chosen from an error model and then checked. Per step, connect-the-dots raises
 the cumulant generating function ``K(t)`` of the loss by ``t (t + 1) d^2 / 12`` to leading
@@ -32,6 +32,7 @@ under floating-point noise of the transform.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import time
@@ -63,12 +64,13 @@ from .pld_refine import (
     rounding_matters,
     tilt_many,
     tilted_within_budget,
+    time_refusal,
 )
 from .pld_terms import (
-    PILOT_TILTS,
     discretize_seconds,
+    pilot_delta_upper,
+    pilot_eps_upper,
     pilot_laws,
-    refined_moments_eps,
     term_pairs,
     term_ranges,
 )
@@ -91,6 +93,9 @@ MODEL_WIDTH = 7.5
 #: hold the maximum and their lowered chords refined on the larger tents only
 #: (docs/pld-constants.md)
 MODEL_WIDTH_MANY = 5.0
+#: many terms: a delta query bounds a direction beside the likely largest first on a grid
+#: this many times coarser (often enough to show it below the other's lower bound)
+COARSE_BESIDE = 4.0
 #: the most points the first composition may use before the measured bracket is known
 FIRST_POINTS = 1 << 18
 #: peak bytes per grid point of a discretization or an FFT composition, with room for the
@@ -160,10 +165,7 @@ class PLDAccountant(Accountant):
                         f"{self.budget.max_memory:.3g} bytes); raise rtol or max_memory")
             deadline, est = self._cache.get("deadline"), discretize_seconds(ranges, d)
             if deadline is not None and est > deadline.seconds_left():
-                raise TimeExceeded(
-                    f"rtol: discretizing {len(terms)} losses on a grid step of {d:.3g} would take"
-                    f" about {est:.3g} s (over max_seconds={self.budget.max_seconds:g}, "
-                    f"{max(deadline.seconds_left(), 0.0):.3g} s left); raise max_seconds or rtol")
+                raise time_refusal(deadline, d, f"discretizing {len(terms)} losses: {est:.3g} s")
             made = term_pairs([loss for loss, _ in terms], d, ranges)
             self._cache[key] = [(up, lower, k) for (up, lower), (_, k) in zip(made, terms,
                                                                               strict=True)]
@@ -197,8 +199,7 @@ class PLDAccountant(Accountant):
                     return self._composed(d, direction, log_tail, window_tail, upper=upper)
                 finally:
                     self._cache["extended"] = True
-            raise TimeExceeded(f"rtol: {err} (max_seconds={self.budget.max_seconds:g}); "
-                               "raise max_seconds or rtol") from None
+            raise time_refusal(deadline, d, str(err)) from None
         except BudgetExceeded as err:
             # the engine's refusal states the size before its advice; the advice given here
             # names the options that set the size, once
@@ -229,8 +230,7 @@ class PLDAccountant(Accountant):
         return self._cache[key]
 
     def _saddle(self, mgf: LogMgf, log_delta: float) -> tuple[float, float]:
-        """:func:`~tightdp.curves.saddle.saddle_point_eps` of a pilot, remembered (the grid
-        step and :meth:`_pilot_eps_upper` both ask for it)."""
+        """:func:`~tightdp.curves.saddle.saddle_point_eps` of a pilot, remembered."""
         key = ("saddle", id(mgf), log_delta)
         if key not in self._cache:
             self._cache[key] = (saddle_point_eps(mgf.searcher(), log_delta), mgf)
@@ -238,34 +238,11 @@ class PLDAccountant(Accountant):
 
     def _pilot_eps_upper(self, direction: Direction, log_tail: float, delta: float) -> float:
         """A certified upper bound on eps(delta) of one direction from its pilot alone (no
-        fine grid): ``inf`` if it has none.
-
-        The pilot's laws are connect-the-dots pairs (on a coarse grid, the range's tails
-        accounted for), so they dominate the direction's pair, and so does their composed
-        pair ``S``. For every ``t > 0``, ``(1 - e^{-x})_+ <= M_t e^{t x}`` (Alghamdi et al.,
-        eqs. (38), (42): ``M_t`` bounds ``theta_t``), so with ``x = S - eps``
-        ``delta(eps) <= P(S = inf) + M_t e^{K(t) - t eps}``, ``K(t) = log E[e^{tS}; S finite]``
-        the pilot's exact discrete CGF (the refined-moments bound). It is at most ``delta``
-        from ``eps = (K(t) + log M_t - log(delta - P(S = inf))) / t`` on; the smallest over
-        the tilts ``t_0 2^{j/8}``, ``|j| <= 8`` around the saddle point's ``t_0`` is taken.
-        ``K`` is raised by ``1e-11 k (1 + t max|y| + max|log p|)`` per law of count ``k``
-        (its rounding: a few ulps of the exponents ``log p + t y`` and of the sum, per law
-        and step). Where the pilot's searcher is a coarsened copy (many laws), the tilts are
-        ranked on it and the bound evaluated exactly at the ``PILOT_TILTS`` best (any tilt
-        gives a bound)."""
+        fine grid), ``inf`` if it has none: the refined-moments bound of its composed
+        connect-the-dots pilot laws, which dominate its pair (:func:`pilot_eps_upper`)."""
         mgf = self._pilot(direction, log_tail)
         room = delta - self._cache[("pilot_inf", direction, log_tail)]
-        _, t0 = self._saddle(mgf, math.log(delta))
-        if not (room > 0 and math.isfinite(t0) and t0 > 0 and mgf.parts):
-            return math.inf
-        ts = t0 * np.exp2(np.arange(-8, 9) / 8.0)
-        search = mgf.searcher()
-        if search is not mgf:
-            rough = refined_moments_eps(search, ts, room)
-            ts = ts[np.argsort(np.where(np.isfinite(rough), rough, np.inf))[:PILOT_TILTS]]
-        eps = refined_moments_eps(mgf, ts, room)
-        eps = eps[np.isfinite(eps)]
-        return max(float(np.min(eps)), 0.0) if eps.size else math.inf
+        return pilot_eps_upper(mgf, self._saddle(mgf, math.log(delta))[1], room)
 
     def _grid_step(self, direction_mgfs: list[LogMgf], eps: float | None, log_delta: float,
                    spans: list[float], window_tail: float) -> float:
@@ -419,10 +396,8 @@ class PLDAccountant(Accountant):
         spans = [s for r in dirs for s in self._spans(r, log_tail)]
         pilots = [self._pilot(r, log_tail) for r in dirs]
         floor = budget_floor(pilots, spans, window_tail, self._max_grid_points())
-        # a certified upper bound of each direction before any fine grid, its pilot's
-        # (_pilot_eps_upper): a direction whose bound is below another's PLD upper bound
-        # cannot raise the maximum, and is neither discretized finely nor composed (in
-        # DP-SGD the add direction often is: docs/pld-constants.md)
+        # each direction's pilot bound: one below another's PLD upper bound is not composed
+        # (in DP-SGD the add direction often is: docs/pld-constants.md)
         q = EpsQuery(dirs, pre=({r: self._pilot_eps_upper(r, log_tail, delta) for r in dirs}
                                  if len(dirs) > 1 else {r: math.inf for r in dirs}))
         # many terms (each one's work grows with the points): the grid step is modelled on
@@ -508,6 +483,27 @@ class PLDAccountant(Accountant):
                                  else np.maximum(val[todo], got))
         return val
 
+    def _upper_beside(self, d: float, direction: Direction, at: tuple, log_tail: float,
+                      window_tail: float, stats: QueryStats) -> np.ndarray:
+        """Upper bound on delta of a direction beside the likely largest one at ``at = (eps,
+        lo, known)``: ``lo`` that one's certified lower bound, ``known`` this direction's
+        certified upper bound so far (its pilot's, :func:`pilot_delta_upper`, then its
+        grids'; lowered in place). Where ``known <= lo``, ``delta_r <= known <= lo <=
+        delta_0``: the maximum is ``delta_0``, bracketed by that direction's bounds, so
+        ``known`` stands and nothing is composed. Elsewhere the direction is bounded on the
+        grid ``d`` (many terms: first on one ``COARSE_BESIDE`` times coarser, which often
+        settles it); a grid over the time budget leaves ``known``, still certified."""
+        eps, lo, known = at
+        for step in [d * COARSE_BESIDE, d] if len(self.terms) >= MANY_PARTS else [d]:
+            pend = np.nonzero(known > lo)[0]
+            if not pend.size:
+                break
+            with contextlib.suppress(TimeExceeded):
+                known[pend] = np.minimum(known[pend], self._delta_at(
+                    step, direction, eps[pend], log_tail, window_tail, upper=True,
+                    stats=stats, below=lo[pend]))
+        return known.copy()
+
     def _tilted(self, d: float, direction: Direction, log_tail: float, lam: float, *,
                 upper: bool, stats: QueryStats) -> ComposedPLD | None:
         """The composition tilted by ``lam`` (window ``e^-80``; 0: the query's untilted one),
@@ -533,7 +529,8 @@ class PLDAccountant(Accountant):
         self._cache["extended"] = False  # each query decides (rounding_matters)
         k_tot = max(self.total_count, 1)
         dirs = self._directions()
-        pilots = [self._pilot(r, math.log(1e-40) - math.log(k_tot)) for r in dirs]
+        lt0 = math.log(1e-40) - math.log(k_tot)
+        pilots = [self._pilot(r, lt0) for r in dirs]
         emax, log_tail, wt = delta_cuts(e, pilots, k_tot, self.rtol)
         spans = [s for r in dirs for s in self._spans(r, log_tail)]
         deadline = self.budget.deadline()
@@ -546,6 +543,9 @@ class PLDAccountant(Accountant):
         order = [dirs[i] for i in sorted(range(len(dirs)), key=lambda i: -bounds[i])]
         near = [mgf for mgf, b in zip(pilots, bounds, strict=True) if b >= max(bounds) + GRID_SHARE]
         d = self._grid_step(near, emax, 0.0, spans, wt)
+        # each other direction's certified upper bound so far: its pilot's, then its grids'
+        known = {r: pilot_delta_upper(p, self._cache[("pilot_inf", r, lt0)], e)
+                 for r, p in zip(dirs, pilots, strict=True) if r is not order[0]}
         best: list = []  # the tightest (up, lo, step, stats) of every refinement so far
 
         def measure(d: float) -> float | None:
@@ -558,14 +558,14 @@ class PLDAccountant(Accountant):
                                             stats=stats)}
             lo = self._delta_at(d, order[0], e, log_tail, wt, upper=False, stats=stats)
             for r in order[1:]:
-                ups[r] = self._delta_at(d, r, e, log_tail, wt, upper=True, stats=stats,
-                                        below=lo)
+                ups[r] = self._upper_beside(d, r, (e, lo, known[r]), log_tail, wt, stats)
             up = np.max(np.array([ups[r] for r in dirs]), axis=0)
             for r in order[1:]:  # the lower bound of every direction where it is largest
                 top = ups[r] >= up
                 if np.any(top):
-                    lo[top] = np.maximum(lo[top], self._delta_at(
-                        d, r, e[top], log_tail, wt, upper=False, stats=stats))
+                    with contextlib.suppress(TimeExceeded):  # order[0]'s lower bound stands
+                        lo[top] = np.maximum(lo[top], self._delta_at(
+                            d, r, e[top], log_tail, wt, upper=False, stats=stats))
             check_bracket(lo, up, "delta at the eps asked", self.name)
             if best:  # keep the tightest bounds of every refinement
                 up, lo = np.minimum(up, best[0]), np.maximum(lo, best[1])

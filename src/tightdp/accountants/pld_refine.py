@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._numerics import UNIT_ROUNDOFF
-from ..budget import Budget, BudgetExceeded
+from ..budget import Budget, BudgetExceeded, TimeExceeded
 from ..pld.transform import UNIT_ROUNDOFF_EXTENDED
 from ..results import EpsilonResult, check_bracket
 from .base import Direction
 
 __all__ = ["MAX_TILTS", "TILT_SPACING", "ROUNDING_SHARE", "rounding_heavy", "rounding_matters",
-           "tilted_within_budget",
+           "tilted_within_budget", "time_refusal",
            "DELTA_FLOOR", "EpsQuery", "QueryStats", "Refinement", "refine", "clamped",
            "eps_answer", "over_budget", "budget_floor", "delta_cuts", "tighter_bounds",
            "rdp_fallback", "quantile_tilts", "tilt_many"]
@@ -147,7 +147,9 @@ def refine(measure: Callable[[float], float | None], d: float, *, widest: float,
             if not run.steps and d < 4.0 * widest and not deadline.passed():
                 d *= 2.0
                 continue
-            run.note = f"stopped refining at grid step {d:.3g}: {err}"
+            # a refusal for time names its grid step (time_refusal)
+            run.note = (str(err) if isinstance(err, TimeExceeded)
+                        else f"stopped refining at grid step {d:.3g}: {err}")
             break
         run.steps.append(d)
         if shrink is None:
@@ -160,6 +162,16 @@ def refine(measure: Callable[[float], float | None], d: float, *, widest: float,
             break
         d *= factor
     return run
+
+
+def time_refusal(deadline, d: float, stage: str) -> TimeExceeded:
+    """The one-line refusal of a stage of a PLD query on the grid step ``d`` that would not
+    end within what is left of the query's time (``deadline``); ``stage`` names it and its
+    estimated time."""
+    left = deadline.seconds_left()
+    why = "used up" if left <= 0 else f"nearly used up ({stage}; {left:.3g} s left)"
+    return TimeExceeded(f"rtol: max_seconds={deadline.max_seconds:g} {why} at grid step "
+                        f"{d:.3g}; raise max_seconds or rtol")
 
 
 def over_budget(budget: Budget, d: float, floor: float, deadline, last_seconds: float,

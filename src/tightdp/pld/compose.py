@@ -393,7 +393,7 @@ def compose(terms: list[tuple[DiscretePLD, int]], *, log_tail: float = -80.0,
     est = product_seconds(N, len(terms), extended=extended)
     if est > seconds:
         raise TimeExceeded(f"the composition of {len(terms)} distinct laws on {N} points would "
-                           f"take about {est:.3g} s (over the {max(seconds, 0.0):.3g} s left)")
+                           f"take about {est:.3g} s")
     res, log_noise = circular_product(tilted, N, i_lo, workers, extended=extended)
     res = res[:n]
     # bounds on what lies outside the window, in the original measure (untilted Chernoff)
