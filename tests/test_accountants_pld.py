@@ -376,35 +376,39 @@ def test_gaussian_schedule_delta_contains_gdp_closed_form():
         assert up - lo <= 1e-3 * up
 
 
-def _schedule_delta_within_time(n: int, max_seconds: float) -> None:
+def _schedule_delta_within_time(n: int, max_seconds: float, *, compare: bool) -> None:
     """``n`` distinct Poisson-subsampled Gaussians (q = 0.01), delta at eps 0.5 and 4 with a
-    time budget of ``max_seconds``: a certified bracket (lower <= upper, both positive, and
-    at eps 4 below the RDP bound of the same steps, an independent upper bound) or a one-line
-    refusal naming max_seconds, within three times the budget plus 5 s of slack."""
+    time budget of ``max_seconds``: a certified bracket (0 <= lower <= upper) or a one-line
+    refusal naming max_seconds, within three times the budget plus 5 s of slack; with
+    ``compare``, the bracket must answer and overlap the one of the default budget (both
+    certified: each lower bound at most the other's upper)."""
+    steps = [td.PoissonSubsampled(td.Gaussian(1.5 - 0.7 * i / (n - 1)), 0.01)
+             for i in range(n)]
     acc = td.PLDAccountant(max_seconds=max_seconds)
-    for m in [td.PoissonSubsampled(td.Gaussian(1.5 - 0.7 * i / (n - 1)), 0.01)
-              for i in range(n)]:
+    for m in steps:
         acc.compose(m, 1)
     t0 = time.perf_counter()
     try:
         r = acc.delta([0.5, 4.0])
     except td.BudgetExceeded as err:
-        assert "\n" not in str(err) and "max_seconds" in str(err), str(err)
-    else:
-        assert r.certified and np.all(0 < r.lower) and np.all(r.lower <= r.upper)
-        if not r.details["converged"]:
-            assert r.note
-        rdp = td.RDPAccountant()
-        for i in range(n):
-            rdp.compose(td.PoissonSubsampled(td.Gaussian(1.5 - 0.7 * i / (n - 1)), 0.01), 1)
-        assert r.lower[1] <= rdp.delta(4.0).upper
+        assert not compare and "\n" not in str(err) and "max_seconds" in str(err), str(err)
+        r = None
     assert time.perf_counter() - t0 <= 3 * max_seconds + 5
+    if r is not None:
+        assert r.certified and np.all(0 <= r.lower) and np.all(r.lower <= r.upper)
+        assert r.details["converged"] or r.note
+    if compare:
+        ref = td.PLDAccountant()
+        for m in steps:
+            ref.compose(m, 1)
+        full = ref.delta([0.5, 4.0])
+        assert np.all(r.lower <= full.upper) and np.all(full.lower <= r.upper)
 
 
 def test_schedule_delta_within_time():
-    _schedule_delta_within_time(60, 3.0)
+    _schedule_delta_within_time(60, 3.0, compare=True)
 
 
 @pytest.mark.slow
 def test_schedule_delta_within_time_full():
-    _schedule_delta_within_time(300, 3.0)
+    _schedule_delta_within_time(300, 3.0, compare=False)

@@ -27,6 +27,10 @@ PILOT_BINS = 1024
 #: (``PLDAccountant._pilot_eps_upper``)
 PILOT_TILTS = 3
 
+#: the first tilts of the pilot's refined-moments bounds on delta, ``2^{j/8}`` for ``j`` in
+#: this range (step 4): from 1e-3 to 1e4
+PILOT_DELTA_TILTS = (-80, 107)
+
 #: seconds per grid point of a certified pair's discretization (both laws), with room for a
 #: loaded machine (docs/pld-constants.md)
 SECONDS_PER_ATOM = 1e-6
@@ -120,25 +124,25 @@ def pilot_delta_upper(mgf, inf_mass: float, eps: np.ndarray) -> np.ndarray:
     dominate the direction's pair, and so does their composition ``S``; for every ``t > 0``
     ``delta(eps) <= P(S = inf) + M_t e^{K(t) - t eps}`` (the refined-moments bound,
     Alghamdi et al., eqs. (38), (42), (43)), ``K`` raised for rounding
-    (:func:`_raised_cgf`). The tilts are the points ``2^{j/8}`` from half the smallest to
-    twice the largest Chernoff tilt (``K'(t) = eps``, on the searcher) of the eps asked,
-    ranked per eps on the searcher; the bound is evaluated exactly at the ``PILOT_TILTS``
-    best of each eps, and the smallest kept. 1 where no tilt is found (``delta <= 1``)."""
+    (:func:`_raised_cgf`), exact at every tilt (the coarsened searcher of many laws is
+    far below ``K`` at large tilts, and may rank them wrongly): first at the points
+    ``2^{j/2}`` of ``PILOT_DELTA_TILTS`` (1e-3 to 1e4: a law whose largest loss is near eps
+    needs a large one), then at ``2^{j/8}`` around the best of each eps (the bound is convex
+    in ``t``: ``K`` and ``log M_t`` are), the smallest kept. 1 where none is finite
+    (``delta <= 1``)."""
     eps = np.asarray(eps, dtype=float)
     out = np.ones(eps.shape)
-    search = mgf.searcher()
-    t0 = np.array([search.solve_slope(float(x)) if mgf.parts else 0.0 for x in eps])
-    ok = np.isfinite(t0) & (t0 > 0) & np.isfinite(eps)
-    if not ok.any():
+    ok = np.isfinite(eps)
+    if not (ok.any() and mgf.parts):
         return out
-    lo, hi = math.log2(float(np.min(t0[ok]))) - 1.0, math.log2(float(np.max(t0[ok]))) + 1.0
-    grid = np.exp2(np.arange(math.floor(8 * lo), math.ceil(8 * hi) + 1) / 8.0)
+    grid = np.exp2(np.arange(*PILOT_DELTA_TILTS, 4) / 8.0)
     with np.errstate(invalid="ignore", over="ignore"):
-        rough = rma_log_delta(search.cumulants(grid)[0][None, :], grid[None, :],
+        first = rma_log_delta(_raised_cgf(mgf, grid)[None, :], grid[None, :],
                               eps[ok][:, None])
-        rank = np.argsort(np.where(np.isnan(rough), np.inf, rough), axis=1)[:, :PILOT_TILTS]
-        ts = grid[np.unique(rank)]
+        best = grid[np.argmin(np.where(np.isnan(first), np.inf, first), axis=1)]
+        ts = np.unique(best[:, None] * np.exp2(np.array([-3, -2, -1, 1, 2, 3]) / 8.0))
         exact = rma_log_delta(_raised_cgf(mgf, ts)[None, :], ts[None, :], eps[ok][:, None])
+        exact = np.concatenate([first, exact], axis=1)
         log_b = np.min(np.where(np.isnan(exact), np.inf, exact), axis=1)
         # the sum rounded up: one ulp of each term is far inside the raise of K
         out[ok] = np.minimum(1.0, (inf_mass + np.exp(log_b)) * (1.0 + 1e-12))
