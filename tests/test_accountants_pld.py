@@ -4,6 +4,7 @@ forms and of peers' pessimistic estimates, the budget, and the answer's consiste
 from __future__ import annotations
 
 import math
+import time
 
 import mpmath as mp
 import numpy as np
@@ -356,3 +357,58 @@ def test_poisson_schedule_vs_dp_accounting():
 @pytest.mark.slow
 def test_poisson_schedule_vs_dp_accounting_full():
     _poisson_schedule_vs_dp_accounting(40, 1e-4)
+
+
+def test_gaussian_schedule_delta_contains_gdp_closed_form():
+    """200 Gaussian steps, sigma 1.5 -> 0.8, each with its own noise: mu-GDP with
+    ``mu^2 = sum 1/sigma_i^2``, so the certified delta bracket at eps 1 and 4 contains
+    ``Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)`` (mpmath) and is within rtol."""
+    sig = np.linspace(1.5, 0.8, 200)
+    acc = td.PLDAccountant()
+    for s in sig:
+        acc.compose(td.Gaussian(float(s)), 1)
+    eps = [1.0, 4.0]
+    r = acc.delta(eps)
+    mu = math.sqrt(float(np.sum(1.0 / sig**2)))
+    for lo, up, e in zip(r.lower, r.upper, eps, strict=True):
+        exact = gdp_delta(mu, e)
+        assert r.certified and lo <= exact <= up, (e, lo, exact, up)
+        assert up - lo <= 1e-3 * up
+
+
+def _schedule_delta_within_time(n: int, max_seconds: float, *, compare: bool) -> None:
+    """``n`` distinct Poisson-subsampled Gaussians (q = 0.01), delta at eps 0.5 and 4 with a
+    time budget of ``max_seconds``: a certified bracket (0 <= lower <= upper) or a one-line
+    refusal naming max_seconds, within three times the budget plus 5 s of slack; with
+    ``compare``, the bracket must answer and overlap the one of the default budget (both
+    certified: each lower bound at most the other's upper)."""
+    steps = [td.PoissonSubsampled(td.Gaussian(1.5 - 0.7 * i / (n - 1)), 0.01)
+             for i in range(n)]
+    acc = td.PLDAccountant(max_seconds=max_seconds)
+    for m in steps:
+        acc.compose(m, 1)
+    t0 = time.perf_counter()
+    try:
+        r = acc.delta([0.5, 4.0])
+    except td.BudgetExceeded as err:
+        assert not compare and "\n" not in str(err) and "max_seconds" in str(err), str(err)
+        r = None
+    assert time.perf_counter() - t0 <= 3 * max_seconds + 5
+    if r is not None:
+        assert r.certified and np.all(0 <= r.lower) and np.all(r.lower <= r.upper)
+        assert r.details["converged"] or r.note
+    if compare:
+        ref = td.PLDAccountant()
+        for m in steps:
+            ref.compose(m, 1)
+        full = ref.delta([0.5, 4.0])
+        assert np.all(r.lower <= full.upper) and np.all(full.lower <= r.upper)
+
+
+def test_schedule_delta_within_time():
+    _schedule_delta_within_time(60, 3.0, compare=True)
+
+
+@pytest.mark.slow
+def test_schedule_delta_within_time_full():
+    _schedule_delta_within_time(300, 3.0, compare=False)

@@ -32,6 +32,12 @@ class BudgetExceeded(ValueError):
     names the parameter driving the cost and what to change."""
 
 
+class TimeExceeded(BudgetExceeded):
+    """A :class:`BudgetExceeded` for time: a stage whose estimated time does not fit in
+    what is left of ``max_seconds`` (its raiser names the stage; a caller adds the advice
+    naming the options that set its size)."""
+
+
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
           "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
           "tib": 2**40}
@@ -95,6 +101,10 @@ class Deadline:
     @property
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
+
+    def seconds_left(self, fraction: float = 1.0) -> float:
+        """The seconds left until ``fraction`` of the time budget is used."""
+        return fraction * self.max_seconds - self.elapsed
 
     def fraction_left(self) -> float:
         return 1.0 - self.elapsed / self.max_seconds

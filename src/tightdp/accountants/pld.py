@@ -7,9 +7,9 @@ composed by the one FFT engine (:mod:`tightdp.pld.compose`), whose truncation is
 for in the direction of each bound. Remove and add directions are composed separately and
 the curve is their maximum: every direction gets an upper bound, and the lower bound is that
 of the direction whose upper bound is largest (any direction's lower bound is one for the
-maximum). An eps query first bounds each direction from its pilot (the refined-moments bound
-of its coarse connect-the-dots laws, :meth:`PLDAccountant._pilot_eps_upper`); a direction
-whose bound is below another's upper bound cannot raise the maximum and is not composed.
+maximum). A query first bounds each direction from its pilot (refined-moments bounds of its
+coarse connect-the-dots laws, :mod:`.pld_terms`); a direction whose bound is below another's
+upper (eps) or lower (delta) bound cannot raise the maximum there and is not composed.
 
 The grid is chosen from an error model and then checked. Per step, connect-the-dots raises
 the cumulant generating function ``K(t)`` of the loss by ``t (t + 1) d^2 / 12`` to leading
@@ -32,6 +32,7 @@ under floating-point noise of the transform.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import time
@@ -41,7 +42,7 @@ import numpy as np
 
 from .. import _validate as v
 from .._defaults import DEFAULT_RTOL
-from ..budget import BudgetExceeded
+from ..budget import BudgetExceeded, TimeExceeded
 from ..curves.saddle import saddle_point_eps
 from ..pld.compose import MAX_POINTS, ComposedPLD, compose, composed_inf_mass
 from ..pld.families import build_lowers
@@ -51,21 +52,25 @@ from .base import Accountant, Direction
 from .limits import out_of_reach
 from .pld_refine import (
     DELTA_FLOOR,
+    MAX_TILTS,
+    TILT_SPACING,
     EpsQuery,
     QueryStats,
-    Refinement,
     budget_floor,
     delta_cuts,
-    rdp_fallback,
+    eps_answer,
+    quantile_tilts,
     refine,
     rounding_matters,
-    tighter_bounds,
+    tilt_many,
     tilted_within_budget,
+    time_refusal,
 )
 from .pld_terms import (
-    PILOT_TILTS,
+    discretize_seconds,
+    pilot_delta_upper,
+    pilot_eps_upper,
     pilot_laws,
-    refined_moments_eps,
     term_pairs,
     term_ranges,
 )
@@ -77,11 +82,6 @@ TILT_BELOW = 1e-9
 #: a delta query's grid step is modelled on the directions whose Chernoff bound at the
 #: largest eps asked precisely is within this log factor of the largest one's
 GRID_SHARE = math.log(1e-3)
-#: the most tilted compositions one delta(eps) query uses per grid and direction
-MAX_TILTS = 12
-#: the smallest relative spacing of the tilts of one delta(eps) query (the eps of a law
-#: with a heavy upper tail move fast with its tilt: closer tilts centre the same eps)
-TILT_SPACING = 0.02
 #: the bracket the error model aims at, as a fraction of the one asked for
 AIM = 0.75
 #: the error model's bracket is ``k (t + 1) d^2 / MODEL_WIDTH`` wide in eps (module
@@ -93,6 +93,9 @@ MODEL_WIDTH = 7.5
 #: hold the maximum and their lowered chords refined on the larger tents only
 #: (docs/pld-constants.md)
 MODEL_WIDTH_MANY = 5.0
+#: many terms: a delta query bounds a direction beside the likely largest first on a grid
+#: this many times coarser (often enough to show it below the other's lower bound)
+COARSE_BESIDE = 4.0
 #: the most points the first composition may use before the measured bracket is known
 FIRST_POINTS = 1 << 18
 #: peak bytes per grid point of a discretization or an FFT composition, with room for the
@@ -131,7 +134,6 @@ class PLDAccountant(Accountant):
         self.rtol = v.positive("rtol", rtol)
         self.max_points = v.count("max_points", max_points, minimum=64)
 
-    # --- building blocks -------------------------------------------------------------------
     def _ordered(self, direction: Direction) -> list:
         """(loss, count) in a canonical order, so that the same multiset of mechanisms gives
         bit-identical results however it was composed."""
@@ -161,6 +163,9 @@ class PLDAccountant(Accountant):
                         f"rtol: a grid step of {d:.3g} over the loss range [{lo:.4g}, {hi:.4g}] "
                         f"needs more than {limit} points (max_memory="
                         f"{self.budget.max_memory:.3g} bytes); raise rtol or max_memory")
+            deadline, est = self._cache.get("deadline"), discretize_seconds(ranges, d)
+            if deadline is not None and est > deadline.seconds_left():
+                raise time_refusal(deadline, d, f"discretizing {len(terms)} losses: {est:.3g} s")
             made = term_pairs([loss for loss, _ in terms], d, ranges)
             self._cache[key] = [(up, lower, k) for (up, lower), (_, k) in zip(made, terms,
                                                                               strict=True)]
@@ -172,14 +177,29 @@ class PLDAccountant(Accountant):
 
     def _composed(self, d: float, direction: Direction, log_tail: float, window_tail: float,
                   *, upper: bool, lam: float = 0.0) -> ComposedPLD:
+        """The laws on the grid ``d`` composed (tilted by ``lam``; long double if the query
+        asked), in the query's time (``cache["deadline"]``): a tilted or extended one (it
+        only tightens a bound) if it should end within half of ``max_seconds``, an
+        untilted one within all of it (an extended one over it is composed in double)."""
         extended = bool(self._cache.get("extended"))
         key = ("comp", d, upper, direction, log_tail, window_tail, lam, extended)
         if key in self._cache:
             return self._cache[key]
+        deadline = self._cache.get("deadline")
+        laws = self._laws(d, direction, log_tail, upper=upper)
         try:
-            c = compose(self._laws(d, direction, log_tail, upper=upper), lam=lam,
+            c = compose(laws, lam=lam,
                         max_points=self._max_grid_points(), log_tail=window_tail,
-                        extended=extended)
+                        extended=extended, seconds=math.inf if deadline is None else
+                        deadline.seconds_left(0.5 if lam or extended else 1.0))
+        except TimeExceeded as err:
+            if extended and lam == 0.0:  # the double composition's bound is certified too
+                self._cache["extended"] = False
+                try:
+                    return self._composed(d, direction, log_tail, window_tail, upper=upper)
+                finally:
+                    self._cache["extended"] = True
+            raise time_refusal(deadline, d, str(err)) from None
         except BudgetExceeded as err:
             # the engine's refusal states the size before its advice; the advice given here
             # names the options that set the size, once
@@ -210,8 +230,7 @@ class PLDAccountant(Accountant):
         return self._cache[key]
 
     def _saddle(self, mgf: LogMgf, log_delta: float) -> tuple[float, float]:
-        """:func:`~tightdp.curves.saddle.saddle_point_eps` of a pilot, remembered (the grid
-        step and :meth:`_pilot_eps_upper` both ask for it)."""
+        """:func:`~tightdp.curves.saddle.saddle_point_eps` of a pilot, remembered."""
         key = ("saddle", id(mgf), log_delta)
         if key not in self._cache:
             self._cache[key] = (saddle_point_eps(mgf.searcher(), log_delta), mgf)
@@ -219,34 +238,11 @@ class PLDAccountant(Accountant):
 
     def _pilot_eps_upper(self, direction: Direction, log_tail: float, delta: float) -> float:
         """A certified upper bound on eps(delta) of one direction from its pilot alone (no
-        fine grid): ``inf`` if it has none.
-
-        The pilot's laws are connect-the-dots pairs (on a coarse grid, the range's tails
-        accounted for), so they dominate the direction's pair, and so does their composed
-        pair ``S``. For every ``t > 0``, ``(1 - e^{-x})_+ <= M_t e^{t x}`` (Alghamdi et al.,
-        eqs. (38), (42): ``M_t`` bounds ``theta_t``), so with ``x = S - eps``
-        ``delta(eps) <= P(S = inf) + M_t e^{K(t) - t eps}``, ``K(t) = log E[e^{tS}; S finite]``
-        the pilot's exact discrete CGF (the refined-moments bound). It is at most ``delta``
-        from ``eps = (K(t) + log M_t - log(delta - P(S = inf))) / t`` on; the smallest over
-        the tilts ``t_0 2^{j/8}``, ``|j| <= 8`` around the saddle point's ``t_0`` is taken.
-        ``K`` is raised by ``1e-11 k (1 + t max|y| + max|log p|)`` per law of count ``k``
-        (its rounding: a few ulps of the exponents ``log p + t y`` and of the sum, per law
-        and step). Where the pilot's searcher is a coarsened copy (many laws), the tilts are
-        ranked on it and the bound evaluated exactly at the ``PILOT_TILTS`` best (any tilt
-        gives a bound)."""
+        fine grid), ``inf`` if it has none: the refined-moments bound of its composed
+        connect-the-dots pilot laws, which dominate its pair (:func:`pilot_eps_upper`)."""
         mgf = self._pilot(direction, log_tail)
         room = delta - self._cache[("pilot_inf", direction, log_tail)]
-        _, t0 = self._saddle(mgf, math.log(delta))
-        if not (room > 0 and math.isfinite(t0) and t0 > 0 and mgf.parts):
-            return math.inf
-        ts = t0 * np.exp2(np.arange(-8, 9) / 8.0)
-        search = mgf.searcher()
-        if search is not mgf:
-            rough = refined_moments_eps(search, ts, room)
-            ts = ts[np.argsort(np.where(np.isfinite(rough), rough, np.inf))[:PILOT_TILTS]]
-        eps = refined_moments_eps(mgf, ts, room)
-        eps = eps[np.isfinite(eps)]
-        return max(float(np.min(eps)), 0.0) if eps.size else math.inf
+        return pilot_eps_upper(mgf, self._saddle(mgf, math.log(delta))[1], room)
 
     def _grid_step(self, direction_mgfs: list[LogMgf], eps: float | None, log_delta: float,
                    spans: list[float], window_tail: float) -> float:
@@ -304,7 +300,6 @@ class PLDAccountant(Accountant):
                  los._composed(grid_step, r, log_tail, window_tail, upper=False))
                 for r in (self._directions() if sides is None else list(Direction))]
 
-    # --- queries ---------------------------------------------------------------------------
     def _eps_at(self, d: float, direction: Direction, delta: float, log_tail: float,
                 window_tail: float, *, upper: bool, stats: QueryStats) -> float:
         """The bound on eps(delta) of :meth:`_eps_once`; if the FFT's rounding charge was a
@@ -401,10 +396,8 @@ class PLDAccountant(Accountant):
         spans = [s for r in dirs for s in self._spans(r, log_tail)]
         pilots = [self._pilot(r, log_tail) for r in dirs]
         floor = budget_floor(pilots, spans, window_tail, self._max_grid_points())
-        # a certified upper bound of each direction before any fine grid, its pilot's
-        # (_pilot_eps_upper): a direction whose bound is below another's PLD upper bound
-        # cannot raise the maximum, and is neither discretized finely nor composed (in
-        # DP-SGD the add direction often is: docs/pld-constants.md)
+        # each direction's pilot bound: one below another's PLD upper bound is not composed
+        # (in DP-SGD the add direction often is: docs/pld-constants.md)
         q = EpsQuery(dirs, pre=({r: self._pilot_eps_upper(r, log_tail, delta) for r in dirs}
                                  if len(dirs) > 1 else {r: math.inf for r in dirs}))
         # many terms (each one's work grows with the points): the grid step is modelled on
@@ -432,39 +425,14 @@ class PLDAccountant(Accountant):
                 return None
             return math.sqrt(AIM * self.rtol * up / width) if width > 0 else 0.5
 
-        run = refine(measure, d, widest=max(spans), floor=floor, budget=self.budget,
-                     deadline=deadline)
-        return self._eps_answer(delta, q, run, t0)
-
-    def _eps_answer(self, delta: float, q: EpsQuery, run: Refinement, t0: float
-                    ) -> EpsilonResult:
-        """The eps query's result from its refinement: the bracket, with the other certified
-        bounds' help where the budget stopped it short of rtol (:func:`tighter_bounds`), or
-        the RDP fallback if not even one grid fitted."""
-        lo, up, note = q.lo, q.upper(), run.note
-        if not run.steps:
-            return rdp_fallback(self.terms, self.budget, delta,
-                                note or "rtol: no grid step fits the memory budget", self.name)
-        check_bracket(lo, up, f"eps at delta={delta!r}", self.name)
-        top = q.top()
-        # (a direction never bounded on a grid can be the largest only when the budget
-        # stopped its first grid: its pilot's bound is the upper one, the last grid reported)
-        step_up = q.at_step[top] if top in q.tried else run.steps[-1]
-        details = {"grid_step": step_up, "grid_step_upper": step_up,
-                   "grid_step_lower": q.lo_step, "grid_steps_tried": run.steps,
-                   "converged": run.converged, "seconds": time.perf_counter() - t0,
-                   **q.stats.details(), "extended": bool(self._cache.get("extended"))}
-        if not run.converged and not note:
-            note = "bracket wider than rtol"
-        if not run.converged:
-            lo, up, note = tighter_bounds(self.terms, self.budget, delta, (lo, up), note,
-                                          details)
-            check_bracket(lo, up, f"eps at delta={delta!r}", self.name)
-            if up - lo <= self.rtol * up:
-                details["converged"] = True
-                note += "; with them the bracket is within rtol"
-        return EpsilonResult(up, delta, lo, up, self.name, certified=True, estimate=up,
-                             note=note, details=details)
+        self._cache["deadline"] = deadline
+        try:
+            run = refine(measure, d, widest=max(spans), floor=floor, budget=self.budget,
+                         deadline=deadline)
+        finally:
+            del self._cache["deadline"]
+        return eps_answer(q, run, delta, terms=self.terms, budget=self.budget, rtol=self.rtol,
+                          name=self.name, t0=t0, extended=bool(self._cache.get("extended")))
 
     def _delta_at(self, d: float, direction: Direction, eps: np.ndarray, log_tail: float,
                   window_tail: float, *, upper: bool, stats: QueryStats,
@@ -472,13 +440,16 @@ class PLDAccountant(Accountant):
         """The direction's bound on delta at ``eps`` on the grid ``d``, tilted towards the
         values the untilted composition cannot resolve to rtol; not at the eps where the
         untilted upper bound is already at most ``below`` (another direction's certified
-        lower bound: there this direction cannot raise the maximum, whatever its value)."""
+        lower bound: there this direction cannot raise the maximum, whatever its value).
+        Where the FFT's rounding is a noticeable part of a value, long double is used (the
+        better bound kept): decided on the untilted composition for a few terms, after the
+        tilts on the composition that gave each value for many (:func:`tilt_many`)."""
+        many = len(self.terms) >= MANY_PARTS
         c = self._composed(d, direction, log_tail, window_tail, upper=upper)
         val = c.delta_bound(eps, upper=upper)
         ok = (val >= DELTA_FLOOR) & (eps > 0)
-        if ok.any() and rounding_matters(self._cache, c, eps[ok], val[ok], self.rtol):
-            # the FFT's rounding is a noticeable part of these values: extended precision
-            # (both are bounds: the better one of each is kept)
+        if (not many and ok.any()
+                and rounding_matters(self._cache, c, eps[ok], val[ok], self.rtol)):
             c = self._composed(d, direction, log_tail, window_tail, upper=upper)
             got = c.delta_bound(eps, upper=upper)
             val = np.minimum(val, got) if upper else np.maximum(val, got)
@@ -486,42 +457,67 @@ class PLDAccountant(Accountant):
         # the engine's own charges at these eps (rounding, window): the two bounds of the
         # same composed law differ by them only
         spread = np.abs(val - c.delta_bound(eps, upper=not upper))
-        # tiny values, and values whose charges are not small beside rtol (the FFT's rounding
-        # charge grows with the number of points above eps: on fine grids it can be a visible
-        # part of delta): recompute from compositions tilted towards them, so that they are
-        # not read off the FFT's rounding noise. At most MAX_TILTS tilts, at quantiles of the
-        # eps asked; every tilt gives a valid bound at every eps (the engine charges the
-        # rounding as amplified by the untilt), so each eps keeps the best of them.
+        # tiny values, and values whose charges are not small beside rtol (the rounding charge
+        # grows with the points above eps): recomputed from compositions tilted towards them.
+        # Every tilt gives a valid bound at every eps (the engine charges the rounding as
+        # amplified by the untilt), so each eps keeps the best of them.
         need = ((val < TILT_BELOW) | (spread > 0.1 * self.rtol * val)) & (eps > 0)
         if below is not None:
             need &= ~(val <= below)
         todo = np.nonzero(need)[0]
-        if todo.size:
-            mgf = self._mgf(d, direction, log_tail, upper=upper)
-            reps = np.quantile(eps[todo], np.linspace(0.0, 1.0, min(todo.size, MAX_TILTS)),
-                               method="nearest")
-            lams: list[float] = []
-            for lam in sorted(mgf.solve_slope(float(r)) for r in np.unique(reps)):
-                # tilts within TILT_SPACING of one another centre the same eps: one is kept
-                if lam > 0 and not (lams and lam <= lams[-1] * (1 + TILT_SPACING)):
-                    lams.append(lam)
-            for lam in lams:
+        tilted = functools.partial(self._tilted, d, direction, log_tail, upper=upper,
+                                   stats=stats)
+        if many:
+            tilt_many(tilted, self._mgf(d, direction, log_tail, upper=upper).searcher(),
+                      (eps, val, todo, below), c, upper=upper, rtol=self.rtol,
+                      cache=self._cache)
+        elif todo.size:
+            for lam in quantile_tilts(self._mgf(d, direction, log_tail, upper=upper),
+                                      eps[todo], MAX_TILTS, TILT_SPACING):
                 if below is not None and not np.any(val[todo] > below[todo]):
                     break  # the rest cannot raise the maximum
-                try:
-                    ct = self._composed(d, direction, log_tail, -80.0, upper=upper, lam=lam)
-                except BudgetExceeded:
-                    # a strongly tilted law can need a far wider window (where the per-step
-                    # range's far end dominates): the untilted bound stands for these eps
-                    # (retrying on coarser grids, as _eps_once does, gives the same brackets
-                    # in more time: docs/pld-constants.md)
-                    stats.tilts_over_budget += 1
-                    continue
-                stats.saw(ct.probs.size)
-                stats.tilted(lam)
-                got = ct.delta_bound(eps[todo], upper=upper)
-                val[todo] = np.minimum(val[todo], got) if upper else np.maximum(val[todo], got)
+                ct = tilted(lam)
+                if ct is not None:
+                    got = ct.delta_bound(eps[todo], upper=upper)
+                    val[todo] = (np.minimum(val[todo], got) if upper
+                                 else np.maximum(val[todo], got))
         return val
+
+    def _upper_beside(self, d: float, direction: Direction, at: tuple, log_tail: float,
+                      window_tail: float, stats: QueryStats) -> np.ndarray:
+        """Upper bound on delta of a direction beside the likely largest one at ``at = (eps,
+        lo, known)``: ``lo`` that one's certified lower bound, ``known`` this direction's
+        certified upper bound so far (its pilot's, :func:`pilot_delta_upper`, then its
+        grids'; lowered in place). Where ``known <= lo``, ``delta_r <= known <= lo <=
+        delta_0``: the maximum is ``delta_0``, bracketed by that direction's bounds, so
+        ``known`` stands and nothing is composed. Elsewhere the direction is bounded on the
+        grid ``d`` (many terms: first on one ``COARSE_BESIDE`` times coarser, which often
+        settles it); a grid over the time budget leaves ``known``, still certified."""
+        eps, lo, known = at
+        for step in [d * COARSE_BESIDE, d] if len(self.terms) >= MANY_PARTS else [d]:
+            pend = np.nonzero(known > lo)[0]
+            if not pend.size:
+                break
+            with contextlib.suppress(TimeExceeded):
+                known[pend] = np.minimum(known[pend], self._delta_at(
+                    step, direction, eps[pend], log_tail, window_tail, upper=True,
+                    stats=stats, below=lo[pend]))
+        return known.copy()
+
+    def _tilted(self, d: float, direction: Direction, log_tail: float, lam: float, *,
+                upper: bool, stats: QueryStats) -> ComposedPLD | None:
+        """The composition tilted by ``lam`` (window ``e^-80``; 0: the query's untilted one),
+        or None over the budget (a strong tilt can need a far wider window): the untilted
+        bound stands (coarser grids gave the same brackets later: docs/pld-constants.md)."""
+        try:
+            ct = self._composed(d, direction, log_tail, self._cache["delta_window"] if lam == 0
+                                else -80.0, upper=upper, lam=lam)
+        except BudgetExceeded:
+            stats.tilts_over_budget += 1
+            return None
+        stats.saw(ct.probs.size)
+        stats.tilted(lam)
+        return ct
 
     def _delta_of(self, eps) -> DeltaResult:
         """Certified bracket on delta(eps) (eps a number or an array)."""
@@ -533,7 +529,8 @@ class PLDAccountant(Accountant):
         self._cache["extended"] = False  # each query decides (rounding_matters)
         k_tot = max(self.total_count, 1)
         dirs = self._directions()
-        pilots = [self._pilot(r, math.log(1e-40) - math.log(k_tot)) for r in dirs]
+        lt0 = math.log(1e-40) - math.log(k_tot)
+        pilots = [self._pilot(r, lt0) for r in dirs]
         emax, log_tail, wt = delta_cuts(e, pilots, k_tot, self.rtol)
         spans = [s for r in dirs for s in self._spans(r, log_tail)]
         deadline = self.budget.deadline()
@@ -546,6 +543,9 @@ class PLDAccountant(Accountant):
         order = [dirs[i] for i in sorted(range(len(dirs)), key=lambda i: -bounds[i])]
         near = [mgf for mgf, b in zip(pilots, bounds, strict=True) if b >= max(bounds) + GRID_SHARE]
         d = self._grid_step(near, emax, 0.0, spans, wt)
+        # each other direction's certified upper bound so far: its pilot's, then its grids'
+        known = {r: pilot_delta_upper(p, self._cache[("pilot_inf", r, lt0)], e)
+                 for r, p in zip(dirs, pilots, strict=True) if r is not order[0]}
         best: list = []  # the tightest (up, lo, step, stats) of every refinement so far
 
         def measure(d: float) -> float | None:
@@ -558,14 +558,14 @@ class PLDAccountant(Accountant):
                                             stats=stats)}
             lo = self._delta_at(d, order[0], e, log_tail, wt, upper=False, stats=stats)
             for r in order[1:]:
-                ups[r] = self._delta_at(d, r, e, log_tail, wt, upper=True, stats=stats,
-                                        below=lo)
+                ups[r] = self._upper_beside(d, r, (e, lo, known[r]), log_tail, wt, stats)
             up = np.max(np.array([ups[r] for r in dirs]), axis=0)
             for r in order[1:]:  # the lower bound of every direction where it is largest
                 top = ups[r] >= up
                 if np.any(top):
-                    lo[top] = np.maximum(lo[top], self._delta_at(
-                        d, r, e[top], log_tail, wt, upper=False, stats=stats))
+                    with contextlib.suppress(TimeExceeded):  # order[0]'s lower bound stands
+                        lo[top] = np.maximum(lo[top], self._delta_at(
+                            d, r, e[top], log_tail, wt, upper=False, stats=stats))
             check_bracket(lo, up, "delta at the eps asked", self.name)
             if best:  # keep the tightest bounds of every refinement
                 up, lo = np.minimum(up, best[0]), np.maximum(lo, best[1])
@@ -577,8 +577,12 @@ class PLDAccountant(Accountant):
             rel = float(np.max(relw))
             return None if rel <= self.rtol else math.sqrt(AIM * self.rtol / rel)
 
-        run = refine(measure, d, widest=max(spans), floor=floor, budget=self.budget,
-                     deadline=deadline)
+        self._cache["deadline"], self._cache["delta_window"] = deadline, wt
+        try:
+            run = refine(measure, d, widest=max(spans), floor=floor, budget=self.budget,
+                         deadline=deadline)
+        finally:
+            del self._cache["deadline"]
         if not best:
             raise BudgetExceeded(run.note or "rtol: no grid step fits the memory budget")
         up, lo, step, stats = best

@@ -21,15 +21,22 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._numerics import UNIT_ROUNDOFF
-from ..budget import Budget, BudgetExceeded
+from ..budget import Budget, BudgetExceeded, TimeExceeded
 from ..pld.transform import UNIT_ROUNDOFF_EXTENDED
-from ..results import EpsilonResult
+from ..results import EpsilonResult, check_bracket
 from .base import Direction
 
-__all__ = ["ROUNDING_SHARE", "rounding_matters", "tilted_within_budget",
+__all__ = ["MAX_TILTS", "TILT_SPACING", "ROUNDING_SHARE", "rounding_heavy", "rounding_matters",
+           "tilted_within_budget", "time_refusal",
            "DELTA_FLOOR", "EpsQuery", "QueryStats", "Refinement", "refine", "clamped",
-           "over_budget", "budget_floor", "delta_cuts", "tighter_bounds", "rdp_fallback"]
+           "eps_answer", "over_budget", "budget_floor", "delta_cuts", "tighter_bounds",
+           "rdp_fallback", "quantile_tilts", "tilt_many"]
 
+#: the most tilted compositions one delta(eps) query uses per grid and direction
+MAX_TILTS = 12
+#: the smallest relative spacing of the tilts of one delta(eps) query (the eps of a law
+#: with a heavy upper tail move fast with its tilt: closer tilts centre the same eps)
+TILT_SPACING = 0.02
 #: the most refinements of one query
 MAX_REFINEMENTS = 40
 #: delta(eps) queries are refined to rtol for values at least this large
@@ -136,10 +143,13 @@ def refine(measure: Callable[[float], float | None], d: float, *, widest: float,
         try:
             shrink = measure(d)
         except BudgetExceeded as err:
-            if not run.steps and d < 4.0 * widest:  # no bracket yet: coarser until it fits
+            # no bracket yet: coarser until it fits, while time is left
+            if not run.steps and d < 4.0 * widest and not deadline.passed():
                 d *= 2.0
                 continue
-            run.note = f"stopped refining at grid step {d:.3g}: {err}"
+            # a refusal for time names its grid step (time_refusal)
+            run.note = (str(err) if isinstance(err, TimeExceeded)
+                        else f"stopped refining at grid step {d:.3g}: {err}")
             break
         run.steps.append(d)
         if shrink is None:
@@ -152,6 +162,16 @@ def refine(measure: Callable[[float], float | None], d: float, *, widest: float,
             break
         d *= factor
     return run
+
+
+def time_refusal(deadline, d: float, stage: str) -> TimeExceeded:
+    """The one-line refusal of a stage of a PLD query on the grid step ``d`` that would not
+    end within what is left of the query's time (``deadline``); ``stage`` names it and its
+    estimated time."""
+    left = deadline.seconds_left()
+    why = "used up" if left <= 0 else f"nearly used up ({stage}; {left:.3g} s left)"
+    return TimeExceeded(f"rtol: max_seconds={deadline.max_seconds:g} {why} at grid step "
+                        f"{d:.3g}; raise max_seconds or rtol")
 
 
 def over_budget(budget: Budget, d: float, floor: float, deadline, last_seconds: float,
@@ -277,6 +297,38 @@ def rdp_fallback(terms: list, budget: Budget, delta: float, why: str, name: str
                          details={"fallback": "rdp", "converged": False})
 
 
+def eps_answer(q: EpsQuery, run: Refinement, delta: float, *, terms: list, budget: Budget,
+               rtol: float, name: str, t0: float, extended: bool) -> EpsilonResult:
+    """The PLD accountant's (``name``, on the composition ``terms``) eps query's result from
+    its refinement ``run`` (started at ``t0``): the bracket, with the other certified
+    bounds' help where the budget stopped it short of rtol (:func:`tighter_bounds`), or the
+    RDP fallback if not even one grid fitted; ``extended`` whether it used long-double
+    transforms."""
+    lo, up, note = q.lo, q.upper(), run.note
+    if not run.steps:
+        return rdp_fallback(terms, budget, delta,
+                            note or "rtol: no grid step fits the memory budget", name)
+    check_bracket(lo, up, f"eps at delta={delta!r}", name)
+    top = q.top()
+    # (a direction never bounded on a grid can be the largest only when the budget
+    # stopped its first grid: its pilot's bound is the upper one, the last grid reported)
+    step_up = q.at_step[top] if top in q.tried else run.steps[-1]
+    details = {"grid_step": step_up, "grid_step_upper": step_up,
+               "grid_step_lower": q.lo_step, "grid_steps_tried": run.steps,
+               "converged": run.converged, "seconds": time.perf_counter() - t0,
+               **q.stats.details(), "extended": extended}
+    if not run.converged and not note:
+        note = "bracket wider than rtol"
+    if not run.converged:
+        lo, up, note = tighter_bounds(terms, budget, delta, (lo, up), note, details)
+        check_bracket(lo, up, f"eps at delta={delta!r}", name)
+        if up - lo <= rtol * up:
+            details["converged"] = True
+            note += "; with them the bracket is within rtol"
+    return EpsilonResult(up, delta, lo, up, name, certified=True, estimate=up,
+                         note=note, details=details)
+
+
 def delta_cuts(e: np.ndarray, pilots: list, k_tot: int, rtol: float
                ) -> tuple[float, float, float]:
     """``(emax, log_tail, window_tail)`` of a delta query at ``e`` (the PLD accountant's, its
@@ -316,15 +368,21 @@ def delta_cuts(e: np.ndarray, pilots: list, k_tot: int, rtol: float
 ROUNDING_SHARE = 0.25
 
 
-def rounding_matters(cache: dict, c, eps, delta, rtol: float) -> bool:
+def rounding_heavy(c, eps, delta, rtol: float) -> bool:
     """Whether the FFT-rounding charge of the composition ``c`` at ``eps`` exceeds
-    ``ROUNDING_SHARE`` rtol of ``delta`` (arrays: anywhere) while the transforms are still in
-    double and long double is more precise here; if so, ``cache["extended"]`` is set: the
-    query's later compositions are extended (:func:`tightdp.pld.compose.compose`)."""
-    if cache.get("extended") or not UNIT_ROUNDOFF_EXTENDED < UNIT_ROUNDOFF:
+    ``ROUNDING_SHARE`` rtol of ``delta`` (arrays: anywhere) where long double is more
+    precise than double (else recomputing cannot lower it)."""
+    if not UNIT_ROUNDOFF_EXTENDED < UNIT_ROUNDOFF:
         return False
     charge = c.rounding_charge(np.maximum(eps, 0.0))
-    if not np.any(charge > ROUNDING_SHARE * rtol * np.asarray(delta)):
+    return bool(np.any(charge > ROUNDING_SHARE * rtol * np.asarray(delta)))
+
+
+def rounding_matters(cache: dict, c, eps, delta, rtol: float) -> bool:
+    """Whether :func:`rounding_heavy` holds for the composition ``c`` while the transforms
+    are still in double; if so, ``cache["extended"]`` is set: the query's later
+    compositions are extended (:func:`tightdp.pld.compose.compose`)."""
+    if cache.get("extended") or not rounding_heavy(c, eps, delta, rtol):
         return False
     cache["extended"] = True
     return True
@@ -356,3 +414,64 @@ def tilted_within_budget(cache: dict, composed: Callable, key: tuple, lam: float
             stats.tilts_over_budget += 1
             fails[k] = min(lam, fails.get(k, math.inf))
     return None, 0.0
+
+
+def quantile_tilts(mgf, eps: np.ndarray, most: int, spacing: float) -> list[float]:
+    """The tilts of a delta query's values ``eps`` (a few terms): those centring at most
+    ``most`` quantiles of them (``K'(lam) = eps`` on the log-MGF ``mgf``), increasing, of
+    which tilts within a relative ``spacing`` of one another (they centre the same eps)
+    keep one."""
+    reps = np.quantile(eps, np.linspace(0.0, 1.0, min(eps.size, most)), method="nearest")
+    lams: list[float] = []
+    for lam in sorted(mgf.solve_slope(float(r)) for r in np.unique(reps)):
+        if lam > 0 and not (lams and lam <= lams[-1] * (1 + spacing)):
+            lams.append(lam)
+    return lams
+
+
+def tilt_many(tilted: Callable, search, work: tuple, c, *, upper: bool, rtol: float,
+              cache: dict) -> None:
+    """The tilts of a delta query of many terms (each composition costs a transform per
+    distinct law), updating the values in place: ``work = (eps, val, todo, below)``, the
+    eps asked, their bounds so far (from the untilted composition ``c``), the indices to
+    tilt for and another direction's lower bound (or None); ``upper``: the side bounded.
+    One tilt serves every eps it
+    resolves (its own charges within 0.1 rtol of the value), and the next is placed at the
+    largest eps left, on the coarsened log-MGF ``search`` (any tilt gives a bound);
+    ``tilted(lam)`` is the tilted composition or None. Then the composition that gave each
+    value is redone in long double where its rounding charge is a noticeable part of it
+    (:func:`rounding_heavy`; ``cache["extended"]`` is set for the rest of the query)."""
+    eps, val, todo, below = work
+    used, src = [(0.0, c)], np.zeros(eps.size, dtype=int)
+    tried: list[float] = []
+    while todo.size and len(tried) < MAX_TILTS:
+        if below is not None and not np.any(val[todo] > below[todo]):
+            break  # the rest cannot raise the maximum
+        top = int(todo[np.argmax(eps[todo])])
+        lam = search.solve_slope(float(eps[top]))
+        todo = todo[todo != top]
+        if lam <= 0 or any(abs(lam - x) <= TILT_SPACING * x for x in tried):
+            continue
+        tried.append(lam)
+        ct = tilted(lam)
+        if ct is None:
+            continue
+        at = np.append(todo, top)
+        got = ct.delta_bound(eps[at], upper=upper)
+        better = got < val[at] if upper else got > val[at]
+        val[at[better]], src[at[better]] = got[better], len(used)
+        used.append((lam, ct))
+        spread = np.abs(got - ct.delta_bound(eps[at], upper=not upper))
+        todo = at[:-1][~(spread[:-1] <= 0.1 * rtol * val[at[:-1]])]
+    if cache.get("extended"):
+        return
+    redo = [i for i, (_, comp) in enumerate(used)
+            if (src == i).any() and rounding_heavy(comp, eps[src == i], val[src == i], rtol)]
+    if redo:
+        cache["extended"] = True  # and every later composition of the query
+    for i in redo:
+        at = np.nonzero(src == i)[0]
+        cx = tilted(used[i][0])
+        if cx is not None:
+            got = cx.delta_bound(eps[at], upper=upper)
+            val[at] = np.minimum(val[at], got) if upper else np.maximum(val[at], got)

@@ -35,7 +35,8 @@ from ..roots import root_decreasing as root_decreasing  # importable from here
 from ..roots import roots_decreasing as roots_decreasing  # importable from here
 
 __all__ = ["METHODS", "LABELS", "UNRELIABLE", "T_MIN", "T_MAX_QUAD", "T_MAX",
-           "log_theta_max", "rma_eps", "log_clt_theta", "log_clt_theta1", "saddle_eps",
+           "log_theta_max", "rma_eps", "rma_log_delta", "log_clt_theta", "log_clt_theta1",
+           "saddle_eps",
            "saddle_log_delta", "saddle_terms1", "saddle_log_delta_slope", "tilt_grids",
            "grid_parts", "solve_tilt", "saddle_point_eps"]
 
@@ -68,6 +69,13 @@ def rma_eps(k: np.ndarray, t: np.ndarray, log_room) -> np.ndarray:
     (broadcast); the one place the formula is written (the SPA, the PLD accountant's pilot
     and the individual PLD accountant's direction test use it)."""
     return (k + log_theta_max(t) - log_room) / t
+
+
+def rma_log_delta(k: np.ndarray, t: np.ndarray, eps) -> np.ndarray:
+    """The refined-moments bound (eq. (43)) on ``log delta(eps)`` of the finite losses:
+    ``K(t) + log M_t - t eps`` (``M_t`` of eq. (42)), certified at each tilt ``t > 0`` when
+    ``k`` bounds ``K(t)`` from above; :func:`rma_eps` solved the other way. Elementwise."""
+    return k + log_theta_max(t) - t * eps
 
 
 def _log_half_erfcx(a: np.ndarray) -> np.ndarray:

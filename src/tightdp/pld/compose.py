@@ -37,10 +37,10 @@ from scipy import fft as sfft
 from scipy.special import logsumexp
 
 from .._numerics import UNIT_ROUNDOFF, bisect
-from ..budget import BudgetExceeded
+from ..budget import BudgetExceeded, TimeExceeded
 from .grid import DiscretePLD, tail_sums
 from .mgf import LogMgf
-from .transform import UNIT_ROUNDOFF_EXTENDED, circular_product
+from .transform import UNIT_ROUNDOFF_EXTENDED, circular_product, product_seconds
 
 __all__ = ["UNIT_ROUNDOFF_EXTENDED", "ComposedPLD", "LogMgf", "compose", "composed_inf_mass",
            "round_rel", "tilt"]
@@ -352,7 +352,7 @@ def tilt(terms, lam: float) -> tuple[list[tuple[DiscretePLD, int]], float]:
 
 def compose(terms: list[tuple[DiscretePLD, int]], *, log_tail: float = -80.0,
             lam: float = 0.0, max_points: int = MAX_POINTS, workers: int | None = None,
-            extended: bool = False) -> ComposedPLD:
+            extended: bool = False, seconds: float = math.inf) -> ComposedPLD:
     """Compose ``count`` copies of each PLD; see the module docstring.
 
     Parameters
@@ -364,6 +364,8 @@ def compose(terms: list[tuple[DiscretePLD, int]], *, log_tail: float = -80.0,
     extended : forward transforms (and the powering where it matters) in long double: a
         bound on the FFT's rounding about 2000 times smaller for long compositions, at about
         three times the transform's cost (see :func:`circular_product`).
+    seconds : refuse (:class:`~tightdp.budget.TimeExceeded`) rather than start an FFT
+        product estimated (:func:`~tightdp.pld.transform.product_seconds`) to take longer.
     """
     terms = [(p.trimmed(), int(k)) for p, k in terms if int(k) > 0]
     if not terms:
@@ -388,6 +390,10 @@ def compose(terms: list[tuple[DiscretePLD, int]], *, log_tail: float = -80.0,
         raise BudgetExceeded(f"the composition needs an FFT of {n} points (> {max_points}); "
                              "ask for a looser tolerance")
     N = sfft.next_fast_len(n, real=True)
+    est = product_seconds(N, len(terms), extended=extended)
+    if est > seconds:
+        raise TimeExceeded(f"the composition of {len(terms)} distinct laws on {N} points would "
+                           f"take about {est:.3g} s")
     res, log_noise = circular_product(tilted, N, i_lo, workers, extended=extended)
     res = res[:n]
     # bounds on what lies outside the window, in the original measure (untilted Chernoff)

@@ -17,7 +17,7 @@ from scipy import fft as sfft
 from .._numerics import UNIT_ROUNDOFF
 from .grid import DiscretePLD
 
-__all__ = ["UNIT_ROUNDOFF_EXTENDED", "circular_product", "fold"]
+__all__ = ["UNIT_ROUNDOFF_EXTENDED", "circular_product", "fold", "product_seconds"]
 
 
 #: constant of the FFT's pointwise error bound ``c u log2(N) sum |x|`` (every output of an
@@ -179,6 +179,22 @@ def _circular_product_extended(terms, n: int, lo_index: int, workers: int | None
                # rounding the long-double product to double: a relative u of each
                + 2.0 * UNIT_ROUNDOFF * float(np.abs(acc[sel]).sum()))
     return _inverse_with_noise(acc, err_sum, n, lo_index, workers, sum(k for _, k in terms))
+
+
+#: seconds per law and per ``N log2 N`` of :func:`circular_product` (fold, transform, error
+#: bound and powering), in double and in long double, with room for a loaded machine
+#: (docs/pld-constants.md)
+_SECONDS_DOUBLE = 2e-9
+_SECONDS_EXTENDED = 1.2e-8
+
+
+def product_seconds(n: int, laws: int, *, extended: bool) -> float:
+    """An estimate of the time :func:`circular_product` takes for ``laws`` distinct laws on
+    ``n`` points (each law is folded and transformed once: ``O(n log n)`` per law), so that
+    a caller can refuse before starting a product that does not fit its time budget."""
+    per = _SECONDS_EXTENDED if extended and UNIT_ROUNDOFF_EXTENDED < UNIT_ROUNDOFF else (
+        _SECONDS_DOUBLE)
+    return per * laws * n * math.log2(max(n, 2))
 
 
 def _int_power(f: np.ndarray, k: int) -> np.ndarray:
