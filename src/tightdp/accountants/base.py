@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from enum import IntEnum
 from typing import TypeVar, cast
 
@@ -268,50 +269,52 @@ class Accountant(Queries):
             self._cache["bracket found"] = found
             out = None
             if any(b is not None for _, _, b in found):
-                accs = []
+                ups = {id(b): self._upper_of(b) for _, _, b in found if b is not None}
                 tight = all(b is None or not b.gap for _, _, b in found)
-                for side in (0, 1):
-                    acc = copy.copy(self)
-                    acc._terms, acc._cache = {}, {}
+                accs = []
+                for pick in (lambda b: ups[id(b)], lambda b: (b.lower, 1)):
+                    acc = self._composing(found, pick)
                     if tight and hasattr(acc, "rtol"):
                         acc.rtol = 2.0 * rtol
-                    for m, k, b in found:
-                        mm, kk = m, k
-                        if b is not None:
-                            up, count = self._upper_of(b)
-                            mm, kk = (up, k * count) if side == 0 else (b.lower, k)
-                        acc._terms[mm] = acc._terms.get(mm, 0) + kk
                     accs.append(acc)
                 gaps = "; ".join(dict.fromkeys(b.gap for _, _, b in found if b and b.gap))
                 slacks = ([(k * b.upper_count, b.upper_slack) for _, k, b in found
                            if b is not None and b.upper_slack is not None
-                           and self._upper_of(b)[0] is b.upper],
+                           and ups[id(b)][0] is b.upper],
                           [(k, b.lower_slack) for _, k, b in found
                            if b is not None and b.lower_slack is not None])
                 out = (accs[0], accs[1], gaps, slacks)
             self._cache["bracket sides"] = out
         return self._cache["bracket sides"]
 
+    def _composing(self, found: list, pick: Callable) -> Accountant:
+        """A copy of this accountant (its options, no terms, no cache) composing each term
+        ``(m, k, b)`` of ``found``: ``m`` itself ``k`` times where ``b`` is None, else the
+        mechanism of ``pick(b) = (mechanism, applications per one of m)``."""
+        acc = copy.copy(self)
+        acc._terms, acc._cache = {}, {}
+        for m, k, b in found:
+            mm, per = (m, 1) if b is None else pick(b)
+            acc._terms[mm] = acc._terms.get(mm, 0) + k * per
+        return acc
+
     def _fallback_side(self) -> Accountant | None:
         """With bracketed mechanisms of which one has an ``upper_fallback``
-        (:class:`Bracket`): a copy of this accountant composing every such mechanism's
-        fallback (once per application of the mechanism) and every other bracket's ``upper``
-        side as :meth:`_bracket_sides` does; its certified upper bound is another upper
-        bound of the composition. None otherwise."""
+        (:class:`Bracket`): a copy of the upper side composing every such mechanism's
+        fallback (once per application of the mechanism) and every other bracket's
+        ``upper`` as :meth:`_bracket_sides` does; its certified upper bound is another upper
+        bound of the composition. None otherwise, and where a bracket without a fallback
+        has an ``upper_slack`` (this side's answers carry no slack)."""
         if "bracket fallback" not in self._cache:
             sides = self._bracket_sides()
             found = self._cache.get("bracket found", [])
+            bs = [b for _, _, b in found if b is not None]
             out = None
-            if sides is not None and any(b is not None and b.upper_fallback is not None
-                                         for _, _, b in found):
-                out = copy.copy(sides[0])
-                out._terms, out._cache = {}, {}
-                for m, k, b in found:
-                    mm, kk = m, k
-                    if b is not None:
-                        mm, kk = ((b.upper_fallback, k) if b.upper_fallback is not None
-                                  else (b.upper, k * b.upper_count))
-                    out._terms[mm] = out._terms.get(mm, 0) + kk
+            if sides is not None and any(b.upper_fallback is not None for b in bs) \
+                    and all(b.upper_fallback is not None or b.upper_slack is None for b in bs):
+                out = sides[0]._composing(found, lambda b: (
+                    (b.upper_fallback, 1) if b.upper_fallback is not None
+                    else (b.upper, b.upper_count)))
             self._cache["bracket fallback"] = out
         return self._cache["bracket fallback"]
 
@@ -331,7 +334,7 @@ class Accountant(Queries):
             except ValueError:   # delta too close to the computed side's slack
                 if fb is None:
                     raise
-                high, high_slack = fb._epsilon_query(delta), 0.0
+                high, high_slack, fb = fb._epsilon_query(delta), 0.0, None
             if fb is not None:
                 chosen = smaller_upper(high, fb._epsilon_query(delta))
                 high, high_slack = (high, high_slack) if chosen is high else (chosen, 0.0)
