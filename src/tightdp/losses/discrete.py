@@ -84,15 +84,19 @@ class DiscreteLoss(PrivacyLoss):
         less its rounding (:func:`hockey_stick_charge`: each atom's mass within ``64 u``,
         a tail sum of ``n`` of them within ``(n + 64) u``, Higham 2002, eq. (4.4)), at
         least 0."""
-        eps = np.asarray(eps, dtype=float)
-        lp, lq = self.logp_sf(eps), self.logq_sf(eps)
-        charge = hockey_stick_charge(eps, lp, lq, self.y.size + 64.0)
-        return np.maximum(delta_from_logs(eps, lp, lq) - charge, 0.0)
+        value, charge = self._hockey_stick(eps)
+        return np.maximum(value - charge, 0.0)
 
     def delta_upper(self, eps) -> np.ndarray:
         """A certified upper bound on the same sum: :meth:`delta_lower`'s value plus its
         rounding charge instead of less."""
+        value, charge = self._hockey_stick(eps)
+        return value + charge
+
+    def _hockey_stick(self, eps) -> tuple[np.ndarray, np.ndarray]:
+        """``sum_i (p_i - e^eps q_i)_+`` as computed, and the bound on its rounding
+        (:func:`hockey_stick_charge`; see :meth:`delta_lower`)."""
         eps = np.asarray(eps, dtype=float)
         lp, lq = self.logp_sf(eps), self.logq_sf(eps)
-        charge = hockey_stick_charge(eps, lp, lq, self.y.size + 64.0)
-        return delta_from_logs(eps, lp, lq) + charge
+        return (delta_from_logs(eps, lp, lq),
+                hockey_stick_charge(eps, lp, lq, self.y.size + 64.0))
